@@ -1,0 +1,98 @@
+# Paddock — `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+##@ Setup
+
+.PHONY: install
+install: $(VENV)/.installed ## Create .venv and install Paddock with its development tools
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+.PHONY: k8s-binaries
+k8s-binaries: ## Build and cache the local control plane's binaries (cold: many minutes)
+	hack/k8s-binaries.sh
+
+##@ Development
+
+.PHONY: fmt
+fmt: install ## Format the code
+	$(BIN)/ruff format operator tests
+	$(BIN)/ruff check --fix operator tests
+
+.PHONY: lint
+lint: install ## Lint with ruff
+	$(BIN)/ruff check operator tests
+	$(BIN)/ruff format --check operator tests
+
+.PHONY: typecheck
+typecheck: install ## Type-check with mypy --strict
+	$(BIN)/mypy
+
+.PHONY: crds
+crds: install ## Regenerate crds/ from the API models
+	$(BIN)/paddock crds
+
+.PHONY: crds-check
+crds-check: install ## Fail when crds/ differs from the API models
+	$(BIN)/paddock crds --check
+
+##@ Test
+
+.PHONY: test
+test: lint typecheck crds-check ## Everything CI runs: lint, types, CRDs, and every test suite
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+.PHONY: test-unit
+test-unit: install ## Unit tests (no cluster)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+.PHONY: test-integration
+test-integration: install ## Integration tests against the local control plane
+	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
+
+.PHONY: test-e2e
+test-e2e: install ## End-to-end tests (kind, where a Docker engine runs)
+	$(BIN)/pytest tests/e2e $(PYTEST_ARGS)
+
+.PHONY: bench
+bench: install ## Benchmarks, printed as ratios against a baseline (arrive with later issues)
+	@echo "bench: no benchmarks yet; they arrive with the Sandbox and AgentRun work"
+
+##@ Run
+
+.PHONY: run
+run: install ## Run the operator against the cluster of the current kubeconfig
+	$(BIN)/paddock operator
+
+.PHONY: dev
+dev: install ## The main job: a local cluster (if none answers), the CRDs, the operator, the examples
+	$(BIN)/paddock dev
+
+##@ Packaging
+
+.PHONY: docker-build
+docker-build: ## Build the operator image (needs a Docker engine; arrives with the packaging issue)
+	@echo "docker-build: waiting for the packaging issue (Dockerfile and Helm chart)"
+
+.PHONY: helm-lint
+helm-lint: ## Lint the Helm chart (arrives with the packaging issue)
+	@echo "helm-lint: waiting for the packaging issue (charts/paddock)"
+
+##@ Help
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"} \
+	  /^##@/ {printf "\n\033[1m%s\033[0m\n", substr($$0, 5)} \
+	  /^[a-zA-Z0-9_-]+:.*##/ {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)

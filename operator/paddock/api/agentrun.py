@@ -1,0 +1,268 @@
+"""AgentRun: one agent (or command) run in a sandbox, with a replayable event log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from paddock.api.common import (
+    ApiModel,
+    Conditions,
+    ConfigMapKeySelector,
+    Duration,
+    EnvVar,
+    KindInfo,
+    LocalObjectReference,
+    PrinterColumn,
+    Resource,
+    SecretEnvVar,
+    SecretKeySelector,
+    cel,
+    validations,
+)
+from paddock.api.sandbox import SandboxSpec
+
+
+class Harness(StrEnum):
+    """The agent CLI that runs, or command for a plain shell command."""
+
+    CLAUDE_CODE = "claude-code"
+    CODEX = "codex"
+    OPENCODE = "opencode"
+    GEMINI = "gemini"
+    COMMAND = "command"
+
+
+class Reuse(StrEnum):
+    """Whether a sandboxTemplate run shares its sandbox with later runs of its thread."""
+
+    THREAD = "thread"
+    NONE = "none"
+
+
+class PromptSource(ApiModel):
+    """A prompt kept in a ConfigMap or a Secret."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "has(self.configMapKeyRef) != has(self.secretKeyRef)",
+                "promptFrom names a configMapKeyRef or a secretKeyRef, not both",
+            )
+        )
+    )
+
+    config_map_key_ref: ConfigMapKeySelector | None = Field(
+        default=None, description="ConfigMap key holding the prompt."
+    )
+    secret_key_ref: SecretKeySelector | None = Field(
+        default=None, description="Secret key holding the prompt."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PromptSource:
+        if (self.config_map_key_ref is None) == (self.secret_key_ref is None):
+            raise ValueError("promptFrom names a configMapKeyRef or a secretKeyRef, not both")
+        return self
+
+
+ONE_SANDBOX_MESSAGE = "set exactly one of sandboxRef or sandboxTemplate"
+COMMAND_MESSAGE = "command is required when harness is command, and only then"
+PROMPT_MESSAGE = "an agent harness needs a prompt or promptFrom (not both)"
+THREAD_MESSAGE = "reuse: thread needs a threadId"
+REUSE_MESSAGE = "threadId and reuse apply only with a sandboxTemplate"
+
+
+class AgentRunSpec(ApiModel):
+    """One run of an agent (or a command) in a sandbox."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel("has(self.sandboxRef) != has(self.sandboxTemplate)", ONE_SANDBOX_MESSAGE),
+            cel("has(self.command) == (self.harness == 'command')", COMMAND_MESSAGE),
+            cel(
+                "self.harness == 'command' || (has(self.prompt) != has(self.promptFrom))",
+                PROMPT_MESSAGE,
+            ),
+            cel("!has(self.reuse) || self.reuse != 'thread' || has(self.threadId)", THREAD_MESSAGE),
+            cel(
+                "has(self.sandboxTemplate) || (!has(self.threadId) && !has(self.reuse))",
+                REUSE_MESSAGE,
+            ),
+        )
+    )
+
+    sandbox_ref: LocalObjectReference | None = Field(
+        default=None, description="An existing Sandbox to run in."
+    )
+    sandbox_template: SandboxSpec | None = Field(
+        default=None, description="A Sandbox spec; the run finds or creates a sandbox from it."
+    )
+    thread_id: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Conversation thread: runs of one thread share one sandbox "
+        "(with sandboxTemplate).",
+    )
+    reuse: Reuse | None = Field(
+        default=None,
+        description="thread: one sandbox per threadId, kept between runs; none: a fresh sandbox "
+        "removed when the run ends. Default: thread when threadId is set, else none.",
+    )
+    harness: Harness = Field(description="claude-code, codex, opencode, gemini or command.")
+    model: str | None = Field(
+        default=None, max_length=256, description="Model name passed to the harness."
+    )
+    prompt: str | None = Field(
+        default=None, max_length=1048576, description="The task for the agent."
+    )
+    prompt_from: PromptSource | None = Field(
+        default=None, description="Take the prompt from a ConfigMap or Secret key."
+    )
+    command: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=65536,
+        description="Shell command, for harness: command. Checked against the policy.",
+    )
+    session_id: str | None = Field(
+        default=None, max_length=256, description="Harness session to resume."
+    )
+    timeout: Duration = Field(
+        default="1h", description="Longest the run may take, e.g. 90s, 30m, 24h."
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Environment of the harness. Credentials go under secrets.",
+    )
+    secrets: list[SecretEnvVar] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Environment variables from Secrets (API keys), by secretKeyRef only.",
+    )
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> AgentRunSpec:
+        if (self.sandbox_ref is None) == (self.sandbox_template is None):
+            raise ValueError(ONE_SANDBOX_MESSAGE)
+        if (self.command is not None) != (self.harness == Harness.COMMAND):
+            raise ValueError(COMMAND_MESSAGE)
+        if self.harness != Harness.COMMAND and (self.prompt is None) == (self.prompt_from is None):
+            raise ValueError(PROMPT_MESSAGE)
+        if self.reuse == Reuse.THREAD and self.thread_id is None:
+            raise ValueError(THREAD_MESSAGE)
+        if self.sandbox_template is None and (self.thread_id or self.reuse):
+            raise ValueError(REUSE_MESSAGE)
+        return self
+
+    @property
+    def effective_reuse(self) -> Reuse:
+        if self.reuse is not None:
+            return Reuse(self.reuse)
+        return Reuse.THREAD if self.thread_id else Reuse.NONE
+
+
+class RunPhase(StrEnum):
+    """Where a run is, for people; conditions carry the detail."""
+
+    PENDING = "Pending"
+    WAITING_FOR_SANDBOX = "WaitingForSandbox"
+    RUNNING = "Running"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+    TIMED_OUT = "TimedOut"
+
+
+TERMINAL_PHASES = frozenset(
+    {RunPhase.SUCCEEDED, RunPhase.FAILED, RunPhase.CANCELLED, RunPhase.TIMED_OUT}
+)
+
+
+class EventSummary(ApiModel):
+    """One recent event, abridged; the full event is in the log."""
+
+    seq: int = Field(description="Position in the run's log, from 0.")
+    type: str = Field(description="Event type, e.g. tool.call.")
+    time: datetime | None = Field(default=None, description="When it happened.")
+    summary: str = Field(default="", description="A line about it.")
+
+
+class Usage(ApiModel):
+    """Tokens and cost as the harness reports them."""
+
+    input_tokens: int | None = Field(default=None, description="Input tokens.")
+    output_tokens: int | None = Field(default=None, description="Output tokens.")
+    cost_usd: float | None = Field(default=None, description="Cost in US dollars.")
+
+
+class RunResult(ApiModel):
+    """How the run ended."""
+
+    summary: str | None = Field(default=None, description="The final result, abridged.")
+    exit_code: int | None = Field(default=None, description="Exit code of the harness.")
+    is_error: bool = Field(default=False, description="Whether the harness reported an error.")
+
+
+class LogBackend(StrEnum):
+    CONFIGMAP = "configmap"
+    S3 = "s3"
+
+
+class LogLocation(ApiModel):
+    """Where the run's full event log is kept."""
+
+    backend: LogBackend = Field(description="configmap or s3.")
+    location: str = Field(description="ConfigMap name prefix, or s3://bucket/key prefix.")
+
+
+class AgentRunStatus(ApiModel):
+    """Observed state of an AgentRun."""
+
+    phase: RunPhase | None = Field(default=None, description="Phase, for people.")
+    message: str | None = Field(default=None, description="Why the run is in its phase.")
+    observed_generation: int | None = Field(
+        default=None, description="The .metadata.generation this status describes."
+    )
+    conditions: Conditions
+    sandbox_name: str | None = Field(default=None, description="Sandbox the run uses.")
+    session_id: str | None = Field(default=None, description="Harness session id, to resume.")
+    event_count: int = Field(default=0, description="Events in the log.")
+    last_events: list[EventSummary] = Field(
+        default_factory=list, description="The last few events."
+    )
+    result: RunResult | None = Field(default=None, description="How the run ended.")
+    usage: Usage | None = Field(default=None, description="Tokens and cost, where reported.")
+    changed_files: list[str] = Field(
+        default_factory=list, description="Files the run changed (git diff after the run)."
+    )
+    log: LogLocation | None = Field(default=None, description="Where the full log is.")
+    started_at: datetime | None = Field(default=None, description="When the harness started.")
+    completed_at: datetime | None = Field(default=None, description="When the run ended.")
+
+
+class AgentRun(Resource):
+    """One agent or command run in a sandbox; its events are normalised and kept in a log."""
+
+    kind_info = KindInfo(
+        kind="AgentRun",
+        plural="agentruns",
+        short_name="run",
+        columns=(
+            PrinterColumn("Phase", ".status.phase", "Phase of the run"),
+            PrinterColumn("Harness", ".spec.harness", "Agent CLI or command"),
+            PrinterColumn("Sandbox", ".status.sandboxName", "Sandbox it runs in"),
+            PrinterColumn("Events", ".status.eventCount", "Events in the log", type="integer"),
+            PrinterColumn("Session", ".status.sessionId", "Harness session id", priority=1),
+        ),
+    )
+
+    api_version: Literal["paddock.dev/v1alpha1"] = "paddock.dev/v1alpha1"
+    kind: Literal["AgentRun"] = "AgentRun"
+    spec: AgentRunSpec
+    status: AgentRunStatus | None = None

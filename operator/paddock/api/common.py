@@ -1,0 +1,239 @@
+"""Building blocks shared by the four kinds: the base model, durations, refs, conditions.
+
+Every model here is also a CRD schema (see ``api/crd.py``): a field's ``description`` is what
+``kubectl explain`` shows, and a rule given in ``cel`` becomes an ``x-kubernetes-validations``
+entry so that the API server rejects the same input the model rejects, with the same message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic.alias_generators import to_camel
+
+MAX_NAME = 253
+MAX_LIST = 64
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+    """One CEL validation rule for the generated CRD, with the message a person reads."""
+    validation = {"rule": rule, "message": message}
+    if field_path:
+        validation["fieldPath"] = field_path
+    return validation
+
+
+def validations(*rules: dict[str, str]) -> dict[str, Any]:
+    """``json_schema_extra`` that attaches CEL rules to a model or field."""
+    return {"x-kubernetes-validations": list(rules)}
+
+
+class ApiModel(BaseModel):
+    """Base of every API model: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_enum_values=True,
+        validate_default=False,
+    )
+
+    def to_api(self) -> dict[str, Any]:
+        """The object as the Kubernetes API carries it: camelCase keys, unset fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# --- durations -------------------------------------------------------------------------------
+
+DURATION_PATTERN = r"^[1-9][0-9]{0,8}[smhd]$"
+DURATION_MESSAGE = (
+    "must be a duration: a whole number and one unit s, m, h or d, e.g. 90s, 30m, 24h, 7d"
+)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: str) -> timedelta:
+    """``"90s"`` -> 90 seconds. One whole number and one unit; anything else is an error.
+
+    The seed library accepted only ``<n>h``/``<n>m`` and silently ignored the rest; a duration
+    that does not parse here is always an error the user sees.
+    """
+    if not re.fullmatch(DURATION_PATTERN, value):
+        raise ValueError(DURATION_MESSAGE)
+    return timedelta(seconds=int(value[:-1]) * _UNIT_SECONDS[value[-1]])
+
+
+def _check_duration(value: str) -> str:
+    parse_duration(value)
+    return value
+
+
+Duration = Annotated[
+    str,
+    AfterValidator(_check_duration),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": 12,
+            "x-kubernetes-validations": [
+                cel(f"self.matches('{DURATION_PATTERN}')", DURATION_MESSAGE)
+            ],
+        }
+    ),
+]
+
+# --- names and references ----------------------------------------------------------------------
+
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+
+ObjectName = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+EnvName = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=ENV_NAME_PATTERN)]
+
+
+def _no_leading_dash(value: str) -> str:
+    # A value that starts with "-" would be read by git as an option (argument injection).
+    if value.startswith("-"):
+        raise ValueError("must not start with '-'")
+    return value
+
+
+NO_DASH_RULE = cel("!self.startsWith('-')", "must not start with '-'")
+
+NoDashString = Annotated[
+    str,
+    AfterValidator(_no_leading_dash),
+    Field(min_length=1, max_length=2048, json_schema_extra=validations(NO_DASH_RULE)),
+]
+
+
+class LocalObjectReference(ApiModel):
+    """A reference to an object of a known kind in the same namespace."""
+
+    name: ObjectName = Field(description="Name of the object, in the same namespace.")
+
+
+class SecretKeySelector(ApiModel):
+    """One key of a Secret in the same namespace."""
+
+    name: ObjectName = Field(description="Name of the Secret, in the same namespace.")
+    key: str = Field(min_length=1, max_length=MAX_NAME, description="Key within the Secret.")
+
+
+class ConfigMapKeySelector(ApiModel):
+    """One key of a ConfigMap in the same namespace."""
+
+    name: ObjectName = Field(description="Name of the ConfigMap, in the same namespace.")
+    key: str = Field(min_length=1, max_length=MAX_NAME, description="Key within the ConfigMap.")
+
+
+# Names that almost always hold a credential. Such a variable must come from a Secret: a value
+# written into a spec is readable by everyone who can `get` the object and lives in etcd in clear.
+CREDENTIAL_NAME_REGEX = r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)"
+CREDENTIAL_ENV_MESSAGE = (
+    "a variable whose name looks like a credential (KEY, TOKEN, SECRET, PASSWORD) must not carry "
+    "a value in the spec; list it under secrets with a secretKeyRef"
+)
+
+
+class EnvVar(ApiModel):
+    """A plain environment variable. Credentials go under ``secrets`` instead."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(f"!self.name.matches('{CREDENTIAL_NAME_REGEX}')", CREDENTIAL_ENV_MESSAGE)
+        )
+    )
+
+    name: EnvName = Field(description="Name of the environment variable.")
+    value: str = Field(default="", max_length=32768, description="Value of the variable.")
+
+    @model_validator(mode="after")
+    def _no_inline_credential(self) -> EnvVar:
+        if re.search(CREDENTIAL_NAME_REGEX, self.name):
+            raise ValueError(CREDENTIAL_ENV_MESSAGE)
+        return self
+
+
+class SecretEnvVar(ApiModel):
+    """An environment variable whose value comes from a Secret, never from the spec."""
+
+    name: EnvName = Field(description="Name of the environment variable.")
+    secret_key_ref: SecretKeySelector = Field(
+        description="The Secret key that holds the value. The value itself never enters a spec, "
+        "a status, an Event, a log line or the run's event log."
+    )
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(ApiModel):
+    """One aspect of the object's state, in the shape of metav1.Condition."""
+
+    type: str = Field(max_length=316, description="Type of condition in CamelCase, e.g. Ready.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        default="", max_length=1024, description="Why the condition last changed, in CamelCase."
+    )
+    message: str = Field(default="", max_length=32768, description="What a person needs to know.")
+    last_transition_time: datetime | None = Field(
+        default=None, description="When the status last changed."
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The .metadata.generation the condition was set for."
+    )
+
+
+Conditions = Annotated[
+    list[Condition],
+    Field(
+        default_factory=list,
+        description="Conditions of the object (Ready, ...), keyed on type.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    ),
+]
+
+
+# --- kinds -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    """A column of ``kubectl get``; priority 1 shows only with ``-o wide``."""
+
+    name: str
+    json_path: str
+    description: str
+    type: str = "string"
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """What the CRD of a kind says besides its schema."""
+
+    kind: str
+    plural: str
+    short_name: str
+    columns: tuple[PrinterColumn, ...]
+
+
+class Resource(ApiModel):
+    """Base of the four root kinds."""
+
+    kind_info: ClassVar[KindInfo]
+
+    metadata: dict[str, Any] = Field(default_factory=dict)

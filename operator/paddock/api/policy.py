@@ -1,0 +1,144 @@
+"""SandboxPolicy: what an agent may do (commands, capabilities, network egress)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from paddock.api.common import MAX_LIST, ApiModel, Conditions, KindInfo, PrinterColumn, Resource
+
+Glob = Annotated[str, Field(min_length=1, max_length=1024)]
+
+
+class Decision(StrEnum):
+    """What happens to an action: run it, ask a person first, or refuse it."""
+
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+class CommandRules(ApiModel):
+    """Shell command rules. Precedence: deny > ask > allow > default.
+
+    A compound command (;, &&, ||, |, &, $(...), backticks, subshells, redirections) is split
+    and every part must be allowed; a command that cannot be parsed gets the strictest outcome.
+    """
+
+    allow: list[Glob] = Field(
+        default_factory=list, max_length=256, description="Globs of commands that run freely."
+    )
+    ask: list[Glob] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Globs of commands that wait for a person's approval.",
+    )
+    deny: list[Glob] = Field(
+        default_factory=list, max_length=256, description="Globs of commands that never run."
+    )
+    default: Decision = Field(
+        default=Decision.ASK, description="Decision for a command that matches no rule."
+    )
+
+
+class Capabilities(ApiModel):
+    """Coarse capabilities of the agent beyond shell commands."""
+
+    file_write: Decision = Field(
+        default=Decision.ALLOW,
+        description="Writing and editing files in the workspace (the harness's Write/Edit tools).",
+    )
+    network: Decision = Field(
+        default=Decision.ALLOW,
+        description="Network access: allow gives the pod internet egress (not cluster-internal "
+        "ranges or the metadata address) and the harness its web tools; ask and deny give "
+        "neither (ask makes the harness request approval).",
+    )
+
+
+class Protocol(StrEnum):
+    TCP = "TCP"
+    UDP = "UDP"
+    SCTP = "SCTP"
+
+
+class EgressPort(ApiModel):
+    """A destination port."""
+
+    port: int = Field(ge=1, le=65535, description="Port number.")
+    protocol: Protocol = Field(default=Protocol.TCP, description="TCP, UDP or SCTP.")
+
+
+CIDR_PATTERN = r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"
+
+
+class EgressRule(ApiModel):
+    """Destinations the sandbox pod may reach."""
+
+    cidrs: list[Annotated[str, Field(max_length=64, pattern=CIDR_PATTERN)]] = Field(
+        min_length=1, max_length=MAX_LIST, description="Destination ranges, e.g. 10.1.0.0/16."
+    )
+    ports: list[EgressPort] = Field(
+        default_factory=list, max_length=MAX_LIST, description="Ports; empty means every port."
+    )
+
+
+class NetworkRules(ApiModel):
+    """Egress of the sandbox pod, enforced as a Kubernetes NetworkPolicy.
+
+    The baseline comes from capabilities.network: allow reaches any public address but not
+    cluster-internal ranges or the cloud metadata address; ask and deny give no egress. The
+    rules here add destinations to either baseline.
+    """
+
+    dns: bool = Field(default=True, description="Allow DNS lookups (UDP and TCP port 53).")
+    egress: list[EgressRule] = Field(
+        default_factory=list,
+        max_length=MAX_LIST,
+        description="Destinations allowed on top of the baseline, e.g. an in-cluster mirror.",
+    )
+
+
+class SandboxPolicySpec(ApiModel):
+    """What an agent may do in a sandbox. Enforced by the operator's exec gate, by each
+    harness's native permission config and by a NetworkPolicy."""
+
+    commands: CommandRules = Field(
+        default_factory=CommandRules, description="Shell command allow/ask/deny rules."
+    )
+    capabilities: Capabilities = Field(
+        default_factory=Capabilities, description="File-write and web capabilities."
+    )
+    network: NetworkRules = Field(
+        default_factory=NetworkRules, description="Pod egress, as a NetworkPolicy."
+    )
+
+
+class SandboxPolicyStatus(ApiModel):
+    """Observed state of a SandboxPolicy."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The .metadata.generation this status describes."
+    )
+    conditions: Conditions
+
+
+class SandboxPolicy(Resource):
+    """What an agent may do: command rules, capabilities and network egress."""
+
+    kind_info = KindInfo(
+        kind="SandboxPolicy",
+        plural="sandboxpolicies",
+        short_name="sbxpol",
+        columns=(
+            PrinterColumn("Default", ".spec.commands.default", "Decision for unlisted commands"),
+            PrinterColumn("Network", ".spec.capabilities.network", "Network capability"),
+        ),
+    )
+
+    api_version: Literal["paddock.dev/v1alpha1"] = "paddock.dev/v1alpha1"
+    kind: Literal["SandboxPolicy"] = "SandboxPolicy"
+    spec: SandboxPolicySpec = Field(default_factory=SandboxPolicySpec)
+    status: SandboxPolicyStatus | None = None

@@ -1,0 +1,418 @@
+"""Workspace: what goes into a sandbox (source, setup, scripts, env, instructions, skills)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from paddock.api.common import (
+    MAX_LIST,
+    ApiModel,
+    Conditions,
+    Duration,
+    EnvVar,
+    KindInfo,
+    NoDashString,
+    PrinterColumn,
+    Resource,
+    SecretEnvVar,
+    SecretKeySelector,
+    cel,
+    validations,
+)
+
+# --- source ------------------------------------------------------------------------------------
+
+DEPTH_MESSAGE = 'depth must be a whole number of commits of at least 1, or "full"'
+
+
+def _check_depth(value: Any) -> int | str:
+    if value == "full" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value  # type: ignore[no-any-return]
+    raise ValueError(DEPTH_MESSAGE)
+
+
+CloneDepth = Annotated[
+    int | str,
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "x-kubernetes-validations": [
+                cel("type(self) == int ? self >= 1 : self == 'full'", DEPTH_MESSAGE)
+            ],
+        }
+    ),
+]
+
+
+URL_CREDENTIALS_MESSAGE = (
+    "the URL must not carry credentials (user:token@host); put the token in a Secret and name it "
+    "in secretRef"
+)
+
+
+class GitSource(ApiModel):
+    """A git repository cloned into /workspace before setup runs."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            # Mirrors _no_credentials_in_url: an "@" in the authority part of the URL.
+            cel(
+                "!self.url.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/]*@')",
+                URL_CREDENTIALS_MESSAGE,
+                ".url",
+            )
+        )
+    )
+
+    url: NoDashString = Field(
+        description="Repository URL (https://, ssh:// or a path). Never carries credentials: "
+        "a token comes from secretRef."
+    )
+    ref: NoDashString | None = Field(
+        default=None,
+        description="Branch or tag to check out. Empty means the repository's default branch.",
+    )
+    depth: CloneDepth = Field(
+        default=1,
+        description="History to fetch: a number of commits (default 1, a shallow single-branch "
+        'clone) or "full" for the whole history.',
+    )
+    secret_ref: SecretKeySelector | None = Field(
+        default=None,
+        description="Secret key holding an access token for a private repository. It reaches "
+        "git through a credential helper, never through the URL, argv or a log.",
+    )
+
+    _depth = field_validator("depth")(_check_depth)
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials_in_url(cls, url: str) -> str:
+        if "://" in url and "@" in url.split("://", 1)[1].split("/", 1)[0]:
+            raise ValueError(URL_CREDENTIALS_MESSAGE)
+        return url
+
+
+class WorkspaceSource(ApiModel):
+    """Where the workspace's files come from."""
+
+    git: GitSource | None = Field(default=None, description="Clone a git repository.")
+
+
+# --- setup -------------------------------------------------------------------------------------
+
+
+class SetupCommand(ApiModel):
+    """A serial setup step with options. A plain string is the same step with defaults."""
+
+    run: str = Field(min_length=1, max_length=16384, description="Shell command to run.")
+    timeout: Duration | None = Field(
+        default=None, description="Longest the step may take; overrides setupStepTimeout."
+    )
+
+
+class ParallelGroup(ApiModel):
+    """Commands started together from the shell's current directory and environment.
+
+    The next serial step starts once every command of the group has finished; one failing
+    command fails setup.
+    """
+
+    parallel: list[Annotated[str, Field(min_length=1, max_length=16384)]] = Field(
+        min_length=1, max_length=MAX_LIST, description="Commands to run concurrently."
+    )
+    timeout: Duration | None = Field(
+        default=None, description="Longest the group may take; overrides setupStepTimeout."
+    )
+
+
+SETUP_STEP_MESSAGE = (
+    "a setup step is a command string, {run: <command>, timeout: <duration>} or "
+    "{parallel: [<command>, ...]}"
+)
+
+
+def _setup_step_shape(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "String"
+    if isinstance(value, dict) and ("run" in value) != ("parallel" in value):
+        return "Command" if "run" in value else "Parallel"
+    if isinstance(value, SetupCommand | ParallelGroup):
+        return type(value).__name__.removeprefix("Setup").replace("Group", "")
+    return None
+
+
+# Structural schemas give each node one type; a step is a string OR an object, so the node
+# keeps unknown fields and a CEL rule checks the shape. The model does the full validation.
+SetupStep = Annotated[
+    Annotated[str, Field(min_length=1, max_length=16384), Tag("String")]
+    | Annotated[SetupCommand, Tag("Command")]
+    | Annotated[ParallelGroup, Tag("Parallel")],
+    Discriminator(
+        _setup_step_shape,
+        custom_error_type="setup_step",
+        custom_error_message=SETUP_STEP_MESSAGE,
+    ),
+    WithJsonSchema(
+        {
+            "x-kubernetes-preserve-unknown-fields": True,
+            "x-kubernetes-validations": [
+                cel(
+                    "type(self) == string ? size(self) > 0 : "
+                    "(type(self) == map && ((has(self.run) && !has(self.parallel)) || "
+                    "(has(self.parallel) && !has(self.run))))",
+                    SETUP_STEP_MESSAGE,
+                )
+            ],
+        }
+    ),
+]
+
+
+# --- skills ------------------------------------------------------------------------------------
+
+
+class AgentSkill(ApiModel):
+    """A skill written from this spec: SKILL.md with its description and instructions."""
+
+    description: str = Field(
+        min_length=1, max_length=1024, description="When the agent should use the skill."
+    )
+    instructions: str = Field(min_length=1, max_length=262144, description="The body of SKILL.md.")
+
+
+class GitSkill(ApiModel):
+    """A skill fetched from a git repository (depth 1)."""
+
+    repo: NoDashString = Field(description="Repository URL of the skill.")
+    ref: NoDashString | None = Field(default=None, description="Branch or tag; default branch.")
+    into: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Workspace-relative directory to clone into; default .paddock/skills/<name>.",
+    )
+    secret_ref: SecretKeySelector | None = Field(
+        default=None, description="Secret key holding an access token for a private repository."
+    )
+
+
+HEADER_SOURCE_MESSAGE = "a header has either a value or a secretKeyRef, not both"
+
+
+class McpHeader(ApiModel):
+    """One HTTP header sent to an MCP server; its value is literal or from a Secret."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel("has(self.value) != has(self.secretKeyRef)", HEADER_SOURCE_MESSAGE)
+        )
+    )
+
+    name: str = Field(min_length=1, max_length=256, description="Header name.")
+    value: str | None = Field(default=None, max_length=8192, description="Literal value.")
+    secret_key_ref: SecretKeySelector | None = Field(
+        default=None, description="Secret key holding the value, for credentials."
+    )
+    bearer: bool = Field(
+        default=False, description='Send the value as "Bearer <value>" (for Authorization).'
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> McpHeader:
+        if (self.value is None) == (self.secret_key_ref is None):
+            raise ValueError(HEADER_SOURCE_MESSAGE)
+        return self
+
+
+class McpSkill(ApiModel):
+    """A remote MCP server (streamable HTTP), projected into each harness's MCP config."""
+
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=r"^https?://",
+        description="URL of the MCP server (http:// or https://).",
+    )
+    headers: list[McpHeader] = Field(
+        default_factory=list, max_length=MAX_LIST, description="Headers sent with every request."
+    )
+
+
+PATH_ESCAPE_MESSAGE = "path must stay inside the workspace: relative, without '..'"
+
+
+class FileSkill(ApiModel):
+    """A file written into the workspace."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel("!self.path.matches('(^|/)[.][.](/|$)')", PATH_ESCAPE_MESSAGE, ".path")
+        )
+    )
+
+    path: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=r"^[^/]",
+        description="Workspace-relative path of the file.",
+    )
+    content: str = Field(max_length=262144, description="Content of the file.")
+
+    @field_validator("path")
+    @classmethod
+    def _inside_workspace(cls, path: str) -> str:
+        if ".." in path.split("/"):
+            raise ValueError(PATH_ESCAPE_MESSAGE)
+        return path
+
+
+SKILL_KINDS = ("agent", "git", "mcp", "file")
+ONE_SKILL_KIND_MESSAGE = "a skill sets exactly one of agent, git, mcp or file"
+
+
+class Skill(ApiModel):
+    """A capability given to the agent; exactly one of agent, git, mcp or file."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "[has(self.agent), has(self.git), has(self.mcp), has(self.file)]"
+                ".filter(x, x).size() == 1",
+                ONE_SKILL_KIND_MESSAGE,
+            )
+        )
+    )
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="Name of the skill (lowercase letters, digits and '-'); used in paths.",
+    )
+    agent: AgentSkill | None = Field(default=None, description="A skill written from the spec.")
+    git: GitSkill | None = Field(default=None, description="A skill cloned from git.")
+    mcp: McpSkill | None = Field(default=None, description="A remote MCP server.")
+    file: FileSkill | None = Field(default=None, description="A file in the workspace.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Skill:
+        if sum(getattr(self, kind) is not None for kind in SKILL_KINDS) != 1:
+            raise ValueError(ONE_SKILL_KIND_MESSAGE)
+        return self
+
+
+class Plugin(ApiModel):
+    """A harness plugin (Claude Code plugins from a marketplace)."""
+
+    name: str = Field(min_length=1, max_length=253, description="Plugin name.")
+    marketplace: str | None = Field(
+        default=None, max_length=2048, description="Marketplace the plugin comes from."
+    )
+
+
+class WorkspaceSpec(ApiModel):
+    """What goes into a sandbox of this workspace."""
+
+    source: WorkspaceSource | None = Field(
+        default=None, description="Where the files come from; none gives an empty workspace."
+    )
+    image: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Container image of sandboxes of this workspace; setup runs in it. "
+        "Defaults to the operator's sandbox image.",
+    )
+    setup: list[SetupStep] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Ordered setup steps, run once per prepared workspace. A string runs in one "
+        "persistent shell, so cd and export carry over; {parallel: [...]} runs commands "
+        "concurrently and waits for all of them.",
+    )
+    setup_step_timeout: Duration = Field(
+        default="30m", description="Longest one setup step may take unless it sets its own."
+    )
+    scripts: dict[str, Annotated[str, Field(max_length=16384)]] = Field(
+        default_factory=dict,
+        description="Named commands (name -> command), listed in AGENTS.md and usable as "
+        "policy aliases.",
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Environment of the sandbox container. Credentials go under secrets.",
+    )
+    secrets: list[SecretEnvVar] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Environment variables taken from Secrets, injected as env only.",
+    )
+    instructions: str | None = Field(
+        default=None,
+        max_length=262144,
+        description="Written as AGENTS.md at the workspace root; CLAUDE.md and GEMINI.md "
+        "link to it.",
+    )
+    skills: list[Skill] = Field(
+        default_factory=list, max_length=MAX_LIST, description="Skills and MCP servers."
+    )
+    plugins: list[Plugin] = Field(
+        default_factory=list, max_length=MAX_LIST, description="Harness plugins."
+    )
+
+
+class WorkspaceSnapshot(ApiModel):
+    """A VolumeSnapshot taken of a prepared workspace."""
+
+    name: str = Field(description="Name of the VolumeSnapshot.")
+    workspace_hash: str = Field(description="Workspace hash the snapshot was taken at.")
+    created_at: datetime | None = Field(default=None, description="When it was taken.")
+    ready: bool = Field(default=False, description="Whether it can be restored from.")
+
+
+class WorkspaceStatus(ApiModel):
+    """Observed state of a Workspace."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The .metadata.generation this status describes."
+    )
+    hash: str | None = Field(
+        default=None,
+        description="Content hash of everything that changes the prepared result (image "
+        "included, secret values excluded).",
+    )
+    snapshots: list[WorkspaceSnapshot] = Field(
+        default_factory=list, description="Snapshots of prepared sandboxes of this workspace."
+    )
+    conditions: Conditions
+
+
+class Workspace(Resource):
+    """What goes into a sandbox: source, setup, scripts, env, instructions and skills."""
+
+    kind_info = KindInfo(
+        kind="Workspace",
+        plural="workspaces",
+        short_name="ws",
+        columns=(
+            PrinterColumn("Source", ".spec.source.git.url", "Git repository cloned into it"),
+            PrinterColumn("Hash", ".status.hash", "Workspace hash", priority=1),
+            PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status', "Ready"),
+        ),
+    )
+
+    api_version: Literal["paddock.dev/v1alpha1"] = "paddock.dev/v1alpha1"
+    kind: Literal["Workspace"] = "Workspace"
+    spec: WorkspaceSpec
+    status: WorkspaceStatus | None = None

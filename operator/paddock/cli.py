@@ -1,0 +1,92 @@
+"""The ``paddock`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from paddock import __version__
+
+
+def _crds(args: argparse.Namespace) -> int:
+    from paddock.api.crd import stale_crds, write_crds
+
+    directory = Path(args.dir)
+    if args.check:
+        stale = stale_crds(directory)
+        if stale:
+            print(
+                f"CRDs in {directory} differ from the API models: {', '.join(stale)}. "
+                "Run `paddock crds` and commit the result.",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"CRDs in {directory} match the API models.")
+        return 0
+    for path in write_crds(directory):
+        print(f"wrote {path}")
+    return 0
+
+
+def _operator(args: argparse.Namespace) -> int:
+    from paddock.operator_main import run_operator
+
+    return run_operator(
+        namespaces=args.namespace,
+        liveness=args.liveness,
+        priority=args.priority,
+        log_format=args.log_format,
+        verbose=args.verbose,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="paddock", description="Run AI coding agents in sandbox pods on Kubernetes."
+    )
+    parser.add_argument("--version", action="version", version=f"paddock {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    crds = commands.add_parser("crds", help="write the CRDs generated from the API models")
+    crds.add_argument("--dir", default="crds", help="directory of the CRD files (default: crds)")
+    crds.add_argument(
+        "--check", action="store_true", help="exit 1 when the files differ from the models"
+    )
+    crds.set_defaults(func=_crds)
+
+    operator = commands.add_parser("operator", help="run the operator")
+    operator.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch only this namespace (repeatable); default: the whole cluster",
+    )
+    operator.add_argument(
+        "--liveness",
+        default="http://0.0.0.0:8080/healthz",
+        help="liveness endpoint URL (default: %(default)s); empty to disable",
+    )
+    operator.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="take part in kopf peering with this priority (high availability); "
+        "default: standalone, one replica",
+    )
+    operator.add_argument("--log-format", choices=["text", "json"], default="text")
+    operator.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    operator.set_defaults(func=_operator)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

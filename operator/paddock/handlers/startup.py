@@ -1,0 +1,42 @@
+"""Operator start-up: the kopf settings that matter, set in one place."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from paddock import GROUP
+from paddock.settings import OperatorSettings
+
+FINALIZER = f"{GROUP}/finalizer"
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    config = OperatorSettings.from_env()
+    memo.config = config
+
+    # Progress and diff-base live in annotations under our own prefix, never kopf's default.
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+
+    # Watches end server-side and reconnect well before a load balancer cuts them silently;
+    # the client timeout is the backstop for a connection that hangs without closing.
+    settings.watching.server_timeout = config.watch_server_timeout_seconds
+    settings.watching.client_timeout = config.watch_server_timeout_seconds + 30
+    settings.watching.connect_timeout = 30
+    settings.networking.request_timeout = config.request_timeout_seconds
+    settings.networking.connect_timeout = 10
+
+    settings.queueing.worker_limit = config.worker_limit
+    settings.execution.max_workers = config.worker_limit
+
+    # kopf posts handler log records of this level and above as Kubernetes Events; Paddock posts
+    # the events a person needs itself, so only warnings and errors go through kopf.
+    settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = "paddock-operator"

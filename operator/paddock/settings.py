@@ -1,0 +1,39 @@
+"""Operator settings: defaults a platform team overrides with PADDOCK_* environment variables."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+ENV_PREFIX = "PADDOCK_"
+
+
+class OperatorSettings(BaseModel):
+    """How this operator instance behaves. Each field reads ``PADDOCK_<FIELD_NAME>``."""
+
+    sandbox_image: str = Field(
+        default="localhost/paddock-sandbox:latest",
+        description="Image of sandboxes whose Workspace and Sandbox name none.",
+    )
+    worker_limit: int = Field(
+        default=20, ge=1, description="Most resources reconciled at once (kopf queueing)."
+    )
+    request_timeout_seconds: float = Field(
+        default=60, gt=0, description="Longest one Kubernetes API request may take."
+    )
+    watch_server_timeout_seconds: int = Field(
+        default=300, gt=0, description="Server-side timeout of each watch; watches reconnect."
+    )
+    log_backend: str = Field(default="configmap", description="configmap or s3.")
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> OperatorSettings:
+        environ = dict(os.environ if environ is None else environ)
+        values: dict[str, Any] = {
+            name: environ[ENV_PREFIX + name.upper()]
+            for name in cls.model_fields
+            if ENV_PREFIX + name.upper() in environ
+        }
+        return cls.model_validate(values)

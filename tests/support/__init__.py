@@ -1,0 +1,1 @@
+"""Helpers shared by the unit, integration and e2e tests."""
