@@ -4,7 +4,8 @@
 #
 #   $PADDOCK_CACHE/k8s/<version>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
 #   $PADDOCK_CACHE/etcd/<version>/etcd
-#   $PADDOCK_CACHE/kwok/<version>/kwok
+#   $PADDOCK_CACHE/kwok/<version>/kwok          (and kwok's own CRDs, under crds/)
+#   $PADDOCK_CACHE/snapshot-crds/<version>/     (the VolumeSnapshot CRDs)
 #
 # Idempotent (a component already built is skipped) and safe when two runs race (flock).
 # A cold build takes many minutes on two cores; progress goes to stderr.
@@ -14,6 +15,7 @@ set -euo pipefail
 K8S_VERSION="${PADDOCK_K8S_VERSION:-v1.34.4}"
 ETCD_VERSION="${PADDOCK_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${PADDOCK_KWOK_VERSION:-v0.7.0}"
+SNAPSHOTTER_VERSION="${PADDOCK_SNAPSHOTTER_VERSION:-v8.2.0}"
 CACHE="${PADDOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/paddock}"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -23,7 +25,8 @@ log() { printf '[k8s-binaries %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 k8s_dir="$CACHE/k8s/$K8S_VERSION"
 etcd_dir="$CACHE/etcd/$ETCD_VERSION"
-kwok_dir="$CACHE/kwok/$KWOK_VERSION"
+kwok_dir="$CACHE/kwok/$KWOK_VERSION-paddock.1"
+snapshot_dir="$CACHE/snapshot-crds/$SNAPSHOTTER_VERSION"
 mkdir -p "$CACHE"
 
 exec 9>"$CACHE/.build.lock"
@@ -89,21 +92,73 @@ MOD
   log "etcd $ETCD_VERSION: done"
 }
 
+# The directory of a module version in the module cache, downloading it when needed.
+module_dir() {
+  (cd "$(mktemp -d)" && go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+}
+
+# kwok runs pods/exec as local processes, but hands the API server's remotecommand handler a
+# wrapped error, which that handler only recognises unwrapped: every non-zero exit becomes
+# "internal error" and exit code 1 for the client. Paddock needs real exit codes, so kwok is
+# built from its module source with one added file that passes the exit code through
+# (k8s.io/utils/exec.CodeExitError), and one call site changed to use it.
 build_kwok() {
   [ -f "$kwok_dir/.complete" ] && { log "kwok $KWOK_VERSION: cached in $kwok_dir"; return; }
-  log "kwok $KWOK_VERSION: building (cold: 2-5 min)"
-  mkdir -p "$kwok_dir"
-  GOBIN="$kwok_dir" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  log "kwok $KWOK_VERSION: building, with exec exit codes passed through (cold: 2-5 min)"
+  local work src; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  src="$(module_dir "sigs.k8s.io/kwok@$KWOK_VERSION")"
+  cp -r "$src" "$work/kwok" && chmod -R u+w "$work/kwok"
+  cat >"$work/kwok/pkg/kwok/server/paddock_exit_code.go" <<'GO'
+package server
+
+import (
+	"errors"
+	osexec "os/exec"
+
+	utilexec "k8s.io/utils/exec"
+)
+
+// withExitCode unwraps a command's exit status so that the remotecommand handler reports it
+// as the exit code of the exec instead of an internal error. Added by Paddock's build.
+func withExitCode(err error) error {
+	var exitErr *osexec.ExitError
+	if errors.As(err, &exitErr) && exitErr.ExitCode() >= 0 {
+		return utilexec.CodeExitError{Err: err, Code: exitErr.ExitCode()}
+	}
+	return err
+}
+GO
+  local call='return s.execInContainer(ctx, cmd, in, out, errOut)'
+  grep -qF "$call" "$work/kwok/pkg/kwok/server/debugging_exec.go" \
+    || { log "kwok $KWOK_VERSION: exec call site not found; update the patch"; exit 1; }
+  sed -i "s/$call/return withExitCode(s.execInContainer(ctx, cmd, in, out, errOut))/" \
+    "$work/kwok/pkg/kwok/server/debugging_exec.go"
+  mkdir -p "$kwok_dir/crds"
+  (cd "$work/kwok" && go build -trimpath -ldflags "-s -w" -o "$kwok_dir/kwok" ./cmd/kwok)
+  # kwok's Exec CRD lets the local cluster give each pod its own exec working directory.
+  cp "$src"/kustomize/crd/bases/*.yaml "$kwok_dir/crds/"
   touch "$kwok_dir/.complete"
   log "kwok $KWOK_VERSION: done"
+}
+
+fetch_snapshot_crds() {
+  [ -f "$snapshot_dir/.complete" ] && { log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: cached"; return; }
+  log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: fetching"
+  mkdir -p "$snapshot_dir"
+  local dir
+  dir="$(module_dir "github.com/kubernetes-csi/external-snapshotter/client/v8@$SNAPSHOTTER_VERSION")"
+  cp "$dir"/config/crd/snapshot.storage.k8s.io_*.yaml "$snapshot_dir/"
+  touch "$snapshot_dir/.complete"
 }
 
 start=$SECONDS
 build_etcd
 build_kwok
 build_kubernetes
+fetch_snapshot_crds
 log "all binaries ready after $((SECONDS - start))s ($(du -sh "$CACHE" | cut -f1) in $CACHE)"
 
 echo "K8S_BIN=$k8s_dir"
 echo "ETCD_BIN=$etcd_dir"
 echo "KWOK_BIN=$kwok_dir"
+echo "SNAPSHOT_CRDS=$snapshot_dir"

@@ -42,6 +42,39 @@ def _operator(args: argparse.Namespace) -> int:
     )
 
 
+def _cluster(args: argparse.Namespace) -> int:
+    from paddock.devcluster import cluster
+
+    directory = Path(args.dir) if args.dir else cluster.default_state_dir()
+    if args.action == "up":
+        try:
+            kubeconfig = cluster.up(directory)
+        except cluster.ClusterError as exc:
+            print(f"cluster up failed: {exc}", file=sys.stderr)
+            return 1
+        print(f"export KUBECONFIG={kubeconfig}")
+        return 0
+    if args.action == "down":
+        cluster.down(directory)
+        return 0
+    report = cluster.status(directory)
+    if not report:
+        print(f"no local cluster in {directory}")
+        return 1
+    for component, healthy in report.items():
+        print(f"{component:24} {'running' if healthy else 'DOWN'}")
+    if all(report.values()):
+        print(f"export KUBECONFIG={directory / 'kubeconfig'}")
+        return 0
+    return 1
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from paddock.devcluster.dev import run_dev
+
+    return run_dev(operator=not args.no_operator)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="paddock", description="Run AI coding agents in sandbox pods on Kubernetes."
@@ -79,6 +112,23 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("--log-format", choices=["text", "json"], default="text")
     operator.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     operator.set_defaults(func=_operator)
+
+    cluster = commands.add_parser(
+        "cluster", help="a local control plane for tests and development (no Docker needed)"
+    )
+    cluster.add_argument("action", choices=["up", "down", "status"])
+    cluster.add_argument(
+        "--dir", help="state directory (default: $PADDOCK_CLUSTER_DIR or ~/.local/state/...)"
+    )
+    cluster.set_defaults(func=_cluster)
+
+    dev = commands.add_parser(
+        "dev",
+        help="the main job: a cluster (the current one, else a local one), the CRDs, the "
+        "examples and the operator",
+    )
+    dev.add_argument("--no-operator", action="store_true", help="stop after applying the examples")
+    dev.set_defaults(func=_dev)
     return parser
 
 

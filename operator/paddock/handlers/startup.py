@@ -13,6 +13,15 @@ from paddock.settings import OperatorSettings
 FINALIZER = f"{GROUP}/finalizer"
 
 
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod, the service account; elsewhere, the current kubeconfig context."""
+    info: kopf.ConnectionInfo | None = kopf.login_with_service_account(
+        **kwargs
+    ) or kopf.login_with_kubeconfig(**kwargs)
+    return info
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     config = OperatorSettings.from_env()

@@ -1,0 +1,67 @@
+"""Where the local cluster's binaries are: built once by hack/k8s-binaries.sh and cached."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+BUILD_SCRIPT = REPO_ROOT / "hack" / "k8s-binaries.sh"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    kubernetes: Path
+    etcd_dir: Path
+    kwok_dir: Path
+    snapshot_crds: Path
+
+    @property
+    def kube_apiserver(self) -> Path:
+        return self.kubernetes / "kube-apiserver"
+
+    @property
+    def kube_controller_manager(self) -> Path:
+        return self.kubernetes / "kube-controller-manager"
+
+    @property
+    def kube_scheduler(self) -> Path:
+        return self.kubernetes / "kube-scheduler"
+
+    @property
+    def kubectl(self) -> Path:
+        return self.kubernetes / "kubectl"
+
+    @property
+    def etcd(self) -> Path:
+        return self.etcd_dir / "etcd"
+
+    @property
+    def kwok(self) -> Path:
+        return self.kwok_dir / "kwok"
+
+    @property
+    def kwok_exec_crd(self) -> Path:
+        return self.kwok_dir / "crds" / "kwok.x-k8s.io_execs.yaml"
+
+
+def ensure_binaries() -> Binaries:
+    """Build what is missing (the script's progress goes to stderr) and return the paths.
+
+    The script is idempotent and returns at once when everything is cached.
+    """
+    if not BUILD_SCRIPT.is_file():
+        raise RuntimeError(
+            f"{BUILD_SCRIPT} not found: the local cluster is run from a Paddock source checkout"
+        )
+    output = subprocess.run(
+        [str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
+    ).stdout
+    paths = dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+    return Binaries(
+        kubernetes=Path(paths["K8S_BIN"]),
+        etcd_dir=Path(paths["ETCD_BIN"]),
+        kwok_dir=Path(paths["KWOK_BIN"]),
+        snapshot_crds=Path(paths["SNAPSHOT_CRDS"]),
+    )

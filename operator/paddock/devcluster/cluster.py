@@ -1,0 +1,509 @@
+"""``paddock cluster up | down | status``: the local control plane as processes we own.
+
+Every process is started in its own session with its pid recorded in ``state.json`` before
+anything waits on it, so ``down`` can stop whatever ``up`` started, even after a failed start.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from paddock.devcluster.binaries import Binaries, ensure_binaries
+from paddock.devcluster.certs import Pki, generate_pki
+
+NODE_NAME = "paddock-kwok"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+SERVICE_CIDR = "10.0.0.0/24"
+POD_CIDR = "10.244.0.1/24"
+STAGES = Path(__file__).with_name("kwok-stages.yaml")
+HOSTS = (
+    "127.0.0.1",
+    "localhost",
+    "10.0.0.1",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
+START_TIMEOUT = 120.0
+STOP_TIMEOUT = 15.0
+
+
+def default_state_dir() -> Path:
+    if "PADDOCK_CLUSTER_DIR" in os.environ:
+        return Path(os.environ["PADDOCK_CLUSTER_DIR"])
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "paddock" / "cluster"
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not be started; the message says which part and why."""
+
+
+@dataclass
+class ClusterState:
+    """What ``up`` started, persisted so that ``status`` and ``down`` can find it."""
+
+    directory: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+    commands: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def file(self) -> Path:
+        return self.directory / "state.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.directory / "pki")
+
+    @property
+    def pods_dir(self) -> Path:
+        return self.directory / "pods"
+
+    def log(self, component: str) -> Path:
+        return self.directory / "logs" / f"{component}.log"
+
+    def save(self) -> None:
+        self.file.write_text(
+            json.dumps({"ports": self.ports, "pids": self.pids, "commands": self.commands})
+        )
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState | None:
+        path = directory / "state.json"
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        return cls(directory, data["ports"], data["pids"], data["commands"])
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _is_ours(pid: int, command: str) -> bool:
+    """Whether ``pid`` is still the process we started (pids are reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(cmdline) and cmdline[0].decode(errors="replace") == command
+
+
+def _alive(state: ClusterState, component: str) -> bool:
+    pid = state.pids.get(component)
+    return pid is not None and _is_ours(pid, state.commands[component])
+
+
+def _spawn(state: ClusterState, component: str, argv: list[str]) -> None:
+    state.log(component).parent.mkdir(parents=True, exist_ok=True)
+    with state.log(component).open("ab") as log:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=state.directory,
+        )
+    state.pids[component] = process.pid
+    state.commands[component] = argv[0]
+    state.save()
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _wait(state: ClusterState, component: str, ready: Callable[[], bool], what: str) -> None:
+    """Poll ``ready`` until it holds; fail early, with the log, if the component exits."""
+    started = time.monotonic()
+    while not ready():
+        if not _alive(state, component):
+            raise ClusterError(
+                f"{component} exited before {what}; last lines of {state.log(component)}:\n"
+                + _tail(state.log(component))
+            )
+        if time.monotonic() - started > START_TIMEOUT:
+            raise ClusterError(
+                f"{component}: no {what} after {START_TIMEOUT:.0f}s; last lines of "
+                f"{state.log(component)}:\n{_tail(state.log(component))}"
+            )
+        time.sleep(0.1)
+    print(f"  {component}: {what} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
+
+
+def _pods_processes(pods_dir: Path) -> list[int]:
+    """Processes whose working directory is a kwok pod directory: what exec left behind."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = (entry / "cwd").resolve()
+        except OSError:
+            continue
+        if cwd == pods_dir or pods_dir in cwd.parents:
+            found.append(int(entry.name))
+    return found
+
+
+def _terminate(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            # Each component leads its own session and process group; stop the whole group.
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    remaining = list(pids)
+    while remaining and time.monotonic() < deadline:
+        remaining = [pid for pid in remaining if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
+        if remaining:
+            time.sleep(0.05)
+    for pid in remaining:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
+
+
+# --- the API server ----------------------------------------------------------------------------
+
+
+def _ssl_context(pki: Pki) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki.ca_cert))
+    context.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+    return context
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def api_ready(state: ClusterState) -> bool:
+    port = state.ports.get("apiserver")
+    if port is None or not state.pki.ca_cert.is_file():
+        return False
+    return _http_ok(f"https://127.0.0.1:{port}/readyz", _ssl_context(state.pki))
+
+
+def write_kubeconfig(state: ClusterState) -> None:
+    def b64(path: Path) -> str:
+        return base64.b64encode(path.read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "paddock-local",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{state.ports['apiserver']}",
+                    "certificate-authority-data": b64(state.pki.ca_cert),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "paddock-admin",
+                "user": {
+                    "client-certificate-data": b64(state.pki.admin_cert),
+                    "client-key-data": b64(state.pki.admin_key),
+                },
+            }
+        ],
+        "contexts": [
+            {
+                "name": "paddock-local",
+                "context": {"cluster": "paddock-local", "user": "paddock-admin"},
+            }
+        ],
+        "current-context": "paddock-local",
+    }
+    state.kubeconfig.write_text(yaml.safe_dump(config))
+    state.kubeconfig.chmod(0o600)
+
+
+def kubectl(binaries: Binaries, state: ClusterState, *args: str, stdin: str | None = None) -> str:
+    result = subprocess.run(
+        [str(binaries.kubectl), f"--kubeconfig={state.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise ClusterError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _node_manifest() -> str:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": NODE_NAME,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+            "labels": {
+                "kubernetes.io/hostname": NODE_NAME,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+            },
+        },
+    }
+    return yaml.safe_dump(node)
+
+
+# --- up / down / status ------------------------------------------------------------------------
+
+
+def _control_plane_argv(b: Binaries, s: ClusterState) -> dict[str, list[str]]:
+    p, pki = s.ports, s.pki
+    api = f"https://127.0.0.1:{p['apiserver']}"
+    return {
+        "etcd": [
+            str(b.etcd),
+            f"--data-dir={s.directory / 'etcd'}",
+            "--name=paddock",
+            f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+            f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+            f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+            f"--initial-cluster=paddock=http://127.0.0.1:{p['etcd-peer']}",
+            # A throwaway test cluster: durability is not worth the fsync latency.
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ],
+        "kube-apiserver": [
+            str(b.kube_apiserver),
+            f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={p['apiserver']}",
+            f"--cert-dir={s.directory / 'apiserver'}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--service-account-issuer={api}",
+            f"--service-account-key-file={pki.service_account_pub}",
+            f"--service-account-signing-key-file={pki.service_account_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            f"--kubelet-client-certificate={pki.admin_cert}",
+            f"--kubelet-client-key={pki.admin_key}",
+            "--kubelet-preferred-address-types=InternalIP",
+            "--profiling=false",
+        ],
+        "kube-controller-manager": [
+            str(b.kube_controller_manager),
+            f"--kubeconfig={s.kubeconfig}",
+            f"--authentication-kubeconfig={s.kubeconfig}",
+            f"--authorization-kubeconfig={s.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={p['controller-manager']}",
+            "--leader-elect=false",
+            f"--service-account-private-key-file={pki.service_account_key}",
+            f"--root-ca-file={pki.ca_cert}",
+            f"--cluster-signing-cert-file={pki.ca_cert}",
+            f"--cluster-signing-key-file={pki.ca_key}",
+            "--use-service-account-credentials=false",
+            "--profiling=false",
+        ],
+        "kube-scheduler": [
+            str(b.kube_scheduler),
+            f"--kubeconfig={s.kubeconfig}",
+            f"--authentication-kubeconfig={s.kubeconfig}",
+            f"--authorization-kubeconfig={s.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={p['scheduler']}",
+            "--leader-elect=false",
+            "--profiling=false",
+        ],
+        "kwok": [
+            str(b.kwok),
+            f"--kubeconfig={s.kubeconfig}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+            f"--config={STAGES}",
+            "--enable-crds=Exec",
+            "--node-ip=127.0.0.1",
+            f"--node-port={p['kwok']}",
+            f"--server-address=127.0.0.1:{p['kwok']}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--cidr={POD_CIDR}",
+            "--node-lease-duration-seconds=40",
+        ],
+        "exec-dirs": [
+            sys.executable,
+            "-m",
+            "paddock.devcluster.execdirs",
+            f"--kubeconfig={s.kubeconfig}",
+            f"--node={NODE_NAME}",
+            f"--root={s.pods_dir}",
+        ],
+    }
+
+
+def status(directory: Path) -> dict[str, bool]:
+    """Component -> running, plus ``api`` -> /readyz answers."""
+    state = ClusterState.load(directory)
+    if state is None:
+        return {}
+    report = {component: _alive(state, component) for component in state.pids}
+    report["api"] = api_ready(state)
+    return report
+
+
+def is_up(directory: Path) -> bool:
+    report = status(directory)
+    return bool(report) and all(report.values())
+
+
+def up(directory: Path) -> Path:
+    """Start the cluster (or find it running) and return its kubeconfig."""
+    if is_up(directory):
+        print(f"cluster: already running in {directory}", file=sys.stderr)
+        return directory / "kubeconfig"
+    if directory.exists():
+        down(directory)  # a stale or half-started cluster: start over cleanly
+    started = time.monotonic()
+    binaries = ensure_binaries()
+    directory.mkdir(parents=True)
+    state = ClusterState(directory)
+    state.ports = {
+        name: _free_port()
+        for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+    }
+    state.pods_dir.mkdir()
+    generate_pki(state.pki.directory, HOSTS)
+    write_kubeconfig(state)
+    state.save()
+    argv = _control_plane_argv(binaries, state)
+    print(f"cluster: starting in {directory}", file=sys.stderr)
+    try:
+        _spawn(state, "etcd", argv["etcd"])
+        _wait(
+            state,
+            "etcd",
+            lambda: _http_ok(f"http://127.0.0.1:{state.ports['etcd']}/health"),
+            "healthy",
+        )
+        _spawn(state, "kube-apiserver", argv["kube-apiserver"])
+        _wait(state, "kube-apiserver", lambda: api_ready(state), "ready")
+        for component in ("kube-controller-manager", "kube-scheduler"):
+            _spawn(state, component, argv[component])
+        crds = [binaries.kwok_exec_crd, *sorted(binaries.snapshot_crds.glob("*.yaml"))]
+        kubectl(binaries, state, "apply", "--server-side", *(f"-f={crd}" for crd in crds))
+        kubectl(binaries, state, "apply", "-f", "-", stdin=_node_manifest())
+        kubectl(
+            binaries,
+            state,
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/execs.kwok.x-k8s.io",
+        )
+        _spawn(state, "kwok", argv["kwok"])
+        _spawn(state, "exec-dirs", argv["exec-dirs"])
+        _wait(state, "kwok", lambda: _node_ready(binaries, state), f"node {NODE_NAME} Ready")
+        _wait(
+            state,
+            "kube-controller-manager",
+            lambda: _has_default_service_account(binaries, state),
+            "default service account created",
+        )
+    except BaseException:
+        down(directory, quiet=True, keep_logs=True)
+        raise
+    print(f"cluster: up in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    return state.kubeconfig
+
+
+def _node_ready(binaries: Binaries, state: ClusterState) -> bool:
+    try:
+        ready = kubectl(
+            binaries,
+            state,
+            "get",
+            "node",
+            NODE_NAME,
+            "-o",
+            'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+        )
+    except ClusterError:
+        return False
+    return ready == "True"
+
+
+def _has_default_service_account(binaries: Binaries, state: ClusterState) -> bool:
+    try:
+        kubectl(binaries, state, "get", "serviceaccount", "default", "-n", "default")
+    except ClusterError:
+        return False
+    return True
+
+
+def down(directory: Path, *, quiet: bool = False, keep_logs: bool = False) -> None:
+    """Stop every process ``up`` started, and what exec left in pod directories; remove the
+    state (except, after a failed start, the logs that say why)."""
+    state = ClusterState.load(directory)
+    if state is not None:
+        ours = [pid for component, pid in state.pids.items() if _alive(state, component)]
+        # Stop in reverse start order: kwok and the controllers before the API server and etcd.
+        _terminate(list(reversed(ours)))
+        if state.pods_dir.is_dir():
+            _terminate(_pods_processes(state.pods_dir.resolve()))
+    if keep_logs and (directory / "logs").is_dir():
+        for entry in directory.iterdir():
+            if entry.name != "logs":
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        if not quiet:
+            print(f"cluster: stopped; logs kept in {directory / 'logs'}", file=sys.stderr)
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+    if not quiet:
+        print(f"cluster: stopped and removed {directory}", file=sys.stderr)

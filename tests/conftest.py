@@ -1,0 +1,72 @@
+"""Fixtures shared by every suite: the local cluster, a namespace per test, the operator."""
+
+from __future__ import annotations
+
+import os
+import socket
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from kopf.testing import KopfRunner
+
+from paddock.devcluster import cluster as local
+from support.kube import Cluster
+from support.waiting import wait_for
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """The local control plane: reused when it is already up, else started (and then stopped
+    at the end of the session). The Paddock CRDs are installed."""
+    directory = local.default_state_dir()
+    started_here = not local.is_up(directory)
+    kubeconfig = local.up(directory)
+    # kopf, running in-process, logs in through the kubernetes client's default loader.
+    os.environ["KUBECONFIG"] = str(kubeconfig)
+    binaries = local.ensure_binaries()
+    handle = Cluster("local", kubeconfig, str(binaries.kubectl))
+    handle.install_crds()
+    yield handle
+    if started_here:
+        local.down(directory)
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards."""
+    name = cluster.create_namespace()
+    yield name
+    cluster.delete_namespace(name)
+
+
+@dataclass
+class RunningOperator:
+    runner: KopfRunner
+    liveness_url: str
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _answers(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
+        return bool(response.status == 200)
+
+
+@pytest.fixture
+def operator(cluster: Cluster, namespace: str) -> Iterator[RunningOperator]:
+    """``paddock operator`` in-process (the same handler module as the image's entrypoint),
+    watching the test's namespace; at teardown it must have exited cleanly."""
+    liveness = f"http://127.0.0.1:{_free_port()}/healthz"
+    args = ["run", "--standalone", "--namespace", namespace, "--liveness", liveness]
+    with KopfRunner([*args, "-m", "paddock.handlers"], timeout=60) as runner:
+        wait_for(lambda: _answers(liveness), 60, what="the operator's liveness endpoint")
+        yield RunningOperator(runner, liveness)
+    assert runner.exception is None, runner.output
+    assert runner.exit_code == 0, runner.output

@@ -1,0 +1,67 @@
+"""A handle on a test cluster: its kubeconfig, kubectl, and a client, whatever runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Cluster:
+    """A running cluster the tests may use: the local control plane or a kind cluster."""
+
+    name: str
+    kubeconfig: Path
+    kubectl_binary: str
+    api: client.ApiClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.api = config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [self.kubectl_binary, f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr}"
+            )
+        return result
+
+    def apply(self, manifest: dict[str, Any], namespace: str) -> None:
+        self.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(manifest))
+
+    def install_crds(self) -> None:
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *self.paddock_crds())
+
+    @staticmethod
+    def paddock_crds() -> list[str]:
+        from paddock import GROUP
+        from paddock.api import KINDS
+
+        return [f"crd/{kind.kind_info.plural}.{GROUP}" for kind in KINDS]
+
+    def create_namespace(self) -> str:
+        name = f"t-{uuid.uuid4().hex[:10]}"
+        client.CoreV1Api(self.api).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+        )
+        return name
+
+    def delete_namespace(self, name: str) -> None:
+        client.CoreV1Api(self.api).delete_namespace(name)
