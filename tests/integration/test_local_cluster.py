@@ -1,0 +1,97 @@
+"""`paddock cluster up` / `down` on a second cluster of its own: everything it started stops,
+including what exec left running in a pod, and its state is removed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from paddock.devcluster import cluster as local
+from support.kube import Cluster
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return not Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except OSError:
+        return False
+
+
+def test_down_leaves_no_process_behind(tmp_path: Path) -> None:
+    directory = tmp_path / "cluster"
+    kubeconfig = local.up(directory)
+    try:
+        report = local.status(directory)
+        assert report, "no state after up"
+        assert all(report.values()), report
+        state = local.ClusterState.load(directory)
+        assert state is not None
+        started = dict(state.pids)
+        other = Cluster("second", kubeconfig, str(local.ensure_binaries().kubectl))
+        other.kubectl("run", "idle", "--image=busybox", "--restart=Never")
+        wait_for(
+            lambda: (
+                other.kubectl(
+                    "exec",
+                    "idle",
+                    "--",
+                    "sh",
+                    "-c",
+                    "setsid sleep 600 >/dev/null 2>&1 < /dev/null &",
+                    check=False,
+                ).returncode
+                == 0
+            ),
+            60,
+            what="a detached process started through exec",
+        )
+        leftovers = wait_for(
+            lambda: local._pods_processes(state.pods_dir.resolve()), 10, what="the sleep process"
+        )
+    finally:
+        local.down(directory)
+    for component, pid in started.items():
+        assert not _alive(pid), f"{component} (pid {pid}) still running after down"
+    for pid in leftovers:
+        assert not _alive(pid), f"exec'd process {pid} still running after down"
+    assert not directory.exists()
+    assert local.status(directory) == {}
+
+
+def test_up_reuses_a_running_cluster(cluster: Cluster) -> None:
+    directory = local.default_state_dir()
+    state = local.ClusterState.load(directory)
+    assert state is not None
+    before = dict(state.pids)
+    assert local.up(directory) == cluster.kubeconfig
+    after = local.ClusterState.load(directory)
+    assert after is not None
+    assert after.pids == before
+    assert os.environ["KUBECONFIG"] == str(cluster.kubeconfig)
+
+
+def test_default_kustomization_builds_and_the_server_accepts_it(cluster: Cluster) -> None:
+    import yaml
+
+    from support.kube import ROOT
+
+    built = cluster.kubectl("kustomize", str(ROOT / "config" / "default")).stdout
+    docs = [doc for doc in yaml.safe_load_all(built) if doc]
+    kinds = {doc["kind"] for doc in docs}
+    assert {"CustomResourceDefinition", "ClusterRole", "Deployment", "Namespace"} <= kinds
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    assert deployment["metadata"]["namespace"] == "paddock-system"
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    # Everything but the CRDs (installed already) and the Namespace, checked by the server.
+    rest = [doc for doc in docs if doc["kind"] not in {"CustomResourceDefinition", "Namespace"}]
+    cluster.kubectl("create", "namespace", "paddock-system", check=False)
+    try:
+        cluster.kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(rest))
+    finally:
+        cluster.kubectl("delete", "namespace", "paddock-system", "--wait=false")
