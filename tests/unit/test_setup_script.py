@@ -1,0 +1,138 @@
+"""The setup script, run by a real bash on real files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from paddock.api.workspace import ParallelGroup, SetupCommand
+from paddock.render.setup_script import render_setup_script
+
+Step = str | SetupCommand | ParallelGroup
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    termination: str
+
+
+def run_setup(tmp_path: Path, steps: list[Step], default_timeout: str = "30m") -> Result:
+    script = tmp_path / "setup.sh"
+    script.write_text(render_setup_script(steps, default_timeout))
+    termination = tmp_path / "termination-log"
+    completed = subprocess.run(
+        ["bash", str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PADDOCK_TERMINATION_LOG": str(termination)},
+    )
+    text = termination.read_text() if termination.exists() else ""
+    return Result(completed.returncode, completed.stdout, text)
+
+
+def test_cd_and_export_carry_over_between_serial_steps(tmp_path: Path) -> None:
+    (tmp_path / "app").mkdir()
+    result = run_setup(
+        tmp_path, ["cd app", "export GREETING=hello", "echo $GREETING > greeting.txt"]
+    )
+    assert result.code == 0, result.stdout
+    assert (tmp_path / "app" / "greeting.txt").read_text() == "hello\n"
+    assert result.termination == ""
+
+
+def test_parallel_group_starts_from_the_shells_cwd_and_env_and_is_awaited(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "app").mkdir()
+    result = run_setup(
+        tmp_path,
+        [
+            "cd app",
+            "export NAME=paddock",
+            ParallelGroup(parallel=["sleep 0.3; echo $NAME > a.txt", "pwd > b.txt"]),
+            # Runs only after both commands of the group finished.
+            "cat a.txt b.txt > both.txt",
+        ],
+    )
+    assert result.code == 0, result.stdout
+    app = tmp_path / "app"
+    assert (app / "both.txt").read_text() == f"paddock\n{app}\n"
+
+
+def test_failing_step_stops_setup_with_its_command_exit_code_and_output(tmp_path: Path) -> None:
+    result = run_setup(
+        tmp_path,
+        [
+            "echo first > first.txt",
+            "echo compiling; echo 'error: no such file' >&2; exit 3",
+            "touch never.txt",
+        ],
+    )
+    assert result.code == 3
+    lines = result.termination.splitlines()
+    assert (
+        lines[0]
+        == "setup step failed: echo compiling; echo 'error: no such file' >&2; exit 3 (exit 3)"
+    )
+    assert lines[1:] == ["compiling", "error: no such file"]
+    assert (tmp_path / "first.txt").exists()
+    assert not (tmp_path / "never.txt").exists()
+
+
+def test_failing_command_in_a_parallel_group_fails_setup(tmp_path: Path) -> None:
+    result = run_setup(
+        tmp_path,
+        [ParallelGroup(parallel=["echo fine", "echo broken; false"]), "touch never.txt"],
+    )
+    assert result.code == 1
+    assert result.termination.splitlines() == [
+        "setup step failed: echo broken; false (exit 1)",
+        "broken",
+    ]
+    assert not (tmp_path / "never.txt").exists()
+
+
+def test_only_the_tail_of_a_long_output_is_reported(tmp_path: Path) -> None:
+    result = run_setup(tmp_path, ["seq 1 500; exit 2"])
+    lines = result.termination.splitlines()
+    assert lines[0] == "setup step failed: seq 1 500; exit 2 (exit 2)"
+    assert lines[1:] == [str(n) for n in range(481, 501)]
+
+
+def test_step_timeout_stops_the_step_and_setup(tmp_path: Path) -> None:
+    result = run_setup(
+        tmp_path,
+        [
+            "echo started",
+            SetupCommand(run="echo waiting; sleep 30; touch late.txt", timeout="1s"),
+            "touch never.txt",
+        ],
+    )
+    assert result.code == 124
+    lines = result.termination.splitlines()
+    assert lines[0] == "setup step timed out after 1s: echo waiting; sleep 30; touch late.txt"
+    assert "waiting" in lines[1:]
+    assert not (tmp_path / "late.txt").exists()
+    assert not (tmp_path / "never.txt").exists()
+
+
+def test_default_timeout_applies_to_parallel_groups(tmp_path: Path) -> None:
+    result = run_setup(tmp_path, [ParallelGroup(parallel=["sleep 30", "true"])], "1s")
+    assert result.code == 124
+    assert result.termination.startswith("setup step timed out after 1s: parallel: sleep 30 true")
+
+
+@pytest.mark.parametrize("command", ["echo \"$(printf '%s' 'quoted')\"", "echo 'a  b' | tr -s ' '"])
+def test_commands_are_passed_through_verbatim(tmp_path: Path, command: str) -> None:
+    expected = subprocess.run(["bash", "-c", command], capture_output=True, text=True).stdout
+    result = run_setup(tmp_path, [command])
+    assert result.code == 0
+    assert f"+ {command}\n{expected}" in result.stdout
