@@ -36,10 +36,13 @@ _paddock_tee=""
 _paddock_watchdog_pid=""
 
 _paddock_descendants() {
-  local parent=$1 stat pid ppid
-  for stat in /proc/[0-9]*/stat; do
-    read -r pid _ ppid _ < <(sed 's/^\([0-9]*\) (.*) [A-Za-z] \([0-9]*\) .*/\1 x \2 x/' "$stat" 2>/dev/null) || continue
-    if [ "$ppid" = "$parent" ]; then
+  local parent=$1 file line pid
+  local -a fields
+  for file in /proc/[0-9]*/stat; do
+    line=$(<"$file") 2>/dev/null || continue
+    read -r -a fields <<< "${line##*) }"  # state, ppid, ...
+    if [ "${fields[1]:-}" = "$parent" ]; then
+      pid=${file#/proc/}; pid=${pid%/stat}
       echo "$pid"
       _paddock_descendants "$pid"
     fi
