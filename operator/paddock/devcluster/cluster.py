@@ -26,6 +26,7 @@ import yaml
 
 from paddock.devcluster.binaries import Binaries, ensure_binaries
 from paddock.devcluster.certs import Pki, generate_pki
+from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
 
 NODE_NAME = "paddock-kwok"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -81,6 +82,10 @@ class ClusterState:
     def pods_dir(self) -> Path:
         return self.directory / "pods"
 
+    @property
+    def volumes_dir(self) -> Path:
+        return self.directory / "volumes"
+
     def log(self, component: str) -> Path:
         return self.directory / "logs" / f"{component}.log"
 
@@ -101,11 +106,18 @@ class ClusterState:
 # --- processes ---------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _free_ports(names: tuple[str, ...]) -> dict[str, int]:
+    """Distinct free loopback ports: every socket stays bound until all are chosen."""
+    sockets = []
+    try:
+        for _ in names:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return {name: sock.getsockname()[1] for name, sock in zip(names, sockets, strict=True)}
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _is_ours(pid: int, command: str) -> bool:
@@ -122,7 +134,7 @@ def _alive(state: ClusterState, component: str) -> bool:
     return pid is not None and _is_ours(pid, state.commands[component])
 
 
-def _spawn(state: ClusterState, component: str, argv: list[str]) -> None:
+def _spawn(state: ClusterState, component: str, argv: list[str]) -> subprocess.Popen[bytes]:
     state.log(component).parent.mkdir(parents=True, exist_ok=True)
     with state.log(component).open("ab") as log:
         process = subprocess.Popen(
@@ -136,6 +148,7 @@ def _spawn(state: ClusterState, component: str, argv: list[str]) -> None:
     state.pids[component] = process.pid
     state.commands[component] = argv[0]
     state.save()
+    return process
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -145,14 +158,20 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def _wait(state: ClusterState, component: str, ready: Callable[[], bool], what: str) -> None:
+def _wait(
+    state: ClusterState,
+    component: str,
+    process: subprocess.Popen[bytes],
+    ready: Callable[[], bool],
+    what: str,
+) -> None:
     """Poll ``ready`` until it holds; fail early, with the log, if the component exits."""
     started = time.monotonic()
     while not ready():
-        if not _alive(state, component):
+        if process.poll() is not None:
             raise ClusterError(
-                f"{component} exited before {what}; last lines of {state.log(component)}:\n"
-                + _tail(state.log(component))
+                f"{component} exited with code {process.returncode} before {what}; last lines "
+                f"of {state.log(component)}:\n{_tail(state.log(component))}"
             )
         if time.monotonic() - started > START_TIMEOUT:
             raise ClusterError(
@@ -296,6 +315,22 @@ def _node_manifest() -> str:
     return yaml.safe_dump(node)
 
 
+def _storage_class_manifest() -> str:
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": PROVISIONER,
+        "reclaimPolicy": "Delete",
+        # The node is known only once a pod using the claim is scheduled.
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    return yaml.safe_dump(storage_class)
+
+
 # --- up / down / status ------------------------------------------------------------------------
 
 
@@ -377,13 +412,13 @@ def _control_plane_argv(b: Binaries, s: ClusterState) -> dict[str, list[str]]:
             f"--cidr={POD_CIDR}",
             "--node-lease-duration-seconds=40",
         ],
-        "exec-dirs": [
+        "kwok-agent": [
             sys.executable,
             "-m",
-            "paddock.devcluster.execdirs",
+            "paddock.devcluster.kwok_agent",
             f"--kubeconfig={s.kubeconfig}",
             f"--node={NODE_NAME}",
-            f"--root={s.pods_dir}",
+            f"--root={s.directory}",
         ],
     }
 
@@ -414,28 +449,29 @@ def up(directory: Path) -> Path:
     binaries = ensure_binaries()
     directory.mkdir(parents=True)
     state = ClusterState(directory)
-    state.ports = {
-        name: _free_port()
-        for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
-    }
+    state.ports = _free_ports(
+        ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+    )
     state.pods_dir.mkdir()
+    state.volumes_dir.mkdir()
     generate_pki(state.pki.directory, HOSTS)
     write_kubeconfig(state)
     state.save()
     argv = _control_plane_argv(binaries, state)
     print(f"cluster: starting in {directory}", file=sys.stderr)
     try:
-        _spawn(state, "etcd", argv["etcd"])
+        etcd = _spawn(state, "etcd", argv["etcd"])
         _wait(
             state,
             "etcd",
+            etcd,
             lambda: _http_ok(f"http://127.0.0.1:{state.ports['etcd']}/health"),
             "healthy",
         )
-        _spawn(state, "kube-apiserver", argv["kube-apiserver"])
-        _wait(state, "kube-apiserver", lambda: api_ready(state), "ready")
-        for component in ("kube-controller-manager", "kube-scheduler"):
-            _spawn(state, component, argv[component])
+        apiserver = _spawn(state, "kube-apiserver", argv["kube-apiserver"])
+        _wait(state, "kube-apiserver", apiserver, lambda: api_ready(state), "ready")
+        controllers = _spawn(state, "kube-controller-manager", argv["kube-controller-manager"])
+        _spawn(state, "kube-scheduler", argv["kube-scheduler"])
         crds = [binaries.kwok_exec_crd, *sorted(binaries.snapshot_crds.glob("*.yaml"))]
         kubectl(binaries, state, "apply", "--server-side", *(f"-f={crd}" for crd in crds))
         kubectl(binaries, state, "apply", "-f", "-", stdin=_node_manifest())
@@ -447,12 +483,14 @@ def up(directory: Path) -> Path:
             "--timeout=60s",
             "crd/execs.kwok.x-k8s.io",
         )
-        _spawn(state, "kwok", argv["kwok"])
-        _spawn(state, "exec-dirs", argv["exec-dirs"])
-        _wait(state, "kwok", lambda: _node_ready(binaries, state), f"node {NODE_NAME} Ready")
+        kwok = _spawn(state, "kwok", argv["kwok"])
+        kubectl(binaries, state, "apply", "-f", "-", stdin=_storage_class_manifest())
+        _spawn(state, "kwok-agent", argv["kwok-agent"])
+        _wait(state, "kwok", kwok, lambda: _node_ready(binaries, state), f"node {NODE_NAME} Ready")
         _wait(
             state,
             "kube-controller-manager",
+            controllers,
             lambda: _has_default_service_account(binaries, state),
             "default service account created",
         )

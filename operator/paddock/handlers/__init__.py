@@ -1,5 +1,5 @@
-"""kopf handlers, one module per concern. Importing this package registers them all."""
+"""kopf handlers, one module per kind. Importing this package registers them all."""
 
-from paddock.handlers import startup
+from paddock.handlers import sandbox, startup, workspace
 
-__all__ = ["startup"]
+__all__ = ["sandbox", "startup", "workspace"]

@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 
 from paddock import GROUP
+from paddock.kube import client as kube
 from paddock.settings import OperatorSettings
 
 FINALIZER = f"{GROUP}/finalizer"
@@ -26,6 +27,7 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     config = OperatorSettings.from_env()
     memo.config = config
+    kube.load_config()
 
     # Progress and diff-base live in annotations under our own prefix, never kopf's default.
     settings.persistence.finalizer = FINALIZER

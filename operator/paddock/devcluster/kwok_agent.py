@@ -1,0 +1,214 @@
+"""What a kubelet and a storage provisioner would do for the local kwok node.
+
+- Exec directories: kwok runs a ``pods/exec`` request as a local process configured by an
+  ``Exec`` object named after the pod. This agent creates one per pod, with the working
+  directory ``<root>/pods/<namespace>/<pod>`` and ``HOME`` inside it, owned by the pod so that
+  garbage collection removes it, and removes the directory when the pod is gone. It stands in
+  for a container's filesystem without any isolation: processes run on the host.
+- Volumes: PVCs of the ``paddock-local`` StorageClass (the default) get a hostPath
+  PersistentVolume under ``<root>/volumes`` once the scheduler has picked the node
+  (``WaitForFirstConsumer``); the volume and its directory go when the claim does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger("paddock.kwok_agent")
+
+KWOK_GROUP, KWOK_VERSION = "kwok.x-k8s.io", "v1alpha1"
+STORAGE_CLASS = "paddock-local"
+PROVISIONER = "paddock.dev/local-path"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+def pod_dir(root: Path, namespace: str, name: str) -> Path:
+    return root / "pods" / namespace / name
+
+
+def exec_object(pod: Any, directory: Path) -> dict[str, Any]:
+    meta = pod.metadata
+    return {
+        "apiVersion": f"{KWOK_GROUP}/{KWOK_VERSION}",
+        "kind": "Exec",
+        "metadata": {
+            "name": meta.name,
+            "namespace": meta.namespace,
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": meta.name, "uid": meta.uid}
+            ],
+        },
+        "spec": {
+            "execs": [
+                {
+                    "local": {
+                        "workDir": str(directory),
+                        "envs": [
+                            {"name": "HOME", "value": str(directory / "home")},
+                            {"name": "POD_NAME", "value": meta.name},
+                            {"name": "POD_NAMESPACE", "value": meta.namespace},
+                        ],
+                    }
+                }
+            ]
+        },
+    }
+
+
+def _key(pod: Any) -> tuple[str, str]:
+    return pod.metadata.namespace, pod.metadata.name
+
+
+def ensure_exec(custom: client.CustomObjectsApi, pod: Any, root: Path) -> None:
+    directory = pod_dir(root, pod.metadata.namespace, pod.metadata.name)
+    (directory / "home").mkdir(parents=True, exist_ok=True)
+    try:
+        custom.create_namespaced_custom_object(
+            KWOK_GROUP, KWOK_VERSION, pod.metadata.namespace, "execs", exec_object(pod, directory)
+        )
+        log.info(
+            "exec directory for %s/%s: %s", pod.metadata.namespace, pod.metadata.name, directory
+        )
+    except ApiException as exc:
+        # 409: already there (a re-listed pod). Anything else (a namespace being deleted, say)
+        # concerns this pod only: say so and carry on with the others.
+        if exc.status != 409:
+            log.warning("no exec directory for %s/%s: %s", *_key(pod), exc.reason)
+
+
+def run_forever(name: str, loop: Callable[[], None]) -> None:
+    """Keep a watch loop going through API errors and dropped connections."""
+    backoff = 0.5
+    while True:
+        try:
+            loop()
+        except Exception:
+            log.exception("%s: watch failed; retrying in %.1fs", name, backoff)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 10.0)
+
+
+def volume_object(pvc: Any, node: str, directory: Path) -> dict[str, Any]:
+    meta = pvc.metadata
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": f"pvc-{meta.uid}",
+            "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER},
+        },
+        "spec": {
+            "capacity": {"storage": pvc.spec.resources.requests["storage"]},
+            "accessModes": pvc.spec.access_modes,
+            "persistentVolumeReclaimPolicy": "Delete",
+            "storageClassName": STORAGE_CLASS,
+            "hostPath": {"path": str(directory), "type": "DirectoryOrCreate"},
+            "claimRef": {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "kubernetes.io/hostname",
+                                    "operator": "In",
+                                    "values": [node],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def provision_volumes(node: str, root: Path) -> None:
+    core = client.CoreV1Api()
+    for event in watch.Watch().stream(core.list_persistent_volume_claim_for_all_namespaces):
+        pvc = event["object"]
+        name = f"pvc-{pvc.metadata.uid}"
+        directory = root / "volumes" / name
+        if event["type"] == "DELETED":
+            try:
+                core.delete_persistent_volume(name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    log.warning("volume %s not deleted: %s", name, exc.reason)
+            shutil.rmtree(directory, ignore_errors=True)
+            continue
+        annotations = pvc.metadata.annotations or {}
+        if (
+            pvc.status.phase != "Pending"
+            or pvc.spec.storage_class_name != STORAGE_CLASS
+            or annotations.get(SELECTED_NODE) != node
+        ):
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o777)  # any pod user may write, as on a fresh volume
+        try:
+            volume: Any = volume_object(pvc, node, directory)  # the client takes plain dicts
+            core.create_persistent_volume(volume)
+            log.info("volume %s for %s/%s", name, pvc.metadata.namespace, pvc.metadata.name)
+        except ApiException as exc:
+            if exc.status != 409:
+                log.warning("volume %s not created: %s", name, exc.reason)
+
+
+def watch_pods(node: str, root: Path) -> None:
+    core, custom = client.CoreV1Api(), client.CustomObjectsApi()
+    selector = f"spec.nodeName={node}"
+    while True:
+        pods = core.list_pod_for_all_namespaces(field_selector=selector)
+        for pod in pods.items:
+            ensure_exec(custom, pod, root)
+        stream = watch.Watch().stream(
+            core.list_pod_for_all_namespaces,
+            field_selector=selector,
+            resource_version=pods.metadata.resource_version if pods.metadata else None,
+            timeout_seconds=300,
+        )
+        try:
+            for event in stream:
+                pod = event["object"]
+                if event["type"] == "DELETED":
+                    shutil.rmtree(
+                        pod_dir(root, pod.metadata.namespace, pod.metadata.name),
+                        ignore_errors=True,
+                    )
+                elif event["type"] in ("ADDED", "MODIFIED"):
+                    ensure_exec(custom, pod, root)
+        except ApiException as exc:
+            if exc.status != 410:  # 410 Gone: the watch is too old; list again
+                raise
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--root", required=True, type=Path)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    config.load_kube_config(args.kubeconfig)
+    volumes = threading.Thread(
+        target=run_forever,
+        args=("volumes", lambda: provision_volumes(args.node, args.root)),
+        daemon=True,
+    )
+    volumes.start()
+    run_forever("exec directories", lambda: watch_pods(args.node, args.root))
+
+
+if __name__ == "__main__":
+    main()

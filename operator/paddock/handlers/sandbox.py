@@ -1,0 +1,41 @@
+"""Sandbox: reconcile on every change, on a timer (idle timeout, a Workspace that changed),
+and whenever its pod or volume changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from paddock import GROUP, VERSION
+from paddock.handlers.reporting import report
+from paddock.kube import client as kube
+from paddock.render.names import SANDBOX_LABEL
+from paddock.sandboxes.reconcile import reconcile_sandbox
+
+RESYNC_SECONDS = 15
+
+
+@kopf.on.create(GROUP, VERSION, "sandboxes")
+@kopf.on.update(GROUP, VERSION, "sandboxes")
+@kopf.on.resume(GROUP, VERSION, "sandboxes")
+def sandbox_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    report("Sandbox", dict(body), reconcile_sandbox(dict(body), memo.config.sandbox_image))
+
+
+@kopf.timer(GROUP, VERSION, "sandboxes", interval=RESYNC_SECONDS, idle=RESYNC_SECONDS)
+def sandbox_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    report("Sandbox", dict(body), reconcile_sandbox(dict(body), memo.config.sandbox_image))
+
+
+@kopf.on.event("pods", labels={SANDBOX_LABEL: kopf.PRESENT})
+@kopf.on.event("persistentvolumeclaims", labels={SANDBOX_LABEL: kopf.PRESENT})
+def sandbox_part_changed(
+    labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
+) -> None:
+    sandbox = kube.get("Sandbox", namespace or "", labels[SANDBOX_LABEL])
+    if sandbox is None:
+        return  # being garbage-collected with its owner
+    # An event handler is not retried; the Sandbox's own handlers and timer are.
+    outcome = reconcile_sandbox(sandbox, memo.config.sandbox_image)
+    report("Sandbox", sandbox, outcome, retry=False)

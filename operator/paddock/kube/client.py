@@ -1,0 +1,158 @@
+"""Kubernetes API access as plain dicts, in the API's own camelCase shape.
+
+Objects are read with ``_preload_content=False`` and decoded as JSON, so what the handlers see
+is exactly what ``kubectl get -o json`` shows, not the client's Python models.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from paddock import GROUP, VERSION
+
+Obj = dict[str, Any]
+
+
+def load_config() -> None:
+    """In a pod, the service account; elsewhere, the current kubeconfig."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+
+
+def _decode(response: Any) -> Obj:
+    data: Obj = json.loads(response.data)
+    return data
+
+
+def _core() -> client.CoreV1Api:
+    return client.CoreV1Api()
+
+
+def _custom() -> client.CustomObjectsApi:
+    return client.CustomObjectsApi()
+
+
+def _networking() -> client.NetworkingV1Api:
+    return client.NetworkingV1Api()
+
+
+_CORE_KINDS = {
+    "Pod": "pod",
+    "PersistentVolumeClaim": "persistent_volume_claim",
+    "ConfigMap": "config_map",
+    "Secret": "secret",
+}
+PADDOCK_PLURALS = {
+    "Workspace": "workspaces",
+    "SandboxPolicy": "sandboxpolicies",
+    "Sandbox": "sandboxes",
+    "AgentRun": "agentruns",
+}
+
+
+def get(kind: str, namespace: str, name: str) -> Obj | None:
+    """The object, or None when it does not exist."""
+    try:
+        if kind in _CORE_KINDS:
+            method = getattr(_core(), f"read_namespaced_{_CORE_KINDS[kind]}")
+            return _decode(method(name, namespace, _preload_content=False))
+        if kind == "NetworkPolicy":
+            return _decode(
+                _networking().read_namespaced_network_policy(
+                    name, namespace, _preload_content=False
+                )
+            )
+        return _decode(
+            _custom().get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name, _preload_content=False
+            )
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def create(obj: Obj) -> bool:
+    """Create the object; False when it exists already (creation is idempotent)."""
+    kind, namespace = obj["kind"], obj["metadata"]["namespace"]
+    try:
+        if kind in _CORE_KINDS:
+            getattr(_core(), f"create_namespaced_{_CORE_KINDS[kind]}")(namespace, obj)
+        elif kind == "NetworkPolicy":
+            body: Any = obj  # the client accepts plain dicts where it annotates its models
+            _networking().create_namespaced_network_policy(namespace, body)
+        else:
+            _custom().create_namespaced_custom_object(
+                GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], obj
+            )
+    except ApiException as exc:
+        if exc.status == 409:
+            return False
+        raise
+    return True
+
+
+def replace_data(obj: Obj) -> None:
+    """Replace a ConfigMap's data (the files of a sandbox follow its Workspace)."""
+    _core().patch_namespaced_config_map(
+        obj["metadata"]["name"], obj["metadata"]["namespace"], {"data": obj["data"]}
+    )
+
+
+def replace_spec(obj: Obj) -> None:
+    """Bring a NetworkPolicy's spec to what the policy says."""
+    _networking().patch_namespaced_network_policy(
+        obj["metadata"]["name"], obj["metadata"]["namespace"], {"spec": obj["spec"]}
+    )
+
+
+def delete(kind: str, namespace: str, name: str) -> bool:
+    """Delete the object; False when it was gone already."""
+    try:
+        if kind in _CORE_KINDS:
+            getattr(_core(), f"delete_namespaced_{_CORE_KINDS[kind]}")(name, namespace)
+        elif kind == "NetworkPolicy":
+            _networking().delete_namespaced_network_policy(name, namespace)
+        else:
+            _custom().delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name
+            )
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def patch_status(kind: str, namespace: str, name: str, status: Obj) -> None:
+    """Merge-patch the status subresource of one of Paddock's own objects."""
+    try:
+        _custom().patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name, {"status": status}
+        )
+    except ApiException as exc:
+        if exc.status != 404:  # deleted meanwhile: nothing to report on
+            raise
+
+
+def missing_secret_keys(namespace: str, refs: list[tuple[str, str]]) -> list[str]:
+    """``"secret/key"`` for each (Secret, key) reference that does not resolve. Reads the key
+    names only; values are never decoded."""
+    missing = []
+    cache: dict[str, Obj | None] = {}
+    for name, key in refs:
+        if name not in cache:
+            cache[name] = get("Secret", namespace, name)
+        secret = cache[name]
+        if secret is None or key not in (secret.get("data") or {}) | (
+            secret.get("stringData") or {}
+        ):
+            missing.append(f"{name}/{key}")
+    return missing

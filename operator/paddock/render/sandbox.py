@@ -1,0 +1,295 @@
+"""The objects of one Sandbox: its files ConfigMap, workspace PVC and pod."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from paddock.api.common import SecretKeySelector
+from paddock.api.sandbox import SandboxSpec
+from paddock.api.workspace import WorkspaceSpec
+from paddock.render import names
+from paddock.render.init_scripts import ASKPASS_SCRIPT, CLONE_SCRIPT, render_project_script
+from paddock.render.projections import Projection, render_projection
+from paddock.render.setup_script import render_setup_script
+
+WORKSPACE_DIR = "/workspace"
+HOME_DIR = "/home/paddock"
+RUN_DIR = "/paddock/run"
+FILES_DIR = "/paddock/files"
+SANDBOX_UID = 1000
+CONFIGMAP_LIMIT = 900 * 1024  # under the 1 MiB object limit, with room for metadata
+
+# The main container stays up, doing nothing, until the pod is deleted; runs exec into it.
+KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+
+
+@dataclass(frozen=True)
+class SandboxInputs:
+    """Everything a sandbox's objects are rendered from."""
+
+    name: str
+    namespace: str
+    sandbox: SandboxSpec
+    workspace: WorkspaceSpec
+    image: str
+    workspace_hash: str
+
+
+def _secret_env(name: str, ref: SecretKeySelector) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+
+
+def _workspace_env(workspace: WorkspaceSpec) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [{"name": var.name, "value": var.value} for var in workspace.env]
+    env += [_secret_env(var.name, var.secret_key_ref) for var in workspace.secrets]
+    return env
+
+
+def _file_key(index: int) -> str:
+    return f"project-{index}"
+
+
+def render_files_configmap(inputs: SandboxInputs, projection: Projection) -> dict[str, Any]:
+    """Scripts and projected files for the init containers. Never holds a secret value."""
+    data = {
+        "askpass.sh": ASKPASS_SCRIPT,
+        "clone.sh": CLONE_SCRIPT,
+        "project.sh": render_project_script(projection),
+        "setup.sh": render_setup_script(
+            inputs.workspace.setup, inputs.workspace.setup_step_timeout
+        ),
+    }
+    for index, content in enumerate(projection.files.values()):
+        data[_file_key(index)] = content
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names.files_configmap_name(inputs.name),
+            "namespace": inputs.namespace,
+            "labels": names.sandbox_labels(inputs.name),
+        },
+        "data": data,
+    }
+
+
+def configmap_size(configmap: dict[str, Any]) -> int:
+    return sum(len(key) + len(value.encode()) for key, value in configmap["data"].items())
+
+
+def render_workspace_pvc(inputs: SandboxInputs) -> dict[str, Any]:
+    storage = inputs.sandbox.storage
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": str(storage.size)}},
+    }
+    if storage.storage_class_name:
+        spec["storageClassName"] = storage.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": names.pvc_name(inputs.name),
+            "namespace": inputs.namespace,
+            "labels": names.sandbox_labels(inputs.name),
+        },
+        "spec": spec,
+    }
+
+
+_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+}
+
+
+def _container(
+    name: str,
+    inputs: SandboxInputs,
+    *,
+    command: list[str],
+    env: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": name,
+        "image": inputs.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": command,
+        "workingDir": WORKSPACE_DIR,
+        "env": [{"name": "HOME", "value": HOME_DIR}, *env],
+        "volumeMounts": mounts,
+        "securityContext": _CONTAINER_SECURITY,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    resources = inputs.sandbox.resources.to_api()
+    if resources:
+        container["resources"] = {
+            k: {n: str(q) for n, q in v.items()} for k, v in resources.items()
+        }
+    return container
+
+
+def _mount(volume: str, path: str, *, read_only: bool = False) -> dict[str, Any]:
+    mount: dict[str, Any] = {"name": volume, "mountPath": path}
+    if read_only:
+        mount["readOnly"] = True
+    return mount
+
+
+def _init_containers(inputs: SandboxInputs, projection: Projection) -> list[dict[str, Any]]:
+    common = [
+        _mount("workspace", WORKSPACE_DIR),
+        _mount("home", HOME_DIR),
+        _mount("tmp", "/tmp"),  # noqa: S108  (an emptyDir, private to the pod)
+        _mount("files", FILES_DIR, read_only=True),
+    ]
+
+    # The outer shell keeps the script from being PID 1, which ignores signals it does not
+    # handle: the setup watchdog must be able to stop it.
+    def run(script: str) -> list[str]:
+        return ["/bin/bash", "-c", f"/bin/bash {FILES_DIR}/{script}; exit $?"]
+
+    containers = []
+    git = inputs.workspace.source.git if inputs.workspace.source else None
+    if git is not None:
+        env: list[dict[str, Any]] = [
+            {"name": "GIT_URL", "value": git.url},
+            {"name": "GIT_DEPTH", "value": str(git.depth)},
+            {"name": "GIT_TERMINAL_PROMPT", "value": "0"},
+            {"name": "GIT_ASKPASS", "value": f"{FILES_DIR}/askpass.sh"},
+        ]
+        if git.ref:
+            env.append({"name": "GIT_REF", "value": git.ref})
+        if git.secret_ref is not None:
+            env += [
+                {"name": "PADDOCK_ASKPASS_TOKEN_VAR", "value": "PADDOCK_GIT_TOKEN"},
+                _secret_env("PADDOCK_GIT_TOKEN", git.secret_ref),
+            ]
+        containers.append(
+            _container("clone", inputs, command=run("clone.sh"), env=env, mounts=common)
+        )
+    skill_env = [
+        {"name": "GIT_TERMINAL_PROMPT", "value": "0"},
+        {"name": "GIT_ASKPASS", "value": f"{FILES_DIR}/askpass.sh"},
+    ] + [
+        _secret_env(checkout.token_env, projection.secret_env[checkout.token_env])
+        for checkout in projection.git_checkouts
+        if checkout.token_env
+    ]
+    containers.append(
+        _container("project", inputs, command=run("project.sh"), env=skill_env, mounts=common)
+    )
+    if inputs.workspace.setup:
+        containers.append(
+            _container(
+                "setup",
+                inputs,
+                command=run("setup.sh"),
+                env=_workspace_env(inputs.workspace),
+                mounts=common,
+            )
+        )
+    return containers
+
+
+def render_sandbox_pod(
+    inputs: SandboxInputs, projection: Projection, *, prepared: bool
+) -> dict[str, Any]:
+    """The sandbox pod. ``prepared``: the volume already holds the cloned, set-up workspace
+    (a resumed or restored sandbox), so no init container runs."""
+    sandbox = inputs.sandbox
+    env = _workspace_env(inputs.workspace)
+    env += [_secret_env(var, ref) for var, ref in projection.secret_env.items()]
+    env += [
+        {"name": "PADDOCK_SANDBOX", "value": inputs.name},
+        {"name": "PADDOCK_WORKSPACE", "value": WORKSPACE_DIR},
+        {"name": "PADDOCK_RUN_DIR", "value": RUN_DIR},
+    ]
+    main = _container(
+        "sandbox",
+        inputs,
+        command=KEEP_ALIVE,
+        env=env,
+        mounts=[
+            _mount("workspace", WORKSPACE_DIR),
+            _mount("home", HOME_DIR),
+            _mount("tmp", "/tmp"),  # noqa: S108
+            # Run journals: an emptyDir, never part of the workspace volume or its snapshots.
+            _mount("run", RUN_DIR),
+        ],
+    )
+    files_items = [
+        {"key": key, "path": key} for key in ("askpass.sh", "clone.sh", "project.sh", "setup.sh")
+    ]
+    files_items += [
+        {"key": _file_key(index), "path": f"project/{path}"}
+        for index, path in enumerate(projection.files)
+    ]
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 10,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": SANDBOX_UID,
+            "runAsGroup": SANDBOX_UID,
+            "fsGroup": SANDBOX_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [main],
+        "volumes": [
+            {
+                "name": "workspace",
+                "persistentVolumeClaim": {"claimName": names.pvc_name(inputs.name)},
+            },
+            {"name": "home", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}},
+            {"name": "run", "emptyDir": {}},
+            {
+                "name": "files",
+                "configMap": {
+                    "name": names.files_configmap_name(inputs.name),
+                    "items": files_items,
+                    "defaultMode": 0o555,
+                },
+            },
+        ],
+    }
+    if not prepared:
+        spec["initContainers"] = _init_containers(inputs, projection)
+    if sandbox.runtime_class_name:
+        spec["runtimeClassName"] = sandbox.runtime_class_name
+    if sandbox.node_selector:
+        spec["nodeSelector"] = dict(sandbox.node_selector)
+    if sandbox.tolerations:
+        spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
+    if sandbox.affinity:
+        spec["affinity"] = sandbox.affinity
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": names.pod_name(inputs.name),
+            "namespace": inputs.namespace,
+            "labels": {
+                **names.sandbox_labels(inputs.name),
+                names.WORKSPACE_HASH_LABEL: inputs.workspace_hash,
+            },
+            "annotations": {names.PREPARED_ANNOTATION: "true" if prepared else "false"},
+        },
+        "spec": spec,
+    }
+
+
+def render_sandbox(inputs: SandboxInputs, *, prepared: bool) -> dict[str, dict[str, Any]]:
+    """The ConfigMap, PVC and pod of a sandbox, by kind."""
+    projection = render_projection(inputs.workspace)
+    return {
+        "ConfigMap": render_files_configmap(inputs, projection),
+        "PersistentVolumeClaim": render_workspace_pvc(inputs),
+        "Pod": render_sandbox_pod(inputs, projection, prepared=prepared),
+    }

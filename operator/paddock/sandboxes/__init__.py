@@ -1,0 +1,1 @@
+"""Sandbox services: what the Sandbox and Workspace handlers call."""
