@@ -41,7 +41,7 @@ class ApiModel(BaseModel):
         populate_by_name=True,
         extra="forbid",
         use_enum_values=True,
-        validate_default=False,
+        validate_default=True,  # defaults become plain values too, like parsed input
     )
 
     def to_api(self) -> dict[str, Any]:

@@ -202,7 +202,12 @@ def render_sandbox_pod(
     (a resumed or restored sandbox), so no init container runs."""
     sandbox = inputs.sandbox
     env = _workspace_env(inputs.workspace)
-    env += [_secret_env(var, ref) for var, ref in projection.secret_env.items()]
+    skill_tokens = {c.token_env for c in projection.git_checkouts}
+    env += [
+        _secret_env(var, ref)
+        for var, ref in projection.secret_env.items()
+        if var not in skill_tokens  # needed by the project init container only
+    ]
     env += [
         {"name": "PADDOCK_SANDBOX", "value": inputs.name},
         {"name": "PADDOCK_WORKSPACE", "value": WORKSPACE_DIR},

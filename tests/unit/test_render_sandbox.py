@@ -1,0 +1,218 @@
+"""Render functions of a sandbox, against golden files and the properties that matter."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from paddock.api.policy import SandboxPolicySpec
+from paddock.api.sandbox import SandboxSpec
+from paddock.api.workspace import WorkspaceSpec
+from paddock.render.network_policy import render_network_policy
+from paddock.render.projections import render_projection
+from paddock.render.sandbox import SandboxInputs, render_sandbox
+from paddock.render.workspace_hash import workspace_hash
+from support.golden import assert_golden
+
+SECRET_VALUE = "ghp_this-is-a-secret-value-0123456789"
+
+WORKSPACE = WorkspaceSpec.model_validate(
+    {
+        "source": {
+            "git": {
+                "url": "https://github.com/example/app.git",
+                "ref": "main",
+                "secretRef": {"name": "git", "key": "token"},
+            }
+        },
+        "setup": ["cd /workspace", {"parallel": ["make deps", "make assets"]}],
+        "scripts": {"test": "make test", "lint": "make lint"},
+        "env": [{"name": "CI", "value": "true"}],
+        "secrets": [{"name": "NPM_TOKEN", "secretKeyRef": {"name": "npm", "key": "token"}}],
+        "instructions": "Keep changes small.",
+        "skills": [
+            {"name": "style", "agent": {"description": "Style rules", "instructions": "Be terse."}},
+            {"name": "notes", "file": {"path": "docs/NOTES.md", "content": "notes\n"}},
+            {
+                "name": "tools",
+                "git": {
+                    "repo": "https://github.com/example/skills.git",
+                    "secretRef": {"name": "git", "key": "token"},
+                },
+            },
+            {
+                "name": "docs",
+                "mcp": {
+                    "url": "https://mcp.example.com/mcp",
+                    "headers": [
+                        {
+                            "name": "Authorization",
+                            "bearer": True,
+                            "secretKeyRef": {"name": "mcp", "key": "token"},
+                        },
+                        {"name": "X-Team", "value": "platform"},
+                    ],
+                },
+            },
+        ],
+        "plugins": [{"name": "review", "marketplace": "acme"}],
+    }
+)
+SANDBOX = SandboxSpec.model_validate(
+    {
+        "workspaceRef": {"name": "app"},
+        "runtimeClassName": "gvisor",
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+        "nodeSelector": {"pool": "agents"},
+        "tolerations": [{"key": "agents", "operator": "Exists", "effect": "NoSchedule"}],
+        "storage": {"size": "5Gi", "storageClassName": "fast"},
+    }
+)
+INPUTS = SandboxInputs(
+    name="app-1",
+    namespace="team",
+    sandbox=SANDBOX,
+    workspace=WORKSPACE,
+    image="registry.example.com/app-sandbox:1.2",
+    workspace_hash=workspace_hash(WORKSPACE, "registry.example.com/app-sandbox:1.2"),
+)
+
+
+@pytest.fixture
+def rendered() -> dict[str, dict[str, Any]]:
+    return render_sandbox(INPUTS, prepared=False)
+
+
+def test_pod_matches_golden(rendered: dict[str, dict[str, Any]]) -> None:
+    assert_golden("sandbox-pod.yaml", rendered["Pod"])
+
+
+def test_pvc_matches_golden(rendered: dict[str, dict[str, Any]]) -> None:
+    assert_golden("sandbox-pvc.yaml", rendered["PersistentVolumeClaim"])
+
+
+def test_files_configmap_matches_golden(rendered: dict[str, dict[str, Any]]) -> None:
+    assert_golden("sandbox-files-configmap.yaml", rendered["ConfigMap"])
+
+
+def test_network_policy_matches_golden() -> None:
+    policy = SandboxPolicySpec.model_validate(
+        {"network": {"egress": [{"cidrs": ["10.1.0.0/16"], "ports": [{"port": 5432}]}]}}
+    )
+    assert_golden("sandbox-network-policy.yaml", render_network_policy("app-1", "team", policy))
+
+
+def test_pod_is_restricted_and_has_no_service_account_token(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    spec = rendered["Pod"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in spec["initContainers"] + spec["containers"]:
+        security = container["securityContext"]
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"] == {"drop": ["ALL"]}
+    assert spec["runtimeClassName"] == "gvisor"
+    assert spec["nodeSelector"] == {"pool": "agents"}
+
+
+def test_init_containers_run_clone_project_setup_in_order(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    names = [c["name"] for c in rendered["Pod"]["spec"]["initContainers"]]
+    assert names == ["clone", "project", "setup"]
+
+
+def test_prepared_pod_runs_no_init_container() -> None:
+    pod = render_sandbox(INPUTS, prepared=True)["Pod"]
+    assert "initContainers" not in pod["spec"]
+    assert pod["metadata"]["annotations"]["paddock.dev/prepared"] == "true"
+
+
+def test_home_and_run_volumes_are_not_the_workspace(rendered: dict[str, dict[str, Any]]) -> None:
+    main = rendered["Pod"]["spec"]["containers"][0]
+    mounts = {m["mountPath"]: m["name"] for m in main["volumeMounts"]}
+    volumes = {v["name"]: v for v in rendered["Pod"]["spec"]["volumes"]}
+    assert "persistentVolumeClaim" in volumes[mounts["/workspace"]]
+    assert "emptyDir" in volumes[mounts["/home/paddock"]]
+    assert "emptyDir" in volumes[mounts["/paddock/run"]]
+    assert {"name": "HOME", "value": "/home/paddock"} in main["env"]
+
+
+def test_secrets_reach_containers_only_as_secret_key_refs(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    pod = rendered["Pod"]
+    env = {e["name"]: e for c in pod["spec"]["containers"] for e in c["env"]}
+    assert env["NPM_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "npm", "key": "token"}
+    assert env["PADDOCK_MCP_DOCS_AUTHORIZATION"]["valueFrom"]["secretKeyRef"]["name"] == "mcp"
+    clone = pod["spec"]["initContainers"][0]
+    token = next(e for e in clone["env"] if e["name"] == "PADDOCK_GIT_TOKEN")
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "git", "key": "token"}
+    # The URL and the command lines carry no credential.
+    assert all("@" not in arg for c in pod["spec"]["initContainers"] for arg in c["command"])
+
+
+def test_mcp_secret_headers_are_env_references_in_every_harness_config() -> None:
+    files = render_projection(WORKSPACE).files
+    claude = json.loads(files[".paddock/harness/claude-mcp.json"])
+    assert claude["mcpServers"]["docs"]["headers"] == {
+        "Authorization": "Bearer ${PADDOCK_MCP_DOCS_AUTHORIZATION}",
+        "X-Team": "platform",
+    }
+    gemini = json.loads(files[".paddock/harness/gemini-settings.json"])
+    assert gemini["mcpServers"]["docs"]["httpUrl"] == "https://mcp.example.com/mcp"
+    opencode = json.loads(files[".paddock/harness/opencode.json"])
+    assert opencode["mcp"]["docs"]["headers"]["Authorization"] == (
+        "Bearer {env:PADDOCK_MCP_DOCS_AUTHORIZATION}"
+    )
+    codex = files[".paddock/harness/codex-config.toml"]
+    assert 'bearer_token_env_var = "PADDOCK_MCP_DOCS_AUTHORIZATION"' in codex
+    assert 'http_headers = { "X-Team" = "platform" }' in codex
+
+
+def test_agents_md_lists_the_workspace_scripts() -> None:
+    agents = render_projection(WORKSPACE).files["AGENTS.md"]
+    assert agents.startswith("Keep changes small.\n")
+    assert "## Workspace scripts" in agents
+    assert "- `test`: `make test`" in agents
+
+
+def test_harness_limits_are_warnings() -> None:
+    warnings = render_projection(WORKSPACE).warnings
+    assert any("plugins apply to Claude Code only" in w for w in warnings)
+    assert any("skills are projected for Claude Code and Codex only" in w for w in warnings)
+
+
+def test_no_rendered_object_carries_a_secret_value(rendered: dict[str, dict[str, Any]]) -> None:
+    # The spec holds references only; nothing rendered can hold a value it never had. This
+    # pins that no code path reads a Secret into a manifest.
+    assert SECRET_VALUE not in yaml.safe_dump(rendered)
+
+
+def test_hash_changes_with_setup_and_image_not_with_secret_rotation() -> None:
+    base = workspace_hash(WORKSPACE, "img:1")
+    changed_setup = WORKSPACE.model_copy(update={"setup": ["make deps"]})
+    assert workspace_hash(changed_setup, "img:1") != base
+    assert workspace_hash(WORKSPACE, "img:2") != base
+    # A rotated secret changes the Secret object, never the spec: the hash stays.
+    assert workspace_hash(WorkspaceSpec.model_validate(WORKSPACE.to_api()), "img:1") == base
+
+
+def test_network_policy_denies_ingress_and_fences_egress() -> None:
+    deny = render_network_policy(
+        "s", "ns", SandboxPolicySpec.model_validate({"capabilities": {"network": "deny"}})
+    )
+    assert deny["spec"]["ingress"] == []
+    assert deny["spec"]["egress"] == [
+        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+    ]
+    allow = render_network_policy("s", "ns", SandboxPolicySpec())
+    internet = allow["spec"]["egress"][1]["to"][0]["ipBlock"]
+    assert internet["cidr"] == "0.0.0.0/0"
+    assert "169.254.0.0/16" in internet["except"]
+    assert "10.0.0.0/8" in internet["except"]
