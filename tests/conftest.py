@@ -12,6 +12,10 @@ import pytest
 from kopf.testing import KopfRunner
 
 from paddock.devcluster import cluster as local
+
+# The operator's handlers are imported once per session; they read this when imported. A short
+# resync keeps tests of idle timeouts and late-appearing objects quick.
+os.environ.setdefault("PADDOCK_RESYNC_SECONDS", "1")
 from support.kube import Cluster
 from support.waiting import wait_for
 

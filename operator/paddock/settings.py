@@ -27,6 +27,12 @@ class OperatorSettings(BaseModel):
         default=300, gt=0, description="Server-side timeout of each watch; watches reconnect."
     )
     log_backend: str = Field(default="configmap", description="configmap or s3.")
+    resync_seconds: float = Field(
+        default=15,
+        gt=0,
+        description="How often each Sandbox is looked at without a change (idle timeouts, "
+        "a changed Workspace, a Secret that appeared).",
+    )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorSettings:

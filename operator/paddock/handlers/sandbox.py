@@ -12,8 +12,10 @@ from paddock.handlers.reporting import report
 from paddock.kube import client as kube
 from paddock.render.names import SANDBOX_LABEL
 from paddock.sandboxes.reconcile import reconcile_sandbox
+from paddock.settings import OperatorSettings
 
-RESYNC_SECONDS = 15
+# Timers are declared at import, before the startup handler runs: read the setting here.
+RESYNC_SECONDS = OperatorSettings.from_env().resync_seconds
 
 
 @kopf.on.create(GROUP, VERSION, "sandboxes")

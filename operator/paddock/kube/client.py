@@ -7,6 +7,7 @@ is exactly what ``kubectl get -o json`` shows, not the client's Python models.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from kubernetes import client, config
@@ -22,7 +23,8 @@ def load_config() -> None:
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        # The client reads $KUBECONFIG when it is imported; read it now, when it is set.
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
 
 
 def _decode(response: Any) -> Obj:

@@ -163,7 +163,7 @@ def observe(pod: dict[str, Any] | None, pvc: dict[str, Any] | None) -> Observati
         )
 
     running_init = next(
-        (i["name"] for i in _init_statuses(pod) if i.get("state", {}).get("running")), None
+        (i["name"] for i in _init_statuses(pod) if "running" in (i.get("state") or {})), None
     )
     if running_init:
         return Observation(

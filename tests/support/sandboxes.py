@@ -1,0 +1,74 @@
+"""Helpers for tests of Workspaces and Sandboxes on a cluster."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from support.kube import Cluster
+from support.waiting import wait_for
+
+
+def workspace(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "Workspace",
+        "metadata": {"name": name},
+        "spec": {"setup": ["echo ready"], **spec},
+    }
+
+
+def sandbox(name: str, workspace_name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "Sandbox",
+        "metadata": {"name": name},
+        "spec": {"workspaceRef": {"name": workspace_name}, **spec},
+    }
+
+
+def get(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+    result = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
+    if result.returncode != 0:
+        return None
+    obj: dict[str, Any] = json.loads(result.stdout)
+    return obj
+
+
+def status_of(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    obj = get(cluster, namespace, kind, name) or {}
+    status: dict[str, Any] = obj.get("status") or {}
+    return status
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions", []) if c["type"] == type_), {})
+
+
+def wait_for_phase(
+    cluster: Cluster, namespace: str, name: str, phase: str, timeout: float = 60
+) -> dict[str, Any]:
+    return wait_for(
+        lambda: (s := status_of(cluster, namespace, "sandbox", name)).get("phase") == phase and s,
+        timeout,
+        what=f"sandbox {name} in phase {phase}",
+    )
+
+
+def wait_for_reason(
+    cluster: Cluster, namespace: str, name: str, reason: str, timeout: float = 60
+) -> dict[str, Any]:
+    return wait_for(
+        lambda: (
+            condition(s := status_of(cluster, namespace, "sandbox", name), "Ready").get("reason")
+            == reason
+            and s
+        ),
+        timeout,
+        what=f"sandbox {name} with Ready reason {reason}",
+    )
+
+
+def events_for(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    items = json.loads(cluster.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    return [e for e in items["items"] if e["involvedObject"]["name"] == name]
