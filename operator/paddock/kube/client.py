@@ -101,18 +101,21 @@ def create(obj: Obj) -> bool:
     return True
 
 
-def replace_data(obj: Obj) -> None:
-    """Replace a ConfigMap's data (the files of a sandbox follow its Workspace)."""
-    _core().patch_namespaced_config_map(
-        obj["metadata"]["name"], obj["metadata"]["namespace"], {"data": obj["data"]}
-    )
-
-
-def replace_spec(obj: Obj) -> None:
-    """Bring a NetworkPolicy's spec to what the policy says."""
-    _networking().patch_namespaced_network_policy(
-        obj["metadata"]["name"], obj["metadata"]["namespace"], {"spec": obj["spec"]}
-    )
+def ensure(obj: Obj, field: str) -> None:
+    """Create ``obj``, or patch its ``field`` (a ConfigMap's data, a NetworkPolicy's spec)
+    when the existing object's differs."""
+    meta = obj["metadata"]
+    existing = get(obj["kind"], meta["namespace"], meta["name"])
+    if existing is None:
+        create(obj)
+    elif existing.get(field) != obj[field]:
+        patch: Any = {field: obj[field]}
+        if obj["kind"] == "ConfigMap":
+            _core().patch_namespaced_config_map(meta["name"], meta["namespace"], patch)
+        elif obj["kind"] == "NetworkPolicy":
+            _networking().patch_namespaced_network_policy(meta["name"], meta["namespace"], patch)
+        else:
+            raise ValueError(f"ensure() does not patch {obj['kind']}")
 
 
 def delete(kind: str, namespace: str, name: str) -> bool:

@@ -260,18 +260,20 @@ def _idle(spec: SandboxSpec, meta: Obj, old: Obj, now: datetime) -> tuple[bool, 
     return False, last
 
 
-def _ensure_objects(inputs: SandboxInputs, policy: SandboxPolicySpec, body: Obj) -> Obj:
-    """Create the ConfigMap, PVC and NetworkPolicy, or bring them in line; return the PVC."""
-    projection = render_projection(inputs.workspace)
-    configmap = owned_by(render_files_configmap(inputs, projection), body)
-    if not kube.create(configmap):
-        kube.replace_data(configmap)
-    network_policy = owned_by(render_network_policy(inputs.name, inputs.namespace, policy), body)
-    if not kube.create(network_policy):
-        kube.replace_spec(network_policy)
+def _ensure_objects(
+    inputs: SandboxInputs, policy: SandboxPolicySpec, configmap: Obj, body: Obj
+) -> Obj:
+    """Create the ConfigMap, PVC and NetworkPolicy, or bring them in line; return the PVC.
+    An object that is as it should be costs one read, no write."""
+    kube.ensure(owned_by(configmap, body), "data")
+    network_policy = render_network_policy(inputs.name, inputs.namespace, policy)
+    kube.ensure(owned_by(network_policy, body), "spec")
     pvc = owned_by(render_workspace_pvc(inputs), body)
-    kube.create(pvc)
-    return kube.get("PersistentVolumeClaim", inputs.namespace, names.pvc_name(inputs.name)) or pvc
+    existing = kube.get("PersistentVolumeClaim", inputs.namespace, names.pvc_name(inputs.name))
+    if existing is None:
+        kube.create(pvc)
+        return pvc
+    return existing  # a PVC's spec is immutable once bound: never patched
 
 
 def reconcile_sandbox(body: Obj, default_image: str, now: datetime | None = None) -> Outcome:
@@ -305,7 +307,8 @@ def reconcile_sandbox(body: Obj, default_image: str, now: datetime | None = None
     inputs, policy = resolved
 
     projection = render_projection(inputs.workspace)
-    if configmap_size(render_files_configmap(inputs, projection)) > CONFIGMAP_LIMIT:
+    configmap = render_files_configmap(inputs, projection)
+    if configmap_size(configmap) > CONFIGMAP_LIMIT:
         message = (
             "The Workspace's instructions, skills and setup add up to more than 900 KiB; move "
             "large files into the repository or a git skill."
@@ -315,7 +318,7 @@ def reconcile_sandbox(body: Obj, default_image: str, now: datetime | None = None
         )
         return finish(SandboxPhase.FAILED, "WorkspaceTooLarge", message)
 
-    pvc = _ensure_objects(inputs, policy, body)
+    pvc = _ensure_objects(inputs, policy, configmap, body)
     status["pvcName"] = names.pvc_name(name)
     status["podName"] = names.pod_name(name)
     prepared = is_true(conditions, "SetupComplete")
