@@ -29,6 +29,7 @@ _PRELUDE = r"""#!/usr/bin/env bash
 set -u
 _paddock_term="${PADDOCK_TERMINATION_LOG:-/dev/termination-log}"
 _paddock_tmp="$(mktemp -d)"
+mkfifo "$_paddock_tmp/never"
 _paddock_shell=$$
 exec 4>&1 5>&2  # the script's own stdout and stderr
 _paddock_current=""
@@ -75,19 +76,20 @@ trap _paddock_on_exit EXIT
 # exits 124 once the step's foreground process has ended.
 trap 'exit 124' TERM
 
-# Stops the step after $1 seconds; KILL follows TERM for processes that ignore it.
+# Stops the step after $1 seconds; KILL follows TERM for processes that ignore it. It waits
+# with `read -t` on a FIFO nobody writes: a builtin, so the watchdog has no child that could
+# outlive it, and TERM (when the step ends in time) ends it at once.
+_paddock_pause() { read -r -t "$1" _ <> "$_paddock_tmp/never" || true; }
+
 _paddock_watchdog() { # seconds cmd duration-text
-  # Cancelled with TERM when the step ends in time; its sleep must not outlive it.
-  trap 'kill $! 2>/dev/null; exit 0' TERM
-  sleep "$1" &
-  wait $!
+  _paddock_pause "$1"
   touch "$_paddock_tmp/timed-out"
   _paddock_report "setup step timed out after $3: $2" "$_paddock_tmp/step.log"
   local pids
   # Not this watchdog, and not the tee that copies the step's output into its log.
   pids=$(_paddock_descendants "$_paddock_shell" | grep -vx -e "$BASHPID" -e "$_paddock_tee")
   kill -TERM $pids "$_paddock_shell" 2>/dev/null
-  sleep 2
+  _paddock_pause 2
   kill -KILL $pids "$_paddock_shell" 2>/dev/null
 }
 
@@ -107,7 +109,7 @@ _paddock_serial() { # seconds duration-text cmd
   # The step's output goes to the container log and to the step log, for the failure report.
   exec 3> >(tee -a "$_paddock_tmp/step.log")
   _paddock_tee=$!
-  _paddock_watchdog "$1" "$3" "$2" >/dev/null 2>&1 3>&- &
+  _paddock_watchdog "$1" "$3" "$2" >/dev/null 2>&1 3>&- 4>&- 5>&- &
   watchdog=$! _paddock_watchdog_pid=$!
   eval "$3" >&3 2>&3 < /dev/null
   rc=$?
@@ -129,7 +131,7 @@ _paddock_parallel() { # seconds duration-text cmd...
   local -a cmds=("$@") pids=()
   printf '+ parallel: %s\n' "${cmds[*]}"
   : > "$_paddock_tmp/step.log"
-  _paddock_watchdog "$seconds" "parallel: ${cmds[*]}" "$text" >/dev/null 2>&1 &
+  _paddock_watchdog "$seconds" "parallel: ${cmds[*]}" "$text" >/dev/null 2>&1 4>&- 5>&- &
   watchdog=$! _paddock_watchdog_pid=$!
   for i in "${!cmds[@]}"; do
     ( eval "${cmds[$i]}" ) > "$_paddock_tmp/parallel-$i.log" 2>&1 < /dev/null 4>&- 5>&- &
