@@ -16,8 +16,15 @@ from paddock.devcluster import cluster as local
 # The operator's handlers are imported once per session; they read this when imported. A short
 # resync keeps tests of idle timeouts and late-appearing objects quick.
 os.environ.setdefault("PADDOCK_RESYNC_SECONDS", "1")
+from support import identity
 from support.kube import Cluster
 from support.waiting import wait_for
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A kubeconfig with the operator's own ServiceAccount token (config/rbac's ClusterRole)."""
+    return str(identity.operator_kubeconfig(cluster, tmp_path_factory.mktemp("identity")))
 
 
 @pytest.fixture(scope="session")
@@ -64,9 +71,19 @@ def _answers(url: str) -> bool:
 
 
 @pytest.fixture
-def operator(cluster: Cluster, namespace: str) -> Iterator[RunningOperator]:
+def as_operator(operator_kubeconfig: str, cluster: Cluster) -> Iterator[str]:
+    """While it is active, in-process operators authenticate as the operator's ServiceAccount
+    (its kubeconfig is read at login), not as the admin the tests use."""
+    os.environ["KUBECONFIG"] = operator_kubeconfig
+    yield operator_kubeconfig
+    os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
+
+
+@pytest.fixture
+def operator(as_operator: str, namespace: str) -> Iterator[RunningOperator]:
     """``paddock operator`` in-process (the same handler module as the image's entrypoint),
-    watching the test's namespace; at teardown it must have exited cleanly."""
+    watching the test's namespace with its own least-privilege identity; at teardown it must
+    have exited cleanly."""
     liveness = f"http://127.0.0.1:{_free_port()}/healthz"
     args = ["run", "--standalone", "--namespace", namespace, "--liveness", liveness]
     with KopfRunner([*args, "-m", "paddock.handlers"], timeout=60) as runner:

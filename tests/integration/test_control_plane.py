@@ -109,3 +109,21 @@ def test_operator_starts_and_exits_cleanly(operator: object) -> None:
     url = operator.liveness_url  # type: ignore[attr-defined]
     with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310
         assert response.status == 200
+
+
+def test_operator_identity_is_its_service_account_not_admin(
+    cluster: Cluster, operator_kubeconfig: str
+) -> None:
+    def can(*args: str) -> str:
+        result = cluster.kubectl(
+            f"--kubeconfig={operator_kubeconfig}", "auth", "can-i", *args, check=False
+        )
+        return result.stdout.strip()
+
+    # kubectl takes the last --kubeconfig: the operator's, not the admin's.
+    assert can("patch", "sandboxes.paddock.dev/status", "-A") == "yes"
+    assert can("create", "pods", "-A") == "yes"
+    assert can("get", "secrets", "-A") == "yes"
+    assert can("create", "secrets", "-A") == "no"
+    assert can("delete", "namespaces") == "no"
+    assert can("create", "clusterrolebindings") == "no"

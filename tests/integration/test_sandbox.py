@@ -302,7 +302,7 @@ def test_restarted_operator_converges_without_duplicates(cluster: Cluster, names
 
 
 def test_no_secret_value_in_status_events_files_or_logs(
-    cluster: Cluster, namespace: str, caplog: pytest.LogCaptureFixture
+    cluster: Cluster, namespace: str, caplog: pytest.LogCaptureFixture, as_operator: str
 ) -> None:
     cluster.apply(_secret("creds", token=SECRET_VALUE), namespace)
     ws = workspace(

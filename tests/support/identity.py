@@ -1,0 +1,60 @@
+"""The operator's own identity in tests: a ServiceAccount bound to the ClusterRole from
+config/rbac, and a kubeconfig carrying a token for it from the TokenRequest API. The operator
+runs with it instead of cluster-admin, so a missing (or needless) permission shows up in tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+
+from support.kube import ROOT, Cluster
+
+# Not paddock-system: a test of config/default creates and deletes that namespace.
+NAMESPACE = "paddock-test-identity"
+ACCOUNT = "paddock-operator"
+ROLE = "paddock-operator-test"
+
+
+def operator_kubeconfig(cluster: Cluster, directory: Path) -> Path:
+    """Create (or update) the account and its binding; return a kubeconfig for it."""
+    role = yaml.safe_load((ROOT / "config" / "rbac" / "role.yaml").read_text())
+    role["metadata"]["name"] = ROLE
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": ROLE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
+    }
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": ACCOUNT, "namespace": NAMESPACE},
+    }
+    cluster.kubectl(
+        "apply", "-f", "-", stdin=yaml.safe_dump_all([namespace, account, role, binding])
+    )
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+    )
+    token = (
+        client.CoreV1Api(cluster.api)
+        .create_namespaced_service_account_token(ACCOUNT, NAMESPACE, request)
+        .status.token
+    )
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    server = admin["clusters"][0]["cluster"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": server}],
+        "users": [{"name": ACCOUNT, "user": {"token": token}}],
+        "contexts": [{"name": ACCOUNT, "context": {"cluster": "local", "user": ACCOUNT}}],
+        "current-context": ACCOUNT,
+    }
+    path = directory / "operator-kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
