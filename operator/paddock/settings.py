@@ -28,10 +28,11 @@ class OperatorSettings(BaseModel):
     )
     log_backend: str = Field(default="configmap", description="configmap or s3.")
     resync_seconds: float = Field(
-        default=15,
+        default=60,
         gt=0,
         description="How often each Sandbox is looked at without a change (idle timeouts, "
-        "a changed Workspace, a Secret that appeared).",
+        "a changed Workspace). A resync reads about eight objects, so with many sandboxes "
+        "keep it in minutes; changes to a Sandbox, its pod or its PVC act at once.",
     )
 
     @classmethod
