@@ -15,6 +15,8 @@ from support.sandboxes import (
     condition,
     events_for,
     get,
+    merge_patch,
+    ready_sandbox,
     sandbox,
     status_of,
     wait_for_phase,
@@ -77,35 +79,15 @@ def test_sandbox_gets_its_objects_and_becomes_ready(
 def test_pause_keeps_the_volume_and_resume_skips_setup(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
-    cluster.apply(workspace("app"), namespace)
-    cluster.apply(sandbox("p", "app"), namespace)
-    wait_for_phase(cluster, namespace, "p", "Ready")
+    ready_sandbox(cluster, namespace, "p")
     pvc_uid = get(cluster, namespace, "pvc", "p-workspace")["metadata"]["uid"]  # type: ignore[index]
 
-    cluster.kubectl(
-        "patch",
-        "sandbox",
-        "p",
-        "-n",
-        namespace,
-        "--type=merge",
-        "-p",
-        '{"spec": {"lifecycle": {"paused": true}}}',
-    )
+    merge_patch(cluster, namespace, "sandbox", "p", {"spec": {"lifecycle": {"paused": True}}})
     wait_for_phase(cluster, namespace, "p", "Paused")
     wait_for(lambda: get(cluster, namespace, "pod", "p") is None, 30, what="pod deleted")
     assert get(cluster, namespace, "pvc", "p-workspace")["metadata"]["uid"] == pvc_uid  # type: ignore[index]
 
-    cluster.kubectl(
-        "patch",
-        "sandbox",
-        "p",
-        "-n",
-        namespace,
-        "--type=merge",
-        "-p",
-        '{"spec": {"lifecycle": {"paused": false}}}',
-    )
+    merge_patch(cluster, namespace, "sandbox", "p", {"spec": {"lifecycle": {"paused": False}}})
     wait_for_phase(cluster, namespace, "p", "Ready")
     pod = get(cluster, namespace, "pod", "p")
     assert pod is not None
@@ -148,9 +130,7 @@ def _utc_now() -> str:
 def test_deleting_a_sandbox_removes_its_pod_and_volume(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
-    cluster.apply(workspace("app"), namespace)
-    cluster.apply(sandbox("gone", "app"), namespace)
-    wait_for_phase(cluster, namespace, "gone", "Ready")
+    ready_sandbox(cluster, namespace, "gone")
     cluster.kubectl("delete", "sandbox", "gone", "-n", namespace)
     for kind, name in [
         ("pod", "gone"),
@@ -243,30 +223,11 @@ def test_unpullable_image_is_a_condition(cluster: Cluster, namespace: str, opera
 def test_evicted_pod_is_recreated_without_setup(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
-    cluster.apply(workspace("app"), namespace)
-    cluster.apply(sandbox("ev", "app"), namespace)
-    wait_for_phase(cluster, namespace, "ev", "Ready")
+    ready_sandbox(cluster, namespace, "ev")
     old_uid = get(cluster, namespace, "pod", "ev")["metadata"]["uid"]  # type: ignore[index]
     # What the kubelet writes when it evicts a pod.
-    cluster.kubectl(
-        "patch",
-        "pod",
-        "ev",
-        "-n",
-        namespace,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps(
-            {
-                "status": {
-                    "phase": "Failed",
-                    "reason": "Evicted",
-                    "message": "The node was low on memory.",
-                }
-            }
-        ),
-    )
+    evicted = {"phase": "Failed", "reason": "Evicted", "message": "The node was low on memory."}
+    merge_patch(cluster, namespace, "pod", "ev", {"status": evicted}, subresource="status")
     pod = wait_for(
         lambda: (
             (p := get(cluster, namespace, "pod", "ev")) and p["metadata"]["uid"] != old_uid and p

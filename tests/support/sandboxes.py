@@ -72,3 +72,25 @@ def wait_for_reason(
 def events_for(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
     items = json.loads(cluster.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
     return [e for e in items["items"] if e["involvedObject"]["name"] == name]
+
+
+def merge_patch(
+    cluster: Cluster,
+    namespace: str,
+    kind: str,
+    name: str,
+    patch: dict[str, Any],
+    *,
+    subresource: str | None = None,
+) -> None:
+    args = ["patch", kind, name, "-n", namespace, "--type=merge", "-p", json.dumps(patch)]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    cluster.kubectl(*args)
+
+
+def ready_sandbox(cluster: Cluster, namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    """A Workspace "app" and a Sandbox ``name`` of it, once the Sandbox is Ready."""
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(sandbox(name, "app", **spec), namespace)
+    return wait_for_phase(cluster, namespace, name, "Ready")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from paddock.api.common import parse_duration
 from paddock.api.errors import describe
@@ -32,6 +32,7 @@ from paddock.render.workspace_hash import workspace_hash
 from paddock.sandboxes.observe import observe
 
 Obj = dict[str, Any]
+M = TypeVar("M", bound=BaseModel)
 RETRY_MISSING = 15.0  # seconds before looking again for a missing Workspace, policy or Secret
 
 
@@ -164,6 +165,31 @@ class _Failure:
     retry_after: float | None
 
 
+def _load_reference(
+    kind: str, model: type[M], namespace: str, name: str, field_name: str
+) -> M | _Failure:
+    """The spec of a referenced Workspace or SandboxPolicy, or why it cannot be had (reasons
+    ``<Kind>NotFound`` and ``<Kind>Invalid``; the short kind name, e.g. PolicyNotFound)."""
+    short = kind.removeprefix("Sandbox")
+    obj = kube.get(kind, namespace, name)
+    if obj is None:
+        return _Failure(
+            SandboxPhase.PENDING,
+            f"{short}NotFound",
+            f"{kind} {name} not found in namespace {namespace}. Create it, or fix {field_name}.",
+            RETRY_MISSING,
+        )
+    try:
+        return model.model_validate(obj.get("spec") or {})
+    except ValidationError as exc:
+        return _Failure(
+            SandboxPhase.PENDING,
+            f"{short}Invalid",
+            f"{kind} {name} is invalid: " + "; ".join(describe(exc)),
+            RETRY_MISSING,
+        )
+
+
 def _resolve(body: Obj, default_image: str) -> tuple[SandboxInputs, SandboxPolicySpec] | _Failure:
     """The sandbox's spec, Workspace and policy, or why they cannot be had."""
     meta = body["metadata"]
@@ -177,45 +203,23 @@ def _resolve(body: Obj, default_image: str) -> tuple[SandboxInputs, SandboxPolic
             "The spec is invalid: " + "; ".join(describe(exc)),
             None,
         )
-    ws_name = spec.workspace_ref.name
-    workspace = kube.get("Workspace", namespace, ws_name)
-    if workspace is None:
-        return _Failure(
-            SandboxPhase.PENDING,
-            "WorkspaceNotFound",
-            f"Workspace {ws_name} not found in namespace {namespace}. Create it, or fix "
-            "spec.workspaceRef.name.",
-            RETRY_MISSING,
-        )
-    try:
-        ws_spec = WorkspaceSpec.model_validate(workspace.get("spec") or {})
-    except ValidationError as exc:
-        return _Failure(
-            SandboxPhase.PENDING,
-            "WorkspaceInvalid",
-            f"Workspace {ws_name} is invalid: " + "; ".join(describe(exc)),
-            RETRY_MISSING,
-        )
+    ws_spec = _load_reference(
+        "Workspace", WorkspaceSpec, namespace, spec.workspace_ref.name, "spec.workspaceRef.name"
+    )
+    if isinstance(ws_spec, _Failure):
+        return ws_spec
     policy = spec.policy or SandboxPolicySpec()
     if spec.policy_ref is not None:
-        policy_obj = kube.get("SandboxPolicy", namespace, spec.policy_ref.name)
-        if policy_obj is None:
-            return _Failure(
-                SandboxPhase.PENDING,
-                "PolicyNotFound",
-                f"SandboxPolicy {spec.policy_ref.name} not found in namespace {namespace}. "
-                "Create it, or fix spec.policyRef.name.",
-                RETRY_MISSING,
-            )
-        try:
-            policy = SandboxPolicySpec.model_validate(policy_obj.get("spec") or {})
-        except ValidationError as exc:
-            return _Failure(
-                SandboxPhase.PENDING,
-                "PolicyInvalid",
-                f"SandboxPolicy {spec.policy_ref.name} is invalid: " + "; ".join(describe(exc)),
-                RETRY_MISSING,
-            )
+        referenced = _load_reference(
+            "SandboxPolicy",
+            SandboxPolicySpec,
+            namespace,
+            spec.policy_ref.name,
+            "spec.policyRef.name",
+        )
+        if isinstance(referenced, _Failure):
+            return referenced
+        policy = referenced
     missing = kube.missing_secret_keys(namespace, secret_refs(ws_spec))
     if missing:
         return _Failure(
