@@ -75,6 +75,33 @@ def _dev(args: argparse.Namespace) -> int:
     return run_dev(operator=not args.no_operator)
 
 
+def _logs(args: argparse.Namespace) -> int:
+    from kubernetes import config
+
+    from paddock.kube.client import load_config
+    from paddock.runs import reader
+
+    load_config()
+    namespace = args.namespace
+    if namespace is None:
+        try:
+            namespace = config.list_kube_config_contexts()[1]["context"].get("namespace")
+        except (config.ConfigException, KeyError, TypeError):
+            namespace = None
+    render = reader.as_json if args.output == "json" else reader.as_text
+    try:
+        for event in reader.events(
+            namespace or "default", args.run, args.from_seq, follow=args.follow
+        ):
+            print(render(event), flush=True)
+    except reader.RunNotFound as exc:
+        print(f"paddock logs: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="paddock", description="Run AI coding agents in sandbox pods on Kubernetes."
@@ -121,6 +148,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--dir", help="state directory (default: $PADDOCK_CLUSTER_DIR or ~/.local/state/...)"
     )
     cluster.set_defaults(func=_cluster)
+
+    logs = commands.add_parser("logs", help="print an AgentRun's events (replay, and follow)")
+    logs.add_argument("run", help="name of the AgentRun")
+    logs.add_argument("-n", "--namespace", help="its namespace (default: the context's)")
+    logs.add_argument(
+        "--from-seq", type=int, default=0, help="first event to print (default: 0, the start)"
+    )
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the run has ended"
+    )
+    logs.add_argument(
+        "-o", "--output", choices=["text", "json"], default="text", help="text, or JSON lines"
+    )
+    logs.set_defaults(func=_logs)
 
     dev = commands.add_parser(
         "dev",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,21 @@ class Cluster:
         if check and result.returncode != 0:
             raise AssertionError(
                 f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr}"
+            )
+        return result
+
+    def paddock(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run the ``paddock`` command line against this cluster."""
+        result = subprocess.run(
+            [sys.executable, "-m", "paddock.cli", *args],
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"paddock {' '.join(args)} exited {result.returncode}: {result.stderr}"
             )
         return result
 

@@ -144,6 +144,10 @@ class AgentRunSpec(ApiModel):
         max_length=256,
         description="Environment variables from Secrets (API keys), by secretKeyRef only.",
     )
+    cancel: bool = Field(
+        default=False,
+        description="Set to true to stop the run: its processes are killed and it ends Cancelled.",
+    )
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> AgentRunSpec:
@@ -242,6 +246,11 @@ class AgentRunStatus(ApiModel):
         default_factory=list, description="Files the run changed (git diff after the run)."
     )
     log: LogLocation | None = Field(default=None, description="Where the full log is.")
+    completion_digest: str | None = Field(
+        default=None,
+        description="SHA-256 of the run's completion nonce: a completion record is accepted "
+        "only with the nonce whose digest this is.",
+    )
     started_at: datetime | None = Field(default=None, description="When the harness started.")
     completed_at: datetime | None = Field(default=None, description="When the run ended.")
 

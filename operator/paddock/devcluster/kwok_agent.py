@@ -2,9 +2,12 @@
 
 - Exec directories: kwok runs a ``pods/exec`` request as a local process configured by an
   ``Exec`` object named after the pod. This agent creates one per pod, with the working
-  directory ``<root>/pods/<namespace>/<pod>`` and ``HOME`` inside it, owned by the pod so that
-  garbage collection removes it, and removes the directory when the pod is gone. It stands in
-  for a container's filesystem without any isolation: processes run on the host.
+  directory ``<root>/pods/<namespace>/<pod>``, owned by the pod so that garbage collection
+  removes it, and removes the directory when the pod is gone. The first container's mounts
+  appear under ``<pod dir>/fs/<mount path>`` (a claim's volume as a link to its directory, any
+  other volume as a directory), and its literal env vars are passed on with any value naming a
+  mount path translated, so ``$PADDOCK_WORKSPACE`` names the pod's workspace volume. It stands
+  in for a container's filesystem without any isolation: processes run on the host.
 - Volumes: PVCs of the ``paddock-local`` StorageClass (the default) get a hostPath
   PersistentVolume under ``<root>/volumes`` once the scheduler has picked the node
   (``WaitForFirstConsumer``); the volume and its directory go when the claim does.
@@ -36,6 +39,55 @@ def pod_dir(root: Path, namespace: str, name: str) -> Path:
     return root / "pods" / namespace / name
 
 
+def _mounts(pod: Any) -> list[Any]:
+    containers = pod.spec.containers or []
+    return list(containers[0].volume_mounts or []) if containers else []
+
+
+def _translate(value: str, directory: Path, mount_paths: list[str]) -> str:
+    """A value naming a mount path (or a path under one) as the host path standing in for it."""
+    for path in mount_paths:
+        if value == path or value.startswith(path.rstrip("/") + "/"):
+            return str(directory / "fs") + value
+    return value
+
+
+def exec_env(pod: Any, directory: Path) -> list[dict[str, str]]:
+    mount_paths = sorted((m.mount_path for m in _mounts(pod)), key=len, reverse=True)
+    env = {"HOME": str(directory / "home")}
+    containers = pod.spec.containers or []
+    for var in (containers[0].env or []) if containers else []:
+        if var.value is not None:  # valueFrom (Secrets, fields) is not emulated
+            env[var.name] = _translate(var.value, directory, mount_paths)
+    env |= {"POD_NAME": pod.metadata.name, "POD_NAMESPACE": pod.metadata.namespace}
+    return [{"name": name, "value": value} for name, value in env.items()]
+
+
+def link_mounts(core: client.CoreV1Api, pod: Any, directory: Path, root: Path) -> None:
+    """Make ``<pod dir>/fs/<mount path>`` for each mount of the first container: a link to the
+    claim's volume directory once the claim is bound, a directory for anything else."""
+    volumes = {v.name: v for v in pod.spec.volumes or []}
+    for mount in _mounts(pod):
+        target = directory / "fs" / mount.mount_path.lstrip("/")
+        if target.exists() or target.is_symlink():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        volume = volumes.get(mount.name)
+        claim = volume.persistent_volume_claim if volume is not None else None
+        if claim is None:
+            target.mkdir()
+            continue
+        try:
+            pvc: Any = core.read_namespaced_persistent_volume_claim(
+                claim.claim_name, pod.metadata.namespace
+            )
+        except ApiException:
+            continue  # not there yet: the next pod event tries again
+        source = root / "volumes" / f"pvc-{pvc.metadata.uid}"
+        if pvc.status.phase == "Bound" and source.is_dir():
+            target.symlink_to(source)
+
+
 def exec_object(pod: Any, directory: Path) -> dict[str, Any]:
     meta = pod.metadata
     return {
@@ -53,11 +105,7 @@ def exec_object(pod: Any, directory: Path) -> dict[str, Any]:
                 {
                     "local": {
                         "workDir": str(directory),
-                        "envs": [
-                            {"name": "HOME", "value": str(directory / "home")},
-                            {"name": "POD_NAME", "value": meta.name},
-                            {"name": "POD_NAMESPACE", "value": meta.namespace},
-                        ],
+                        "envs": exec_env(pod, directory),
                     }
                 }
             ]
@@ -69,9 +117,13 @@ def _key(pod: Any) -> tuple[str, str]:
     return pod.metadata.namespace, pod.metadata.name
 
 
-def ensure_exec(custom: client.CustomObjectsApi, pod: Any, root: Path) -> None:
+def ensure_exec(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, pod: Any, root: Path
+) -> None:
     directory = pod_dir(root, pod.metadata.namespace, pod.metadata.name)
     (directory / "home").mkdir(parents=True, exist_ok=True)
+    if pod.status.phase == "Running":
+        link_mounts(core, pod, directory, root)
     try:
         custom.create_namespaced_custom_object(
             KWOK_GROUP, KWOK_VERSION, pod.metadata.namespace, "execs", exec_object(pod, directory)
@@ -171,7 +223,7 @@ def watch_pods(node: str, root: Path) -> None:
     while True:
         pods = core.list_pod_for_all_namespaces(field_selector=selector)
         for pod in pods.items:
-            ensure_exec(custom, pod, root)
+            ensure_exec(core, custom, pod, root)
         stream = watch.Watch().stream(
             core.list_pod_for_all_namespaces,
             field_selector=selector,
@@ -187,7 +239,7 @@ def watch_pods(node: str, root: Path) -> None:
                         ignore_errors=True,
                     )
                 elif event["type"] in ("ADDED", "MODIFIED"):
-                    ensure_exec(custom, pod, root)
+                    ensure_exec(core, custom, pod, root)
         except ApiException as exc:
             if exc.status != 410:  # 410 Gone: the watch is too old; list again
                 raise

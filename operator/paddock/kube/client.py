@@ -6,6 +6,7 @@ is exactly what ``kubectl get -o json`` shows, not the client's Python models.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from typing import Any
@@ -161,3 +162,66 @@ def missing_secret_keys(namespace: str, refs: list[tuple[str, str]]) -> list[str
         ):
             missing.append(f"{name}/{key}")
     return missing
+
+
+def list_configmaps(namespace: str, selector: str) -> list[Obj]:
+    response = _core().list_namespaced_config_map(
+        namespace, label_selector=selector, _preload_content=False
+    )
+    items: list[Obj] = _decode(response)["items"]
+    return items
+
+
+def replace_configmap(obj: Obj) -> Obj:
+    """Replace a ConfigMap; its ``metadata.resourceVersion`` makes this fail with a 409 when
+    someone else wrote it since it was read."""
+    meta = obj["metadata"]
+    body: Any = obj
+    return _decode(
+        _core().replace_namespaced_config_map(
+            meta["name"], meta["namespace"], body, _preload_content=False
+        )
+    )
+
+
+def create_returning(obj: Obj) -> Obj:
+    """Create a ConfigMap and return it as stored (with its resourceVersion)."""
+    meta = obj["metadata"]
+    body: Any = obj
+    return _decode(
+        _core().create_namespaced_config_map(meta["namespace"], body, _preload_content=False)
+    )
+
+
+def patch(kind: str, namespace: str, name: str, body: Obj) -> None:
+    """Merge-patch one of Paddock's own objects (metadata or spec)."""
+    _custom().patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name, body
+    )
+
+
+def list_objects(kind: str, namespace: str, selector: str) -> list[Obj]:
+    response = _custom().list_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        PADDOCK_PLURALS[kind],
+        label_selector=selector,
+        _preload_content=False,
+    )
+    items: list[Obj] = _decode(response)["items"]
+    return items
+
+
+def secret_values(namespace: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The decoded values of the (Secret, key) references that resolve. For passing API keys
+    to a harness over exec stdin and for scrubbing them from events; never logged."""
+    values: dict[tuple[str, str], str] = {}
+    cache: dict[str, Obj | None] = {}
+    for name, key in refs:
+        if name not in cache:
+            cache[name] = get("Secret", namespace, name)
+        data = (cache[name] or {}).get("data") or {}
+        if key in data:
+            values[(name, key)] = base64.b64decode(data[key]).decode(errors="replace")
+    return values

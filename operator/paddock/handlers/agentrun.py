@@ -1,0 +1,77 @@
+"""AgentRun: one daemon per active run drives it to its end; deleting a running run kills its
+processes first."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+
+from paddock import GROUP, VERSION
+from paddock.api.agentrun import TERMINAL_PHASES
+from paddock.kube import exec as kube_exec
+from paddock.render import run_scripts
+from paddock.runs.execution import Execution
+from paddock.runs.sandbox import SANDBOX_CONTAINER
+
+MAX_BACKOFF_SECONDS = 30.0
+
+
+def _active(status: kopf.Status, **_: Any) -> bool:
+    return status.get("phase") not in TERMINAL_PHASES
+
+
+@kopf.daemon(GROUP, VERSION, "agentruns", when=_active, cancellation_timeout=10)
+async def run_daemon(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, **_: Any) -> None:
+    """Step the run until it ends. A failed step is logged and retried from durable state
+    (the log, its cursor and the status), with a growing pause; it never ends the daemon."""
+    execution: Execution | None = None
+    backoff = 1.0
+    while not stopped:
+        snapshot = copy.deepcopy(dict(body))
+        try:
+            if execution is None:
+                execution = await asyncio.to_thread(Execution.load, snapshot)
+            delay = await asyncio.to_thread(execution.step, snapshot)
+            backoff = 1.0
+        except Exception as exc:
+            logger.warning(f"run step failed, retrying in {backoff:.0f}s: {_describe(exc)}")
+            execution, delay = None, backoff
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+        if execution is not None:
+            for type_, reason, message in execution.notices:
+                kopf.event(body, type=type_, reason=reason, message=message)
+            execution.notices.clear()
+        if delay is None:
+            return
+        if delay > 0:
+            await stopped.wait(delay)
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, ApiException):
+        return f"API error {exc.status}: {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+@kopf.on.delete(GROUP, VERSION, "agentruns")
+def run_deleted(status: kopf.Status, meta: kopf.Meta, logger: Any, **_: Any) -> None:
+    """Kill a running harness's process group; its sandbox, if the run made it, is
+    garbage-collected with the run."""
+    if status.get("phase") in TERMINAL_PHASES or not status.get("startedAt"):
+        return
+    pod = status.get("sandboxName")
+    if not pod:
+        return
+    try:
+        kube_exec.run(
+            meta["namespace"] or "",
+            pod,
+            SANDBOX_CONTAINER,
+            run_scripts.signal_argv(meta["uid"] or "", "KILL"),
+        )
+    except Exception as exc:
+        logger.warning(f"could not stop the run's processes: {_describe(exc)}")

@@ -1,0 +1,131 @@
+"""harness: claude-code — ``claude -p --output-format stream-json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from paddock.api.agentrun import AgentRunSpec
+from paddock.harness.base import (
+    PROMPT,
+    Harness,
+    Invocation,
+    call_summary,
+    command_line,
+    json_object,
+    option,
+    other,
+    text_of,
+)
+from paddock.runs.events import (
+    ERROR,
+    MESSAGE,
+    NOTICE,
+    RESULT,
+    SESSION_ID,
+    TOOL_CALL,
+    TOOL_RESULT,
+    Draft,
+)
+
+
+def invocation(spec: AgentRunSpec) -> Invocation:
+    argv = command_line(
+        "claude",
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        *option("--model", spec.model),
+        *option("--resume", spec.session_id),
+    )
+    return Invocation(script=f"exec {argv} < {PROMPT}\n")
+
+
+def _assistant(message: dict[str, Any]) -> list[Draft]:
+    drafts = []
+    for block in message.get("content") or []:
+        kind = block.get("type")
+        if kind == "text":
+            drafts.append(
+                Draft(MESSAGE, block["text"], {"role": "assistant", "text": block["text"]})
+            )
+        elif kind == "tool_use":
+            name, arguments = block.get("name", "?"), block.get("input")
+            drafts.append(
+                Draft(
+                    TOOL_CALL,
+                    call_summary(name, arguments),
+                    {"id": block.get("id"), "name": name, "input": arguments},
+                )
+            )
+    return drafts
+
+
+def _user(message: dict[str, Any]) -> list[Draft]:
+    drafts = []
+    for block in message.get("content") or []:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            output = text_of(block.get("content"))
+            drafts.append(
+                Draft(
+                    TOOL_RESULT,
+                    output,
+                    {
+                        "id": block.get("tool_use_id"),
+                        "output": output,
+                        "isError": bool(block.get("is_error")),
+                    },
+                )
+            )
+    return drafts
+
+
+def _result(event: dict[str, Any]) -> Draft:
+    usage = event.get("usage") or {}
+    text = event.get("result") or event.get("subtype") or ""
+    return Draft(
+        RESULT,
+        str(text),
+        {
+            "subtype": event.get("subtype"),
+            "isError": bool(event.get("is_error")),
+            "text": text,
+            "numTurns": event.get("num_turns"),
+            "costUsd": event.get("total_cost_usd"),
+            "inputTokens": usage.get("input_tokens"),
+            "outputTokens": usage.get("output_tokens"),
+            "permissionDenials": event.get("permission_denials") or [],
+        },
+    )
+
+
+def parse_line(line: str) -> list[Draft]:
+    event = json_object(line)
+    if isinstance(event, Draft):
+        return [event]
+    kind, message = event.get("type"), event.get("message") or {}
+    if kind == "system" and event.get("subtype") == "init":
+        session = event.get("session_id")
+        return [
+            Draft(
+                SESSION_ID,
+                f"session {session}",
+                {"sessionId": session, "model": event.get("model")},
+            )
+        ]
+    if kind == "system":
+        subtype = str(event.get("subtype"))
+        data = {k: v for k, v in event.items() if k not in ("type", "session_id", "uuid")}
+        return [Draft(NOTICE, subtype, data)]
+    if kind == "assistant":
+        return _assistant(message)
+    if kind == "user":
+        return _user(message)
+    if kind == "result":
+        return [_result(event)]
+    if kind == "error":
+        return [Draft(ERROR, str(event.get("error") or event), {"error": event})]
+    return [other(str(kind), event)]
+
+
+HARNESS = Harness("claude-code", invocation, parse_line)

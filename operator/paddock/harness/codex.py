@@ -1,0 +1,169 @@
+"""harness: codex — ``codex exec --json``, the prompt on stdin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from paddock.api.agentrun import AgentRunSpec
+from paddock.harness.base import (
+    PROMPT,
+    WORKSPACE,
+    Harness,
+    Invocation,
+    call_summary,
+    command_line,
+    json_object,
+    option,
+    other,
+)
+from paddock.runs.events import (
+    ERROR,
+    MESSAGE,
+    RESULT,
+    SESSION_ID,
+    TOOL_CALL,
+    TOOL_RESULT,
+    Draft,
+)
+
+
+def invocation(spec: AgentRunSpec) -> Invocation:
+    resume = ("resume", spec.session_id) if spec.session_id else (None, None)
+    argv = command_line(
+        "codex",
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "-C",
+        WORKSPACE,
+        *option("-m", spec.model),
+        *resume,
+        "-",
+    )
+    return Invocation(script=f"exec {argv} < {PROMPT}\n")
+
+
+def _call(item: dict[str, Any]) -> Draft | None:
+    kind, item_id = item.get("type"), item.get("id")
+    if kind == "command_execution":
+        command = item.get("command")
+        return Draft(
+            TOOL_CALL,
+            call_summary("shell", {"command": command}),
+            {"id": item_id, "name": "shell", "input": {"command": command}},
+        )
+    if kind == "mcp_tool_call":
+        name = f"{item.get('server')}/{item.get('tool')}"
+        return Draft(
+            TOOL_CALL,
+            call_summary(name, item.get("arguments")),
+            {"id": item_id, "name": name, "input": item.get("arguments")},
+        )
+    if kind == "web_search":
+        return Draft(
+            TOOL_CALL,
+            call_summary("web_search", {"query": item.get("query")}),
+            {"id": item_id, "name": "web_search", "input": {"query": item.get("query")}},
+        )
+    return None
+
+
+def _completed(item: dict[str, Any]) -> list[Draft]:
+    kind, item_id = item.get("type"), item.get("id")
+    if kind == "agent_message":
+        text = str(item.get("text", ""))
+        return [Draft(MESSAGE, text, {"role": "assistant", "text": text})]
+    if kind == "command_execution":
+        output, code = str(item.get("aggregated_output", "")), item.get("exit_code")
+        return [
+            Draft(
+                TOOL_RESULT,
+                output or f"exit {code}",
+                {
+                    "id": item_id,
+                    "name": "shell",
+                    "output": output,
+                    "exitCode": code,
+                    "isError": code not in (0, None) or item.get("status") == "failed",
+                },
+            )
+        ]
+    if kind == "file_change":
+        changes = item.get("changes") or []
+        paths = ", ".join(str(c.get("path")) for c in changes if isinstance(c, dict))
+        return [
+            Draft(
+                TOOL_RESULT,
+                f"files: {paths}",
+                {
+                    "id": item_id,
+                    "name": "apply_patch",
+                    "changes": changes,
+                    "isError": item.get("status") == "failed",
+                },
+            )
+        ]
+    if kind == "mcp_tool_call":
+        return [
+            Draft(
+                TOOL_RESULT,
+                str(item.get("status", "")),
+                {
+                    "id": item_id,
+                    "name": f"{item.get('server')}/{item.get('tool')}",
+                    "output": item.get("result"),
+                    "isError": item.get("status") == "failed",
+                },
+            )
+        ]
+    if kind == "error":
+        message = str(item.get("message", ""))
+        return [Draft(ERROR, message, {"message": message})]
+    if kind == "reasoning":
+        return []
+    return [other(f"item.{kind}", item)]
+
+
+def parse_line(line: str) -> list[Draft]:
+    event = json_object(line)
+    if isinstance(event, Draft):
+        return [event]
+    kind, item = event.get("type"), event.get("item") or {}
+    if kind == "thread.started":
+        session = event.get("thread_id")
+        return [Draft(SESSION_ID, f"session {session}", {"sessionId": session})]
+    if kind == "turn.started":
+        return []
+    if kind == "item.started":
+        call = _call(item)
+        return [call] if call else []
+    if kind == "item.completed":
+        return _completed(item)
+    if kind == "item.updated":
+        return []
+    if kind == "turn.completed":
+        usage = event.get("usage") or {}
+        return [
+            Draft(
+                RESULT,
+                "turn completed",
+                {
+                    "isError": False,
+                    "inputTokens": usage.get("input_tokens"),
+                    "outputTokens": usage.get("output_tokens"),
+                    "cachedInputTokens": usage.get("cached_input_tokens"),
+                },
+            )
+        ]
+    if kind in ("turn.failed", "error"):
+        error = event.get("error") or {}
+        message = (
+            str(error.get("message") if isinstance(error, dict) else error)
+            if error
+            else str(event.get("message", ""))
+        )
+        return [Draft(ERROR, message, {"message": message, "harnessEvent": kind})]
+    return [other(str(kind), event)]
+
+
+HARNESS = Harness("codex", invocation, parse_line)

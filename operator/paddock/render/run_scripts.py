@@ -1,0 +1,260 @@
+"""The shell scripts that run a harness inside a sandbox through ``pods/exec``, and the payload
+and poll formats they speak. Pure: text in, text out.
+
+A run lives in ``$PADDOCK_RUN_DIR/<run uid>/`` on the pod's run volume (an emptyDir, never part
+of the workspace or its snapshots):
+
+- ``launch`` (one exec) creates that directory atomically (a second launch of the same run does
+  nothing), reads the payload from stdin (the completion nonce, the harness's environment
+  including its API keys, the harness script and the prompt), and starts ``wrapper`` in a new
+  session, detached from the exec connection. Nothing secret is ever in an argv.
+- ``wrapper`` runs the harness in its own session (so cancel can kill its whole process group)
+  with stdout and stderr in files, polls the workspace for file changes meanwhile, and when the
+  harness exits writes the git changes and, last, the completion record ``<exit code> <nonce>``.
+  The nonce reaches the wrapper through a pipe and stays in its memory: it is in no file, argv
+  or environment the harness can read (see ``docs/runs.md``).
+- ``poll`` (one exec per tick) returns the journals from the given offsets, whether the wrapper
+  is alive, and once it has finished, the completion record, the stderr tail and the changes.
+- ``signal`` sends a signal to the harness's process group.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+LAUNCH = r"""set -eu
+run=$PADDOCK_RUN_DIR/$1
+mkdir -p "$PADDOCK_RUN_DIR"
+if ! mkdir -m 700 "$run" 2>/dev/null; then
+  echo "already-started"
+  exit 0
+fi
+nonce=
+while IFS=' ' read -r key name value; do
+  case $key in
+    nonce) nonce=$name ;;
+    env) export "$name=$(printf '%s' "$value" | base64 -d)" ;;
+    file) printf '%s' "$value" | base64 -d > "$run/$name" ;;
+    end) break ;;
+  esac
+done
+if [ -z "$nonce" ]; then
+  echo "paddock: the launch payload carried no nonce" >&2
+  exit 2
+fi
+export PADDOCK_RUN="$run" PADDOCK_PROMPT_FILE="$run/prompt"
+printf '%s\n' "$nonce" | setsid bash -c "$2" paddock-wrapper "$run" >/dev/null 2>&1 &
+printf '%s\n' "$!" > "$run/wrapper.pid"
+echo "started"
+"""
+
+WRAPPER = r"""set -u
+run=$1
+IFS= read -r nonce
+exec </dev/null
+finish() {
+  rm -rf "$run/exit" "$run/exit.tmp"
+  printf '%s %s\n' "$1" "$nonce" > "$run/exit.tmp"
+  mv -f "$run/exit.tmp" "$run/exit"
+  exit 0
+}
+snapshot() {
+  find . \( -name .git -o -name node_modules \) -prune -o -type f -printf '%T@\t%s\t%P\n' \
+    2>/dev/null | LC_ALL=C sort -t "$(printf '\t')" -k3
+}
+compare() {
+  LC_ALL=C awk -F '\t' '
+    { path = $0; sub(/^[^\t]*\t[^\t]*\t/, "", path); stamp = $1 FS $2 }
+    FILENAME == ARGV[1] { old[path] = stamp; next }
+    !(path in old) { print "created\t" path; next }
+    old[path] != stamp { print "changed\t" path }
+    { delete old[path] }
+    END { for (path in old) print "deleted\t" path }
+  ' "$1" "$2"
+}
+poll_files() {
+  snapshot > "$run/snapshot.new"
+  compare "$run/snapshot" "$run/snapshot.new" >> "$run/files"
+  mv -f "$run/snapshot.new" "$run/snapshot"
+}
+: > "$run/stdout"; : > "$run/stderr"; : > "$run/files"
+if ! cd "$PADDOCK_WORKSPACE" 2>/dev/null; then
+  printf 'paddock: the workspace %s is not there\n' "$PADDOCK_WORKSPACE" >> "$run/stderr"
+  finish 127
+fi
+snapshot > "$run/snapshot"
+setsid bash "$run/harness" > "$run/stdout" 2> "$run/stderr" < /dev/null &
+child=$!
+printf '%s\n' "$child" > "$run/harness.pid"
+while kill -0 "$child" 2>/dev/null; do
+  sleep "${PADDOCK_FILE_POLL_SECONDS:-0.7}"
+  poll_files
+done
+wait "$child"
+code=$?
+kill -KILL -- "-$child" 2>/dev/null
+poll_files
+: > "$run/changes"; : > "$run/diff"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git -c core.quotepath=off status --porcelain=v1 --untracked-files=all > "$run/changes" 2>/dev/null
+  { git -c core.quotepath=off diff HEAD 2>/dev/null || git -c core.quotepath=off diff; } \
+    | head -c 65536 > "$run/diff"
+fi
+finish "$code"
+"""
+
+POLL = r"""run=$PADDOCK_RUN_DIR/$1
+if [ ! -d "$run" ]; then
+  echo "missing"
+  exit 0
+fi
+chunk() {
+  printf '%s ' "$1"
+  if [ -f "$run/$1" ]; then tail -c "+$(($2 + 1))" "$run/$1" | head -c "$3" | base64 -w0; fi
+  echo
+}
+pid=$(cat "$run/wrapper.pid" 2>/dev/null)
+if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "alive 1"; else echo "alive 0"; fi
+chunk stdout "$2" "$4"
+chunk files "$3" "$4"
+if [ -f "$run/exit" ]; then
+  printf 'exit '; head -c 256 "$run/exit" | base64 -w0; echo
+  printf 'stderr '; tail -c 4096 "$run/stderr" | base64 -w0; echo
+  printf 'changes '; head -c 65536 "$run/changes" 2>/dev/null | base64 -w0; echo
+  printf 'diff '; head -c 65536 "$run/diff" 2>/dev/null | base64 -w0; echo
+fi
+"""
+
+SIGNAL = r"""pid=$(cat "$PADDOCK_RUN_DIR/$1/harness.pid" 2>/dev/null) || exit 0
+kill "-$2" -- "-$pid" 2>/dev/null
+exit 0
+"""
+
+STARTED = "started"
+ALREADY_STARTED = "already-started"
+
+
+def launch_argv(run_id: str) -> list[str]:
+    return ["bash", "-c", LAUNCH, "paddock-launch", run_id, WRAPPER]
+
+
+def poll_argv(run_id: str, stdout_offset: int, files_offset: int, max_bytes: int) -> list[str]:
+    return [
+        "bash",
+        "-c",
+        POLL,
+        "paddock-poll",
+        run_id,
+        str(stdout_offset),
+        str(files_offset),
+        str(max_bytes),
+    ]
+
+
+def signal_argv(run_id: str, signal: str) -> list[str]:
+    return ["bash", "-c", SIGNAL, "paddock-signal", run_id, signal]
+
+
+def _b64(data: str) -> str:
+    return base64.b64encode(data.encode()).decode()
+
+
+def launch_payload(
+    nonce: str, env: Mapping[str, str], harness_script: str, prompt: str | None
+) -> str:
+    """The launch script's stdin: one ``key name value`` line each, values in base64."""
+    lines = [f"nonce {nonce}"]
+    lines += [f"env {name} {_b64(value)}" for name, value in env.items()]
+    lines.append(f"file harness {_b64(harness_script)}")
+    lines.append(f"file prompt {_b64(prompt or '')}")
+    lines.append("end -")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Completion:
+    """The wrapper's record: the harness's exit code and the nonce it was launched with."""
+
+    exit_code: int
+    nonce: str
+
+
+@dataclass
+class Poll:
+    """What one poll saw."""
+
+    missing: bool = False
+    wrapper_alive: bool = False
+    stdout: bytes = b""
+    files: bytes = b""
+    completion: Completion | None = None
+    malformed_completion: bool = False
+    stderr_tail: str = ""
+    changes: str = ""
+    diff: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def parse_poll(output: str) -> Poll:
+    """Read the poll script's output. Unknown lines are kept in ``extra``."""
+    poll = Poll()
+    for line in output.splitlines():
+        key, _, value = line.partition(" ")
+        raw = base64.b64decode(value) if key in _BASE64_KEYS else b""
+        if key == "missing":
+            poll.missing = True
+        elif key == "alive":
+            poll.wrapper_alive = value.strip() == "1"
+        elif key == "stdout":
+            poll.stdout = raw
+        elif key == "files":
+            poll.files = raw
+        elif key == "exit":
+            poll.completion = parse_completion(raw.decode(errors="replace"))
+            poll.malformed_completion = poll.completion is None
+        elif key == "stderr":
+            poll.stderr_tail = raw.decode(errors="replace")
+        elif key == "changes":
+            poll.changes = raw.decode(errors="replace")
+        elif key == "diff":
+            poll.diff = raw.decode(errors="replace")
+        else:
+            poll.extra[key] = value
+    return poll
+
+
+_BASE64_KEYS = frozenset({"stdout", "files", "exit", "stderr", "changes", "diff"})
+
+
+def parse_completion(record: str) -> Completion | None:
+    parts = record.split()
+    if len(parts) != 2 or not parts[0].lstrip("-").isdigit():
+        return None
+    return Completion(exit_code=int(parts[0]), nonce=parts[1])
+
+
+def parse_changes(porcelain: str) -> list[tuple[str, str]]:
+    """``git status --porcelain`` lines as (status, path): added, modified, deleted, renamed,
+    untracked."""
+    changes = []
+    for line in porcelain.splitlines():
+        if len(line) < 4:
+            continue
+        code, path = line[:2], line[3:]
+        if " -> " in path:
+            path = path.split(" -> ", 1)[1]
+        changes.append((_STATUS.get(code.strip()[:1] or "M", "modified"), path))
+    return changes
+
+
+_STATUS = {
+    "?": "untracked",
+    "A": "added",
+    "M": "modified",
+    "D": "deleted",
+    "R": "renamed",
+    "C": "copied",
+    "U": "conflicted",
+}

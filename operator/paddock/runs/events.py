@@ -1,0 +1,146 @@
+"""Paddock's normalised run events, and what a run's log adds up to.
+
+An event is ``{"seq", "time", "type", "summary", "data"}``. ``seq`` counts from 0 without gaps;
+it is given when the event is appended to the log, never by a harness parser.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# Event types. Harness parsers produce the middle group; the operator the rest.
+RUN_STARTED = "run.started"
+SANDBOX_READY = "sandbox.ready"
+SESSION_ID = "session-id"
+MESSAGE = "message"
+TOOL_CALL = "tool.call"
+TOOL_RESULT = "tool.result"
+OUTPUT = "output"
+NOTICE = "notice"
+ERROR = "error"
+RESULT = "result"
+SANDBOX_FILE = "sandbox.file"
+FILE_CHANGED = "file.changed"
+RUN_COMPLETED = "run.completed"
+RUN_FAILED = "run.failed"
+RUN_ABORTED = "run.aborted"
+TERMINAL_TYPES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_ABORTED})
+
+SUMMARY_LIMIT = 200
+TEXT_LIMIT = 16384  # longest string kept in an event's data; the rest is cut with a marker
+SECRET_MASK = "[redacted]"  # noqa: S105  (the mask, not a secret)
+LAST_EVENTS = 10
+
+
+@dataclass(frozen=True)
+class Draft:
+    """An event before it is appended: no seq or time yet."""
+
+    type: str
+    summary: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def one_line(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def cut(text: str, limit: int = TEXT_LIMIT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit} more characters]"
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, str):
+        return cut(value)
+    if isinstance(value, dict):
+        return {key: _bounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_bounded(item) for item in value]
+    return value
+
+
+def scrub(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` with every occurrence of a known secret value masked, in every string."""
+    known = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+    if not known:
+        return value
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            for secret in known:
+                if secret in item:
+                    item = item.replace(secret, SECRET_MASK)
+            return item
+        if isinstance(item, dict):
+            return {key: walk(part) for key, part in item.items()}
+        if isinstance(item, list):
+            return [walk(part) for part in item]
+        return item
+
+    return walk(value)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def stamp(draft: Draft, seq: int, when: datetime, secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """The stored form of a draft: numbered, timed, bounded and scrubbed."""
+    event = {
+        "seq": seq,
+        "time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "type": draft.type,
+        "summary": one_line(draft.summary),
+        "data": _bounded(draft.data),
+    }
+    scrubbed: dict[str, Any] = scrub(event, secrets)
+    return scrubbed
+
+
+def encode(event: dict[str, Any]) -> str:
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class RunSummary:
+    """What a run's log adds up to: the fields of its status that come from events. Folding the
+    whole log again gives the same summary, which is how an operator restart rebuilds it."""
+
+    next_seq: int = 0
+    session_id: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    changed_files: list[str] = field(default_factory=list)
+    types_seen: set[str] = field(default_factory=set)
+    last: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=LAST_EVENTS))
+    terminal: dict[str, Any] | None = None
+
+    def add(self, event: dict[str, Any]) -> None:
+        if event["seq"] != self.next_seq:
+            raise ValueError(f"event seq {event['seq']} where {self.next_seq} was next")
+        self.next_seq += 1
+        kind, data = event["type"], event.get("data") or {}
+        self.types_seen.add(kind)
+        self.last.append(event)
+        if kind == SESSION_ID:
+            self.session_id = data.get("sessionId")
+        elif kind == RESULT:
+            self.result = data
+            usage = {k: data[k] for k in ("inputTokens", "outputTokens", "costUsd") if k in data}
+            self.usage |= {k: v for k, v in usage.items() if v is not None}
+        elif kind == FILE_CHANGED:
+            self.changed_files = [f["path"] for f in data.get("files", [])]
+        elif kind in TERMINAL_TYPES:
+            self.terminal = event
+
+    def add_all(self, events: Iterable[dict[str, Any]]) -> None:
+        for event in events:
+            self.add(event)

@@ -1,0 +1,54 @@
+"""Helpers for tests of AgentRuns on a cluster."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from support.kube import Cluster
+from support.sandboxes import status_of
+from support.waiting import wait_for
+
+TERMINAL = ("Succeeded", "Failed", "Cancelled", "TimedOut")
+
+
+def command_run(name: str, sandbox: str, command: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "AgentRun",
+        "metadata": {"name": name},
+        "spec": {"sandboxRef": {"name": sandbox}, "harness": "command", "command": command, **spec},
+    }
+
+
+def agent_run(name: str, sandbox: str, harness: str, prompt: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "AgentRun",
+        "metadata": {"name": name},
+        "spec": {"sandboxRef": {"name": sandbox}, "harness": harness, "prompt": prompt, **spec},
+    }
+
+
+def wait_for_run(
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    phases: tuple[str, ...] = TERMINAL,
+    timeout: float = 90,
+) -> dict[str, Any]:
+    return wait_for(
+        lambda: (s := status_of(cluster, namespace, "agentrun", name)).get("phase") in phases and s,
+        timeout,
+        what=f"run {name} in phase {' or '.join(phases)}",
+    )
+
+
+def log_events(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The run's full log, read with ``paddock logs -o json``."""
+    result = cluster.paddock("logs", name, "-n", namespace, "-o", "json")
+    return [json.loads(line) for line in result.stdout.splitlines() if line]
+
+
+def of_type(events: list[dict[str, Any]], type_: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == type_]
