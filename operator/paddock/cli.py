@@ -94,7 +94,7 @@ def _logs(args: argparse.Namespace) -> int:
             namespace or "default", args.run, args.from_seq, follow=args.follow
         ):
             print(render(event), flush=True)
-    except reader.RunNotFound as exc:
+    except reader.RunNotFoundError as exc:
         print(f"paddock logs: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

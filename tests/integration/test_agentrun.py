@@ -45,7 +45,8 @@ def test_command_run_succeeds_with_file_events_and_a_diff(
     assert status["changedFiles"] == ["notes.txt"]
     assert status["result"]["exitCode"] == 0
     assert status["log"]["backend"] == "configmap"
-    assert status["startedAt"] and status["completedAt"]
+    assert status["startedAt"]
+    assert status["completedAt"]
 
 
 def test_failing_command_reports_the_stderr_tail(

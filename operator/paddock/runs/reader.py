@@ -15,7 +15,7 @@ Obj = dict[str, Any]
 FOLLOW_POLL_SECONDS = 0.5
 
 
-class RunNotFound(LookupError):
+class RunNotFoundError(LookupError):
     pass
 
 
@@ -34,7 +34,7 @@ def events(
     while True:
         run = kube.get("AgentRun", namespace, name)
         if run is None:
-            raise RunNotFound(f"AgentRun {name} not found in namespace {namespace}")
+            raise RunNotFoundError(f"AgentRun {name} not found in namespace {namespace}")
         ended = False
         for event in read_log(namespace, run["metadata"]["uid"]):
             ended = ended or event["type"] in TERMINAL_TYPES
