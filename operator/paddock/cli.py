@@ -76,23 +76,14 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from kubernetes import config
-
-    from paddock.kube.client import load_config
+    from paddock.kube.client import current_namespace, load_config
     from paddock.runs import reader
 
     load_config()
-    namespace = args.namespace
-    if namespace is None:
-        try:
-            namespace = config.list_kube_config_contexts()[1]["context"].get("namespace")
-        except (config.ConfigException, KeyError, TypeError):
-            namespace = None
+    namespace = args.namespace or current_namespace()
     render = reader.as_json if args.output == "json" else reader.as_text
     try:
-        for event in reader.events(
-            namespace or "default", args.run, args.from_seq, follow=args.follow
-        ):
+        for event in reader.events(namespace, args.run, args.from_seq, follow=args.follow):
             print(render(event), flush=True)
     except reader.RunNotFoundError as exc:
         print(f"paddock logs: {exc}", file=sys.stderr)

@@ -28,6 +28,15 @@ def load_config() -> None:
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
 
 
+def current_namespace() -> str:
+    """The namespace of the current kubeconfig context, or ``default``."""
+    try:
+        _, context = config.list_kube_config_contexts(config_file=os.environ.get("KUBECONFIG"))
+        return str((context or {}).get("context", {}).get("namespace") or "default")
+    except (config.ConfigException, OSError):
+        return "default"
+
+
 def _decode(response: Any) -> Obj:
     data: Obj = json.loads(response.data)
     return data
