@@ -1,0 +1,149 @@
+"""The launch, wrapper, poll and signal scripts, run by a real bash on real files: detached
+runs, the completion record and its nonce, file events, git changes, killing a process group."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from paddock.render import run_scripts as rs
+from support.waiting import wait_for
+
+NONCE = "9f" * 32
+
+
+@dataclass
+class Sandbox:
+    """A workspace and a run dir standing in for the pod's volumes."""
+
+    workspace: Path
+    run_dir: Path
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PADDOCK_WORKSPACE": str(self.workspace),
+            "PADDOCK_RUN_DIR": str(self.run_dir),
+            "PADDOCK_FILE_POLL_SECONDS": "0.1",
+        }
+
+    def launch(self, script: str, env: dict[str, str] | None = None, run: str = "r1") -> str:
+        payload = rs.launch_payload(NONCE, env or {}, script, "the prompt")
+        done = subprocess.run(
+            rs.launch_argv(run), input=payload, capture_output=True, text=True,
+            env=self.env(), timeout=30, check=True,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    def poll(self, run: str = "r1", stdout: int = 0, files: int = 0) -> rs.Poll:
+        done = subprocess.run(
+            rs.poll_argv(run, stdout, files, 1 << 20), capture_output=True, text=True,
+            env=self.env(), timeout=30, check=True,
+        )  # fmt: skip
+        return rs.parse_poll(done.stdout)
+
+    def finished(self, run: str = "r1") -> rs.Poll:
+        return wait_for(lambda: (p := self.poll(run)).completion and p, 30, what="completion")
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    return Sandbox(workspace, tmp_path / "run")
+
+
+def test_a_run_is_launched_once_and_completes_with_its_nonce(sandbox: Sandbox) -> None:
+    assert sandbox.launch("echo out; echo err >&2; exit 3") == rs.STARTED
+    assert sandbox.launch("echo second") == rs.ALREADY_STARTED
+    poll = sandbox.finished()
+    assert poll.completion == rs.Completion(3, NONCE)
+    assert poll.stdout == b"out\n"
+    assert poll.stderr_tail == "err\n"
+
+
+def test_the_nonce_is_in_no_file_and_no_argv_or_environment_of_the_harness(
+    sandbox: Sandbox,
+) -> None:
+    probe = (
+        'cat /proc/$PPID/cmdline /proc/$PPID/environ /proc/$$/environ | tr "\\0" "\\n"; '
+        'grep -rl . "$PADDOCK_RUN" 2>/dev/null | xargs cat; env'
+    )
+    sandbox.launch(probe)
+    poll = sandbox.finished()
+    assert NONCE not in poll.stdout.decode()
+    assert poll.completion is not None
+    files = [p for p in (sandbox.run_dir / "r1").iterdir() if p.name != "exit"]
+    assert all(NONCE not in p.read_text(errors="replace") for p in files)
+
+
+def test_a_forged_record_is_overwritten_by_the_real_one(sandbox: Sandbox) -> None:
+    sandbox.launch('echo "0 forged" > "$PADDOCK_RUN/exit"; exit 1')
+    poll = wait_for(
+        lambda: (p := sandbox.poll()).completion and p.completion.nonce == NONCE and p, 30,
+        what="the wrapper's record",
+    )  # fmt: skip
+    assert poll.completion == rs.Completion(1, NONCE)
+
+
+def test_secrets_reach_the_harness_env_not_its_argv(sandbox: Sandbox) -> None:
+    sandbox.launch('printf "%s" "$API_KEY"; cat /proc/$$/cmdline', env={"API_KEY": "k-123 x"})
+    assert sandbox.finished().stdout.startswith(b"k-123 x")
+    assert b"k-123" not in sandbox.finished().stdout[len("k-123 x") :]
+
+
+def test_file_events_and_git_changes(sandbox: Sandbox) -> None:
+    ws = sandbox.workspace
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "tracked.txt").write_text("v1\n")
+    (ws / "gone.txt").write_text("bye\n")
+    (ws / ".gitignore").write_text("node_modules/\n")
+    git = ["git", "-C", str(ws), "-c", "user.email=t@e", "-c", "user.name=t"]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    script = (
+        "echo new > new.txt; mkdir -p node_modules; echo x > node_modules/ignored; "
+        "rm gone.txt; sleep 0.5; echo v2 > tracked.txt; sleep 0.5"
+    )
+    sandbox.launch(script)
+    poll = sandbox.finished()
+    lines = set(poll.files.decode().splitlines())
+    assert {"created\tnew.txt", "deleted\tgone.txt", "changed\ttracked.txt"} <= lines
+    assert not any("node_modules" in line or ".git/" in line for line in lines)
+    changes = {path: status for status, path in rs.parse_changes(poll.changes)}
+    assert changes == {"new.txt": "untracked", "gone.txt": "deleted", "tracked.txt": "modified"}
+    assert "+v2" in poll.diff
+
+
+def test_signal_kills_the_whole_process_group_and_the_record_is_written(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.launch("sleep 300 & echo $! > child.pid; sleep 300")
+    pid_file = sandbox.workspace / "child.pid"
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 10, what="child pid")
+    child = int(pid_file.read_text())
+    subprocess.run(rs.signal_argv("r1", "TERM"), env=sandbox.env(), check=True, timeout=30)
+    poll = sandbox.finished()
+    assert poll.completion is not None
+    assert poll.completion.exit_code == 143
+    wait_for(lambda: not Path(f"/proc/{child}").exists(), 10, what="the background child gone")
+
+
+def test_poll_reads_from_offsets_and_reports_missing_runs(sandbox: Sandbox) -> None:
+    assert sandbox.poll("never").missing
+    sandbox.launch("printf 'abc\\ndef\\n'")
+    sandbox.finished()
+    assert sandbox.poll(stdout=4).stdout == b"def\n"
+
+
+def test_a_missing_workspace_ends_the_run_with_127(sandbox: Sandbox) -> None:
+    sandbox.workspace.rmdir()
+    sandbox.launch("echo never")
+    poll = sandbox.finished()
+    assert poll.completion is not None
+    assert poll.completion.exit_code == 127
+    assert "is not there" in poll.stderr_tail
