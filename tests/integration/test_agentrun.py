@@ -3,15 +3,33 @@ a local process: events, the log, failures, restarts, cancel and timeout, reuse.
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kopf.testing import KopfRunner
 
 from support.kube import Cluster
-from support.runs import command_run, log_events, of_type, wait_for_run
-from support.sandboxes import ready_sandbox
+from support.runs import agent_run, command_run, log_events, of_type, wait_for_run
+from support.sandboxes import (
+    condition,
+    get,
+    merge_patch,
+    ready_sandbox,
+    status_of,
+    workspace,
+)
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
+
+STREAMS = Path(__file__).resolve().parents[1] / "data" / "streams"
+SECRET_VALUE = "sk-test-7d1e0c-never-to-be-seen"
 
 GIT_BASE = (
     "git init -q . && git -c user.email=t@example.com -c user.name=t commit -q --allow-empty "
@@ -64,3 +82,282 @@ def test_failing_command_reports_the_stderr_tail(
     (failed,) = of_type(log_events(cluster, namespace, "fail"), "run.failed")
     assert failed["data"]["exitCode"] == 3
     assert "cannot find config.yaml" in failed["data"]["stderrTail"]
+
+
+def _fake_cli(tmp_path: Path, name: str, stream: str, extra: str = "") -> dict[str, str]:
+    """A fake ``name`` executable that records its argv and stdin in the workspace and
+    replays a recorded stream; the env that puts it first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / name
+    fake.write_text(
+        "#!/bin/bash\n"
+        f'printf "%s\\n" "$@" > "$PADDOCK_WORKSPACE/{name}-argv.txt"\n'
+        f'cat > "$PADDOCK_WORKSPACE/{name}-stdin.txt"\n'
+        f"{extra}\n"
+        f"cat {STREAMS / stream}\n"
+    )
+    fake.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def _env(values: dict[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def _workspace_file(cluster: Cluster, namespace: str, pod: str, path: str) -> str:
+    return cluster.kubectl(
+        "exec", "-n", namespace, pod, "-c", "sandbox", "--", "bash", "-c",
+        f'cat "$PADDOCK_WORKSPACE/{path}"',
+    ).stdout  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("harness", "cli", "session", "resume_flag"),
+    [
+        ("claude-code", "claude", "5f1c2a9e-claude-session", "--resume"),
+        ("codex", "codex", "0199a213-codex-thread", "resume"),
+    ],
+)
+def test_fake_cli_replaying_a_recorded_stream_gives_the_right_events(
+    cluster: Cluster,
+    namespace: str,
+    operator: Any,
+    tmp_path: Path,
+    harness: str,
+    cli: str,
+    session: str,
+    resume_flag: str,
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    env = _fake_cli(tmp_path, cli, f"{harness}.jsonl")
+    run = agent_run(
+        "agent", "box", harness, "List the files.", model="m-1", sessionId="earlier-session",
+        env=_env(env),
+    )  # fmt: skip
+    cluster.apply(run, namespace)
+    status = wait_for_run(cluster, namespace, "agent")
+
+    assert status["phase"] == "Succeeded", status
+    assert status["sessionId"] == session
+    events = log_events(cluster, namespace, "agent")
+    types = [e["type"] for e in events]
+    assert types.count("session-id") == 1
+    (call,) = of_type(events, "tool.call")
+    assert "ls" in json.dumps(call["data"]["input"])
+    assert of_type(events, "tool.result")
+    assert of_type(events, "message")
+    assert any(e["data"].get("reason") == "MalformedLine" for e in of_type(events, "error"))
+    argv = _workspace_file(cluster, namespace, "box", f"{cli}-argv.txt").split("\n")
+    assert "m-1" in argv
+    assert argv[argv.index(resume_flag) + 1] == "earlier-session"
+    assert _workspace_file(cluster, namespace, "box", f"{cli}-stdin.txt") == "List the files."
+    if harness == "claude-code":
+        assert status["usage"] == {"costUsd": 0.0123, "inputTokens": 1200, "outputTokens": 85}
+
+
+def test_api_keys_reach_the_harness_by_env_and_are_scrubbed_everywhere(
+    cluster: Cluster,
+    namespace: str,
+    as_operator: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster.apply(_secret("llm", key=SECRET_VALUE), namespace)
+    say_key = (
+        'printf \'{"type":"assistant","message":{"content":[{"type":"text",'
+        '"text":"my key is %s"}]}}\\n\' "$ANTHROPIC_API_KEY"'
+    )
+    env = _fake_cli(tmp_path, "claude", "claude-code.jsonl", extra=say_key)
+    secret = {"name": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
+    args = ["run", "--standalone", "--verbose", "--namespace", namespace, "-m", "paddock.handlers"]
+    with caplog.at_level("DEBUG"), KopfRunner(args, timeout=60) as runner:
+        ready_sandbox(cluster, namespace, "box")
+        cluster.apply(
+            agent_run("keyed", "box", "claude-code", "hi", env=_env(env), secrets=[secret]),
+            namespace,
+        )
+        wait_for_run(cluster, namespace, "keyed")
+    assert runner.exception is None
+
+    events = log_events(cluster, namespace, "keyed")
+    assert "my key is [redacted]" in [e["data"].get("text") for e in of_type(events, "message")]
+    argv = _workspace_file(cluster, namespace, "box", "claude-argv.txt")
+    assert "hi" not in argv.split("\n")  # the prompt went by stdin, like the key by env
+    seen = {
+        "log": json.dumps(events),
+        "run": cluster.kubectl("get", "agentrun", "keyed", "-n", namespace, "-o", "json").stdout,
+        "objects": cluster.kubectl(
+            "get", "configmaps,events", "-n", namespace, "-o", "json"
+        ).stdout,
+        "argv": argv,
+        "operator output": runner.output,
+        "operator log": caplog.text,
+    }
+    assert len(caplog.text) > 1000, "the operator's debug log was not captured"
+    for where, text in seen.items():
+        assert SECRET_VALUE not in text, where
+        assert base64.b64encode(SECRET_VALUE.encode()).decode() not in text, where
+
+
+def test_an_agent_cannot_forge_completion(cluster: Cluster, namespace: str, operator: Any) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    forge = 'echo "0 forged" > "$PADDOCK_RUN/exit"; echo forged; sleep 3; exit 1'
+    cluster.apply(command_run("forger", "box", forge), namespace)
+    status = wait_for_run(cluster, namespace, "forger")
+    assert status["phase"] == "Failed"
+    assert status["result"]["exitCode"] == 1
+    errors = of_type(log_events(cluster, namespace, "forger"), "error")
+    assert [e["data"]["reason"] for e in errors] == ["ForgedCompletion"]
+
+
+def test_cancel_kills_the_process_group(cluster: Cluster, namespace: str, operator: Any) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    cluster.apply(command_run("long", "box", "sleep 300 & echo $!; wait"), namespace)
+    output = wait_for(
+        lambda: of_type(log_events(cluster, namespace, "long"), "output"), 60, what="the pid"
+    )
+    child = int(output[0]["data"]["text"])
+    merge_patch(cluster, namespace, "agentrun", "long", {"spec": {"cancel": True}})
+
+    status = wait_for_run(cluster, namespace, "long")
+    assert status["phase"] == "Cancelled"
+    (aborted,) = of_type(log_events(cluster, namespace, "long"), "run.aborted")
+    assert aborted["data"]["phase"] == "Cancelled"
+    # kwok runs the harness on this host: the sleeping child itself must be gone.
+    wait_for(lambda: not Path(f"/proc/{child}").exists(), 30, what="the child process gone")
+
+
+def test_timeout_ends_the_run_as_timed_out(cluster: Cluster, namespace: str, operator: Any) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    cluster.apply(command_run("slow", "box", "sleep 300", timeout="4s"), namespace)
+    status = wait_for_run(cluster, namespace, "slow")
+    assert status["phase"] == "TimedOut"
+    assert "timeout of 4s" in status["message"]
+    events = log_events(cluster, namespace, "slow")
+    assert events[-1]["type"] == "run.aborted"
+    assert events[-1]["data"]["phase"] == "TimedOut"
+
+
+def test_a_run_waits_for_its_sandbox_and_says_so(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(command_run("early", "later", "echo hi"), namespace)
+    status = wait_for_run(cluster, namespace, "early", ("WaitingForSandbox",))
+    ready = condition(status, "SandboxReady")
+    assert ready["status"] == "False"
+    assert ready["reason"] == "SandboxNotFound"
+    assert "later" in ready["message"]
+    ready_sandbox(cluster, namespace, "later")
+    assert wait_for_run(cluster, namespace, "early")["phase"] == "Succeeded"
+
+
+def test_reuse_thread_runs_in_the_same_sandbox(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    template = {"workspaceRef": {"name": "app"}}
+
+    def threaded(name: str, command: str) -> dict[str, Any]:
+        run = command_run(name, "unused", command, sandboxTemplate=template, threadId="t-1")
+        del run["spec"]["sandboxRef"]
+        return run
+
+    cluster.apply(threaded("first", "echo remembered > mark.txt"), namespace)
+    first = wait_for_run(cluster, namespace, "first")
+    cluster.apply(threaded("second", "cat mark.txt"), namespace)
+    second = wait_for_run(cluster, namespace, "second")
+
+    assert first["phase"] == second["phase"] == "Succeeded"
+    assert first["sandboxName"] == second["sandboxName"]
+    assert first["sandboxName"].startswith("thread-")
+    outputs = of_type(log_events(cluster, namespace, "second"), "output")
+    assert [e["data"]["text"] for e in outputs] == ["remembered"]
+
+
+def test_reuse_none_removes_its_sandbox_when_the_run_ends(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    run = command_run(
+        "once", "unused", "echo once", sandboxTemplate={"workspaceRef": {"name": "app"}}
+    )
+    del run["spec"]["sandboxRef"]
+    cluster.apply(run, namespace)
+    status = wait_for_run(cluster, namespace, "once")
+    assert status["phase"] == "Succeeded"
+    wait_for(
+        lambda: get(cluster, namespace, "sandbox", status["sandboxName"]) is None,
+        60,
+        what="the run's own sandbox removed",
+    )
+
+
+def test_logs_follow_prints_every_event_once_in_order(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    chatty = "for i in $(seq 1 60); do echo line $i; sleep 0.05; done"
+    cluster.apply(command_run("chatty", "box", chatty), namespace)
+    wait_for_run(cluster, namespace, "chatty", ("Running",))
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "paddock.cli", "logs", "chatty", "-n", namespace, "--follow",
+         "-o", "json"],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    followed, _ = follower.communicate(timeout=120)
+    assert follower.returncode == 0
+    assert wait_for_run(cluster, namespace, "chatty")["phase"] == "Succeeded"
+    assert [json.loads(line) for line in followed.splitlines()] == log_events(
+        cluster, namespace, "chatty"
+    )
+    text = cluster.paddock("logs", "chatty", "-n", namespace, "--from-seq", "5").stdout
+    assert text.splitlines()[0].split()[0] == "5"
+
+
+def test_operator_killed_mid_run_leaves_a_gap_free_log_without_duplicates(
+    cluster: Cluster, namespace: str, as_operator: str
+) -> None:
+    lines = 300
+    command = f"for i in $(seq 0 {lines - 1}); do echo line $i; sleep 0.02; done"
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
+            env={**os.environ, "KUBECONFIG": as_operator},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def count() -> int:
+        return int(status_of(cluster, namespace, "agentrun", "steady").get("eventCount") or 0)
+
+    process = start()
+    try:
+        ready_sandbox(cluster, namespace, "box")
+        cluster.apply(command_run("steady", "box", command), namespace)
+        for threshold in (20, 150):
+            wait_for(lambda t=threshold: count() >= t, 60, what=f"{threshold} events")
+            process.kill()  # SIGKILL: no chance to finish a write or a status patch
+            process.wait()
+            process = start()
+        status = wait_for_run(cluster, namespace, "steady")
+    finally:
+        process.kill()
+        process.wait()
+    events = log_events(cluster, namespace, "steady")
+    assert status["phase"] == "Succeeded"
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    texts = [e["data"]["text"] for e in of_type(events, "output")]
+    assert texts == [f"line {i}" for i in range(lines)]
+    assert [e["type"] for e in events].count("run.started") == 1
+    assert status["eventCount"] == len(events)
+
+
+def _secret(name: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }

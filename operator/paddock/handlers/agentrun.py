@@ -20,14 +20,16 @@ from paddock.runs.sandbox import SANDBOX_CONTAINER
 MAX_BACKOFF_SECONDS = 30.0
 
 
-def _active(status: kopf.Status, **_: Any) -> bool:
-    return status.get("phase") not in TERMINAL_PHASES
-
-
-@kopf.daemon(GROUP, VERSION, "agentruns", when=_active, cancellation_timeout=10)
+@kopf.daemon(GROUP, VERSION, "agentruns", cancellation_timeout=10)
 async def run_daemon(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, **_: Any) -> None:
     """Step the run until it ends. A failed step is logged and retried from durable state
-    (the log, its cursor and the status), with a growing pause; it never ends the daemon."""
+    (the log, its cursor and the status), with a growing pause; it never ends the daemon.
+
+    No ``when`` filter on the phase: kopf would cancel the daemon the moment its own final
+    status patch lands. A finished run's daemon returns at once instead, and kopf does not
+    start it again for that run."""
+    if (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return
     execution: Execution | None = None
     backoff = 1.0
     while not stopped:

@@ -470,9 +470,15 @@ class Execution:
         self._finish_status(spec)
 
     def _finish_status(self, spec: AgentRunSpec) -> None:
+        """Remove the run's own sandbox, then write the final status: the last act, since a
+        terminal phase is what ends the daemon."""
         terminal = self.summary.terminal
         assert terminal is not None
         data = terminal["data"]
+        if spec.sandbox_template is not None and spec.effective_reuse == Reuse.NONE:
+            name = self.status.get("sandboxName")
+            if name:
+                kube.delete("Sandbox", self.namespace, name)
         self._patch(
             RunPhase(data["phase"]),
             data["message"],
@@ -488,10 +494,6 @@ class Execution:
                 },
             },
         )
-        if spec.sandbox_template is not None and spec.effective_reuse == Reuse.NONE:
-            name = self.status.get("sandboxName")
-            if name:
-                kube.delete("Sandbox", self.namespace, name)
 
     # -- writing -------------------------------------------------------------------------------
 
