@@ -23,6 +23,10 @@ $(VENV)/.installed: pyproject.toml
 k8s-binaries: ## Build and cache the local control plane's binaries (cold: many minutes)
 	hack/k8s-binaries.sh
 
+.PHONY: agent-clis
+agent-clis: ## Install and cache the pinned real agent CLIs the integration tests run (npm)
+	hack/agent-clis.sh
+
 ##@ Development
 
 .PHONY: fmt

@@ -122,7 +122,11 @@ def parse_line(line: str) -> list[Draft]:
     if kind == "user":
         return _user(message)
     if kind == "result":
-        return [_result(event)]
+        result = _result(event)
+        if not result.data["isError"]:
+            return [result]
+        why = str(event.get("result") or event.get("subtype") or "the run ended in error")
+        return [result, Draft(ERROR, why, {"message": why, "subtype": event.get("subtype")})]
     if kind == "error":
         return [Draft(ERROR, str(event.get("error") or event), {"error": event})]
     return [other(str(kind), event)]

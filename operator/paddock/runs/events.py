@@ -122,6 +122,7 @@ class RunSummary:
     types_seen: set[str] = field(default_factory=set)
     last: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=LAST_EVENTS))
     terminal: dict[str, Any] | None = None
+    last_error: str | None = None  # the harness's own last word on what went wrong
 
     def add(self, event: dict[str, Any]) -> None:
         if event["seq"] != self.next_seq:
@@ -138,6 +139,8 @@ class RunSummary:
             self.usage |= {k: v for k, v in usage.items() if v is not None}
         elif kind == FILE_CHANGED:
             self.changed_files = [f["path"] for f in data.get("files", [])]
+        elif kind == ERROR and "reason" not in data:  # not one of Paddock's own parse errors
+            self.last_error = event.get("summary") or None
         elif kind in TERMINAL_TYPES:
             self.terminal = event
 

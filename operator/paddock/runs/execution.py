@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from paddock.api.agentrun import AgentRunSpec, Reuse, RunPhase
+from paddock.api.agentrun import AgentRunSpec, Harness, Reuse, RunPhase
 from paddock.api.common import parse_duration
 from paddock.api.workspace import WorkspaceSpec
 from paddock.conditions import set_condition
@@ -149,6 +149,21 @@ class Execution:
     # -- before the harness starts ------------------------------------------------------------
 
     def _start(self, spec: AgentRunSpec, now: datetime) -> float:
+        refs = [(s.secret_key_ref.name, s.secret_key_ref.key) for s in spec.secrets]
+        if spec.prompt_from is not None and spec.prompt_from.secret_key_ref is not None:
+            refs.append((spec.prompt_from.secret_key_ref.name, spec.prompt_from.secret_key_ref.key))
+        missing = kube.missing_secret_keys(self.namespace, refs)
+        if missing:
+            message = (
+                f"Secret keys not found in namespace {self.namespace}: {', '.join(missing)}; "
+                "the run starts when they exist"
+            )
+            self._patch(
+                RunPhase.PENDING,
+                message,
+                condition=("SecretsFound", False, "SecretNotFound", message),
+            )
+            return WAIT_SECONDS
         resolved = resolve(self.run, spec)
         if isinstance(resolved, Waiting):
             self._patch(
@@ -442,9 +457,21 @@ class Execution:
             phase, message = RunPhase.SUCCEEDED, f"{spec.harness} finished"
         else:
             phase = RunPhase.FAILED
-            why = stderr.splitlines()[-1] if stderr.strip() else str(result.get("text") or "")
+            why = self._why(spec, stderr, result)
             message = f"{spec.harness} exited with code {code}" + (f": {why}" if why else "")
         self._end(spec, drafts, phase, code, message, stderr=stderr)
+
+    def _why(self, spec: AgentRunSpec, stderr: str, result: Obj) -> str:
+        """The likeliest reason a harness failed: an agent's own error event or error result
+        before its stderr (where CLIs also print warnings); a command's stderr."""
+        last_stderr = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+        if spec.harness == Harness.COMMAND:
+            return last_stderr
+        if self.summary.last_error:
+            return self.summary.last_error
+        if result.get("isError") and result.get("text"):
+            return str(result["text"])
+        return last_stderr
 
     def _end(
         self,

@@ -1,0 +1,150 @@
+"""The REAL agent CLIs (npm, pinned in hack/agent-clis) run end to end in a sandbox against a
+scripted local model server: a real agent loop makes a real tool call in the sandbox, and
+Paddock records it; an endpoint that cannot serve makes a Failed run whose error says why."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.kube import ROOT, Cluster
+from support.model_server import FINAL_TEXT, ScriptedModel
+from support.runs import agent_run, log_events, of_type, wait_for_run
+from support.sandboxes import ready_sandbox
+
+pytestmark = pytest.mark.integration
+
+API_KEY = "sk-scripted-0f3b9a-key"
+
+
+@pytest.fixture(scope="session")
+def agent_clis() -> Path:
+    """The CLIs' bin directory (installed once, cached outside the repository)."""
+    done = subprocess.run(
+        [str(ROOT / "hack" / "agent-clis.sh")], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip().rpartition("BIN=")[2])
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _setup(
+    harness: str, url: str, bin_dir: Path, tmp_path: Path, namespace: str, cluster: Cluster
+) -> dict[str, Any]:
+    """The run spec fields that point a harness at ``url`` with its key from a Secret."""
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "llm"},
+        "data": {"key": base64.b64encode(API_KEY.encode()).decode()},
+    }
+    cluster.apply(secret, namespace)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    if harness == "claude-code":
+        key_name = "ANTHROPIC_API_KEY"
+        env |= {"ANTHROPIC_BASE_URL": url, "CLAUDE_CODE_MAX_RETRIES": "0"}
+    else:
+        key_name = "CODEX_API_KEY"
+        codex_home = tmp_path / "codex-home"
+        codex_home.mkdir()
+        (codex_home / "config.toml").write_text(
+            'model_provider = "scripted"\n'
+            "[model_providers.scripted]\n"
+            'name = "scripted"\n'
+            f'base_url = "{url}/v1"\n'
+            'env_key = "CODEX_API_KEY"\n'
+            'wire_api = "responses"\n'
+            "request_max_retries = 0\n"
+            "stream_max_retries = 0\n"
+        )
+        env |= {"CODEX_HOME": str(codex_home)}
+    return {
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "secrets": [{"name": key_name, "secretKeyRef": {"name": "llm", "key": "key"}}],
+        "model": "claude-sonnet-4-5" if harness == "claude-code" else "gpt-5",
+    }
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+def test_real_cli_runs_a_real_agent_loop_in_the_sandbox(
+    cluster: Cluster,
+    namespace: str,
+    operator: Any,
+    agent_clis: Path,
+    tmp_path: Path,
+    harness: str,
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    marker = "only-in-this-sandbox.txt"
+    cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+        "bash", "-c", f'touch "$PADDOCK_WORKSPACE/{marker}"',
+    )  # fmt: skip
+    with ScriptedModel("ls") as model:
+        fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+        cluster.apply(agent_run("real", "box", harness, "Where are you?", **fields), namespace)
+        status = wait_for_run(cluster, namespace, "real", timeout=180)
+
+    events = log_events(cluster, namespace, "real")
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    (call,) = of_type(events, "tool.call")
+    assert "ls" in json.dumps(call["data"]["input"])
+    (result,) = of_type(events, "tool.result")
+    # The tool ran in the sandbox: it lists the sandbox's workspace.
+    assert marker in result["data"]["output"]
+    assert FINAL_TEXT in [e["data"]["text"] for e in of_type(events, "message")]
+    assert status["sessionId"]
+    assert of_type(events, "session-id")[0]["data"]["sessionId"] == status["sessionId"]
+    assert status["usage"]["inputTokens"] > 0
+    # The API key reached the CLI (it authenticated with it) and nothing stored shows it.
+    sent = [r["headers"] for r in model.requests]
+    assert any(API_KEY in (h.get("x-api-key", "") + h.get("authorization", "")) for h in sent)
+    assert API_KEY not in json.dumps(events)
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+def test_real_cli_with_an_endpoint_that_cannot_serve_fails_saying_why(
+    cluster: Cluster,
+    namespace: str,
+    operator: Any,
+    agent_clis: Path,
+    tmp_path: Path,
+    closed_port: int,
+    harness: str,
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    if harness == "claude-code":
+        # Nothing listens: the connection is refused.
+        url, expected = f"http://127.0.0.1:{closed_port}", "Unable to connect"
+        fields = _setup(harness, url, agent_clis, tmp_path, namespace, cluster)
+        cluster.apply(agent_run("down", "box", harness, "Hello?", **fields), namespace)
+        status = wait_for_run(cluster, namespace, "down", timeout=180)
+    else:
+        # Codex 0.171 waits for a refused connection indefinitely ("waiting for network"),
+        # so its endpoint answers, with an error status.
+        with ScriptedModel("pwd", refuse_with=401) as model:
+            expected = "401"
+            fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+            cluster.apply(agent_run("down", "box", harness, "Hello?", **fields), namespace)
+            status = wait_for_run(cluster, namespace, "down", timeout=180)
+
+    assert status["phase"] == "Failed"
+    events = log_events(cluster, namespace, "down")
+    errors = [e["summary"] for e in of_type(events, "error")]
+    assert any(expected in message for message in errors), errors
+    assert expected in status["message"]
+    assert events[-1]["type"] == "run.failed"

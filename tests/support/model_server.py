@@ -1,0 +1,190 @@
+"""A small scripted model server that speaks the Anthropic Messages API and the OpenAI
+Responses API (streamed as server-sent events), so the real agent CLIs run a real agent loop
+offline.
+
+The script is one tool call, then an answer: the first request of an agent loop (one that
+offers tools) gets a call of the shell tool with ``command``; once the request carries the tool's
+result, the model answers with ``FINAL_TEXT``. Requests without tools (titles, summaries) get
+a short text. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FINAL_TEXT = "The listing is done."
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+class ScriptedModel:
+    """The server, in a thread; ``url`` is its base URL."""
+
+    def __init__(self, command: str, *, refuse_with: int | None = None) -> None:
+        self.command = command
+        self.refuse_with = refuse_with
+        self.requests: list[dict[str, Any]] = []
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                model.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body}
+                )
+                if model.refuse_with is not None:
+                    self._refuse(model.refuse_with)
+                elif self.path.split("?")[0].endswith("/messages"):
+                    self._stream(model.anthropic(body))
+                elif self.path.split("?")[0].endswith("/responses"):
+                    self._stream(model.openai(body))
+                else:
+                    self.send_error(404)
+
+            def do_GET(self) -> None:
+                self.send_error(404)
+
+            def _refuse(self, status: int) -> None:
+                error = {"type": "server_error", "message": "the scripted model refuses"}
+                payload = json.dumps({"type": "error", "error": error}).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def _stream(self, chunks: Iterator[bytes]) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                for chunk in chunks:
+                    self.wfile.write(chunk)
+                self.wfile.flush()
+                self.close_connection = True
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> ScriptedModel:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # -- Anthropic Messages ------------------------------------------------------------------
+
+    def anthropic(self, body: dict[str, Any]) -> Iterator[bytes]:
+        messages = body.get("messages") or []
+        tools = [t.get("name") for t in body.get("tools") or []]
+        answered = any(
+            isinstance(block, dict) and block.get("type") == "tool_result"
+            for message in messages
+            if isinstance(message.get("content"), list)
+            for block in message["content"]
+        )
+        if "Bash" in tools and not answered:
+            block = {"type": "tool_use", "id": "toolu_scripted_1", "name": "Bash", "input": {}}
+            delta = {
+                "type": "input_json_delta",
+                "partial_json": json.dumps({"command": self.command, "description": "List"}),
+            }
+            stop = "tool_use"
+        else:
+            text = FINAL_TEXT if tools else '{"title": "Scripted run"}'
+            block = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": text}
+            stop = "end_turn"
+        usage = {"input_tokens": 100, "output_tokens": 1}
+        message = {
+            "id": f"msg_scripted_{len(self.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "scripted"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        yield _sse("message_start", {"type": "message_start", "message": message})
+        yield _sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": block},
+        )
+        yield _sse(
+            "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+        )
+        yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+        yield _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": 20},
+            },
+        )
+        yield _sse("message_stop", {"type": "message_stop"})
+
+    # -- OpenAI Responses ----------------------------------------------------------------------
+
+    def openai(self, body: dict[str, Any]) -> Iterator[bytes]:
+        items = body.get("input") or []
+        answered = any(
+            isinstance(i, dict) and i.get("type") == "function_call_output" for i in items
+        )
+        tools = {t.get("name"): t for t in body.get("tools") or [] if isinstance(t, dict)}
+        response_id = f"resp_scripted_{len(self.requests)}"
+        shell = next((n for n in ("shell", "shell_command", "exec_command") if n in tools), None)
+        if shell and not answered:
+            arguments = {
+                "shell": {"command": ["bash", "-lc", self.command]},
+                "shell_command": {"command": self.command},
+                "exec_command": {"cmd": self.command},
+            }[shell]
+            item: dict[str, Any] = {
+                "type": "function_call",
+                "id": "fc_scripted_1",
+                "call_id": "call_scripted_1",
+                "name": shell,
+                "arguments": json.dumps(arguments),
+                "status": "completed",
+            }
+        else:
+            item = {
+                "type": "message",
+                "id": "msg_scripted_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": FINAL_TEXT, "annotations": []}],
+            }
+        response = {"id": response_id, "object": "response", "status": "in_progress", "output": []}
+        yield _sse("response.created", {"type": "response.created", "response": response})
+        yield _sse(
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+        )
+        usage = {
+            "input_tokens": 100,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 20,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 120,
+        }
+        done = {**response, "status": "completed", "output": [item], "usage": usage}
+        yield _sse("response.completed", {"type": "response.completed", "response": done})
