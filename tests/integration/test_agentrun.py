@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kopf.testing import KopfRunner
 
-from support.kube import Cluster
+from support.kube import ROOT, Cluster
 from support.runs import agent_run, command_run, log_events, of_type, wait_for_run
 from support.sandboxes import (
     condition,
@@ -361,3 +361,19 @@ def _secret(name: str, **data: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
+
+
+def test_examples_run_and_kubectl_shows_the_event_count(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-k", str(ROOT / "examples"))
+    status = wait_for_run(cluster, namespace, "hello-run", timeout=120)
+    assert status["phase"] == "Succeeded", status
+    table = cluster.kubectl("get", "run", "hello-run", "-n", namespace).stdout.splitlines()
+    header, row = table[0].split(), table[1].split()
+    assert row[header.index("PHASE")] == "Succeeded"
+    assert int(row[header.index("EVENTS")]) == status["eventCount"] > 3
+    # The agent example waits, saying for what, until its API key Secret exists.
+    agent = wait_for_run(cluster, namespace, "hello-agent", ("Pending",))
+    assert condition(agent, "SecretsFound")["reason"] == "SecretNotFound"
+    assert "anthropic/api-key" in agent["message"]

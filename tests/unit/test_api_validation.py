@@ -29,7 +29,7 @@ def test_bad_manifest_is_rejected_naming_the_field(case: BadManifest) -> None:
 
 
 def test_examples_cover_every_kind() -> None:
-    assert sorted(doc["kind"] for _, doc in example_manifests()) == sorted(MODELS)
+    assert {doc["kind"] for _, doc in example_manifests()} == set(MODELS)
 
 
 @pytest.mark.parametrize(
