@@ -70,8 +70,8 @@ test-e2e: install ## End-to-end tests (kind, where a Docker engine runs)
 	$(BIN)/pytest tests/e2e $(PYTEST_ARGS)
 
 .PHONY: bench
-bench: install ## Benchmarks, printed as ratios against a baseline (arrive with later issues)
-	@echo "bench: no benchmarks yet; they arrive with the Sandbox and AgentRun work"
+bench: install ## Benchmarks against the local control plane, printed as ratios to a baseline
+	$(BIN)/python bench/bench_runs.py
 
 ##@ Run
 

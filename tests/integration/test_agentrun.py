@@ -377,3 +377,17 @@ def test_examples_run_and_kubectl_shows_the_event_count(
     agent = wait_for_run(cluster, namespace, "hello-agent", ("Pending",))
     assert condition(agent, "SecretsFound")["reason"] == "SecretNotFound"
     assert "anthropic/api-key" in agent["message"]
+
+
+def test_deleting_a_running_run_kills_its_processes(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    cluster.apply(command_run("doomed", "box", "sleep 300 & echo $!; wait"), namespace)
+    output = wait_for(
+        lambda: of_type(log_events(cluster, namespace, "doomed"), "output"), 60, what="the pid"
+    )
+    child = int(output[0]["data"]["text"])
+    cluster.kubectl("delete", "agentrun", "doomed", "-n", namespace, "--timeout=60s")
+    wait_for(lambda: not Path(f"/proc/{child}").exists(), 30, what="the child process gone")
+    assert get(cluster, namespace, "agentrun", "doomed") is None
