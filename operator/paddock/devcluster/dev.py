@@ -27,7 +27,7 @@ Paddock is running. In another shell:
   kubectl get paddock                 # every Paddock object
   kubectl get sbx,run                 # sandboxes and runs, with their phases
   kubectl describe sandbox hello      # conditions and events
-  paddock logs hello-run --follow     # the run's event log, once runs are handled
+  paddock logs hello-run --follow     # the run's event log, replayed and followed
 
 Stop with Ctrl-C; `paddock cluster down` removes the local cluster.
 """

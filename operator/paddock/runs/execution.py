@@ -221,6 +221,8 @@ class Execution:
         """The run's secret env (for the harness), and every secret value the run could see
         remembered for scrubbing."""
         refs = [(s.secret_key_ref.name, s.secret_key_ref.key) for s in spec.secrets]
+        if spec.prompt_from is not None and spec.prompt_from.secret_key_ref is not None:
+            refs.append((spec.prompt_from.secret_key_ref.name, spec.prompt_from.secret_key_ref.key))
         workspace = kube.get("Workspace", self.namespace, sandbox.workspace)
         workspace_refs: list[tuple[str, str]] = []
         if workspace is not None:
