@@ -22,6 +22,11 @@ from support.sandboxes import ready_sandbox
 pytestmark = pytest.mark.integration
 
 API_KEY = "sk-scripted-0f3b9a-key"
+MODELS = {
+    "claude-code": "claude-sonnet-4-5",
+    "codex": "gpt-5",
+    "opencode": "anthropic/claude-sonnet-4-5",
+}
 
 
 @pytest.fixture(scope="session")
@@ -57,6 +62,11 @@ def _setup(
     if harness == "claude-code":
         key_name = "ANTHROPIC_API_KEY"
         env |= {"ANTHROPIC_BASE_URL": url, "CLAUDE_CODE_MAX_RETRIES": "0"}
+    elif harness == "opencode":
+        # OpenCode's Anthropic provider, pointed at the same Messages API.
+        key_name = "ANTHROPIC_API_KEY"
+        provider = {"anthropic": {"options": {"baseURL": f"{url}/v1", "maxRetries": 0}}}
+        env |= {"OPENCODE_CONFIG_CONTENT": json.dumps({"provider": provider})}
     else:
         key_name = "CODEX_API_KEY"
         codex_home = tmp_path / "codex-home"
@@ -75,11 +85,11 @@ def _setup(
     return {
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "secrets": [{"name": key_name, "secretKeyRef": {"name": "llm", "key": "key"}}],
-        "model": "claude-sonnet-4-5" if harness == "claude-code" else "gpt-5",
+        "model": MODELS[harness],
     }
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "opencode"])
 def test_real_cli_runs_a_real_agent_loop_in_the_sandbox(
     cluster: Cluster,
     namespace: str,
@@ -116,7 +126,7 @@ def test_real_cli_runs_a_real_agent_loop_in_the_sandbox(
     assert API_KEY not in json.dumps(events)
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "opencode"])
 def test_real_cli_with_an_endpoint_that_cannot_serve_fails_saying_why(
     cluster: Cluster,
     namespace: str,
@@ -127,7 +137,7 @@ def test_real_cli_with_an_endpoint_that_cannot_serve_fails_saying_why(
     harness: str,
 ) -> None:
     ready_sandbox(cluster, namespace, "box")
-    if harness == "claude-code":
+    if harness != "codex":
         # Nothing listens: the connection is refused.
         url, expected = f"http://127.0.0.1:{closed_port}", "Unable to connect"
         fields = _setup(harness, url, agent_clis, tmp_path, namespace, cluster)

@@ -99,8 +99,9 @@ class ScriptedModel:
             if isinstance(message.get("content"), list)
             for block in message["content"]
         )
-        if "Bash" in tools and not answered:
-            block = {"type": "tool_use", "id": "toolu_scripted_1", "name": "Bash", "input": {}}
+        shell = next((name for name in ("Bash", "bash") if name in tools), None)
+        if shell and not answered:
+            block = {"type": "tool_use", "id": "toolu_scripted_1", "name": shell, "input": {}}
             delta = {
                 "type": "input_json_delta",
                 "partial_json": json.dumps({"command": self.command, "description": "List"}),

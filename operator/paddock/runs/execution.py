@@ -148,7 +148,7 @@ class Execution:
 
     # -- before the harness starts ------------------------------------------------------------
 
-    def _start(self, spec: AgentRunSpec, now: datetime) -> float:
+    def _start(self, spec: AgentRunSpec, now: datetime) -> float | None:
         refs = [(s.secret_key_ref.name, s.secret_key_ref.key) for s in spec.secrets]
         if spec.prompt_from is not None and spec.prompt_from.secret_key_ref is not None:
             refs.append((spec.prompt_from.secret_key_ref.name, spec.prompt_from.secret_key_ref.key))
@@ -175,7 +175,7 @@ class Execution:
             return WAIT_SECONDS
         if isinstance(resolved, Unusable):
             self._end(spec, [], RunPhase.FAILED, None, resolved.message, reason=resolved.reason)
-            return 0
+            return None
         self.sandbox = resolved
         self._load_secrets(spec, resolved)
         if ev.SANDBOX_READY not in self.summary.types_seen:
@@ -188,17 +188,20 @@ class Execution:
                     )
                 ]
             )
-        poll = self._poll()
-        if poll.missing:  # not launched yet; a launch that raced an operator stop left a dir
+        if self._poll().missing:
+            # Not launched yet. (A launch an operator stop interrupted left the run directory:
+            # that harness runs on, with the nonce whose digest is already in the status.)
             nonce = secrets.token_hex(32)
             self._patch(
-                RunPhase.PENDING,
+                RunPhase(self.status.get("phase") or RunPhase.PENDING),
                 "starting the harness",
                 sandbox=resolved.name,
                 extra={"completionDigest": digest(nonce)},
             )
-            self.run.setdefault("status", {})["completionDigest"] = digest(nonce)
-            self._launch(spec, resolved, nonce)
+            failure = self._launch(spec, resolved, nonce)
+            if failure is not None:
+                self._end(spec, [], RunPhase.FAILED, None, failure, reason="LaunchFailed")
+                return None
         self._append(
             [
                 Draft(
@@ -249,7 +252,8 @@ class Execution:
         values = kube.secret_values(self.namespace, [(ref.name, ref.key)])
         return values.get((ref.name, ref.key), "")
 
-    def _launch(self, spec: AgentRunSpec, sandbox: ReadySandbox, nonce: str) -> None:
+    def _launch(self, spec: AgentRunSpec, sandbox: ReadySandbox, nonce: str) -> str | None:
+        """Start the harness; None, or why it could not be started."""
         harness = HARNESSES[spec.harness]
         invocation = harness.invocation(spec)
         env = {e.name: e.value or "" for e in spec.env} | invocation.env
@@ -262,11 +266,12 @@ class Execution:
             run_scripts.launch_argv(self.run_id),
             stdin=payload,
         )
-        if result.exit_code != 0:
-            raise RuntimeError(
-                f"the launch in pod {sandbox.pod} exited {result.exit_code}: "
-                f"{result.stderr.strip()[-500:]}"
-            )
+        if result.exit_code == 0:
+            return None
+        said = ev.scrub(result.stderr.strip()[-500:], self.secrets)
+        return (
+            f"starting {spec.harness} in pod {sandbox.pod} failed (exit {result.exit_code}): {said}"
+        )
 
     # -- while it runs -------------------------------------------------------------------------
 
