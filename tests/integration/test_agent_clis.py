@@ -4,7 +4,6 @@ Paddock records it; an endpoint that cannot serve makes a Failed run whose error
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import socket
@@ -17,7 +16,7 @@ import pytest
 from support.kube import ROOT, Cluster
 from support.model_server import FINAL_TEXT, ScriptedModel
 from support.runs import agent_run, log_events, of_type, wait_for_run
-from support.sandboxes import ready_sandbox
+from support.sandboxes import ready_sandbox, secret
 
 pytestmark = pytest.mark.integration
 
@@ -51,13 +50,7 @@ def _setup(
     harness: str, url: str, bin_dir: Path, tmp_path: Path, namespace: str, cluster: Cluster
 ) -> dict[str, Any]:
     """The run spec fields that point a harness at ``url`` with its key from a Secret."""
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "llm"},
-        "data": {"key": base64.b64encode(API_KEY.encode()).decode()},
-    }
-    cluster.apply(secret, namespace)
+    cluster.apply(secret("llm", key=API_KEY), namespace)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
     if harness == "claude-code":
         key_name = "ANTHROPIC_API_KEY"

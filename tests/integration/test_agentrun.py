@@ -3,7 +3,6 @@ a local process: events, the log, failures, restarts, cancel and timeout, reuse.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
@@ -17,10 +16,12 @@ from kopf.testing import KopfRunner
 from support.kube import ROOT, Cluster
 from support.runs import agent_run, command_run, log_events, of_type, wait_for_run
 from support.sandboxes import (
+    assert_never_shown,
     condition,
     get,
     merge_patch,
     ready_sandbox,
+    secret,
     status_of,
     workspace,
 )
@@ -163,18 +164,18 @@ def test_api_keys_reach_the_harness_by_env_and_are_scrubbed_everywhere(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    cluster.apply(_secret("llm", key=SECRET_VALUE), namespace)
+    cluster.apply(secret("llm", key=SECRET_VALUE), namespace)
     say_key = (
         'printf \'{"type":"assistant","message":{"content":[{"type":"text",'
         '"text":"my key is %s"}]}}\\n\' "$ANTHROPIC_API_KEY"'
     )
     env = _fake_cli(tmp_path, "claude", "claude-code.jsonl", extra=say_key)
-    secret = {"name": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
+    key_ref = {"name": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
     args = ["run", "--standalone", "--verbose", "--namespace", namespace, "-m", "paddock.handlers"]
     with caplog.at_level("DEBUG"), KopfRunner(args, timeout=60) as runner:
         ready_sandbox(cluster, namespace, "box")
         cluster.apply(
-            agent_run("keyed", "box", "claude-code", "hi", env=_env(env), secrets=[secret]),
+            agent_run("keyed", "box", "claude-code", "hi", env=_env(env), secrets=[key_ref]),
             namespace,
         )
         wait_for_run(cluster, namespace, "keyed")
@@ -195,9 +196,7 @@ def test_api_keys_reach_the_harness_by_env_and_are_scrubbed_everywhere(
         "operator log": caplog.text,
     }
     assert len(caplog.text) > 1000, "the operator's debug log was not captured"
-    for where, text in seen.items():
-        assert SECRET_VALUE not in text, where
-        assert base64.b64encode(SECRET_VALUE.encode()).decode() not in text, where
+    assert_never_shown(SECRET_VALUE, seen)
 
 
 def test_an_agent_cannot_forge_completion(cluster: Cluster, namespace: str, operator: Any) -> None:
@@ -352,15 +351,6 @@ def test_operator_killed_mid_run_leaves_a_gap_free_log_without_duplicates(
     assert texts == [f"line {i}" for i in range(lines)]
     assert [e["type"] for e in events].count("run.started") == 1
     assert status["eventCount"] == len(events)
-
-
-def _secret(name: str, **data: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name},
-        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
-    }
 
 
 def test_examples_run_and_kubectl_shows_the_event_count(

@@ -31,32 +31,33 @@ class Cluster:
     def kubectl(
         self, *args: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [self.kubectl_binary, f"--kubeconfig={self.kubeconfig}", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr}"
-            )
-        return result
+        argv = [self.kubectl_binary, f"--kubeconfig={self.kubeconfig}"]
+        return self._run("kubectl", argv, args, stdin=stdin, check=check)
 
     def paddock(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run the ``paddock`` command line against this cluster."""
+        return self._run("paddock", [sys.executable, "-m", "paddock.cli"], args, check=check)
+
+    def _run(
+        self,
+        name: str,
+        command: list[str],
+        args: tuple[str, ...],
+        *,
+        stdin: str | None = None,
+        check: bool,
+    ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [sys.executable, "-m", "paddock.cli", *args],
+            [*command, *args],
+            input=stdin,
             env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
             capture_output=True,
             text=True,
             timeout=120,
         )
         if check and result.returncode != 0:
-            raise AssertionError(
-                f"paddock {' '.join(args)} exited {result.returncode}: {result.stderr}"
-            )
+            shown = " ".join(args)
+            raise AssertionError(f"{name} {shown} exited {result.returncode}: {result.stderr}")
         return result
 
     def apply(self, manifest: dict[str, Any], namespace: str) -> None:

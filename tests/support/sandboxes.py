@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -25,6 +26,23 @@ def sandbox(name: str, workspace_name: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"workspaceRef": {"name": workspace_name}, **spec},
     }
+
+
+def secret(name: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+
+
+def assert_never_shown(value: str, seen: dict[str, str]) -> None:
+    """``value``, plain or base64-encoded, is in none of the texts (named by where they are)."""
+    encoded = base64.b64encode(value.encode()).decode()
+    for where, text in seen.items():
+        assert value not in text, where
+        assert encoded not in text, where
 
 
 def get(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any] | None:

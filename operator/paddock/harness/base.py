@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
-from paddock.runs.events import ERROR, Draft, one_line
+from paddock.runs.events import ERROR, SESSION_ID, Draft, one_line
 
 PROMPT = '"$PADDOCK_PROMPT_FILE"'  # the prompt, as a file the launch wrote; never an argv
 WORKSPACE = '"$PADDOCK_WORKSPACE"'
@@ -80,6 +80,12 @@ def call_summary(name: str, arguments: Any) -> str:
             if isinstance(arguments.get(key), str):
                 return one_line(f"{name}: {arguments[key]}")
     return one_line(f"{name} {json.dumps(arguments)}" if arguments else name)
+
+
+def session(session_id: Any, model: Any = None) -> Draft:
+    """The harness's session id (Paddock keeps only changes of it)."""
+    data = {"sessionId": session_id} | ({"model": model} if model else {})
+    return Draft(SESSION_ID, f"session {session_id}", data)
 
 
 def other(kind: str, event: dict[str, Any]) -> Draft:

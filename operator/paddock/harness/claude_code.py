@@ -14,18 +14,11 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    session,
     text_of,
 )
-from paddock.runs.events import (
-    ERROR,
-    MESSAGE,
-    NOTICE,
-    RESULT,
-    SESSION_ID,
-    TOOL_CALL,
-    TOOL_RESULT,
-    Draft,
-)
+from paddock.runs import events as ev
+from paddock.runs.events import Draft
 
 
 def invocation(spec: AgentRunSpec) -> Invocation:
@@ -47,13 +40,13 @@ def _assistant(message: dict[str, Any]) -> list[Draft]:
         kind = block.get("type")
         if kind == "text":
             drafts.append(
-                Draft(MESSAGE, block["text"], {"role": "assistant", "text": block["text"]})
+                Draft(ev.MESSAGE, block["text"], {"role": "assistant", "text": block["text"]})
             )
         elif kind == "tool_use":
             name, arguments = block.get("name", "?"), block.get("input")
             drafts.append(
                 Draft(
-                    TOOL_CALL,
+                    ev.TOOL_CALL,
                     call_summary(name, arguments),
                     {"id": block.get("id"), "name": name, "input": arguments},
                 )
@@ -68,7 +61,7 @@ def _user(message: dict[str, Any]) -> list[Draft]:
             output = text_of(block.get("content"))
             drafts.append(
                 Draft(
-                    TOOL_RESULT,
+                    ev.TOOL_RESULT,
                     output,
                     {
                         "id": block.get("tool_use_id"),
@@ -84,7 +77,7 @@ def _result(event: dict[str, Any]) -> Draft:
     usage = event.get("usage") or {}
     text = event.get("result") or event.get("subtype") or ""
     return Draft(
-        RESULT,
+        ev.RESULT,
         str(text),
         {
             "subtype": event.get("subtype"),
@@ -105,18 +98,11 @@ def parse_line(line: str) -> list[Draft]:
         return [event]
     kind, message = event.get("type"), event.get("message") or {}
     if kind == "system" and event.get("subtype") == "init":
-        session = event.get("session_id")
-        return [
-            Draft(
-                SESSION_ID,
-                f"session {session}",
-                {"sessionId": session, "model": event.get("model")},
-            )
-        ]
+        return [session(event.get("session_id"), event.get("model"))]
     if kind == "system":
         subtype = str(event.get("subtype"))
         data = {k: v for k, v in event.items() if k not in ("type", "session_id", "uuid")}
-        return [Draft(NOTICE, subtype, data)]
+        return [Draft(ev.NOTICE, subtype, data)]
     if kind == "assistant":
         return _assistant(message)
     if kind == "user":
@@ -126,9 +112,9 @@ def parse_line(line: str) -> list[Draft]:
         if not result.data["isError"]:
             return [result]
         why = str(event.get("result") or event.get("subtype") or "the run ended in error")
-        return [result, Draft(ERROR, why, {"message": why, "subtype": event.get("subtype")})]
+        return [result, Draft(ev.ERROR, why, {"message": why, "subtype": event.get("subtype")})]
     if kind == "error":
-        return [Draft(ERROR, str(event.get("error") or event), {"error": event})]
+        return [Draft(ev.ERROR, str(event.get("error") or event), {"error": event})]
     return [other(str(kind), event)]
 
 

@@ -15,16 +15,10 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    session,
 )
-from paddock.runs.events import (
-    ERROR,
-    MESSAGE,
-    RESULT,
-    SESSION_ID,
-    TOOL_CALL,
-    TOOL_RESULT,
-    Draft,
-)
+from paddock.runs import events as ev
+from paddock.runs.events import Draft
 
 
 def invocation(spec: AgentRunSpec) -> Invocation:
@@ -48,20 +42,20 @@ def _call(item: dict[str, Any]) -> Draft | None:
     if kind == "command_execution":
         command = item.get("command")
         return Draft(
-            TOOL_CALL,
+            ev.TOOL_CALL,
             call_summary("shell", {"command": command}),
             {"id": item_id, "name": "shell", "input": {"command": command}},
         )
     if kind == "mcp_tool_call":
         name = f"{item.get('server')}/{item.get('tool')}"
         return Draft(
-            TOOL_CALL,
+            ev.TOOL_CALL,
             call_summary(name, item.get("arguments")),
             {"id": item_id, "name": name, "input": item.get("arguments")},
         )
     if kind == "web_search":
         return Draft(
-            TOOL_CALL,
+            ev.TOOL_CALL,
             call_summary("web_search", {"query": item.get("query")}),
             {"id": item_id, "name": "web_search", "input": {"query": item.get("query")}},
         )
@@ -72,12 +66,12 @@ def _completed(item: dict[str, Any]) -> list[Draft]:
     kind, item_id = item.get("type"), item.get("id")
     if kind == "agent_message":
         text = str(item.get("text", ""))
-        return [Draft(MESSAGE, text, {"role": "assistant", "text": text})]
+        return [Draft(ev.MESSAGE, text, {"role": "assistant", "text": text})]
     if kind == "command_execution":
         output, code = str(item.get("aggregated_output", "")), item.get("exit_code")
         return [
             Draft(
-                TOOL_RESULT,
+                ev.TOOL_RESULT,
                 output or f"exit {code}",
                 {
                     "id": item_id,
@@ -93,7 +87,7 @@ def _completed(item: dict[str, Any]) -> list[Draft]:
         paths = ", ".join(str(c.get("path")) for c in changes if isinstance(c, dict))
         return [
             Draft(
-                TOOL_RESULT,
+                ev.TOOL_RESULT,
                 f"files: {paths}",
                 {
                     "id": item_id,
@@ -106,7 +100,7 @@ def _completed(item: dict[str, Any]) -> list[Draft]:
     if kind == "mcp_tool_call":
         return [
             Draft(
-                TOOL_RESULT,
+                ev.TOOL_RESULT,
                 str(item.get("status", "")),
                 {
                     "id": item_id,
@@ -118,7 +112,7 @@ def _completed(item: dict[str, Any]) -> list[Draft]:
         ]
     if kind == "error":
         message = str(item.get("message", ""))
-        return [Draft(ERROR, message, {"message": message})]
+        return [Draft(ev.ERROR, message, {"message": message})]
     if kind == "reasoning":
         return []
     return [other(f"item.{kind}", item)]
@@ -130,8 +124,7 @@ def parse_line(line: str) -> list[Draft]:
         return [event]
     kind, item = event.get("type"), event.get("item") or {}
     if kind == "thread.started":
-        session = event.get("thread_id")
-        return [Draft(SESSION_ID, f"session {session}", {"sessionId": session})]
+        return [session(event.get("thread_id"))]
     if kind == "turn.started":
         return []
     if kind == "item.started":
@@ -145,7 +138,7 @@ def parse_line(line: str) -> list[Draft]:
         usage = event.get("usage") or {}
         return [
             Draft(
-                RESULT,
+                ev.RESULT,
                 "turn completed",
                 {
                     "isError": False,
@@ -162,7 +155,7 @@ def parse_line(line: str) -> list[Draft]:
             if error
             else str(event.get("message", ""))
         )
-        return [Draft(ERROR, message, {"message": message, "harnessEvent": kind})]
+        return [Draft(ev.ERROR, message, {"message": message, "harnessEvent": kind})]
     return [other(str(kind), event)]
 
 

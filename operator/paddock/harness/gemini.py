@@ -12,16 +12,10 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    session,
 )
-from paddock.runs.events import (
-    ERROR,
-    MESSAGE,
-    RESULT,
-    SESSION_ID,
-    TOOL_CALL,
-    TOOL_RESULT,
-    Draft,
-)
+from paddock.runs import events as ev
+from paddock.runs.events import Draft
 
 
 def invocation(spec: AgentRunSpec) -> Invocation:
@@ -42,21 +36,14 @@ def parse_line(line: str) -> list[Draft]:
         return [event]
     kind = event.get("type")
     if kind == "init":
-        session = event.get("session_id")
-        return [
-            Draft(
-                SESSION_ID,
-                f"session {session}",
-                {"sessionId": session, "model": event.get("model")},
-            )
-        ]
+        return [session(event.get("session_id"), event.get("model"))]
     if kind == "message":
         if event.get("role") != "assistant":
             return []
         text = str(event.get("content", ""))
         return [
             Draft(
-                MESSAGE,
+                ev.MESSAGE,
                 text,
                 {"role": "assistant", "text": text, "delta": bool(event.get("delta"))},
             )
@@ -65,7 +52,7 @@ def parse_line(line: str) -> list[Draft]:
         name, arguments = str(event.get("tool_name", "?")), event.get("parameters")
         return [
             Draft(
-                TOOL_CALL,
+                ev.TOOL_CALL,
                 call_summary(name, arguments),
                 {"id": event.get("tool_id"), "name": name, "input": arguments},
             )
@@ -74,7 +61,7 @@ def parse_line(line: str) -> list[Draft]:
         output = str(event.get("output") or event.get("status") or "")
         return [
             Draft(
-                TOOL_RESULT,
+                ev.TOOL_RESULT,
                 output,
                 {
                     "id": event.get("tool_id"),
@@ -85,13 +72,13 @@ def parse_line(line: str) -> list[Draft]:
         ]
     if kind == "error":
         message = str(event.get("message") or event.get("error") or event)
-        return [Draft(ERROR, message, {"message": message, "severity": event.get("severity")})]
+        return [Draft(ev.ERROR, message, {"message": message, "severity": event.get("severity")})]
     if kind == "result":
         stats = event.get("stats") or {}
         status = str(event.get("status", ""))
         return [
             Draft(
-                RESULT,
+                ev.RESULT,
                 status,
                 {
                     "isError": status == "error",

@@ -15,17 +15,10 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    session,
 )
-from paddock.runs.events import (
-    ERROR,
-    MESSAGE,
-    NOTICE,
-    RESULT,
-    SESSION_ID,
-    TOOL_CALL,
-    TOOL_RESULT,
-    Draft,
-)
+from paddock.runs import events as ev
+from paddock.runs.events import Draft
 
 
 def invocation(spec: AgentRunSpec) -> Invocation:
@@ -48,7 +41,7 @@ def _tool(part: dict[str, Any]) -> list[Draft]:
     name, call_id = str(part.get("tool", "?")), part.get("callID") or part.get("id")
     drafts = [
         Draft(
-            TOOL_CALL,
+            ev.TOOL_CALL,
             call_summary(name, state.get("input")),
             {"id": call_id, "name": name, "input": state.get("input")},
         )
@@ -58,7 +51,7 @@ def _tool(part: dict[str, Any]) -> list[Draft]:
         output = str(state.get("output") or state.get("error") or "")
         drafts.append(
             Draft(
-                TOOL_RESULT,
+                ev.TOOL_RESULT,
                 output or status,
                 {"id": call_id, "name": name, "output": output, "isError": status == "error"},
             )
@@ -72,21 +65,21 @@ def parse_line(line: str) -> list[Draft]:
         return [event]
     kind, part = event.get("type"), event.get("part") or {}
     drafts = []
-    session = event.get("sessionID") or part.get("sessionID")
-    if kind == "step_start" and session:
-        drafts.append(Draft(SESSION_ID, f"session {session}", {"sessionId": session}))
+    session_id = event.get("sessionID") or part.get("sessionID")
+    if kind == "step_start" and session_id:
+        drafts.append(session(session_id))
     if kind == "step_start":
         return drafts
     if kind == "tool_use":
         return _tool(part)
     if kind == "text":
         text = str(part.get("text", ""))
-        return [Draft(MESSAGE, text, {"role": "assistant", "text": text})]
+        return [Draft(ev.MESSAGE, text, {"role": "assistant", "text": text})]
     if kind == "step_finish":
         tokens = part.get("tokens") or {}
         return [
             Draft(
-                RESULT,
+                ev.RESULT,
                 str(part.get("reason") or "step finished"),
                 {
                     "isError": False,
@@ -106,11 +99,11 @@ def parse_line(line: str) -> list[Draft]:
         data = error.get("data") if isinstance(error, dict) else None
         if isinstance(data, dict) and data.get("message"):
             message = str(data["message"])
-        return [Draft(ERROR, message, {"message": message, "error": error})]
+        return [Draft(ev.ERROR, message, {"message": message, "error": error})]
     if kind == "done":
         return [
             Draft(
-                NOTICE,
+                ev.NOTICE,
                 f"done: {event.get('reason')}",
                 {"reason": event.get("reason"), "rejected": event.get("rejected")},
             )
