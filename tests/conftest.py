@@ -16,6 +16,8 @@ from paddock.devcluster import cluster as local
 # The operator's handlers are imported once per session; they read this when imported. A short
 # resync keeps tests of idle timeouts and late-appearing objects quick.
 os.environ.setdefault("PADDOCK_RESYNC_SECONDS", "1")
+# Operators started by tests serve no metrics unless a test gives them a port of their own.
+os.environ["PADDOCK_METRICS_PORT"] = "0"
 from support import identity
 from support.kube import Cluster
 from support.waiting import wait_for
@@ -56,6 +58,7 @@ def namespace(cluster: Cluster) -> Iterator[str]:
 class RunningOperator:
     runner: KopfRunner
     liveness_url: str
+    metrics_url: str
 
 
 def _free_port() -> int:
@@ -85,9 +88,14 @@ def operator(as_operator: str, namespace: str) -> Iterator[RunningOperator]:
     watching the test's namespace with its own least-privilege identity; at teardown it must
     have exited cleanly."""
     liveness = f"http://127.0.0.1:{_free_port()}/healthz"
+    metrics_port = _free_port()
     args = ["run", "--standalone", "--namespace", namespace, "--liveness", liveness]
-    with KopfRunner([*args, "-m", "paddock.handlers"], timeout=60) as runner:
-        wait_for(lambda: _answers(liveness), 60, what="the operator's liveness endpoint")
-        yield RunningOperator(runner, liveness)
+    os.environ["PADDOCK_METRICS_PORT"] = str(metrics_port)
+    try:
+        with KopfRunner([*args, "-m", "paddock.handlers"], timeout=60) as runner:
+            wait_for(lambda: _answers(liveness), 60, what="the operator's liveness endpoint")
+            yield RunningOperator(runner, liveness, f"http://127.0.0.1:{metrics_port}/metrics")
+    finally:
+        os.environ["PADDOCK_METRICS_PORT"] = "0"
     assert runner.exception is None, runner.output
     assert runner.exit_code == 0, runner.output

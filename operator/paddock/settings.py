@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -26,7 +26,14 @@ class OperatorSettings(BaseModel):
     watch_server_timeout_seconds: int = Field(
         default=300, gt=0, description="Server-side timeout of each watch; watches reconnect."
     )
-    log_backend: str = Field(default="configmap", description="configmap or s3.")
+    log_backend: Literal["configmap"] = Field(
+        default="configmap",
+        description="Where run event logs go: configmap (ConfigMaps owned by each run). An "
+        "object-store backend is planned; naming it now is an error, not a silent fallback.",
+    )
+    metrics_port: int = Field(
+        default=8081, ge=0, le=65535, description="Port of the Prometheus metrics; 0: off."
+    )
     resync_seconds: float = Field(
         default=60,
         gt=0,

@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from paddock import GROUP, VERSION
+from paddock import GROUP, VERSION, metrics
 from paddock.api.agentrun import TERMINAL_PHASES
 from paddock.kube import exec as kube_exec
 from paddock.render import run_scripts
@@ -51,6 +51,12 @@ async def run_daemon(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, 
             return
         if delay > 0:
             await stopped.wait(delay)
+
+
+@kopf.on.event(GROUP, VERSION, "agentruns")
+def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+    if type is not None:
+        metrics.run_seen(type, dict(body), TERMINAL_PHASES)
 
 
 def _describe(exc: Exception) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from paddock import GROUP, VERSION
+from paddock import GROUP, VERSION, metrics
 from paddock.handlers.reporting import report
 from paddock.kube import client as kube
 from paddock.render.names import SANDBOX_LABEL
@@ -22,12 +22,26 @@ RESYNC_SECONDS = OperatorSettings.from_env().resync_seconds
 @kopf.on.update(GROUP, VERSION, "sandboxes")
 @kopf.on.resume(GROUP, VERSION, "sandboxes")
 def sandbox_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    report("Sandbox", dict(body), reconcile_sandbox(dict(body), memo.config.sandbox_image))
+    _reconcile(dict(body), memo.config.sandbox_image, retry=True)
 
 
 @kopf.timer(GROUP, VERSION, "sandboxes", interval=RESYNC_SECONDS, idle=RESYNC_SECONDS)
 def sandbox_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    report("Sandbox", dict(body), reconcile_sandbox(dict(body), memo.config.sandbox_image))
+    _reconcile(dict(body), memo.config.sandbox_image, retry=True)
+
+
+@kopf.on.event(GROUP, VERSION, "sandboxes")
+def sandbox_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+    if type is not None:
+        metrics.sandbox_seen(type, dict(body))
+
+
+def _reconcile(body: dict[str, Any], image: str, *, retry: bool) -> None:
+    with metrics.reconciling("Sandbox") as result:
+        outcome = reconcile_sandbox(body, image)
+        if outcome.retry_after is not None:
+            result["result"] = "waiting"
+    report("Sandbox", body, outcome, retry=retry)
 
 
 @kopf.on.event("pods", labels={SANDBOX_LABEL: kopf.PRESENT})
@@ -39,5 +53,4 @@ def sandbox_part_changed(
     if sandbox is None:
         return  # being garbage-collected with its owner
     # An event handler is not retried; the Sandbox's own handlers and timer are.
-    outcome = reconcile_sandbox(sandbox, memo.config.sandbox_image)
-    report("Sandbox", sandbox, outcome, retry=False)
+    _reconcile(sandbox, memo.config.sandbox_image, retry=False)

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import kopf
+import prometheus_client
 
 from paddock import GROUP
 from paddock.kube import client as kube
@@ -28,6 +29,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     config = OperatorSettings.from_env()
     memo.config = config
     kube.load_config()
+    memo.metrics_server = None
+    if config.metrics_port:
+        memo.metrics_server, _thread = prometheus_client.start_http_server(config.metrics_port)
 
     # Progress and diff-base live in annotations under our own prefix, never kopf's default.
     settings.persistence.finalizer = FINALIZER
@@ -51,3 +55,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     # the events a person needs itself, so only warnings and errors go through kopf.
     settings.posting.level = logging.WARNING
     settings.posting.reporting_component = "paddock-operator"
+
+
+@kopf.on.cleanup()
+def stop_metrics(memo: kopf.Memo, **_: Any) -> None:
+    server = memo.get("metrics_server")
+    if server is not None:
+        server.shutdown()
+        server.server_close()

@@ -6,7 +6,7 @@ from typing import Any
 
 import kopf
 
-from paddock import GROUP, VERSION
+from paddock import GROUP, VERSION, metrics
 from paddock.handlers.reporting import report
 from paddock.sandboxes.reconcile import reconcile_workspace
 
@@ -15,5 +15,8 @@ from paddock.sandboxes.reconcile import reconcile_workspace
 @kopf.on.update(GROUP, VERSION, "workspaces")
 @kopf.on.resume(GROUP, VERSION, "workspaces")
 def workspace_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    outcome = reconcile_workspace(dict(body), memo.config.sandbox_image)
+    with metrics.reconciling("Workspace") as result:
+        outcome = reconcile_workspace(dict(body), memo.config.sandbox_image)
+        if outcome.retry_after is not None:
+            result["result"] = "waiting"
     report("Workspace", dict(body), outcome)

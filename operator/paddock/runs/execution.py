@@ -17,6 +17,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from paddock import metrics
 from paddock.api.agentrun import AgentRunSpec, Harness, Reuse, RunPhase
 from paddock.api.common import parse_duration
 from paddock.api.workspace import WorkspaceSpec
@@ -541,6 +542,7 @@ class Execution:
         ]
         cursor = self.cursor if cursor is None else cursor
         self.log.append(events, cursor)
+        metrics.RUN_EVENTS.labels(str(self.run["spec"]["harness"])).inc(len(events))
         self.cursor = cursor
         self.summary.add_all(events)
 

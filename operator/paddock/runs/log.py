@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from paddock import GROUP
+from paddock import GROUP, metrics
 from paddock.kube import client as kube
 from paddock.render.names import MANAGED_BY
 from paddock.runs.events import encode
@@ -119,6 +119,7 @@ class ConfigMapLog:
             configmap["metadata"], configmap["data"] = metadata, {DATA_KEY: old + text}
             self._chunk = _Chunk(chunk.index, kube.replace_configmap(configmap), chunk.size + size)
         self.writes += 1
+        metrics.LOG_BYTES.labels("configmap").inc(size)
 
     def _new_chunk(self, index: int, text: str, cursor: dict[str, int]) -> Obj:
         meta = self.run["metadata"]
