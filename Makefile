@@ -24,6 +24,10 @@ $(VENV)/.installed: pyproject.toml
 k8s-binaries: ## Build and cache the local control plane's binaries (cold: many minutes)
 	hack/k8s-binaries.sh
 
+.PHONY: helm
+helm: ## Build and cache the helm CLI through the Go module proxy (cold: several minutes)
+	hack/helm.sh
+
 .PHONY: agent-clis
 agent-clis: ## Install and cache the pinned real agent CLIs the integration tests run (npm)
 	hack/agent-clis.sh
@@ -56,7 +60,7 @@ crds-check: install ## Fail when crds/ differs from the API models
 ##@ Test
 
 .PHONY: test
-test: lint typecheck crds-check ## Everything CI runs: lint, types, CRDs, and every test suite
+test: lint typecheck crds-check helm-lint ## Everything CI runs: lint, types, CRDs, the chart, and every test suite
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 .PHONY: test-unit
@@ -93,8 +97,10 @@ docker-build: ## Build the operator image (needs a Docker engine; CI elsewhere p
 	docker build -t $(IMAGE) .
 
 .PHONY: helm-lint
-helm-lint: ## Lint the Helm chart (arrives with the packaging issue)
-	@echo "helm-lint: waiting for the packaging issue (charts/paddock)"
+helm-lint: ## Lint the Helm chart, and render it with defaults and with every toggle on
+	@helm=$$(hack/helm.sh | sed -n 's/^HELM=//p'); \
+	$$helm lint --strict charts/paddock && \
+	$$helm lint --strict charts/paddock --values charts/paddock/ci/all-toggles-values.yaml
 
 ##@ Help
 

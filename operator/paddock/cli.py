@@ -14,18 +14,19 @@ def _crds(args: argparse.Namespace) -> int:
     from paddock.api.crd import stale_crds, write_crds
 
     directory = Path(args.dir)
+    chart = Path(args.chart) if args.chart else None
     if args.check:
-        stale = stale_crds(directory)
+        stale = stale_crds(directory, chart)
         if stale:
             print(
-                f"CRDs in {directory} differ from the API models: {', '.join(stale)}. "
+                f"CRD files differ from the API models: {', '.join(stale)}. "
                 "Run `paddock crds` and commit the result.",
                 file=sys.stderr,
             )
             return 1
-        print(f"CRDs in {directory} match the API models.")
+        print("CRD files match the API models.")
         return 0
-    for path in write_crds(directory):
+    for path in write_crds(directory, chart):
         print(f"wrote {path}")
     return 0
 
@@ -102,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     crds = commands.add_parser("crds", help="write the CRDs generated from the API models")
     crds.add_argument("--dir", default="crds", help="directory of the CRD files (default: crds)")
+    crds.add_argument(
+        "--chart",
+        default="charts/paddock",
+        help="Helm chart whose templates/crds/ get the same CRDs (default: charts/paddock; "
+        "empty: none)",
+    )
     crds.add_argument(
         "--check", action="store_true", help="exit 1 when the files differ from the models"
     )

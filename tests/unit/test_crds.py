@@ -17,15 +17,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_crds_match_the_models(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["crds", "--check", "--dir", str(ROOT / "crds")]) == 0, capsys.readouterr().err
+    args = ["crds", "--check", "--dir", str(ROOT / "crds"), "--chart", str(ROOT / "charts/paddock")]
+    assert main(args) == 0, capsys.readouterr().err
 
 
-def test_check_fails_on_a_stale_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    main(["crds", "--dir", str(tmp_path)])
-    target = tmp_path / "paddock.dev_sandboxes.yaml"
+@pytest.mark.parametrize("stale", ["crds/paddock.dev_sandboxes.yaml",
+                                   "chart/templates/crds/paddock.dev_sandboxes.yaml"])  # fmt: skip
+def test_check_fails_on_a_stale_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stale: str
+) -> None:
+    args = ["crds", "--dir", str(tmp_path / "crds"), "--chart", str(tmp_path / "chart")]
+    main(args)
+    target = tmp_path / stale
     target.write_text(target.read_text().replace("Sandbox", "Sandbux"))
-    assert main(["crds", "--check", "--dir", str(tmp_path)]) == 1
-    assert "paddock.dev_sandboxes.yaml" in capsys.readouterr().err
+    assert main([*args, "--check"]) == 1
+    assert stale in capsys.readouterr().err
+
+
+def test_chart_crds_are_kept_on_uninstall_and_behind_the_toggle() -> None:
+    for path in (ROOT / "charts/paddock/templates/crds").glob("*.yaml"):
+        text = path.read_text()
+        assert "{{- if .Values.crds.enabled }}" in text
+        assert "helm.sh/resource-policy: keep" in text
 
 
 def _nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

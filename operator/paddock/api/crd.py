@@ -159,25 +159,55 @@ def render_crd_files() -> dict[str, str]:
     return files
 
 
-def write_crds(directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
+CHART_CRDS = Path("templates") / "crds"
+
+
+def render_chart_crd_files() -> dict[str, str]:
+    """The same CRDs as Helm chart templates: installed when ``crds.enabled``, and kept when
+    the release is uninstalled (deleting a CRD deletes every object of its kind)."""
+    files = {}
+    for model in KINDS:
+        crd = render_crd(model)
+        crd["metadata"].setdefault("annotations", {})["helm.sh/resource-policy"] = "keep"
+        body = yaml.dump(crd, Dumper=_Dumper, sort_keys=False, width=100)
+        files[crd_filename(model)] = (
+            HEADER + "{{- if .Values.crds.enabled }}\n" + body + "{{- end }}\n"
+        )
+    return files
+
+
+def _all_files(directory: Path, chart: Path | None) -> dict[Path, str]:
+    files = {directory / name: text for name, text in render_crd_files().items()}
+    if chart is not None:
+        files |= {
+            chart / CHART_CRDS / name: text for name, text in render_chart_crd_files().items()
+        }
+    return files
+
+
+def write_crds(directory: Path, chart: Path | None = None) -> list[Path]:
+    """Write crds/ (and the chart's CRD templates, when a chart directory is given)."""
     written = []
-    for name, text in render_crd_files().items():
-        path = directory / name
+    for path, text in _all_files(directory, chart).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         written.append(path)
     return written
 
 
-def stale_crds(directory: Path) -> list[str]:
-    """Names of CRD files in ``directory`` that differ from what the models generate."""
-    expected = render_crd_files()
+def stale_crds(directory: Path, chart: Path | None = None) -> list[str]:
+    """CRD files that differ from what the models generate, or should not be there."""
+    expected = _all_files(directory, chart)
     stale = [
-        name
-        for name, text in expected.items()
-        if not (directory / name).is_file() or (directory / name).read_text() != text
+        str(path)
+        for path, text in expected.items()
+        if not path.is_file() or path.read_text() != text
     ]
+    folders = [directory] + ([chart / CHART_CRDS] if chart is not None else [])
     stale += [
-        path.name for path in sorted(directory.glob(f"{GROUP}_*.yaml")) if path.name not in expected
+        str(path)
+        for folder in folders
+        for path in sorted(folder.glob(f"{GROUP}_*.yaml"))
+        if path not in expected
     ]
     return stale

@@ -1,0 +1,154 @@
+"""The Helm chart: rendered with defaults and with every toggle on, accepted by the real API
+server; installed into a control plane of its own, where it creates the CRDs (kept on
+uninstall) and an operator Deployment whose pod lands on the kwok node; its values schema
+rejects a misspelt key; its RBAC is config/rbac's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from paddock.devcluster import cluster as local
+from support.kube import ROOT, Cluster
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+CHART = ROOT / "charts" / "paddock"
+ALL_TOGGLES = CHART / "ci" / "all-toggles-values.yaml"
+# The prometheus-operator CRD is not part of a bare control plane. A permissive stand-in lets
+# the server check the ServiceMonitor's envelope (names, labels, namespace), not its spec.
+SERVICE_MONITOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "scope": "Namespaced",
+        "names": {"kind": "ServiceMonitor", "plural": "servicemonitors"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    done = subprocess.run(
+        [str(ROOT / "hack" / "helm.sh")], capture_output=True, text=True, timeout=1800
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().rpartition("HELM=")[2]
+
+
+def run_helm(helm: str, *args: str, kubeconfig: Path | None = None) -> str:
+    argv = [helm, *args] + ([f"--kubeconfig={kubeconfig}"] if kubeconfig else [])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+def render(helm: str, namespace: str, *values: str) -> list[dict[str, Any]]:
+    text = run_helm(helm, "template", "paddock", str(CHART), "-n", namespace, *values)
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+@pytest.mark.parametrize("values", [[], ["--values", str(ALL_TOGGLES)]], ids=["defaults", "all"])
+def test_rendered_chart_is_accepted_by_the_api_server(
+    cluster: Cluster, namespace: str, helm: str, values: list[str]
+) -> None:
+    docs = render(helm, namespace, *values, "--set", f"watchNamespaces={{{namespace}}}")
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    rest = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
+    # Kinds the chart itself defines must exist before objects of them can be checked.
+    extra = [SERVICE_MONITOR_CRD] if any(d["kind"] == "ServiceMonitor" for d in rest) else []
+    for crd in [*crds, *extra]:
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                        stdin=yaml.safe_dump(crd))  # fmt: skip
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                        f"crd/{crd['metadata']['name']}")  # fmt: skip
+    result = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-",
+        stdin=yaml.safe_dump_all(rest),
+    )  # fmt: skip
+    assert "Deployment" in result.stdout or "deployment" in result.stdout
+
+
+def test_values_schema_rejects_a_misspelt_key(helm: str) -> None:
+    done = subprocess.run(
+        [helm, "template", "paddock", str(CHART), "--set", "operator.sandboxImag=x"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert "sandboxImag" in done.stderr
+    assert "not allowed" in done.stderr
+
+
+def _rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [rule for d in docs if d["kind"] == kind for rule in d["rules"]]
+
+
+def test_chart_rbac_is_config_rbac(helm: str) -> None:
+    config_rules = yaml.safe_load((ROOT / "config" / "rbac" / "role.yaml").read_text())["rules"]
+    cluster_wide = _rules(render(helm, "paddock-system"), "ClusterRole")
+    assert sorted(map(json.dumps, cluster_wide)) == sorted(map(json.dumps, config_rules))
+    namespaced = render(helm, "paddock-system", "--set", "watchNamespaces={a}")
+    together = _rules(namespaced, "ClusterRole") + _rules(namespaced, "Role")
+    assert sorted(map(json.dumps, together)) == sorted(map(json.dumps, config_rules))
+
+
+@pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[Path]:
+    """A control plane of its own, so that the chart installs its CRDs from scratch."""
+    directory = tmp_path / "cluster"
+    kubeconfig = local.up(directory)
+    try:
+        yield kubeconfig
+    finally:
+        local.down(directory)
+
+
+def test_helm_install_runs_the_operator_and_keeps_the_crds(helm: str, own_cluster: Path) -> None:
+    kubectl = str(local.ensure_binaries().kubectl)
+
+    def get(*args: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [kubectl, f"--kubeconfig={own_cluster}", "get", *args, "-o", "json"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        return json.loads(done.stdout) if done.returncode == 0 else {}
+
+    run_helm(
+        helm, "install", "paddock", str(CHART), "-n", "paddock-system", "--create-namespace",
+        "--set", "crds.enabled=true", "--wait", "--timeout=120s", kubeconfig=own_cluster,
+    )  # fmt: skip
+    deployment = get("deployment", "paddock", "-n", "paddock-system")
+    assert deployment["status"]["readyReplicas"] == 1
+    pods = get("pods", "-n", "paddock-system", "-l", "app.kubernetes.io/name=paddock")["items"]
+    assert [p["spec"]["nodeName"] for p in pods] == ["paddock-kwok"]
+    assert pods[0]["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
+    crd = get("crd", "sandboxes.paddock.dev")
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+    run_helm(helm, "uninstall", "paddock", "-n", "paddock-system", kubeconfig=own_cluster)
+    wait_for(lambda: not get("deployment", "paddock", "-n", "paddock-system"), 60,
+             what="the Deployment gone")  # fmt: skip
+    assert get("crd", "sandboxes.paddock.dev"), "uninstalling must keep the CRDs"
