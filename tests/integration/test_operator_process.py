@@ -11,15 +11,19 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from support.kube import Cluster
+from support import identity
+from support.kube import ROOT, Cluster
 from support.sandboxes import (
     assert_never_shown,
+    get,
     sandbox,
     secret,
     wait_for_phase,
     workspace,
 )
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -52,3 +56,75 @@ def test_json_logs_are_json_and_hold_no_secret(
     assert all("message" in record for record in records)
     assert any("sandbox_changed" in record["message"] for record in records)
     assert_never_shown(SECRET_VALUE, {"operator log": output})
+
+
+def test_two_replicas_with_peering_have_one_active(
+    cluster: Cluster, namespace: str, as_operator: str, tmp_path: Path
+) -> None:
+    """What the chart's highAvailability sets up: the peering CRDs and object, and operators
+    with --priority. The lower priority pauses; the higher one does the work."""
+    rendered = subprocess.run(
+        [str(ROOT / "hack" / "helm.sh")], capture_output=True, text=True, check=True, timeout=1800
+    )
+    helm = rendered.stdout.strip().rpartition("HELM=")[2]
+    chart = subprocess.run(
+        [helm, "template", "paddock", str(ROOT / "charts" / "paddock"), "-n", namespace,
+         "--show-only", "templates/peering.yaml", "--show-only", "templates/rbac.yaml",
+         "--set", "highAvailability.enabled=true", "--set", f"watchNamespaces={{{namespace}}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    docs = [d for d in yaml.safe_load_all(chart) if d]
+    # The chart's peering permissions, given to the identity the tests run operators with.
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    role["rules"] = [r for r in role["rules"] if r["apiGroups"] == ["kopf.dev"]]
+    assert role["rules"], "the chart grants no peering permission with highAvailability"
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "peering"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": role["metadata"]["name"]},
+        "subjects": [{"kind": "ServiceAccount", "name": identity.ACCOUNT,
+                      "namespace": identity.NAMESPACE}],
+    }  # fmt: skip
+    cluster.apply(role, namespace)
+    cluster.apply(binding, namespace)
+    for doc in docs:
+        if doc["kind"] == "CustomResourceDefinition":
+            cluster.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(doc))
+            cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                            f"crd/{doc['metadata']['name']}")  # fmt: skip
+    (peering,) = [d for d in docs if d["kind"] == "KopfPeering"]
+    cluster.apply(peering, namespace)
+
+    def start(priority: int) -> tuple[subprocess.Popen[bytes], Path]:
+        log = tmp_path / f"operator-{priority}.log"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", "",
+             "--priority", str(priority)],
+            env={**os.environ, "KUBECONFIG": as_operator},
+            stdout=log.open("w"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        return process, log
+
+    def peers() -> int:
+        peering = get(cluster, namespace, "kopfpeering", "paddock") or {}
+        return len(peering.get("status") or {})
+
+    high, high_log = start(100)
+    low, low_log = high, high_log
+    try:
+        # Operators start paused under peering; the highest priority resumes.
+        wait_for(lambda: "Resuming operations" in high_log.read_text(), 60, what="a leader")
+        low, low_log = start(50)
+        wait_for(lambda: peers() == 2, 60, what="both operators in the peering object")
+        cluster.apply(workspace("app"), namespace)
+        cluster.apply(sandbox("box", "app"), namespace)
+        wait_for_phase(cluster, namespace, "box", "Ready")
+    finally:
+        for process in (low, high):  # the paused one first, so it never takes over
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+    assert "sandbox_changed" in high_log.read_text()
+    assert "Resuming operations" not in low_log.read_text()
+    assert "sandbox_changed" not in low_log.read_text()
