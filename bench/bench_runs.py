@@ -27,7 +27,8 @@ import yaml
 from paddock.devcluster import cluster as local
 from paddock.kube import client as kube
 from paddock.runs import events as ev
-from paddock.runs.execution import BATCH_BYTES, Execution
+from paddock.runs.execution import Execution
+from paddock.runs.journal import BATCH_BYTES
 from paddock.runs.log import ConfigMapLog
 
 EVENTS = 10_000

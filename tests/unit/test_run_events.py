@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from paddock.api.agentrun import AgentRunSpec
-from paddock.render.run_scripts import Poll
+from paddock.api.agentrun import Harness
+from paddock.harness import HARNESSES
 from paddock.runs import events as ev
+from paddock.runs import journal
 from paddock.runs.events import Draft, RunSummary, scrub, stamp
-from paddock.runs.execution import POLL_BYTES, Execution
+from paddock.runs.journal import POLL_BYTES
 from paddock.runs.log import DATA_KEY, chunk_name, ordered_events
 
 WHEN = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -81,33 +82,36 @@ def test_chunk_names_fit_the_name_limit() -> None:
     assert len(chunk_name("r" * 253, 99999)) <= 253
 
 
-def _execution(harness: str = "command", cursor: dict[str, int] | None = None) -> Execution:
-    spec = {"sandboxRef": {"name": "s"}, "harness": harness}
-    spec |= {"command": "true"} if harness == "command" else {"prompt": "p"}
-    run = {"metadata": {"name": "r", "namespace": "n", "uid": "u"}, "spec": spec}
-    return Execution(run=run, log=None, summary=RunSummary(), cursor=cursor or {})  # type: ignore[arg-type]
-
-
 def consume(
-    execution: Execution, stdout: bytes, files: bytes = b"", final: bool = False
+    stdout: bytes,
+    files: bytes = b"",
+    *,
+    harness: Harness = Harness.COMMAND,
+    cursor: dict[str, int] | None = None,
+    final: bool = False,
 ) -> tuple[list[Draft], dict[str, int], bool]:
-    spec = AgentRunSpec.model_validate(execution.run["spec"])
-    return execution._consume(spec, Poll(stdout=stdout, files=files), final=final)
+    consumed = journal.consume(
+        HARNESSES[harness].parse_line,
+        {"stdout": stdout, "files": files},
+        cursor or {},
+        None,
+        final=final,
+    )
+    return consumed.drafts, consumed.cursor, consumed.more
 
 
 def test_only_whole_lines_are_taken_until_the_harness_ends() -> None:
-    execution = _execution(cursor={"stdout": 100})
-    drafts, cursor, more = consume(execution, b"one\ntwo\nthr", b"created\ta.txt\n")
+    drafts, cursor, more = consume(b"one\ntwo\nthr", b"created\ta.txt\n", cursor={"stdout": 100})
     assert [d.summary for d in drafts] == ["one", "two", "created a.txt"]
     assert cursor == {"stdout": 108, "files": 14}
     assert more is False
-    drafts, cursor, _ = consume(execution, b"thr", final=True)
+    drafts, cursor, _ = consume(b"thr", cursor={"stdout": 100}, final=True)
     assert [d.summary for d in drafts] == ["thr"]
     assert cursor["stdout"] == 103
 
 
 def test_a_line_longer_than_a_poll_is_taken_cut_not_waited_for_forever() -> None:
-    drafts, cursor, more = consume(_execution(), b"x" * POLL_BYTES)
+    drafts, cursor, more = consume(b"x" * POLL_BYTES)
     assert len(drafts) == 1
     assert cursor["stdout"] == POLL_BYTES
     assert more is True
@@ -115,13 +119,12 @@ def test_a_line_longer_than_a_poll_is_taken_cut_not_waited_for_forever() -> None
 
 def test_a_big_batch_stops_at_a_line_and_says_more_is_waiting() -> None:
     line = b"y" * 1000 + b"\n"
-    drafts, cursor, more = consume(_execution(), line * 240)  # under POLL_BYTES
+    drafts, cursor, more = consume(line * 240)  # under POLL_BYTES
     assert more is True
     assert cursor["stdout"] == len(drafts) * len(line) < 240 * len(line)
 
 
 def test_a_repeated_session_id_is_not_a_new_event() -> None:
-    execution = _execution("claude-code")
     line = b'{"type":"system","subtype":"init","session_id":"s1"}\n'
-    drafts, _, _ = consume(execution, line + line)
+    drafts, _, _ = consume(line + line, harness=Harness.CLAUDE_CODE)
     assert [d.type for d in drafts] == ["session-id"]

@@ -27,6 +27,7 @@ from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.render import run_scripts
 from paddock.runs import events as ev
+from paddock.runs import journal
 from paddock.runs.events import Draft, RunSummary
 from paddock.runs.log import ConfigMapLog
 from paddock.runs.sandbox import (
@@ -41,8 +42,6 @@ from paddock.sandboxes.reconcile import secret_refs
 
 log = logging.getLogger("paddock.runs")
 
-POLL_BYTES = 256 * 1024  # journal bytes read per poll
-BATCH_BYTES = 256 * 1024  # encoded events written per log write, at most
 IDLE_POLL_SECONDS = 1.0
 WAIT_SECONDS = 2.0
 KILL_GRACE = timedelta(seconds=10)
@@ -286,7 +285,7 @@ class Execution:
                 self.run_id,
                 self.cursor.get("stdout", 0),
                 self.cursor.get("files", 0),
-                POLL_BYTES,
+                journal.POLL_BYTES,
             ),
         )
         if result.exit_code != 0:
@@ -323,7 +322,14 @@ class Execution:
             self._end(spec, [], RunPhase.FAILED, None, message, reason="SandboxLost")
             return None
         final = poll.completion is not None and self._genuine(poll.completion)
-        drafts, cursor, more = self._consume(spec, poll, final=final)
+        consumed = journal.consume(
+            HARNESSES[spec.harness].parse_line,
+            {"stdout": poll.stdout, "files": poll.files},
+            self.cursor,
+            self.summary.session_id,
+            final=final,
+        )
+        drafts, cursor, more = consumed.drafts, consumed.cursor, consumed.more
         if drafts or cursor != self.cursor:
             self._append(drafts, cursor)
             self._patch(RunPhase.RUNNING, self.status.get("message"), sandbox=self.sandbox.name)
@@ -383,61 +389,6 @@ class Execution:
         )
         self.signalled[signal] = now
         log.info("run %s/%s: sent SIG%s (%s)", self.namespace, self.meta["name"], signal, abort)
-
-    def _consume(
-        self, spec: AgentRunSpec, poll: run_scripts.Poll, *, final: bool
-    ) -> tuple[list[Draft], dict[str, int], bool]:
-        """Events from the journals' new bytes, the cursor after them, and whether more is
-        waiting. Only whole lines are taken, unless the harness has ended (``final``)."""
-        parse = HARNESSES[spec.harness].parse_line
-        cursor = dict(self.cursor)
-        drafts: list[Draft] = []
-        budget = BATCH_BYTES
-        more = False
-        session = self.summary.session_id
-        for journal, data in (("stdout", poll.stdout), ("files", poll.files)):
-            pos = 0
-            while pos < len(data) and budget > 0:
-                end = data.find(b"\n", pos)
-                if end == -1:
-                    # A partial line waits for its end, unless the harness has ended or the
-                    # line alone fills a poll (it is then taken, cut, as it is).
-                    if not (final or (pos == 0 and len(data) >= POLL_BYTES)):
-                        break
-                    end = len(data)
-                line = data[pos:end].decode(errors="replace")
-                pos = end + 1
-                for draft in self._drafts(journal, line, parse):
-                    if draft.type == ev.SESSION_ID:
-                        if draft.data.get("sessionId") in (None, session):
-                            continue
-                        session = draft.data.get("sessionId")
-                    drafts.append(draft)
-                    budget -= len(ev.encode(draft.data)) + 100
-            cursor[journal] = cursor.get(journal, 0) + min(pos, len(data))
-            more = more or budget <= 0 or len(data) >= POLL_BYTES
-        return drafts, cursor, more
-
-    @staticmethod
-    def _drafts(journal: str, line: str, parse: Any) -> list[Draft]:
-        if journal == "files":
-            change, _, path = line.partition("\t")
-            if not path:
-                return []
-            return [Draft(ev.SANDBOX_FILE, f"{change} {path}", {"change": change, "path": path})]
-        if not line.strip():
-            return []
-        try:
-            drafts: list[Draft] = parse(line)
-        except Exception as exc:  # a parser bug must not stop the run's log
-            return [
-                Draft(
-                    ev.ERROR,
-                    f"could not parse a harness line: {exc}",
-                    {"reason": "ParserError", "line": line},
-                )
-            ]
-        return drafts
 
     # -- the end -----------------------------------------------------------------------------
 
