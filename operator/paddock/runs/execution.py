@@ -177,7 +177,7 @@ class Execution:
             self._end(spec, [], RunPhase.FAILED, None, resolved.message, reason=resolved.reason)
             return None
         self.sandbox = resolved
-        self._load_secrets(spec, resolved)
+        run_secrets = self._load_secrets(spec, resolved)
         if ev.SANDBOX_READY not in self.summary.types_seen:
             self._append(
                 [
@@ -198,7 +198,7 @@ class Execution:
                 sandbox=resolved.name,
                 extra={"completionDigest": digest(nonce)},
             )
-            failure = self._launch(spec, resolved, nonce)
+            failure = self._launch(spec, resolved, nonce, run_secrets)
             if failure is not None:
                 self._end(spec, [], RunPhase.FAILED, None, failure, reason="LaunchFailed")
                 return None
@@ -252,12 +252,14 @@ class Execution:
         values = kube.secret_values(self.namespace, [(ref.name, ref.key)])
         return values.get((ref.name, ref.key), "")
 
-    def _launch(self, spec: AgentRunSpec, sandbox: ReadySandbox, nonce: str) -> str | None:
+    def _launch(
+        self, spec: AgentRunSpec, sandbox: ReadySandbox, nonce: str, secret_env: dict[str, str]
+    ) -> str | None:
         """Start the harness; None, or why it could not be started."""
         harness = HARNESSES[spec.harness]
         invocation = harness.invocation(spec)
         env = {e.name: e.value or "" for e in spec.env} | invocation.env
-        env |= self._load_secrets(spec, sandbox)
+        env |= secret_env
         payload = run_scripts.launch_payload(nonce, env, invocation.script, self._prompt(spec))
         result = kube_exec.run(
             self.namespace,
