@@ -193,7 +193,7 @@ def replace_configmap(obj: Obj) -> Obj:
     )
 
 
-def create_returning(obj: Obj) -> Obj:
+def create_configmap(obj: Obj) -> Obj:
     """Create a ConfigMap and return it as stored (with its resourceVersion)."""
     meta = obj["metadata"]
     body: Any = obj
@@ -207,19 +207,6 @@ def patch(kind: str, namespace: str, name: str, body: Obj) -> None:
     _custom().patch_namespaced_custom_object(
         GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name, body
     )
-
-
-def list_objects(kind: str, namespace: str, selector: str) -> list[Obj]:
-    response = _custom().list_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        PADDOCK_PLURALS[kind],
-        label_selector=selector,
-        _preload_content=False,
-    )
-    items: list[Obj] = _decode(response)["items"]
-    return items
 
 
 def secret_values(namespace: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:

@@ -106,7 +106,7 @@ class ConfigMapLog:
         chunk = self._chunk
         if chunk is None or (chunk.size > 0 and chunk.size + size > CHUNK_LIMIT):
             index = 0 if chunk is None else chunk.index + 1
-            created = kube.create_returning(self._new_chunk(index, text, cursor))
+            created = kube.create_configmap(self._new_chunk(index, text, cursor))
             self._chunk = _Chunk(index, created, size)
         else:
             configmap = dict(chunk.configmap)
