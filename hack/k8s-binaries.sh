@@ -6,16 +6,19 @@
 #   $PADDOCK_CACHE/etcd/<version>/etcd
 #   $PADDOCK_CACHE/kwok/<version>/kwok          (and kwok's own CRDs, under crds/)
 #   $PADDOCK_CACHE/snapshot-crds/<version>/     (the VolumeSnapshot CRDs)
+#   $PADDOCK_CACHE/kubelet/<version>/kubelet    (the real node, same release as the control plane)
+#   $PADDOCK_CACHE/local-path-provisioner/<version>/local-path-provisioner   (its storage)
 #
 # Idempotent (a component already built is skipped) and safe when two runs race (flock).
 # A cold build takes many minutes on two cores; progress goes to stderr.
-# Prints the three directories, one per line, as KEY=DIR on stdout.
+# Prints the directories, one per line, as KEY=DIR on stdout.
 set -euo pipefail
 
 K8S_VERSION="${PADDOCK_K8S_VERSION:-v1.34.4}"
 ETCD_VERSION="${PADDOCK_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${PADDOCK_KWOK_VERSION:-v0.7.0}"
 SNAPSHOTTER_VERSION="${PADDOCK_SNAPSHOTTER_VERSION:-v8.2.0}"
+LOCAL_PATH_VERSION="${PADDOCK_LOCAL_PATH_VERSION:-v0.0.30}"
 CACHE="${PADDOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/paddock}"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -27,6 +30,8 @@ k8s_dir="$CACHE/k8s/$K8S_VERSION"
 etcd_dir="$CACHE/etcd/$ETCD_VERSION"
 kwok_dir="$CACHE/kwok/$KWOK_VERSION-paddock.1"
 snapshot_dir="$CACHE/snapshot-crds/$SNAPSHOTTER_VERSION"
+kubelet_dir="$CACHE/kubelet/$K8S_VERSION"
+local_path_dir="$CACHE/local-path-provisioner/$LOCAL_PATH_VERSION"
 mkdir -p "$CACHE"
 
 exec 9>"$CACHE/.build.lock"
@@ -37,37 +42,40 @@ fi
 
 # A component counts as built only when its .complete marker exists, written after every
 # binary is in place, so an interrupted build is redone rather than half-used.
-build_kubernetes() {
-  [ -f "$k8s_dir/.complete" ] && { log "kubernetes $K8S_VERSION: cached in $k8s_dir"; return; }
+# k8s.io/kubernetes pins its staging modules at v0.0.0; a wrapper module replaces each one with
+# its published release so that the commands build from the module proxy.
+k8s_wrapper_module() {
+  local staging_version="v0.${K8S_VERSION#v1.}" m
+  echo "module paddock.dev/k8s-wrapper"
+  echo "go 1.24.0"
+  echo "require k8s.io/kubernetes $K8S_VERSION"
+  for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider \
+      cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api \
+      cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms \
+      kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics \
+      mount-utils pod-security-admission sample-apiserver; do
+    echo "replace k8s.io/$m => k8s.io/$m $staging_version"
+  done
+}
+
+# Build k8s.io/kubernetes commands ($3...) into directory $2, which is marked complete after.
+build_k8s_commands() {
+  local what="$1" dir="$2"; shift 2
+  [ -f "$dir/.complete" ] && { log "$what $K8S_VERSION: cached in $dir"; return; }
   local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  local staging_version="v0.${K8S_VERSION#v1.}"
   local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
-  log "kubernetes $K8S_VERSION: building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (cold: 10-25 min)"
-  # k8s.io/kubernetes pins its staging modules at v0.0.0; a wrapper module replaces each one
-  # with its published release so that the commands build from the module proxy.
-  {
-    echo "module paddock.dev/k8s-wrapper"
-    echo "go 1.24.0"
-    echo "require k8s.io/kubernetes $K8S_VERSION"
-    local m
-    for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider \
-        cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api \
-        cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms \
-        kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics \
-        mount-utils pod-security-admission sample-apiserver; do
-      echo "replace k8s.io/$m => k8s.io/$m $staging_version"
-    done
-  } >"$work/go.mod"
+  log "$what $K8S_VERSION: building $* (cold: the first Kubernetes build takes 10-25 min)"
+  k8s_wrapper_module >"$work/go.mod"
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
   ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
   ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
   ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  local packages=() command
+  for command in "$@"; do packages+=("k8s.io/kubernetes/cmd/$command"); done
   mkdir -p "$work/bin"
-  (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$work/bin/" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
-  mkdir -p "$k8s_dir" && mv "$work"/bin/* "$k8s_dir/" && touch "$k8s_dir/.complete"
-  log "kubernetes $K8S_VERSION: done"
+  (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$work/bin/" "${packages[@]}")
+  mkdir -p "$dir" && mv "$work"/bin/* "$dir/" && touch "$dir/.complete"
+  log "$what $K8S_VERSION: done"
 }
 
 build_etcd() {
@@ -141,6 +149,22 @@ GO
   log "kwok $KWOK_VERSION: done"
 }
 
+# The real node's storage: rancher's local-path-provisioner (csi-driver-host-path, which would
+# also serve VolumeSnapshots, is not on the module proxy). Module zips carry no vendor/ tree,
+# so its dependencies come from the proxy.
+build_local_path_provisioner() {
+  [ -f "$local_path_dir/.complete" ] && { log "local-path-provisioner $LOCAL_PATH_VERSION: cached"; return; }
+  log "local-path-provisioner $LOCAL_PATH_VERSION: building (cold: 1-2 min)"
+  local work src; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  src="$(module_dir "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION")"
+  cp -r "$src" "$work/src" && chmod -R u+w "$work/src" && rm -rf "$work/src/vendor"
+  mkdir -p "$local_path_dir"
+  (cd "$work/src" && go build -trimpath -ldflags "-s -w" \
+      -o "$local_path_dir/local-path-provisioner" .)
+  touch "$local_path_dir/.complete"
+  log "local-path-provisioner $LOCAL_PATH_VERSION: done"
+}
+
 fetch_snapshot_crds() {
   [ -f "$snapshot_dir/.complete" ] && { log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: cached"; return; }
   log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: fetching"
@@ -154,7 +178,11 @@ fetch_snapshot_crds() {
 start=$SECONDS
 build_etcd
 build_kwok
-build_kubernetes
+build_k8s_commands kubernetes "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl
+# The real node's kubelet: its own cache entry, so that a control plane cached before the
+# real node existed is not rebuilt.
+build_k8s_commands kubelet "$kubelet_dir" kubelet
+build_local_path_provisioner
 fetch_snapshot_crds
 log "all binaries ready after $((SECONDS - start))s ($(du -sh "$CACHE" | cut -f1) in $CACHE)"
 
@@ -162,3 +190,5 @@ echo "K8S_BIN=$k8s_dir"
 echo "ETCD_BIN=$etcd_dir"
 echo "KWOK_BIN=$kwok_dir"
 echo "SNAPSHOT_CRDS=$snapshot_dir"
+echo "KUBELET_BIN=$kubelet_dir"
+echo "LOCAL_PATH_BIN=$local_path_dir"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,12 +11,29 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "k8s-binaries.sh"
 
 
+def cache_dir() -> Path:
+    """Where built binaries and images are kept (the build script's ``$PADDOCK_CACHE``)."""
+    if "PADDOCK_CACHE" in os.environ:
+        return Path(os.environ["PADDOCK_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "paddock"
+
+
 @dataclass(frozen=True)
 class Binaries:
     kubernetes: Path
     etcd_dir: Path
     kwok_dir: Path
     snapshot_crds: Path
+    kubelet_dir: Path
+    local_path_dir: Path
+
+    @property
+    def kubelet(self) -> Path:
+        return self.kubelet_dir / "kubelet"
+
+    @property
+    def local_path_provisioner(self) -> Path:
+        return self.local_path_dir / "local-path-provisioner"
 
     @property
     def kube_apiserver(self) -> Path:
@@ -64,4 +82,6 @@ def ensure_binaries() -> Binaries:
         etcd_dir=Path(paths["ETCD_BIN"]),
         kwok_dir=Path(paths["KWOK_BIN"]),
         snapshot_crds=Path(paths["SNAPSHOT_CRDS"]),
+        kubelet_dir=Path(paths["KUBELET_BIN"]),
+        local_path_dir=Path(paths["LOCAL_PATH_BIN"]),
     )

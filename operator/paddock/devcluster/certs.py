@@ -174,3 +174,22 @@ def generate_pki(directory: Path, hosts: tuple[str, ...]) -> Pki:
         )
     )
     return pki
+
+
+def issue_client_cert(pki: Pki, common_name: str, organization: str, cert: Path, key: Path) -> None:
+    """A client certificate from the cluster's CA (the real node's kubelet identity)."""
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey)
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    _write_key(key, client_key)
+    _write_cert(
+        cert,
+        _issue(
+            _name(common_name, organization),
+            client_key,
+            ca_cert.subject,
+            ca_key,
+            usages=(ExtendedKeyUsageOID.CLIENT_AUTH,),
+        ),
+    )

@@ -7,26 +7,32 @@ anything waits on it, so ``down`` can stop whatever ``up`` started, even after a
 from __future__ import annotations
 
 import base64
-import contextlib
-import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from paddock.devcluster import node
 from paddock.devcluster.binaries import Binaries, ensure_binaries
 from paddock.devcluster.certs import Pki, generate_pki
 from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
+from paddock.devcluster.processes import (
+    ClusterError as ClusterError,  # re-exported: callers catch cluster.ClusterError
+)
+from paddock.devcluster.processes import (
+    ClusterState,
+    alive,
+    free_ports,
+    spawn,
+    terminate,
+    wait_until,
+)
 
 NODE_NAME = "paddock-kwok"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -42,8 +48,6 @@ HOSTS = (
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
 )
-START_TIMEOUT = 120.0
-STOP_TIMEOUT = 15.0
 
 
 def default_state_dir() -> Path:
@@ -51,135 +55,6 @@ def default_state_dir() -> Path:
         return Path(os.environ["PADDOCK_CLUSTER_DIR"])
     state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state_home) / "paddock" / "cluster"
-
-
-class ClusterError(RuntimeError):
-    """The local cluster could not be started; the message says which part and why."""
-
-
-@dataclass
-class ClusterState:
-    """What ``up`` started, persisted so that ``status`` and ``down`` can find it."""
-
-    directory: Path
-    ports: dict[str, int] = field(default_factory=dict)
-    pids: dict[str, int] = field(default_factory=dict)
-    commands: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def file(self) -> Path:
-        return self.directory / "state.json"
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.directory / "kubeconfig"
-
-    @property
-    def pki(self) -> Pki:
-        return Pki(self.directory / "pki")
-
-    @property
-    def pods_dir(self) -> Path:
-        return self.directory / "pods"
-
-    @property
-    def volumes_dir(self) -> Path:
-        return self.directory / "volumes"
-
-    def log(self, component: str) -> Path:
-        return self.directory / "logs" / f"{component}.log"
-
-    def save(self) -> None:
-        self.file.write_text(
-            json.dumps({"ports": self.ports, "pids": self.pids, "commands": self.commands})
-        )
-
-    @classmethod
-    def load(cls, directory: Path) -> ClusterState | None:
-        path = directory / "state.json"
-        if not path.is_file():
-            return None
-        data = json.loads(path.read_text())
-        return cls(directory, data["ports"], data["pids"], data["commands"])
-
-
-# --- processes ---------------------------------------------------------------------------------
-
-
-def _free_ports(names: tuple[str, ...]) -> dict[str, int]:
-    """Distinct free loopback ports: every socket stays bound until all are chosen."""
-    sockets = []
-    try:
-        for _ in names:
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return {name: sock.getsockname()[1] for name, sock in zip(names, sockets, strict=True)}
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def _is_ours(pid: int, command: str) -> bool:
-    """Whether ``pid`` is still the process we started (pids are reused)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return bool(cmdline) and cmdline[0].decode(errors="replace") == command
-
-
-def _alive(state: ClusterState, component: str) -> bool:
-    pid = state.pids.get(component)
-    return pid is not None and _is_ours(pid, state.commands[component])
-
-
-def _spawn(state: ClusterState, component: str, argv: list[str]) -> subprocess.Popen[bytes]:
-    state.log(component).parent.mkdir(parents=True, exist_ok=True)
-    with state.log(component).open("ab") as log:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=state.directory,
-        )
-    state.pids[component] = process.pid
-    state.commands[component] = argv[0]
-    state.save()
-    return process
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def _wait(
-    state: ClusterState,
-    component: str,
-    process: subprocess.Popen[bytes],
-    ready: Callable[[], bool],
-    what: str,
-) -> None:
-    """Poll ``ready`` until it holds; fail early, with the log, if the component exits."""
-    started = time.monotonic()
-    while not ready():
-        if process.poll() is not None:
-            raise ClusterError(
-                f"{component} exited with code {process.returncode} before {what}; last lines "
-                f"of {state.log(component)}:\n{_tail(state.log(component))}"
-            )
-        if time.monotonic() - started > START_TIMEOUT:
-            raise ClusterError(
-                f"{component}: no {what} after {START_TIMEOUT:.0f}s; last lines of "
-                f"{state.log(component)}:\n{_tail(state.log(component))}"
-            )
-        time.sleep(0.1)
-    print(f"  {component}: {what} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
 
 
 def _pods_processes(pods_dir: Path) -> list[int]:
@@ -195,33 +70,6 @@ def _pods_processes(pods_dir: Path) -> list[int]:
         if cwd == pods_dir or pods_dir in cwd.parents:
             found.append(int(entry.name))
     return found
-
-
-def _terminate(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            # Each component leads its own session and process group; stop the whole group.
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    remaining = list(pids)
-    while remaining and time.monotonic() < deadline:
-        remaining = [pid for pid in remaining if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
-        if remaining:
-            time.sleep(0.05)
-    for pid in remaining:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-    except (OSError, IndexError):
-        return True
 
 
 # --- the API server ----------------------------------------------------------------------------
@@ -428,7 +276,7 @@ def status(directory: Path) -> dict[str, bool]:
     state = ClusterState.load(directory)
     if state is None:
         return {}
-    report = {component: _alive(state, component) for component in state.pids}
+    report = {component: alive(state, component) for component in state.pids}
     report["api"] = api_ready(state)
     return report
 
@@ -438,18 +286,41 @@ def is_up(directory: Path) -> bool:
     return bool(report) and all(report.values())
 
 
-def up(directory: Path) -> Path:
-    """Start the cluster (or find it running) and return its kubeconfig."""
+def _real_node_wanted(real_node: bool | None) -> bool:
+    """Whether to start the real node: where this machine can, unless told not to; say why
+    not, so that nobody mistakes kwok's pretend pods for real ones."""
+    if real_node is False:
+        return False
+    reason = node.unavailable_reason()
+    if reason is None:
+        return True
+    if real_node or node.required():
+        raise ClusterError(f"a real node was asked for, but cannot run here: {reason}")
+    print(
+        f"cluster: no real node ({reason}); kwok only: pods are simulated, init containers "
+        "do not run and exec runs on this host",
+        file=sys.stderr,
+    )
+    return False
+
+
+def up(directory: Path, *, real_node: bool | None = None) -> Path:
+    """Start the cluster (or find it running) and return its kubeconfig.
+
+    ``real_node``: None starts a real node next to kwok's where the machine can run one
+    (``PADDOCK_REAL_NODE=0`` turns it off, ``=1`` makes it required); False never; True
+    requires it."""
     if is_up(directory):
         print(f"cluster: already running in {directory}", file=sys.stderr)
         return directory / "kubeconfig"
     if directory.exists():
         down(directory)  # a stale or half-started cluster: start over cleanly
     started = time.monotonic()
+    with_node = _real_node_wanted(real_node)
     binaries = ensure_binaries()
     directory.mkdir(parents=True)
     state = ClusterState(directory)
-    state.ports = _free_ports(
+    state.ports = free_ports(
         ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
     )
     state.pods_dir.mkdir()
@@ -460,18 +331,18 @@ def up(directory: Path) -> Path:
     argv = _control_plane_argv(binaries, state)
     print(f"cluster: starting in {directory}", file=sys.stderr)
     try:
-        etcd = _spawn(state, "etcd", argv["etcd"])
-        _wait(
+        etcd = spawn(state, "etcd", argv["etcd"])
+        wait_until(
             state,
             "etcd",
             etcd,
             lambda: _http_ok(f"http://127.0.0.1:{state.ports['etcd']}/health"),
             "healthy",
         )
-        apiserver = _spawn(state, "kube-apiserver", argv["kube-apiserver"])
-        _wait(state, "kube-apiserver", apiserver, lambda: api_ready(state), "ready")
-        controllers = _spawn(state, "kube-controller-manager", argv["kube-controller-manager"])
-        _spawn(state, "kube-scheduler", argv["kube-scheduler"])
+        apiserver = spawn(state, "kube-apiserver", argv["kube-apiserver"])
+        wait_until(state, "kube-apiserver", apiserver, lambda: api_ready(state), "ready")
+        controllers = spawn(state, "kube-controller-manager", argv["kube-controller-manager"])
+        spawn(state, "kube-scheduler", argv["kube-scheduler"])
         crds = [binaries.kwok_exec_crd, *sorted(binaries.snapshot_crds.glob("*.yaml"))]
         kubectl(binaries, state, "apply", "--server-side", *(f"-f={crd}" for crd in crds))
         kubectl(binaries, state, "apply", "-f", "-", stdin=_node_manifest())
@@ -483,17 +354,21 @@ def up(directory: Path) -> Path:
             "--timeout=60s",
             "crd/execs.kwok.x-k8s.io",
         )
-        kwok = _spawn(state, "kwok", argv["kwok"])
+        kwok = spawn(state, "kwok", argv["kwok"])
         kubectl(binaries, state, "apply", "-f", "-", stdin=_storage_class_manifest())
-        _spawn(state, "kwok-agent", argv["kwok-agent"])
-        _wait(state, "kwok", kwok, lambda: _node_ready(binaries, state), f"node {NODE_NAME} Ready")
-        _wait(
+        spawn(state, "kwok-agent", argv["kwok-agent"])
+        wait_until(
+            state, "kwok", kwok, lambda: _node_ready(binaries, state), f"node {NODE_NAME} Ready"
+        )
+        wait_until(
             state,
             "kube-controller-manager",
             controllers,
             lambda: _has_default_service_account(binaries, state),
             "default service account created",
         )
+        if with_node:
+            node.start(binaries, state, lambda *args, **kw: kubectl(binaries, state, *args, **kw))
     except BaseException:
         down(directory, quiet=True, keep_logs=True)
         raise
@@ -530,11 +405,14 @@ def down(directory: Path, *, quiet: bool = False, keep_logs: bool = False) -> No
     state (except, after a failed start, the logs that say why)."""
     state = ClusterState.load(directory)
     if state is not None:
-        ours = [pid for component, pid in state.pids.items() if _alive(state, component)]
-        # Stop in reverse start order: kwok and the controllers before the API server and etcd.
-        _terminate(list(reversed(ours)))
+        node.stop(state)  # first: containers must not outlive their kubelet and runtime
+        ours = [pid for component, pid in state.pids.items() if alive(state, component)]
+        # One at a time, in reverse start order: an API server whose etcd is stopping with it
+        # hangs in its shutdown until it is killed.
+        for pid in reversed(ours):
+            terminate([pid])
         if state.pods_dir.is_dir():
-            _terminate(_pods_processes(state.pods_dir.resolve()))
+            terminate(_pods_processes(state.pods_dir.resolve()))
     if keep_logs and (directory / "logs").is_dir():
         for entry in directory.iterdir():
             if entry.name != "logs":

@@ -1,0 +1,358 @@
+"""Container images for the real node, built without Docker or a registry.
+
+- ``pause``: a static binary from a few lines of C (gcc), the pod sandbox's only process.
+- ``sandbox``: a Debian rootfs from ``debootstrap`` (bash, coreutils, git, ca-certificates) with
+  a ``paddock`` user (uid 1000, the sandbox pod's user); the default image of Paddock's
+  sandboxes on the real node.
+- ``operator``: the sandbox rootfs plus Debian's python3 and the project's wheel with its
+  dependencies, run as uid 65532 like the published image.
+
+Each is written as an OCI image archive (one uncompressed layer) that ``ctr images import``
+takes, and cached under ``<cache>/images/<name>/<key>/`` where the key hashes its recipe, so a
+changed recipe rebuilds and an unchanged one is never built twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from paddock.devcluster.binaries import REPO_ROOT, cache_dir
+
+PAUSE_IMAGE = "localhost/paddock/pause:3.10"
+SANDBOX_IMAGE = "localhost/paddock/sandbox:bookworm"
+OPERATOR_IMAGE = "localhost/paddock/operator:dev"
+
+DEBIAN_SUITE = "bookworm"
+DEBIAN_MIRROR = os.environ.get("PADDOCK_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+SANDBOX_PACKAGES = ("bash", "coreutils", "findutils", "git", "ca-certificates", "procps")
+OPERATOR_PACKAGES = (*SANDBOX_PACKAGES, "python3")
+SANDBOX_UID = 1000
+OPERATOR_UID = 65532
+
+PAUSE_SOURCE = r"""
+/* The pod sandbox's process: waits for a signal, reaps children it inherits. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void stop(int sig) { (void)sig; _exit(0); }
+static void reap(int sig) { (void)sig; while (waitpid(-1, 0, WNOHANG) > 0) {} }
+int main(void) {
+    signal(SIGINT, stop);
+    signal(SIGTERM, stop);
+    signal(SIGCHLD, reap);
+    for (;;) pause();
+}
+"""
+
+# Trimmed from the rootfs: documentation, manuals, locales and apt's downloaded lists.
+TRIM = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/lib/apt/lists")
+
+
+class ImageError(RuntimeError):
+    """An image could not be built; the message names the tool that failed and why."""
+
+
+@dataclass(frozen=True)
+class Image:
+    """A built image: its reference and the OCI archive ``ctr images import`` reads."""
+
+    reference: str
+    archive: Path
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """The parts of an OCI image config the node's images use."""
+
+    user: str
+    entrypoint: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
+    working_dir: str = "/"
+
+    def to_oci(self) -> dict[str, object]:
+        config: dict[str, object] = {
+            "User": self.user,
+            "Env": list(self.env),
+            "WorkingDir": self.working_dir,
+        }
+        if self.entrypoint:
+            config["Entrypoint"] = list(self.entrypoint)
+        if self.command:
+            config["Cmd"] = list(self.command)
+        return config
+
+
+# --- the OCI archive -----------------------------------------------------------------------------
+
+
+def _blob(blobs: Path, data: bytes) -> dict[str, object]:
+    digest = hashlib.sha256(data).hexdigest()
+    (blobs / digest).write_bytes(data)
+    return {"digest": f"sha256:{digest}", "size": len(data)}
+
+
+def _file_digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def write_oci_archive(layer: Path, reference: str, config: ImageConfig, archive: Path) -> None:
+    """An OCI image layout, as a tar, of one uncompressed ``layer`` tar, named ``reference``."""
+    with tempfile.TemporaryDirectory(dir=archive.parent) as work:
+        root = Path(work)
+        blobs = root / "blobs" / "sha256"
+        blobs.mkdir(parents=True)
+        layer_digest = _file_digest(layer)
+        os.link(layer, blobs / layer_digest)  # the layer is in the same directory tree
+        image_config = {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": config.to_oci(),
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+        }
+        config_blob = _blob(blobs, json.dumps(image_config, sort_keys=True).encode())
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config_blob},
+            "layers": [
+                {
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                    "digest": f"sha256:{layer_digest}",
+                    "size": layer.stat().st_size,
+                }
+            ],
+        }
+        manifest_blob = _blob(blobs, json.dumps(manifest, sort_keys=True).encode())
+        index = {
+            "schemaVersion": 2,
+            "manifests": [
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    **manifest_blob,
+                    "annotations": {
+                        "io.containerd.image.name": reference,
+                        "org.opencontainers.image.ref.name": reference.rsplit(":", 1)[1],
+                    },
+                }
+            ],
+        }
+        (root / "index.json").write_text(json.dumps(index))
+        (root / "oci-layout").write_text(json.dumps({"imageLayoutVersion": "1.0.0"}))
+        with tarfile.open(archive, "w") as tar:
+            for name in ("oci-layout", "index.json", "blobs"):
+                tar.add(root / name, arcname=name)
+
+
+def _run(argv: list[str], what: str, **kwargs: object) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
+    if result.returncode != 0:
+        output = (result.stderr or result.stdout).strip().splitlines()[-15:]
+        raise ImageError(f"{what}: `{' '.join(argv[:3])} ...` failed:\n" + "\n".join(output))
+
+
+def _tar_rootfs(rootfs: Path, layer: Path) -> None:
+    _run(
+        ["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", str(layer), "."],
+        "packing the rootfs",
+    )
+
+
+# --- recipes -------------------------------------------------------------------------------------
+
+
+def _build_pause(work: Path) -> tuple[Path, ImageConfig]:
+    rootfs = work / "rootfs"
+    rootfs.mkdir()
+    (work / "pause.c").write_text(PAUSE_SOURCE)
+    _run(
+        ["gcc", "-static", "-Os", "-s", "-o", str(rootfs / "pause"), str(work / "pause.c")],
+        "compiling pause (needs gcc and the static C library, libc6-dev)",
+    )
+    layer = work / "layer.tar"
+    _tar_rootfs(rootfs, layer)
+    return layer, ImageConfig(user="65535:65535", entrypoint=("/pause",))
+
+
+def _debootstrap(rootfs: Path, packages: tuple[str, ...]) -> None:
+    if shutil.which("debootstrap") is None:
+        raise ImageError("debootstrap is not installed (apt-get install debootstrap)")
+    _run(
+        [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(packages)}",
+            DEBIAN_SUITE,
+            str(rootfs),
+            DEBIAN_MIRROR,
+        ],
+        f"debootstrap {DEBIAN_SUITE} from {DEBIAN_MIRROR}",
+    )
+    for path in TRIM:
+        shutil.rmtree(rootfs / path, ignore_errors=True)
+    shutil.rmtree(rootfs / "var/cache/apt", ignore_errors=True)
+
+
+def _add_user(rootfs: Path, name: str, uid: int, home: str) -> None:
+    with (rootfs / "etc/passwd").open("a") as passwd:
+        passwd.write(f"{name}:x:{uid}:{uid}:{name}:{home}:/bin/bash\n")
+    with (rootfs / "etc/group").open("a") as group:
+        group.write(f"{name}:x:{uid}:\n")
+    directory = rootfs / home.lstrip("/")
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chown(directory, uid, uid)
+
+
+def _build_sandbox(work: Path) -> tuple[Path, ImageConfig]:
+    rootfs = work / "rootfs"
+    _debootstrap(rootfs, SANDBOX_PACKAGES)
+    _add_user(rootfs, "paddock", SANDBOX_UID, "/home/paddock")
+    (rootfs / "workspace").mkdir(mode=0o777, exist_ok=True)
+    layer = work / "layer.tar"
+    _tar_rootfs(rootfs, layer)
+    return layer, ImageConfig(user=f"{SANDBOX_UID}:{SANDBOX_UID}", working_dir="/workspace")
+
+
+def _wheel(work: Path) -> Path:
+    """The project's wheel, built from this checkout (pip, no build isolation downloads)."""
+    out = work / "wheel"
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "-w",
+            str(out),
+            str(REPO_ROOT),
+        ],
+        "building Paddock's wheel",
+    )
+    return next(out.glob("paddock-*.whl"))
+
+
+def _build_operator(work: Path) -> tuple[Path, ImageConfig]:
+    rootfs = work / "rootfs"
+    _debootstrap(rootfs, OPERATOR_PACKAGES)
+    _add_user(rootfs, "paddock", OPERATOR_UID, "/home/paddock")
+    site = "/opt/paddock/lib"
+    # The image's python3 is Debian bookworm's 3.11, the same minor version as this
+    # interpreter, so the wheels this pip picks (cp311, manylinux) are the ones it runs.
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--target",
+            str(rootfs / site.lstrip("/")),
+            str(_wheel(work)),
+        ],
+        "installing Paddock's wheel and its dependencies into the image",
+    )
+    layer = work / "layer.tar"
+    _tar_rootfs(rootfs, layer)
+    config = ImageConfig(
+        user=f"{OPERATOR_UID}:{OPERATOR_UID}",
+        entrypoint=("python3", "-m", "paddock.cli", "operator"),
+        env=(
+            "PATH=/opt/paddock/lib/bin:/usr/local/bin:/usr/bin:/bin",
+            f"PYTHONPATH={site}",
+            "PYTHONUNBUFFERED=1",
+        ),
+    )
+    return layer, config
+
+
+@dataclass(frozen=True)
+class Recipe:
+    reference: str
+    build: Callable[[Path], tuple[Path, ImageConfig]]
+    inputs: tuple[str, ...]  # what the cache key hashes besides this module's source
+
+    def key(self) -> str:
+        sha = hashlib.sha256(Path(__file__).read_bytes())
+        for item in self.inputs:
+            sha.update(item.encode())
+        return sha.hexdigest()[:16]
+
+
+def _project_sources() -> Iterator[str]:
+    """What the operator image is built from: the package's files and pyproject.toml."""
+    yield (REPO_ROOT / "pyproject.toml").read_text()
+    for path in sorted((REPO_ROOT / "operator" / "paddock").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            yield f"{path.relative_to(REPO_ROOT)}:{_file_digest(path)}"
+
+
+RECIPES = {
+    "pause": Recipe(PAUSE_IMAGE, _build_pause, (PAUSE_SOURCE,)),
+    "sandbox": Recipe(
+        SANDBOX_IMAGE, _build_sandbox, (DEBIAN_SUITE, DEBIAN_MIRROR, *SANDBOX_PACKAGES)
+    ),
+}
+
+
+def operator_recipe() -> Recipe:
+    """The operator image's recipe: its key changes with the project's source."""
+    return Recipe(
+        OPERATOR_IMAGE,
+        _build_operator,
+        (DEBIAN_SUITE, DEBIAN_MIRROR, *OPERATOR_PACKAGES, *_project_sources()),
+    )
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def ensure_image(name: str, recipe: Recipe) -> Image:
+    """Build the image unless its archive is cached; safe when two processes race."""
+    directory = cache_dir() / "images" / name / recipe.key()
+    archive = directory / "image.tar"
+    with _locked(cache_dir() / "images" / f".{name}.lock"):
+        if archive.is_file():
+            return Image(recipe.reference, archive)
+        print(f"  image {recipe.reference}: building (cached afterwards)", file=sys.stderr)
+        started = time.monotonic()
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=directory) as work:
+            layer, config = recipe.build(Path(work))
+            partial = directory / "image.tar.partial"
+            write_oci_archive(layer, recipe.reference, config, partial)
+            partial.rename(archive)
+        print(
+            f"  image {recipe.reference}: built in {time.monotonic() - started:.0f}s",
+            file=sys.stderr,
+        )
+        return Image(recipe.reference, archive)
+
+
+def node_images() -> list[Image]:
+    """The images every real node has: pause and the sandbox base."""
+    return [ensure_image(name, recipe) for name, recipe in RECIPES.items()]

@@ -1,0 +1,566 @@
+"""A real node for the local cluster: containerd, runc, a CNI bridge and a kubelet on this
+machine, next to kwok's pretend node, so that pods really run (init containers, exec, volumes).
+
+Everything the node creates on the host is named after the cluster's state directory and
+recorded in ``state.json`` before it is created, so ``down`` removes exactly that:
+
+- processes: containerd (its own root, state and socket), the kubelet, local-path-provisioner,
+  and the containers' shims and processes (found by their cgroup and containerd address);
+- mounts under the state directory (container root filesystems, volumes, network namespaces);
+- a Linux bridge ``pdk<id>`` with its veths, and one MASQUERADE rule for the pod subnet;
+- a cgroup ``/paddock-<id>`` in each hierarchy, the kubelet's cgroup root.
+
+The node is tainted (``paddock.dev/node=real:NoSchedule``), so only pods that ask for it run
+there; it has its own StorageClass, ``paddock-node-local``, served by rancher's
+local-path-provisioner (a host process), whose volumes are directories under the state dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from paddock.devcluster import images
+from paddock.devcluster.binaries import Binaries
+from paddock.devcluster.certs import issue_client_cert
+from paddock.devcluster.processes import (
+    ClusterError,
+    ClusterState,
+    alive,
+    free_ports,
+    spawn,
+    terminate,
+    wait_until,
+)
+
+NODE_NAME = "paddock-node"
+NODE_LABEL = "paddock.dev/node"
+NODE_TAINT = f"{NODE_LABEL}=real:NoSchedule"
+STORAGE_CLASS = "paddock-node-local"
+PROVISIONER = "paddock.dev/node-local-path"
+PROVISIONER_NAMESPACE = "paddock-node"
+CNI_BIN = Path("/usr/lib/cni")
+HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "iptables", "mount")
+CNI_PLUGINS = ("bridge", "host-local", "loopback")
+# Pods of the node and the (pretend) pods of kwok use different ranges.
+SUBNET_BASE = ipaddress.ip_network("10.245.0.0/16")
+RUN_ROOT = Path("/run/paddock")
+
+Kubectl = Callable[..., str]  # kubectl(*args, stdin=None) against the cluster, as admin
+
+
+# --- whether it can run -------------------------------------------------------------------------
+
+
+def unavailable_reason() -> str | None:
+    """Why this machine cannot run a real node, or None when it can."""
+    setting = os.environ.get("PADDOCK_REAL_NODE", "auto")
+    if setting in ("0", "false", "off", "no"):
+        return f"it is turned off (PADDOCK_REAL_NODE={setting})"
+    if os.geteuid() != 0:
+        return "it needs root (it creates containers, mounts and network interfaces)"
+    if "overlay" not in Path("/proc/filesystems").read_text():
+        return "the kernel has no overlayfs"
+    missing = [tool for tool in HOST_TOOLS if shutil.which(tool) is None]
+    missing += [f"{CNI_BIN}/{p}" for p in CNI_PLUGINS if not (CNI_BIN / p).is_file()]
+    if missing:
+        return (
+            f"{', '.join(missing)} not found (hack/node-packages.sh installs containerd, runc, "
+            "the CNI plugins and iptables from Debian's packages)"
+        )
+    if host_ip() is None:
+        return "the host has no non-loopback IPv4 address for the kubelet"
+    return None
+
+
+def required() -> bool:
+    """PADDOCK_REAL_NODE=1: a node that cannot start fails ``up`` instead of falling back."""
+    return os.environ.get("PADDOCK_REAL_NODE", "auto") in ("1", "true", "on", "yes")
+
+
+def host_ip() -> str | None:
+    """The address the host reaches the world from (where the API server finds the kubelet),
+    else its first global IPv4 address."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))  # TEST-NET-3; a UDP connect sends nothing
+            address: str = probe.getsockname()[0]
+            return address
+        except OSError:
+            pass
+    listing = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True
+    ).stdout.split()
+    addresses = [listing[i + 1] for i, word in enumerate(listing[:-1]) if word == "inet"]
+    return addresses[0].split("/")[0] if addresses else None
+
+
+# --- names of what it creates -------------------------------------------------------------------
+
+
+def _run(argv: list[str], *, check: bool = True, stdin: str | None = None) -> str:
+    result = subprocess.run(argv, input=stdin, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise ClusterError(f"real node: `{' '.join(argv)}` failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _used_subnets() -> set[str]:
+    routes = _run(["ip", "-4", "route", "show"], check=False).split()
+    return {word for word in routes if "/" in word}
+
+
+def plan(state: ClusterState) -> dict[str, Any]:
+    """Names and addresses for the node, unique to this state directory on this host."""
+    digest = hashlib.sha256(str(state.directory.resolve()).encode()).hexdigest()
+    ident = digest[:6]
+    subnets = list(SUBNET_BASE.subnets(new_prefix=24))
+    used = _used_subnets()
+    start = int(digest[6:10], 16) % len(subnets)
+    for offset in range(len(subnets)):
+        subnet = subnets[(start + offset) % len(subnets)]
+        if str(subnet) not in used:
+            break
+    else:
+        raise ClusterError(f"real node: every /24 of {SUBNET_BASE} is routed already")
+    run_dir = RUN_ROOT / ident  # short: unix socket paths are limited to 107 bytes
+    return {
+        "id": ident,
+        "bridge": f"pdk{ident}",
+        "subnet": str(subnet),
+        "cgroup": f"paddock-{ident}",
+        "run_dir": str(run_dir),
+        "socket": str(run_dir / "containerd.sock"),
+        "host_ip": host_ip(),
+        "root": str(state.directory / "node"),
+    }
+
+
+def _masquerade_rule(node: dict[str, Any]) -> list[str]:
+    subnet = node["subnet"]
+    return [
+        "POSTROUTING", "-s", subnet, "!", "-d", subnet, "-j", "MASQUERADE",
+        "-m", "comment", "--comment", f"paddock node {node['id']}",
+    ]  # fmt: skip
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+def _containerd_config(node: dict[str, Any]) -> str:
+    root = Path(node["root"])
+    return f"""version = 2
+root = "{root / "containerd"}"
+state = "{node["run_dir"]}/state"
+[grpc]
+  address = "{node["socket"]}"
+[ttrpc]
+  address = "{node["socket"]}.ttrpc"
+[debug]
+  level = "warn"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root / "opt"}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{images.PAUSE_IMAGE}"
+  # Root here may lack CAP_SYS_RESOURCE: a negative oom_score_adj would then fail every pod.
+  restrict_oom_score_adj = true
+  # Network namespaces under the state directory, so down finds ours and no other.
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "{node["run_dir"]}/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN}"
+    conf_dir = "{root / "cni"}"
+"""
+
+
+def _cni_config(node: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "cniVersion": "0.4.0",
+        "name": f"paddock-{node['id']}",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": node["bridge"],
+                "isGateway": True,
+                # Outgoing NAT is one rule of our own (see up), not one chain per pod.
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": node["subnet"]}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(Path(node["root"]) / "cni-ipam"),
+                },
+            }
+        ],
+    }
+
+
+def _kubelet_config(state: ClusterState, node: dict[str, Any]) -> dict[str, Any]:
+    root = Path(node["root"])
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": node["host_ip"],
+        "port": state.ports["kubelet"],
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": state.ports["kubelet-healthz"],
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(state.pki.ca_cert)},
+        },
+        # Only holders of a certificate from the cluster's CA get past authentication.
+        "authorization": {"mode": "AlwaysAllow"},
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": f"/{node['cgroup']}",
+        "containerRuntimeEndpoint": f"unix://{node['socket']}",
+        "failSwapOn": False,
+        # Images are imported, not pulled: garbage collection must never remove them.
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "1Mi"},
+        "localStorageCapacityIsolation": False,
+        "makeIPTablesUtilChains": False,
+        "podLogsDir": str(root / "pod-logs"),
+        "registerWithTaints": [{"key": NODE_LABEL, "value": "real", "effect": "NoSchedule"}],
+        "resolvConf": "/etc/resolv.conf",
+        "serializeImagePulls": False,
+    }
+
+
+def _kubelet_kubeconfig(state: ClusterState, cert: Path, key: Path) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{state.ports['apiserver']}",
+                    "certificate-authority": str(state.pki.ca_cert),
+                },
+            }
+        ],
+        "users": [
+            {"name": "kubelet", "user": {"client-certificate": str(cert), "client-key": str(key)}}
+        ],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "kubelet"}}],
+        "current-context": "local",
+    }
+
+
+def _provisioner_files(node: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """local-path-provisioner's config, its helper pod, and the ConfigMap of its scripts."""
+    config = {"nodePathMap": [{"node": NODE_NAME, "paths": [str(Path(node["root"]) / "volumes")]}]}
+    helper = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "helper-pod"},
+        "spec": {
+            "securityContext": {"runAsUser": 0, "runAsGroup": 0},
+            "containers": [
+                {
+                    "name": "helper",
+                    "image": images.SANDBOX_IMAGE,
+                    "imagePullPolicy": "IfNotPresent",
+                }
+            ],
+        },
+    }
+    scripts = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "local-path-config", "namespace": PROVISIONER_NAMESPACE},
+        "data": {
+            "setup": 'set -eu\nmkdir -m 0777 -p "$VOL_DIR"\n',
+            "teardown": 'set -eu\nrm -rf "$VOL_DIR"\n',
+        },
+    }
+    manifests = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PROVISIONER_NAMESPACE}},
+        scripts,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": STORAGE_CLASS},
+            "provisioner": PROVISIONER,
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            # Without the Node authorizer, the kubelet's rights come from the system:node role.
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "paddock-node-kubelet"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:node",
+            },
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}
+            ],
+        },
+    ]
+    return config, helper, yaml.safe_dump_all(manifests)
+
+
+# --- cgroups ------------------------------------------------------------------------------------
+
+
+def _cgroup_dirs(name: str) -> list[Path]:
+    """The cgroup ``name`` in every hierarchy (cgroup v1), or in the one tree (v2)."""
+    base = Path("/sys/fs/cgroup")
+    if (base / "cgroup.controllers").is_file():
+        return [base / name]
+    return [
+        entry / name
+        for entry in sorted(base.iterdir())
+        if entry.is_dir() and not entry.is_symlink() and (entry / "cgroup.procs").is_file()
+    ]
+
+
+def _create_cgroups(name: str) -> None:
+    for directory in _cgroup_dirs(name):
+        directory.mkdir(exist_ok=True)
+        for knob in ("cpuset.cpus", "cpuset.mems"):  # a v1 cpuset starts empty: inherit
+            if (directory / knob).is_file() and not (directory / knob).read_text().strip():
+                (directory / knob).write_text((directory.parent / knob).read_text())
+
+
+def _cgroup_processes(name: str) -> list[int]:
+    pids: set[int] = set()
+    for directory in _cgroup_dirs(name):
+        for procs in directory.rglob("cgroup.procs") if directory.is_dir() else []:
+            try:
+                pids.update(int(line) for line in procs.read_text().split())
+            except OSError:
+                continue
+    return sorted(pids)
+
+
+def _remove_cgroups(name: str) -> None:
+    for directory in _cgroup_dirs(name):
+        if not directory.is_dir():
+            continue
+        # Children first; a cgroup directory is removed with rmdir, never its files.
+        for child in sorted(
+            (d for d in directory.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)
+        ):
+            with contextlib.suppress(OSError):
+                child.rmdir()
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
+# --- up -----------------------------------------------------------------------------------------
+
+
+def _ctr(node: dict[str, Any], *args: str) -> str:
+    return _run(["ctr", f"--address={node['socket']}", "--namespace=k8s.io", *args])
+
+
+def _import_images(node: dict[str, Any], wanted: list[images.Image]) -> None:
+    for image in wanted:
+        started = time.monotonic()
+        _ctr(node, "images", "import", str(image.archive))
+        print(
+            f"  containerd: imported {image.reference} ({time.monotonic() - started:.1f}s)",
+            file=sys.stderr,
+        )
+
+
+def _node_condition(kubectl: Kubectl) -> str:
+    try:
+        return kubectl(
+            "get", "node", NODE_NAME,
+            "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+        )  # fmt: skip
+    except ClusterError:
+        return ""
+
+
+def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
+    """Bring the node up and wait until it is Ready. Every host resource is recorded in the
+    state before it is created; on failure the caller's ``down`` removes what there is."""
+    node = plan(state)
+    state.node = node
+    state.ports |= free_ports(("kubelet", "kubelet-healthz"))
+    state.save()
+    root = Path(node["root"])
+    for sub in ("cni", "volumes", "pod-logs", "kubelet", "pki"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    Path(node["run_dir"]).mkdir(parents=True, exist_ok=True)
+    wanted = images.node_images()  # built and cached the first time (about a minute)
+
+    (root / "containerd.toml").write_text(_containerd_config(node))
+    (root / "cni" / "10-paddock.conflist").write_text(json.dumps(_cni_config(node), indent=2))
+    _create_cgroups(node["cgroup"])
+    _run(["iptables", "-t", "nat", "-A", *_masquerade_rule(node)])
+
+    containerd = spawn(
+        state, "containerd", [_which("containerd"), f"--config={root / 'containerd.toml'}"]
+    )
+    wait_until(
+        state, "containerd", containerd,
+        lambda: Path(node["socket"]).is_socket() and _answers(node), "serving",
+    )  # fmt: skip
+    _import_images(node, wanted)
+
+    cert, key = root / "pki" / "kubelet-client.crt", root / "pki" / "kubelet-client.key"
+    issue_client_cert(state.pki, f"system:node:{NODE_NAME}", "system:nodes", cert, key)
+    (root / "kubelet.kubeconfig").write_text(yaml.safe_dump(_kubelet_kubeconfig(state, cert, key)))
+    (root / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(state, node)))
+    config, helper, manifests = _provisioner_files(node)
+    (root / "local-path.json").write_text(json.dumps(config))
+    (root / "local-path-helper.yaml").write_text(yaml.safe_dump(helper))
+    kubectl("apply", "-f", "-", stdin=manifests)
+
+    kubelet = spawn(
+        state,
+        "kubelet",
+        [
+            str(binaries.kubelet),
+            f"--config={root / 'kubelet.yaml'}",
+            f"--kubeconfig={root / 'kubelet.kubeconfig'}",
+            f"--root-dir={root / 'kubelet'}",
+            f"--cert-dir={root / 'pki'}",
+            f"--hostname-override={NODE_NAME}",
+            f"--node-ip={node['host_ip']}",
+            f"--node-labels={NODE_LABEL}=real",
+            "--v=1",
+        ],
+        # Without iptables on its PATH the kubelet adds no chains of its own to the host's
+        # firewall (KUBE-FIREWALL, canaries), which no other process would remove; the node
+        # needs none: containerd's CNI plugins do the pods' networking.
+        env={**os.environ, "PATH": "/usr/local/bin:/usr/bin:/bin"},
+    )
+    spawn(
+        state,
+        "local-path-provisioner",
+        [
+            str(binaries.local_path_provisioner),
+            "start",
+            f"--kubeconfig={state.kubeconfig}",
+            f"--config={root / 'local-path.json'}",
+            f"--provisioner-name={PROVISIONER}",
+            f"--namespace={PROVISIONER_NAMESPACE}",
+            f"--helper-image={images.SANDBOX_IMAGE}",
+            f"--helper-pod-file={root / 'local-path-helper.yaml'}",
+            "--configmap-name=local-path-config",
+            "--service-account-name=default",
+        ],
+    )
+    wait_until(
+        state, "kubelet", kubelet, lambda: _node_condition(kubectl) == "True",
+        f"node {NODE_NAME} Ready",
+    )  # fmt: skip
+
+
+def _which(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise ClusterError(f"real node: {tool} not found")
+    return path
+
+
+def _answers(node: dict[str, Any]) -> bool:
+    try:
+        _ctr(node, "version")
+    except ClusterError:
+        return False
+    return True
+
+
+# --- down ---------------------------------------------------------------------------------------
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Processes whose command line contains ``text`` (the shims name their containerd)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _mounts_under(directories: list[Path]) -> list[str]:
+    """Mount points at or under any of ``directories``, deepest first."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].encode().decode("unicode_escape")  # octal escapes: \040 etc.
+        if any(point == str(d) or point.startswith(f"{d}/") for d in directories):
+            points.append(point)
+    return sorted(set(points), key=lambda p: -p.count("/"))
+
+
+def stop(state: ClusterState) -> None:
+    """Remove what ``start`` created, in an order that leaves nothing running or mounted:
+    kubelet, the containers' processes, shims and containerd, mounts, network, cgroups."""
+    node = state.node
+    if not node:
+        return
+    for component in ("kubelet", "local-path-provisioner"):
+        pid = state.pids.get(component)
+        if pid is not None and alive(state, component):
+            terminate([pid])
+    _kill(_cgroup_processes(node["cgroup"]))
+    _kill(_processes_naming(f"-address {node['socket']}"))
+    pid = state.pids.get("containerd")
+    if pid is not None and alive(state, "containerd"):
+        terminate([pid])
+    directories = [Path(node["root"]).resolve(), Path(node["run_dir"])]
+    for point in _mounts_under(directories):
+        _run(["umount", "--lazy", point], check=False)
+    bridge = node["bridge"]
+    if Path(f"/sys/class/net/{bridge}").exists():
+        for veth in Path(f"/sys/class/net/{bridge}/brif").iterdir():
+            _run(["ip", "link", "delete", veth.name], check=False)
+        _run(["ip", "link", "delete", bridge], check=False)
+    rule = _masquerade_rule(node)
+    while _rule_exists(rule):
+        _run(["iptables", "-t", "nat", "-D", *rule])
+    _remove_cgroups(node["cgroup"])
+    shutil.rmtree(node["run_dir"], ignore_errors=True)
+    left = _mounts_under(directories)
+    if left:
+        raise ClusterError(f"real node: still mounted after down: {', '.join(left)}")
+
+
+def _rule_exists(rule: list[str]) -> bool:
+    check = subprocess.run(["iptables", "-t", "nat", "-C", *rule], capture_output=True)
+    return check.returncode == 0

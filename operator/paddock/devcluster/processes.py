@@ -1,0 +1,190 @@
+"""The local cluster's processes: started in their own sessions, recorded in ``state.json``
+before anything waits on them, and stopped by process group."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paddock.devcluster.certs import Pki
+
+START_TIMEOUT = 120.0
+STOP_TIMEOUT = 15.0
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not be started; the message says which part and why."""
+
+
+@dataclass
+class ClusterState:
+    """What ``up`` started, persisted so that ``status`` and ``down`` can find it."""
+
+    directory: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+    commands: dict[str, str] = field(default_factory=dict)
+    # The real node's host resources (bridge, subnet, cgroup, ...), when it has one.
+    node: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def file(self) -> Path:
+        return self.directory / "state.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.directory / "pki")
+
+    @property
+    def pods_dir(self) -> Path:
+        return self.directory / "pods"
+
+    @property
+    def volumes_dir(self) -> Path:
+        return self.directory / "volumes"
+
+    def log(self, component: str) -> Path:
+        return self.directory / "logs" / f"{component}.log"
+
+    def save(self) -> None:
+        self.file.write_text(
+            json.dumps(
+                {
+                    "ports": self.ports,
+                    "pids": self.pids,
+                    "commands": self.commands,
+                    "node": self.node,
+                }
+            )
+        )
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState | None:
+        path = directory / "state.json"
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        return cls(directory, data["ports"], data["pids"], data["commands"], data.get("node", {}))
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def free_ports(names: tuple[str, ...]) -> dict[str, int]:
+    """Distinct free loopback ports: every socket stays bound until all are chosen."""
+    sockets = []
+    try:
+        for _ in names:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return {name: sock.getsockname()[1] for name, sock in zip(names, sockets, strict=True)}
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def is_ours(pid: int, command: str) -> bool:
+    """Whether ``pid`` is still the process we started (pids are reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(cmdline) and cmdline[0].decode(errors="replace") == command
+
+
+def alive(state: ClusterState, component: str) -> bool:
+    pid = state.pids.get(component)
+    return pid is not None and is_ours(pid, state.commands[component])
+
+
+def spawn(
+    state: ClusterState, component: str, argv: list[str], env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    state.log(component).parent.mkdir(parents=True, exist_ok=True)
+    with state.log(component).open("ab") as log:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=state.directory,
+            env=env,
+        )
+    state.pids[component] = process.pid
+    state.commands[component] = argv[0]
+    state.save()
+    return process
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def wait_until(
+    state: ClusterState,
+    component: str,
+    process: subprocess.Popen[bytes],
+    ready: Callable[[], bool],
+    what: str,
+) -> None:
+    """Poll ``ready`` until it holds; fail early, with the log, if the component exits."""
+    started = time.monotonic()
+    while not ready():
+        if process.poll() is not None:
+            raise ClusterError(
+                f"{component} exited with code {process.returncode} before {what}; last lines "
+                f"of {state.log(component)}:\n{tail(state.log(component))}"
+            )
+        if time.monotonic() - started > START_TIMEOUT:
+            raise ClusterError(
+                f"{component}: no {what} after {START_TIMEOUT:.0f}s; last lines of "
+                f"{state.log(component)}:\n{tail(state.log(component))}"
+            )
+        time.sleep(0.1)
+    print(f"  {component}: {what} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
+
+
+def terminate(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            # Each component leads its own session and process group; stop the whole group.
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    remaining = list(pids)
+    while remaining and time.monotonic() < deadline:
+        remaining = [pid for pid in remaining if Path(f"/proc/{pid}").exists() and not zombie(pid)]
+        if remaining:
+            time.sleep(0.05)
+    for pid in remaining:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
