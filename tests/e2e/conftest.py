@@ -1,4 +1,5 @@
-"""A kind cluster for end-to-end tests, where a Docker engine runs; skipped elsewhere."""
+"""End-to-end fixtures: the local cluster's real node, and a kind cluster where a Docker engine
+runs (skipped elsewhere)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from paddock.devcluster import cluster as local
+from paddock.devcluster import node
 from support.kube import ROOT, Cluster
 
 IMAGE = "localhost/paddock:e2e"
@@ -25,6 +28,21 @@ def kind_unavailable() -> str | None:
     if info.returncode != 0:
         return "no Docker engine answers `docker info`"
     return None
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster: Cluster) -> str:
+    """The local cluster's real node. Skipped only where this machine cannot run one (not
+    root, no overlayfs, the node packages missing); a cluster started without it fails."""
+    reason = node.unavailable_reason()
+    if reason:
+        pytest.skip(f"needs the local cluster's real node, and {reason}")
+    found = cluster.kubectl("get", "node", node.NODE_NAME, check=False)
+    assert found.returncode == 0, (
+        f"the local cluster in {local.default_state_dir()} runs without its real node (was it "
+        "started with PADDOCK_REAL_NODE=0?): `paddock cluster down`, then run the tests again"
+    )
+    return node.NODE_NAME
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,15 @@ FILES_DIR = "/paddock/files"
 SANDBOX_UID = 1000
 CONFIGMAP_LIMIT = 900 * 1024  # under the 1 MiB object limit, with room for metadata
 
+# The workspace volume's root belongs to whoever provisioned it (often root), its files to the
+# sandbox user: git (2.35.2 and later) refuses such a repository unless it is named safe, in a
+# protected scope; GIT_CONFIG_* is the command-line scope, honoured from git 2.38.
+GIT_SAFE_WORKSPACE = [
+    {"name": "GIT_CONFIG_COUNT", "value": "1"},
+    {"name": "GIT_CONFIG_KEY_0", "value": "safe.directory"},
+    {"name": "GIT_CONFIG_VALUE_0", "value": WORKSPACE_DIR},
+]
+
 # The main container stays up, doing nothing, until the pod is deleted; runs exec into it.
 KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 
@@ -119,7 +128,7 @@ def _container(
         "imagePullPolicy": "IfNotPresent",
         "command": command,
         "workingDir": WORKSPACE_DIR,
-        "env": [{"name": "HOME", "value": HOME_DIR}, *env],
+        "env": [{"name": "HOME", "value": HOME_DIR}, *GIT_SAFE_WORKSPACE, *env],
         "volumeMounts": mounts,
         "securityContext": _CONTAINER_SECURITY,
         "terminationMessagePolicy": "FallbackToLogsOnError",

@@ -1,0 +1,217 @@
+"""The local cluster's real node: pods really run there (init containers, exec, volumes), and
+Paddock's sandboxes clone, set up and run commands in containers on it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from paddock.devcluster import images, node
+from support import git_server
+from support.kube import Cluster
+from support.runs import command_run, log_events, of_type, wait_for_run
+from support.sandboxes import get, sandbox, wait_for_phase, workspace
+from support.waiting import wait_for
+
+pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
+
+ON_NODE: dict[str, Any] = {
+    "nodeSelector": {node.NODE_LABEL: "real"},
+    "tolerations": [{"key": node.NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
+}
+
+
+def _container(name: str, script: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": images.SANDBOX_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["bash", "-c", script],
+        **extra,
+    }
+
+
+def _pod(name: str, *, init: str, main: str = "sleep infinity", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            **ON_NODE,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "initContainers": [_container("init", init)],
+            "containers": [_container("main", main)],
+            **spec,
+        },
+    }
+
+
+def _pod_status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = (get(cluster, namespace, "pod", name) or {}).get("status", {})
+    return status
+
+
+def _wait_ready(cluster: Cluster, namespace: str, name: str) -> None:
+    cluster.kubectl(
+        "wait", "-n", namespace, "--for=condition=Ready", "--timeout=90s", f"pod/{name}"
+    )
+
+
+def test_init_container_output_and_exit_code_are_seen_by_kubernetes(
+    cluster: Cluster, namespace: str
+) -> None:
+    cluster.apply(_pod("ok", init="echo prepared by $(id -un)"), namespace)
+    cluster.apply(_pod("broken", init="echo about to fail; exit 3"), namespace)
+    _wait_ready(cluster, namespace, "ok")
+
+    assert cluster.kubectl("logs", "-n", namespace, "ok", "-c", "init").stdout == (
+        "prepared by paddock\n"  # the image's user, from its OCI config
+    )
+    (init,) = _pod_status(cluster, namespace, "ok")["initContainerStatuses"]
+    assert init["state"]["terminated"]["exitCode"] == 0
+    assert _pod_status(cluster, namespace, "ok")["hostIP"] == node.host_ip()
+
+    status = wait_for(
+        lambda: (s := _pod_status(cluster, namespace, "broken")).get("phase") == "Failed" and s,
+        90,
+        what="the pod whose init container fails",
+    )
+    (failed,) = status["initContainerStatuses"]
+    assert failed["state"]["terminated"]["exitCode"] == 3
+    logs = cluster.kubectl("logs", "-n", namespace, "broken", "-c", "init").stdout
+    assert logs == "about to fail\n"
+    assert "running" not in status["containerStatuses"][0]["state"]  # never started
+
+
+def test_exec_runs_inside_the_container(cluster: Cluster, namespace: str) -> None:
+    pod = _pod("shell", init="true")
+    pod["spec"]["securityContext"] = {"runAsUser": images.SANDBOX_UID}
+    cluster.apply(pod, namespace)
+    _wait_ready(cluster, namespace, "shell")
+
+    def exec_in(script: str) -> tuple[int, str]:
+        result = cluster.kubectl(
+            "exec", "-n", namespace, "shell", "--", "bash", "-c", script, check=False
+        )
+        return result.returncode, result.stdout
+
+    # The container's own user database, hostname and filesystem, not this host's.
+    assert exec_in("id -un; hostname; ls -d /workspace") == (
+        0,
+        "paddock\nshell\n/workspace\n",
+    )
+    assert exec_in("git --version")[1].startswith("git version")
+    assert exec_in("echo partial; exit 7") == (7, "partial\n")
+    pid_one = exec_in("tr '\\0' ' ' < /proc/1/cmdline")[1]
+    assert pid_one == "sleep infinity "  # the container's own process tree
+
+
+def test_volume_is_provisioned_and_outlives_its_pod(cluster: Cluster, namespace: str) -> None:
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": node.STORAGE_CLASS,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    cluster.apply(claim, namespace)
+    volume_spec = {
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+    }
+    mount = {"volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+
+    writer = _pod(
+        "writer", init="true", main="echo kept > /data/note; sleep infinity", **volume_spec
+    )
+    writer["spec"]["containers"][0] |= mount
+    cluster.apply(writer, namespace)
+    _wait_ready(cluster, namespace, "writer")
+    pvc = get(cluster, namespace, "pvc", "data") or {}
+    assert pvc["status"]["phase"] == "Bound"
+    volume = get(cluster, "", "pv", pvc["spec"]["volumeName"]) or {}
+    assert volume["spec"]["storageClassName"] == node.STORAGE_CLASS
+    host_dir = Path(volume["spec"]["hostPath"]["path"])
+    wait_for(lambda: (host_dir / "note").is_file(), 30, what="the note on the volume")
+
+    cluster.kubectl("delete", "pod", "writer", "-n", namespace, "--wait=true", "--timeout=60s")
+    reader = _pod("reader", init="true", main="cat /data/note; sleep infinity", **volume_spec)
+    reader["spec"]["containers"][0] |= mount
+    cluster.apply(reader, namespace)
+    _wait_ready(cluster, namespace, "reader")
+    wait_for(
+        lambda: cluster.kubectl("logs", "-n", namespace, "reader").stdout == "kept\n",
+        30,
+        what="the new pod reading the note",
+    )
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Any:
+    base = tmp_path / "git"
+    base.mkdir()
+    git_server.make_repository(
+        base,
+        "app",
+        [{"README.md": "the app\n"}, {"README.md": "the app, second version\n"}],
+    )
+    host = node.host_ip()
+    assert host is not None
+    with git_server.serve(base, host) as url:
+        yield f"{url}/app.git"
+
+
+def _real_sandbox(name: str, workspace_name: str) -> dict[str, Any]:
+    return sandbox(
+        name,
+        workspace_name,
+        image=images.SANDBOX_IMAGE,
+        storage={"size": "1Gi", "storageClassName": node.STORAGE_CLASS},
+        **ON_NODE,
+    )
+
+
+def test_sandbox_clones_and_sets_up_then_a_run_executes_in_it(
+    cluster: Cluster, namespace: str, operator: Any, repository: str
+) -> None:
+    setup = ["export GREETING=hello", 'echo "$GREETING, $(head -1 README.md)" > built.txt']
+    cluster.apply(workspace("app", source={"git": {"url": repository}}, setup=setup), namespace)
+    cluster.apply(_real_sandbox("real", "app"), namespace)
+    status = wait_for_phase(cluster, namespace, "real", "Ready", timeout=180)
+    assert status["timings"]["setupSeconds"] > 0
+
+    pod = get(cluster, namespace, "pod", "real") or {}
+    assert pod["spec"]["nodeName"] == node.NODE_NAME
+    inits = {s["name"]: s["state"]["terminated"] for s in pod["status"]["initContainerStatuses"]}
+    assert [inits[n]["exitCode"] for n in ("clone", "project", "setup")] == [0, 0, 0]
+    clone_log = cluster.kubectl("logs", "-n", namespace, "real", "-c", "clone").stdout
+    assert "clone: done" in clone_log
+
+    def exec_in(script: str) -> str:
+        return cluster.kubectl(
+            "exec", "-n", namespace, "real", "-c", "sandbox", "--", "bash", "-c", script
+        ).stdout
+
+    # The real clone (shallow: one of the two commits) and the real setup, in one shell.
+    assert exec_in("cat /workspace/built.txt") == "hello, the app, second version\n"
+    assert exec_in("git -C /workspace rev-parse --is-shallow-repository") == "true\n"
+    assert exec_in("git -C /workspace rev-list --count HEAD") == "1\n"
+
+    cluster.apply(
+        command_run("job", "real", 'id -un; echo "$PADDOCK_SANDBOX"; echo made > result.txt'),
+        namespace,
+    )
+    run = wait_for_run(cluster, namespace, "job", timeout=120)
+    assert run["phase"] == "Succeeded", json.dumps(run, indent=2)
+    events = log_events(cluster, namespace, "job")
+    assert [e["data"]["text"] for e in of_type(events, "output")] == ["paddock", "real"]
+    # Written during the run, as the run saw it; changed against the clone's HEAD, for git.
+    assert [e["data"]["path"] for e in of_type(events, "sandbox.file")] == ["result.txt"]
+    assert run["changedFiles"] == ["built.txt", "result.txt"]
+    assert exec_in("cat /workspace/result.txt") == "made\n"
