@@ -24,6 +24,10 @@ $(VENV)/.installed: pyproject.toml
 k8s-binaries: ## Build and cache the local control plane's binaries (cold: many minutes)
 	hack/k8s-binaries.sh
 
+.PHONY: node-packages
+node-packages: ## Install the real node's Debian packages (containerd, runc, CNI plugins; needs root)
+	hack/node-packages.sh
+
 .PHONY: helm
 helm: ## Build and cache the helm CLI through the Go module proxy (cold: several minutes)
 	hack/helm.sh

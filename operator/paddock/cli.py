@@ -49,7 +49,7 @@ def _cluster(args: argparse.Namespace) -> int:
     directory = Path(args.dir) if args.dir else cluster.default_state_dir()
     if args.action == "up":
         try:
-            kubeconfig = cluster.up(directory)
+            kubeconfig = cluster.up(directory, real_node=args.real_node)
         except cluster.ClusterError as exc:
             print(f"cluster up failed: {exc}", file=sys.stderr)
             return 1
@@ -139,13 +139,30 @@ def build_parser() -> argparse.ArgumentParser:
     operator.set_defaults(func=_operator)
 
     cluster = commands.add_parser(
-        "cluster", help="a local control plane for tests and development (no Docker needed)"
+        "cluster",
+        help="a local cluster for tests and development (no Docker needed): a control plane, "
+        "kwok's simulated node, and a real node where this machine can run one",
     )
     cluster.add_argument("action", choices=["up", "down", "status"])
     cluster.add_argument(
         "--dir", help="state directory (default: $PADDOCK_CLUSTER_DIR or ~/.local/state/...)"
     )
-    cluster.set_defaults(func=_cluster)
+    real_node = cluster.add_mutually_exclusive_group()
+    real_node.add_argument(
+        "--real-node",
+        dest="real_node",
+        action="store_const",
+        const=True,
+        help="require the real node (containerd and a kubelet on this machine); fail without it",
+    )
+    real_node.add_argument(
+        "--no-real-node",
+        dest="real_node",
+        action="store_const",
+        const=False,
+        help="kwok's simulated node only",
+    )
+    cluster.set_defaults(func=_cluster, real_node=None)
 
     logs = commands.add_parser("logs", help="print an AgentRun's events (replay, and follow)")
     logs.add_argument("run", help="name of the AgentRun")

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from paddock.devcluster import cluster as local
 from paddock.devcluster import images, node
+from paddock.devcluster.processes import ClusterState, alive
 from support import git_server
 from support.kube import Cluster
 from support.runs import command_run, log_events, of_type, wait_for_run
@@ -215,3 +217,82 @@ def test_sandbox_clones_and_sets_up_then_a_run_executes_in_it(
     assert [e["data"]["path"] for e in of_type(events, "sandbox.file")] == ["result.txt"]
     assert run["changedFiles"] == ["built.txt", "result.txt"]
     assert exec_in("cat /workspace/result.txt") == "made\n"
+
+
+def _mounted_under(directories: list[Path]) -> list[str]:
+    mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
+    points = [line.split()[4] for line in mountinfo]
+    return [p for p in points if any(p == str(d) or p.startswith(f"{d}/") for d in directories)]
+
+
+def test_down_removes_what_its_node_created_and_nothing_else(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A second cluster with its own real node, a pod and a volume on it; its ``down`` leaves
+    no process, mount, interface, firewall rule or cgroup, and the first cluster's node runs on."""
+    directory = tmp_path / "second"
+    second = Cluster("second", local.up(directory, real_node=True), cluster.kubectl_binary)
+    try:
+        state = ClusterState.load(directory)
+        assert state is not None
+        mine = state.node
+        first = ClusterState.load(local.default_state_dir())
+        assert first is not None
+        assert first.node["bridge"] != mine["bridge"]
+        assert first.node["subnet"] != mine["subnet"]
+
+        namespace = second.create_namespace()
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": node.STORAGE_CLASS,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        second.apply(claim, namespace)
+        pod = _pod(
+            "busy",
+            init="true",
+            volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        )
+        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+        second.apply(pod, namespace)
+        _wait_ready(second, namespace, "busy")
+
+        containers = node.cgroup_processes(mine["cgroup"])
+        started = [state.pids[c] for c in ("containerd", "kubelet", "local-path-provisioner")]
+        directories = [Path(mine["root"]).resolve(), Path(mine["run_dir"])]
+        assert containers, "no container process in the node's cgroup"
+        assert _mounted_under(directories), "no container mount under the node's directories"
+        assert Path(f"/sys/class/net/{mine['bridge']}").is_dir()
+        assert node.rule_exists(node.masquerade_rule(mine))
+    finally:
+        local.down(directory)
+
+    for pid in [*containers, *started]:
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"process {pid} left running"
+    assert _mounted_under(directories) == []
+    assert not Path(f"/sys/class/net/{mine['bridge']}").exists()
+    assert not node.rule_exists(node.masquerade_rule(mine))
+    assert not any(d.exists() for d in node.cgroup_dirs(mine["cgroup"]))
+    assert not Path(mine["run_dir"]).exists()
+    assert not directory.exists()
+
+    # The session's cluster and its node are untouched.
+    ready = cluster.kubectl(
+        "get", "node", node.NODE_NAME,
+        "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+    ).stdout  # fmt: skip
+    assert ready == "True"
+    assert node.rule_exists(node.masquerade_rule(first.node))
+    assert all(alive(first, c) for c in ("containerd", "kubelet"))
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True

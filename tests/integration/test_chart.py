@@ -119,7 +119,7 @@ def test_chart_rbac_is_config_rbac(helm: str) -> None:
 def own_cluster(tmp_path: Path) -> Iterator[Path]:
     """A control plane of its own, so that the chart installs its CRDs from scratch."""
     directory = tmp_path / "cluster"
-    kubeconfig = local.up(directory)
+    kubeconfig = local.up(directory, real_node=False)  # the chart needs no real pods
     try:
         yield kubeconfig
     finally:

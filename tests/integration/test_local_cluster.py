@@ -24,7 +24,7 @@ def _alive(pid: int) -> bool:
 
 def test_down_leaves_no_process_behind(tmp_path: Path) -> None:
     directory = tmp_path / "cluster"
-    kubeconfig = local.up(directory)
+    kubeconfig = local.up(directory, real_node=False)  # kwok's behaviour is under test
     try:
         report = local.status(directory)
         assert report, "no state after up"

@@ -23,10 +23,12 @@ from paddock.devcluster.binaries import Binaries, ensure_binaries
 from paddock.devcluster.certs import Pki, generate_pki
 from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
 from paddock.devcluster.processes import (
-    ClusterError as ClusterError,  # re-exported: callers catch cluster.ClusterError
+    ClusterError as ClusterError,  # re-exported: callers use cluster.ClusterError/State
 )
 from paddock.devcluster.processes import (
-    ClusterState,
+    ClusterState as ClusterState,
+)
+from paddock.devcluster.processes import (
     alive,
     free_ports,
     spawn,

@@ -150,7 +150,7 @@ def plan(state: ClusterState) -> dict[str, Any]:
     }
 
 
-def _masquerade_rule(node: dict[str, Any]) -> list[str]:
+def masquerade_rule(node: dict[str, Any]) -> list[str]:
     subnet = node["subnet"]
     return [
         "POSTROUTING", "-s", subnet, "!", "-d", subnet, "-j", "MASQUERADE",
@@ -331,7 +331,7 @@ def _provisioner_files(node: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
 # --- cgroups ------------------------------------------------------------------------------------
 
 
-def _cgroup_dirs(name: str) -> list[Path]:
+def cgroup_dirs(name: str) -> list[Path]:
     """The cgroup ``name`` in every hierarchy (cgroup v1), or in the one tree (v2)."""
     base = Path("/sys/fs/cgroup")
     if (base / "cgroup.controllers").is_file():
@@ -344,16 +344,16 @@ def _cgroup_dirs(name: str) -> list[Path]:
 
 
 def _create_cgroups(name: str) -> None:
-    for directory in _cgroup_dirs(name):
+    for directory in cgroup_dirs(name):
         directory.mkdir(exist_ok=True)
         for knob in ("cpuset.cpus", "cpuset.mems"):  # a v1 cpuset starts empty: inherit
             if (directory / knob).is_file() and not (directory / knob).read_text().strip():
                 (directory / knob).write_text((directory.parent / knob).read_text())
 
 
-def _cgroup_processes(name: str) -> list[int]:
+def cgroup_processes(name: str) -> list[int]:
     pids: set[int] = set()
-    for directory in _cgroup_dirs(name):
+    for directory in cgroup_dirs(name):
         for procs in directory.rglob("cgroup.procs") if directory.is_dir() else []:
             try:
                 pids.update(int(line) for line in procs.read_text().split())
@@ -363,7 +363,7 @@ def _cgroup_processes(name: str) -> list[int]:
 
 
 def _remove_cgroups(name: str) -> None:
-    for directory in _cgroup_dirs(name):
+    for directory in cgroup_dirs(name):
         if not directory.is_dir():
             continue
         # Children first; a cgroup directory is removed with rmdir, never its files.
@@ -419,7 +419,7 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
     (root / "containerd.toml").write_text(_containerd_config(node))
     (root / "cni" / "10-paddock.conflist").write_text(json.dumps(_cni_config(node), indent=2))
     _create_cgroups(node["cgroup"])
-    _run(["iptables", "-t", "nat", "-A", *_masquerade_rule(node)])
+    _run(["iptables", "-t", "nat", "-A", *masquerade_rule(node)])
 
     containerd = spawn(
         state, "containerd", [_which("containerd"), f"--config={root / 'containerd.toml'}"]
@@ -538,7 +538,7 @@ def stop(state: ClusterState) -> None:
         pid = state.pids.get(component)
         if pid is not None and alive(state, component):
             terminate([pid])
-    _kill(_cgroup_processes(node["cgroup"]))
+    _kill(cgroup_processes(node["cgroup"]))
     _kill(_processes_naming(f"-address {node['socket']}"))
     pid = state.pids.get("containerd")
     if pid is not None and alive(state, "containerd"):
@@ -551,8 +551,8 @@ def stop(state: ClusterState) -> None:
         for veth in Path(f"/sys/class/net/{bridge}/brif").iterdir():
             _run(["ip", "link", "delete", veth.name], check=False)
         _run(["ip", "link", "delete", bridge], check=False)
-    rule = _masquerade_rule(node)
-    while _rule_exists(rule):
+    rule = masquerade_rule(node)
+    while rule_exists(rule):
         _run(["iptables", "-t", "nat", "-D", *rule])
     _remove_cgroups(node["cgroup"])
     shutil.rmtree(node["run_dir"], ignore_errors=True)
@@ -561,6 +561,6 @@ def stop(state: ClusterState) -> None:
         raise ClusterError(f"real node: still mounted after down: {', '.join(left)}")
 
 
-def _rule_exists(rule: list[str]) -> bool:
+def rule_exists(rule: list[str]) -> bool:
     check = subprocess.run(["iptables", "-t", "nat", "-C", *rule], capture_output=True)
     return check.returncode == 0

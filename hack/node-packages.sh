@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install, from Debian's packages, what the local cluster's real node runs on: containerd, runc,
+# the CNI plugins and iptables; debootstrap and a static C library build its images.
+# Idempotent. Without root it installs nothing and says so: the cluster then runs kwok only.
+set -euo pipefail
+
+packages=(containerd runc containernetworking-plugins iptables debootstrap gcc libc6-dev git)
+
+log() { printf '[node-packages %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  log "installed: ${packages[*]}"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  log "missing ${missing[*]}, and not root: the local cluster will run without its real node"
+  exit 0
+fi
+log "installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+log "installed: ${packages[*]}"
