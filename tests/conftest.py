@@ -19,6 +19,7 @@ os.environ.setdefault("PADDOCK_RESYNC_SECONDS", "1")
 # Operators started by tests serve no metrics unless a test gives them a port of their own.
 os.environ["PADDOCK_METRICS_PORT"] = "0"
 from support import identity
+from support.helm import helm_binary
 from support.kube import Cluster
 from support.waiting import wait_for
 
@@ -44,6 +45,12 @@ def cluster() -> Iterator[Cluster]:
     yield handle
     if started_here:
         local.down(directory)
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    """The helm CLI, built through the Go module proxy and cached (hack/helm.sh)."""
+    return helm_binary()
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ def _operator(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from paddock.devcluster import cluster
+    from paddock.devcluster import cluster, images
 
     directory = Path(args.dir) if args.dir else cluster.default_state_dir()
     if args.action == "up":
@@ -57,6 +57,13 @@ def _cluster(args: argparse.Namespace) -> int:
         return 0
     if args.action == "down":
         cluster.down(directory)
+        return 0
+    if args.action == "load-operator":
+        try:
+            print(cluster.load_operator_image(directory))
+        except (cluster.ClusterError, images.ImageError) as exc:
+            print(f"cluster load-operator failed: {exc}", file=sys.stderr)
+            return 1
         return 0
     report = cluster.status(directory)
     if not report:
@@ -143,7 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a local cluster for tests and development (no Docker needed): a control plane, "
         "kwok's simulated node, and a real node where this machine can run one",
     )
-    cluster.add_argument("action", choices=["up", "down", "status"])
+    cluster.add_argument(
+        "action",
+        choices=["up", "down", "status", "load-operator"],
+        help="load-operator: build the operator image from this checkout and import it into "
+        "the real node",
+    )
     cluster.add_argument(
         "--dir", help="state directory (default: $PADDOCK_CLUSTER_DIR or ~/.local/state/...)"
     )

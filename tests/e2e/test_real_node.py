@@ -13,6 +13,7 @@ from paddock.devcluster import cluster as local
 from paddock.devcluster import images, node
 from paddock.devcluster.processes import ClusterState, alive
 from support import git_server
+from support.helm import CHART, run_helm
 from support.kube import Cluster
 from support.runs import command_run, log_events, of_type, wait_for_run
 from support.sandboxes import get, sandbox, wait_for_phase, workspace
@@ -296,3 +297,50 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
     except (OSError, IndexError):
         return True
+
+
+def test_operator_image_runs_in_the_cluster_and_runs_an_agent(
+    cluster: Cluster, namespace: str, helm: str, tmp_path: Path
+) -> None:
+    """The operator's image, built from the wheel without Docker, installed with the chart onto
+    the real node: it reconciles a sandbox there and runs a command in it."""
+    directory = local.default_state_dir()
+    state = ClusterState.load(directory)
+    assert state is not None
+    repository, tag = local.load_operator_image(directory).rsplit(":", 1)
+    values = {
+        "crds": {"enabled": False},
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "watchNamespaces": [namespace],
+        "operator": {"sandboxImage": images.SANDBOX_IMAGE},
+        **ON_NODE,
+        # No kube-proxy serves the kubernetes Service here: the API server's own address.
+        "extraEnv": [
+            {"name": "KUBERNETES_SERVICE_HOST", "value": state.node["host_ip"]},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": str(state.ports["apiserver"])},
+        ],
+    }
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(json.dumps(values))
+    release = f"paddock-{namespace}"
+    run_helm(
+        helm, "install", release, str(CHART), "-n", namespace, "-f", str(values_file),
+        "--wait", "--timeout=180s", kubeconfig=cluster.kubeconfig,
+    )  # fmt: skip
+    try:
+        pods = cluster.kubectl(
+            "get", "pods", "-n", namespace, "-l", "app.kubernetes.io/name=paddock",
+            "-o", "jsonpath={.items[*].spec.nodeName}",
+        ).stdout  # fmt: skip
+        assert pods == node.NODE_NAME
+
+        cluster.apply(workspace("app", setup=["echo set up > ready.txt"]), namespace)
+        cluster.apply(_real_sandbox("inside", "app"), namespace)
+        wait_for_phase(cluster, namespace, "inside", "Ready", timeout=180)
+        cluster.apply(command_run("hello", "inside", "cat ready.txt; id -un"), namespace)
+        run = wait_for_run(cluster, namespace, "hello", timeout=120)
+        assert run["phase"] == "Succeeded", json.dumps(run, indent=2)
+        events = log_events(cluster, namespace, "hello")
+        assert [e["data"]["text"] for e in of_type(events, "output")] == ["set up", "paddock"]
+    finally:
+        run_helm(helm, "uninstall", release, "-n", namespace, kubeconfig=cluster.kubeconfig)

@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from paddock.devcluster import cluster as local
+from support.helm import CHART, run_helm
 from support.kube import ROOT, Cluster
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-CHART = ROOT / "charts" / "paddock"
 ALL_TOGGLES = CHART / "ci" / "all-toggles-values.yaml"
 # The prometheus-operator CRD is not part of a bare control plane. A permissive stand-in lets
 # the server check the ServiceMonitor's envelope (names, labels, namespace), not its spec.
@@ -47,22 +47,6 @@ SERVICE_MONITOR_CRD = {
         ],
     },
 }
-
-
-@pytest.fixture(scope="session")
-def helm() -> str:
-    done = subprocess.run(
-        [str(ROOT / "hack" / "helm.sh")], capture_output=True, text=True, timeout=1800
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().rpartition("HELM=")[2]
-
-
-def run_helm(helm: str, *args: str, kubeconfig: Path | None = None) -> str:
-    argv = [helm, *args] + ([f"--kubeconfig={kubeconfig}"] if kubeconfig else [])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
-    return done.stdout
 
 
 def render(helm: str, namespace: str, *values: str) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""Operator settings from the environment, and the metrics' bookkeeping (pure parts)."""
+"""Operator settings from the environment, the in-cluster API address, and the metrics'
+bookkeeping (pure parts)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 from pydantic import ValidationError
 
+from paddock.handlers.startup import in_cluster_server
 from paddock.metrics import PhaseTracker
 from paddock.settings import OperatorSettings
 
@@ -44,3 +46,13 @@ def test_phase_tracker_moves_one_object_between_phases_and_out() -> None:
     assert count("Ready") == 1
     tracker.update("a", None)  # deleted
     assert (count("Pending"), count("Ready")) == (1, 0)
+
+
+def test_in_cluster_server_comes_from_the_service_env_like_client_go() -> None:
+    default = "https://kubernetes.default.svc"
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    assert in_cluster_server(env, default) == "https://10.0.0.1:443"
+    env6 = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "6443"}
+    assert in_cluster_server(env6, default) == "https://[fd00::1]:6443"
+    assert in_cluster_server({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, default) == default
+    assert in_cluster_server({}, default) == default

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from paddock.devcluster import node
+from paddock.devcluster import images, node
 from paddock.devcluster.binaries import Binaries, ensure_binaries
 from paddock.devcluster.certs import Pki, generate_pki
 from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
@@ -184,7 +184,11 @@ def _storage_class_manifest() -> str:
 # --- up / down / status ------------------------------------------------------------------------
 
 
-def _control_plane_argv(b: Binaries, s: ClusterState) -> dict[str, list[str]]:
+def _control_plane_argv(
+    b: Binaries, s: ClusterState, api_address: str | None
+) -> dict[str, list[str]]:
+    """``api_address``: the host address pods on the real node reach the API server at (it then
+    listens on every interface); None: loopback only."""
     p, pki = s.ports, s.pki
     api = f"https://127.0.0.1:{p['apiserver']}"
     return {
@@ -204,8 +208,9 @@ def _control_plane_argv(b: Binaries, s: ClusterState) -> dict[str, list[str]]:
         "kube-apiserver": [
             str(b.kube_apiserver),
             f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            # With a real node, pods reach it at the host's address: listen there too.
+            f"--bind-address={'0.0.0.0' if api_address else '127.0.0.1'}",  # noqa: S104
+            f"--advertise-address={api_address or '127.0.0.1'}",
             f"--secure-port={p['apiserver']}",
             f"--cert-dir={s.directory / 'apiserver'}",
             f"--tls-cert-file={pki.serving_cert}",
@@ -273,6 +278,17 @@ def _control_plane_argv(b: Binaries, s: ClusterState) -> dict[str, list[str]]:
     }
 
 
+def load_operator_image(directory: Path) -> str:
+    """Build the operator's image from this checkout (cached by its source) and import it into
+    the running cluster's real node; returns the image reference."""
+    state = ClusterState.load(directory)
+    if state is None or not state.node:
+        raise ClusterError(f"no local cluster with a real node in {directory}")
+    image = images.ensure_image("operator", images.operator_recipe())
+    node.import_images(state.node, [image])
+    return image.reference
+
+
 def status(directory: Path) -> dict[str, bool]:
     """Component -> running, plus ``api`` -> /readyz answers."""
     state = ClusterState.load(directory)
@@ -327,10 +343,12 @@ def up(directory: Path, *, real_node: bool | None = None) -> Path:
     )
     state.pods_dir.mkdir()
     state.volumes_dir.mkdir()
-    generate_pki(state.pki.directory, HOSTS)
+    # Pods on the real node reach the API server at the host's address (no kube-proxy runs).
+    api_address = node.host_ip() if with_node else None
+    generate_pki(state.pki.directory, (*HOSTS, api_address) if api_address else HOSTS)
     write_kubeconfig(state)
     state.save()
-    argv = _control_plane_argv(binaries, state)
+    argv = _control_plane_argv(binaries, state, api_address)
     print(f"cluster: starting in {directory}", file=sys.stderr)
     try:
         etcd = spawn(state, "etcd", argv["etcd"])

@@ -256,7 +256,8 @@ def _build_operator(work: Path) -> tuple[Path, ImageConfig]:
     _add_user(rootfs, "paddock", OPERATOR_UID, "/home/paddock")
     site = "/opt/paddock/lib"
     # The image's python3 is Debian bookworm's 3.11, the same minor version as this
-    # interpreter, so the wheels this pip picks (cp311, manylinux) are the ones it runs.
+    # interpreter, so the wheels this pip picks (cp311, manylinux) and the bytecode it
+    # compiles are the ones it runs (the root filesystem is read-only at run time).
     _run(
         [
             sys.executable,
@@ -346,6 +347,9 @@ def ensure_image(name: str, recipe: Recipe) -> Image:
             partial = directory / "image.tar.partial"
             write_oci_archive(layer, recipe.reference, config, partial)
             partial.rename(archive)
+        for stale in directory.parent.iterdir():  # earlier recipes of this image
+            if stale.is_dir() and stale != directory:
+                shutil.rmtree(stale, ignore_errors=True)
         print(
             f"  image {recipe.reference}: built in {time.monotonic() - started:.0f}s",
             file=sys.stderr,

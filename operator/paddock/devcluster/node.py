@@ -383,7 +383,8 @@ def _ctr(node: dict[str, Any], *args: str) -> str:
     return _run(["ctr", f"--address={node['socket']}", "--namespace=k8s.io", *args])
 
 
-def _import_images(node: dict[str, Any], wanted: list[images.Image]) -> None:
+def import_images(node: dict[str, Any], wanted: list[images.Image]) -> None:
+    """Import image archives into the node's containerd, where pods find them by reference."""
     for image in wanted:
         started = time.monotonic()
         _ctr(node, "images", "import", str(image.archive))
@@ -428,7 +429,7 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
         state, "containerd", containerd,
         lambda: Path(node["socket"]).is_socket() and _answers(node), "serving",
     )  # fmt: skip
-    _import_images(node, wanted)
+    import_images(node, wanted)
 
     cert, key = root / "pki" / "kubelet-client.crt", root / "pki" / "kubelet-client.key"
     issue_client_cert(state.pki, f"system:node:{NODE_NAME}", "system:nodes", cert, key)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -18,10 +21,21 @@ FINALIZER = f"{GROUP}/finalizer"
 @kopf.on.login()
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     """In a pod, the service account; elsewhere, the current kubeconfig context."""
-    info: kopf.ConnectionInfo | None = kopf.login_with_service_account(
-        **kwargs
-    ) or kopf.login_with_kubeconfig(**kwargs)
+    in_pod: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
+    if in_pod is not None:
+        return dataclasses.replace(in_pod, server=in_cluster_server(os.environ, in_pod.server))
+    info: kopf.ConnectionInfo | None = kopf.login_with_kubeconfig(**kwargs)
     return info
+
+
+def in_cluster_server(env: Mapping[str, str], default: str) -> str:
+    """The API server as the kubelet tells every pod, in KUBERNETES_SERVICE_HOST/PORT, as
+    client-go's in-cluster config reads it; kopf's own default is a DNS name, which fails
+    where no cluster DNS runs."""
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        return default
+    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
 @kopf.on.startup()
