@@ -344,3 +344,34 @@ def test_operator_image_runs_in_the_cluster_and_runs_an_agent(
         assert [e["data"]["text"] for e in of_type(events, "output")] == ["set up", "paddock"]
     finally:
         run_helm(helm, "uninstall", release, "-n", namespace, kubeconfig=cluster.kubeconfig)
+
+
+def test_a_node_that_fails_to_start_leaves_kwok_running_and_says_why(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "blocked"
+    # A file where the node's runtime directory must go: a real failure, early in its start.
+    run_dir = Path(node.plan(ClusterState(directory))["run_dir"])
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    run_dir.write_text("in the way\n")
+    try:
+        kubeconfig = local.up(directory)
+        said = capfd.readouterr().err
+        assert "the real node did not start" in said
+        assert "kwok only" in said
+        assert local.is_up(directory)
+        state = ClusterState.load(directory)
+        assert state is not None
+        assert state.node == {}
+        assert "kubelet" not in state.pids
+        nodes = Cluster("blocked", kubeconfig, str(local.ensure_binaries().kubectl)).kubectl(
+            "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"
+        )
+        assert nodes.stdout == local.NODE_NAME
+
+        local.down(directory)
+        with pytest.raises(local.ClusterError):  # required: the failure is the answer
+            local.up(directory, real_node=True)
+    finally:
+        local.down(directory)
+        run_dir.unlink()

@@ -388,12 +388,28 @@ def up(directory: Path, *, real_node: bool | None = None) -> Path:
             "default service account created",
         )
         if with_node:
-            node.start(binaries, state, lambda *args, **kw: kubectl(binaries, state, *args, **kw))
+            _start_node(binaries, state, required=bool(real_node) or node.required())
     except BaseException:
         down(directory, quiet=True, keep_logs=True)
         raise
     print(f"cluster: up in {time.monotonic() - started:.1f}s", file=sys.stderr)
     return state.kubeconfig
+
+
+def _start_node(binaries: Binaries, state: ClusterState, *, required: bool) -> None:
+    """Start the real node; unless it is required, a node that fails to start leaves the
+    cluster running on kwok alone, with the reason said and the node's traces removed."""
+    try:
+        node.start(binaries, state, lambda *args, **kw: kubectl(binaries, state, *args, **kw))
+    except (ClusterError, images.ImageError, OSError) as exc:
+        if required:
+            raise ClusterError(f"the real node did not start: {exc}") from exc
+        node.stop(state)
+        print(
+            f"cluster: the real node did not start ({exc}); kwok only: pods are simulated "
+            f"(logs in {state.log('kubelet').parent})",
+            file=sys.stderr,
+        )
 
 
 def _node_ready(binaries: Binaries, state: ClusterState) -> bool:

@@ -59,6 +59,7 @@ CNI_PLUGINS = ("bridge", "host-local", "loopback")
 # Pods of the node and the (pretend) pods of kwok use different ranges.
 SUBNET_BASE = ipaddress.ip_network("10.245.0.0/16")
 RUN_ROOT = Path("/run/paddock")
+COMPONENTS = ("containerd", "kubelet", "local-path-provisioner")  # in start order
 
 Kubectl = Callable[..., str]  # kubectl(*args, stdin=None) against the cluster, as admin
 
@@ -535,7 +536,7 @@ def stop(state: ClusterState) -> None:
     node = state.node
     if not node:
         return
-    for component in ("kubelet", "local-path-provisioner"):
+    for component in COMPONENTS[1:]:
         pid = state.pids.get(component)
         if pid is not None and alive(state, component):
             terminate([pid])
@@ -560,6 +561,11 @@ def stop(state: ClusterState) -> None:
     left = _mounts_under(directories)
     if left:
         raise ClusterError(f"real node: still mounted after down: {', '.join(left)}")
+    state.node = {}
+    for component in COMPONENTS:
+        state.pids.pop(component, None)
+        state.commands.pop(component, None)
+    state.save()
 
 
 def rule_exists(rule: list[str]) -> bool:
