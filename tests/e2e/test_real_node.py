@@ -11,6 +11,7 @@ import pytest
 
 from paddock.devcluster import cluster as local
 from paddock.devcluster import images, node
+from paddock.devcluster.node import NodePlan
 from paddock.devcluster.processes import ClusterState, alive
 from support import git_server
 from support.helm import CHART, run_helm
@@ -24,6 +25,18 @@ pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
 ON_NODE: dict[str, Any] = {
     "nodeSelector": {node.NODE_LABEL: "real"},
     "tolerations": [{"key": node.NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
+}
+
+# A volume "data" of the node's StorageClass.
+CLAIM: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "PersistentVolumeClaim",
+    "metadata": {"name": "data"},
+    "spec": {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": node.STORAGE_CLASS,
+        "resources": {"requests": {"storage": "1Gi"}},
+    },
 }
 
 
@@ -114,17 +127,7 @@ def test_exec_runs_inside_the_container(cluster: Cluster, namespace: str) -> Non
 
 
 def test_volume_is_provisioned_and_outlives_its_pod(cluster: Cluster, namespace: str) -> None:
-    claim = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "data"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": node.STORAGE_CLASS,
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    }
-    cluster.apply(claim, namespace)
+    cluster.apply(CLAIM, namespace)
     volume_spec = {
         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
     }
@@ -236,24 +239,17 @@ def test_down_removes_what_its_node_created_and_nothing_else(
     try:
         state = ClusterState.load(directory)
         assert state is not None
-        mine = state.node
+        mine = NodePlan.from_state(state.node)
         first = ClusterState.load(local.default_state_dir())
+        assert mine is not None
         assert first is not None
-        assert first.node["bridge"] != mine["bridge"]
-        assert first.node["subnet"] != mine["subnet"]
+        first_node = NodePlan.from_state(first.node)
+        assert first_node is not None
+        assert first_node.bridge != mine.bridge
+        assert first_node.subnet != mine.subnet
 
         namespace = second.create_namespace()
-        claim = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "data"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": node.STORAGE_CLASS,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
-        second.apply(claim, namespace)
+        second.apply(CLAIM, namespace)
         pod = _pod(
             "busy",
             init="true",
@@ -263,12 +259,12 @@ def test_down_removes_what_its_node_created_and_nothing_else(
         second.apply(pod, namespace)
         _wait_ready(second, namespace, "busy")
 
-        containers = node.cgroup_processes(mine["cgroup"])
+        containers = node.cgroup_processes(mine.cgroup)
         started = [state.pids[c] for c in ("containerd", "kubelet", "local-path-provisioner")]
-        directories = [Path(mine["root"]).resolve(), Path(mine["run_dir"])]
+        directories = [mine.root.resolve(), mine.run_dir]
         assert containers, "no container process in the node's cgroup"
         assert _mounted_under(directories), "no container mount under the node's directories"
-        assert Path(f"/sys/class/net/{mine['bridge']}").is_dir()
+        assert Path(f"/sys/class/net/{mine.bridge}").is_dir()
         assert node.rule_exists(node.masquerade_rule(mine))
     finally:
         local.down(directory)
@@ -276,10 +272,10 @@ def test_down_removes_what_its_node_created_and_nothing_else(
     for pid in [*containers, *started]:
         assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"process {pid} left running"
     assert _mounted_under(directories) == []
-    assert not Path(f"/sys/class/net/{mine['bridge']}").exists()
+    assert not Path(f"/sys/class/net/{mine.bridge}").exists()
     assert not node.rule_exists(node.masquerade_rule(mine))
-    assert not any(d.exists() for d in node.cgroup_dirs(mine["cgroup"]))
-    assert not Path(mine["run_dir"]).exists()
+    assert not any(d.exists() for d in node.cgroup_dirs(mine.cgroup))
+    assert not mine.run_dir.exists()
     assert not directory.exists()
 
     # The session's cluster and its node are untouched.
@@ -288,7 +284,7 @@ def test_down_removes_what_its_node_created_and_nothing_else(
         "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
     ).stdout  # fmt: skip
     assert ready == "True"
-    assert node.rule_exists(node.masquerade_rule(first.node))
+    assert node.rule_exists(node.masquerade_rule(first_node))
     assert all(alive(first, c) for c in ("containerd", "kubelet"))
 
 
@@ -351,7 +347,7 @@ def test_a_node_that_fails_to_start_leaves_kwok_running_and_says_why(
 ) -> None:
     directory = tmp_path / "blocked"
     # A file where the node's runtime directory must go: a real failure, early in its start.
-    run_dir = Path(node.plan(ClusterState(directory))["run_dir"])
+    run_dir = node.plan(ClusterState(directory)).run_dir
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     run_dir.write_text("in the way\n")
     try:

@@ -282,10 +282,11 @@ def load_operator_image(directory: Path) -> str:
     """Build the operator's image from this checkout (cached by its source) and import it into
     the running cluster's real node; returns the image reference."""
     state = ClusterState.load(directory)
-    if state is None or not state.node:
+    plan = node.NodePlan.from_state(state.node) if state else None
+    if plan is None:
         raise ClusterError(f"no local cluster with a real node in {directory}")
     image = images.ensure_image("operator", images.operator_recipe())
-    node.import_images(state.node, [image])
+    node.import_images(plan, [image])
     return image.reference
 
 

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,10 +126,47 @@ def _used_subnets() -> set[str]:
     return {word for word in routes if "/" in word}
 
 
-def plan(state: ClusterState) -> dict[str, Any]:
-    """Names and addresses for the node, unique to this state directory on this host."""
+@dataclass(frozen=True)
+class NodePlan:
+    """Names and addresses of one cluster's real node, unique to its state directory on this
+    host; recorded in ``state.json`` before anything named here is created."""
+
+    ident: str
+    subnet: str
+    host_ip: str
+    root: Path  # <state>/node: configs, containerd's root, the kubelet's, volumes, pod logs
+
+    @property
+    def bridge(self) -> str:
+        return f"pdk{self.ident}"  # interface names are at most 15 characters
+
+    @property
+    def cgroup(self) -> str:
+        return f"paddock-{self.ident}"
+
+    @property
+    def run_dir(self) -> Path:
+        return RUN_ROOT / self.ident  # short: unix socket paths are limited to 107 bytes
+
+    @property
+    def socket(self) -> Path:
+        return self.run_dir / "containerd.sock"
+
+    def to_state(self) -> dict[str, str]:
+        return {"ident": self.ident, "subnet": self.subnet, "host_ip": self.host_ip,
+                "root": str(self.root)}  # fmt: skip
+
+    @classmethod
+    def from_state(cls, data: dict[str, Any]) -> NodePlan | None:
+        if not data:
+            return None
+        return cls(data["ident"], data["subnet"], data["host_ip"], Path(data["root"]))
+
+
+def plan(state: ClusterState) -> NodePlan:
+    """The node's plan for this state directory: the same each time, except that a /24 some
+    other interface routes already is passed over."""
     digest = hashlib.sha256(str(state.directory.resolve()).encode()).hexdigest()
-    ident = digest[:6]
     subnets = list(SUBNET_BASE.subnets(new_prefix=24))
     used = _used_subnets()
     start = int(digest[6:10], 16) % len(subnets)
@@ -138,39 +176,32 @@ def plan(state: ClusterState) -> dict[str, Any]:
             break
     else:
         raise ClusterError(f"real node: every /24 of {SUBNET_BASE} is routed already")
-    run_dir = RUN_ROOT / ident  # short: unix socket paths are limited to 107 bytes
-    return {
-        "id": ident,
-        "bridge": f"pdk{ident}",
-        "subnet": str(subnet),
-        "cgroup": f"paddock-{ident}",
-        "run_dir": str(run_dir),
-        "socket": str(run_dir / "containerd.sock"),
-        "host_ip": host_ip(),
-        "root": str(state.directory / "node"),
-    }
+    address = host_ip()
+    if address is None:
+        raise ClusterError("real node: the host has no non-loopback IPv4 address")
+    return NodePlan(digest[:6], str(subnet), address, state.directory / "node")
 
 
-def masquerade_rule(node: dict[str, Any]) -> list[str]:
-    subnet = node["subnet"]
+def masquerade_rule(node: NodePlan) -> list[str]:
+    subnet = node.subnet
     return [
         "POSTROUTING", "-s", subnet, "!", "-d", subnet, "-j", "MASQUERADE",
-        "-m", "comment", "--comment", f"paddock node {node['id']}",
+        "-m", "comment", "--comment", f"paddock node {node.ident}",
     ]  # fmt: skip
 
 
 # --- configuration ------------------------------------------------------------------------------
 
 
-def _containerd_config(node: dict[str, Any]) -> str:
-    root = Path(node["root"])
+def _containerd_config(node: NodePlan) -> str:
+    root = node.root
     return f"""version = 2
 root = "{root / "containerd"}"
-state = "{node["run_dir"]}/state"
+state = "{node.run_dir}/state"
 [grpc]
-  address = "{node["socket"]}"
+  address = "{node.socket}"
 [ttrpc]
-  address = "{node["socket"]}.ttrpc"
+  address = "{node.socket}.ttrpc"
 [debug]
   level = "warn"
 [plugins."io.containerd.internal.v1.opt"]
@@ -188,42 +219,42 @@ state = "{node["run_dir"]}/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        Root = "{node["run_dir"]}/runc"
+        Root = "{node.run_dir}/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN}"
     conf_dir = "{root / "cni"}"
 """
 
 
-def _cni_config(node: dict[str, Any]) -> dict[str, Any]:
+def _cni_config(node: NodePlan) -> dict[str, Any]:
     return {
         "cniVersion": "0.4.0",
-        "name": f"paddock-{node['id']}",
+        "name": f"paddock-{node.ident}",
         "plugins": [
             {
                 "type": "bridge",
-                "bridge": node["bridge"],
+                "bridge": node.bridge,
                 "isGateway": True,
                 # Outgoing NAT is one rule of our own (see up), not one chain per pod.
                 "ipMasq": False,
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": node["subnet"]}]],
+                    "ranges": [[{"subnet": node.subnet}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
-                    "dataDir": str(Path(node["root"]) / "cni-ipam"),
+                    "dataDir": str(node.root / "cni-ipam"),
                 },
             }
         ],
     }
 
 
-def _kubelet_config(state: ClusterState, node: dict[str, Any]) -> dict[str, Any]:
-    root = Path(node["root"])
+def _kubelet_config(state: ClusterState, node: NodePlan) -> dict[str, Any]:
+    root = node.root
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": node["host_ip"],
+        "address": node.host_ip,
         "port": state.ports["kubelet"],
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -236,8 +267,8 @@ def _kubelet_config(state: ClusterState, node: dict[str, Any]) -> dict[str, Any]
         # Only holders of a certificate from the cluster's CA get past authentication.
         "authorization": {"mode": "AlwaysAllow"},
         "cgroupDriver": "cgroupfs",
-        "cgroupRoot": f"/{node['cgroup']}",
-        "containerRuntimeEndpoint": f"unix://{node['socket']}",
+        "cgroupRoot": f"/{node.cgroup}",
+        "containerRuntimeEndpoint": f"unix://{node.socket}",
         "failSwapOn": False,
         # Images are imported, not pulled: garbage collection must never remove them.
         "imageGCHighThresholdPercent": 100,
@@ -273,9 +304,9 @@ def _kubelet_kubeconfig(state: ClusterState, cert: Path, key: Path) -> dict[str,
     }
 
 
-def _provisioner_files(node: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
+def _provisioner_files(node: NodePlan) -> tuple[dict[str, Any], dict[str, Any], str]:
     """local-path-provisioner's config, its helper pod, and the ConfigMap of its scripts."""
-    config = {"nodePathMap": [{"node": NODE_NAME, "paths": [str(Path(node["root"]) / "volumes")]}]}
+    config = {"nodePathMap": [{"node": NODE_NAME, "paths": [str(node.root / "volumes")]}]}
     helper = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -380,11 +411,11 @@ def _remove_cgroups(name: str) -> None:
 # --- up -----------------------------------------------------------------------------------------
 
 
-def _ctr(node: dict[str, Any], *args: str) -> str:
-    return _run(["ctr", f"--address={node['socket']}", "--namespace=k8s.io", *args])
+def _ctr(node: NodePlan, *args: str) -> str:
+    return _run(["ctr", f"--address={node.socket}", "--namespace=k8s.io", *args])
 
 
-def import_images(node: dict[str, Any], wanted: list[images.Image]) -> None:
+def import_images(node: NodePlan, wanted: list[images.Image]) -> None:
     """Import image archives into the node's containerd, where pods find them by reference."""
     for image in wanted:
         started = time.monotonic()
@@ -409,18 +440,18 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
     """Bring the node up and wait until it is Ready. Every host resource is recorded in the
     state before it is created; on failure the caller's ``down`` removes what there is."""
     node = plan(state)
-    state.node = node
+    state.node = node.to_state()
     state.ports |= free_ports(("kubelet", "kubelet-healthz"))
     state.save()
-    root = Path(node["root"])
+    root = node.root
     for sub in ("cni", "volumes", "pod-logs", "kubelet", "pki"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    Path(node["run_dir"]).mkdir(parents=True, exist_ok=True)
+    node.run_dir.mkdir(parents=True, exist_ok=True)
     wanted = images.node_images()  # built and cached the first time (about a minute)
 
     (root / "containerd.toml").write_text(_containerd_config(node))
     (root / "cni" / "10-paddock.conflist").write_text(json.dumps(_cni_config(node), indent=2))
-    _create_cgroups(node["cgroup"])
+    _create_cgroups(node.cgroup)
     _run(["iptables", "-t", "nat", "-A", *masquerade_rule(node)])
 
     containerd = spawn(
@@ -428,7 +459,7 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
     )
     wait_until(
         state, "containerd", containerd,
-        lambda: Path(node["socket"]).is_socket() and _answers(node), "serving",
+        lambda: node.socket.is_socket() and _answers(node), "serving",
     )  # fmt: skip
     import_images(node, wanted)
 
@@ -451,7 +482,7 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
             f"--root-dir={root / 'kubelet'}",
             f"--cert-dir={root / 'pki'}",
             f"--hostname-override={NODE_NAME}",
-            f"--node-ip={node['host_ip']}",
+            f"--node-ip={node.host_ip}",
             f"--node-labels={NODE_LABEL}=real",
             "--v=1",
         ],
@@ -489,7 +520,7 @@ def _which(tool: str) -> str:
     return path
 
 
-def _answers(node: dict[str, Any]) -> bool:
+def _answers(node: NodePlan) -> bool:
     try:
         _ctr(node, "version")
     except ClusterError:
@@ -533,22 +564,22 @@ def _mounts_under(directories: list[Path]) -> list[str]:
 def stop(state: ClusterState) -> None:
     """Remove what ``start`` created, in an order that leaves nothing running or mounted:
     kubelet, the containers' processes, shims and containerd, mounts, network, cgroups."""
-    node = state.node
-    if not node:
+    node = NodePlan.from_state(state.node)
+    if node is None:
         return
     for component in COMPONENTS[1:]:
         pid = state.pids.get(component)
         if pid is not None and alive(state, component):
             terminate([pid])
-    _kill(cgroup_processes(node["cgroup"]))
-    _kill(_processes_naming(f"-address {node['socket']}"))
+    _kill(cgroup_processes(node.cgroup))
+    _kill(_processes_naming(f"-address {node.socket}"))
     pid = state.pids.get("containerd")
     if pid is not None and alive(state, "containerd"):
         terminate([pid])
-    directories = [Path(node["root"]).resolve(), Path(node["run_dir"])]
+    directories = [node.root.resolve(), node.run_dir]
     for point in _mounts_under(directories):
         _run(["umount", "--lazy", point], check=False)
-    bridge = node["bridge"]
+    bridge = node.bridge
     if Path(f"/sys/class/net/{bridge}").exists():
         for veth in Path(f"/sys/class/net/{bridge}/brif").iterdir():
             _run(["ip", "link", "delete", veth.name], check=False)
@@ -556,8 +587,8 @@ def stop(state: ClusterState) -> None:
     rule = masquerade_rule(node)
     while rule_exists(rule):
         _run(["iptables", "-t", "nat", "-D", *rule])
-    _remove_cgroups(node["cgroup"])
-    shutil.rmtree(node["run_dir"], ignore_errors=True)
+    _remove_cgroups(node.cgroup)
+    shutil.rmtree(node.run_dir, ignore_errors=True)
     left = _mounts_under(directories)
     if left:
         raise ClusterError(f"real node: still mounted after down: {', '.join(left)}")
