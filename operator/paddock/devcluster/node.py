@@ -589,6 +589,8 @@ def stop(state: ClusterState) -> None:
         _run(["iptables", "-t", "nat", "-D", *rule])
     _remove_cgroups(node.cgroup)
     shutil.rmtree(node.run_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        RUN_ROOT.rmdir()  # only when no other cluster's node uses it
     left = _mounts_under(directories)
     if left:
         raise ClusterError(f"real node: still mounted after down: {', '.join(left)}")
