@@ -161,8 +161,8 @@ def write_oci_archive(layer: Path, reference: str, config: ImageConfig, archive:
                 tar.add(root / name, arcname=name)
 
 
-def _run(argv: list[str], what: str, **kwargs: object) -> None:
-    result = subprocess.run(argv, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
+def _run(argv: list[str], what: str) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
         output = (result.stderr or result.stdout).strip().splitlines()[-15:]
         raise ImageError(f"{what}: `{' '.join(argv[:3])} ...` failed:\n" + "\n".join(output))
