@@ -12,7 +12,7 @@ import pytest
 from paddock.devcluster import cluster as local
 from paddock.devcluster import images, node
 from paddock.devcluster.node import NodePlan
-from paddock.devcluster.processes import ClusterState, alive
+from paddock.devcluster.processes import ClusterState, alive, exited
 from support import git_server
 from support.helm import CHART, run_helm
 from support.kube import Cluster
@@ -270,7 +270,7 @@ def test_down_removes_what_its_node_created_and_nothing_else(
         local.down(directory)
 
     for pid in [*containers, *started]:
-        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"process {pid} left running"
+        assert exited(pid), f"process {pid} left running"
     assert _mounted_under(directories) == []
     assert not Path(f"/sys/class/net/{mine.bridge}").exists()
     assert not node.rule_exists(node.masquerade_rule(mine))
@@ -286,13 +286,6 @@ def test_down_removes_what_its_node_created_and_nothing_else(
     assert ready == "True"
     assert node.rule_exists(node.masquerade_rule(first_node))
     assert all(alive(first, c) for c in ("containerd", "kubelet"))
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-    except (OSError, IndexError):
-        return True
 
 
 def test_operator_image_runs_in_the_cluster_and_runs_an_agent(

@@ -175,7 +175,7 @@ def terminate(pids: list[int]) -> None:
     deadline = time.monotonic() + STOP_TIMEOUT
     remaining = list(pids)
     while remaining and time.monotonic() < deadline:
-        remaining = [pid for pid in remaining if Path(f"/proc/{pid}").exists() and not zombie(pid)]
+        remaining = [pid for pid in remaining if not exited(pid)]
         if remaining:
             time.sleep(0.05)
     for pid in remaining:
@@ -183,7 +183,8 @@ def terminate(pids: list[int]) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-def zombie(pid: int) -> bool:
+def exited(pid: int) -> bool:
+    """Whether the process runs no more: gone, or a zombie its parent has not reaped."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
     except (OSError, IndexError):
