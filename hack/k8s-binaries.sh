@@ -179,10 +179,15 @@ start=$SECONDS
 build_etcd
 build_kwok
 build_k8s_commands kubernetes "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl
-# The real node's kubelet: its own cache entry, so that a control plane cached before the
-# real node existed is not rebuilt.
-build_k8s_commands kubelet "$kubelet_dir" kubelet
-build_local_path_provisioner
+# The real node's kubelet (its own cache entry, so that a control plane cached before the real
+# node existed is not rebuilt) and storage: only where a real node can run, as root.
+real_node_off() { case "${PADDOCK_REAL_NODE:-auto}" in 0|false|off|no) return 0 ;; esac; return 1; }
+if [ "$(id -u)" -eq 0 ] && ! real_node_off; then
+  build_k8s_commands kubelet "$kubelet_dir" kubelet
+  build_local_path_provisioner
+else
+  log "kubelet, local-path-provisioner: skipped (the real node needs root; PADDOCK_REAL_NODE=${PADDOCK_REAL_NODE:-auto})"
+fi
 fetch_snapshot_crds
 log "all binaries ready after $((SECONDS - start))s ($(du -sh "$CACHE" | cut -f1) in $CACHE)"
 

@@ -452,6 +452,7 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
     (root / "containerd.toml").write_text(_containerd_config(node))
     (root / "cni" / "10-paddock.conflist").write_text(json.dumps(_cni_config(node), indent=2))
     _create_cgroups(node.cgroup)
+    _create_bridge(node)
     _run(["iptables", "-t", "nat", "-A", *masquerade_rule(node)])
 
     containerd = spawn(
@@ -511,6 +512,16 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
         state, "kubelet", kubelet, lambda: _node_condition(kubectl) == "True",
         f"node {NODE_NAME} Ready",
     )  # fmt: skip
+
+
+def _create_bridge(node: NodePlan) -> None:
+    """The pods' bridge with its gateway address, made now rather than by the CNI plugin at the
+    first pod: its route then marks the subnet as taken for any other cluster's plan."""
+    gateway = next(ipaddress.ip_network(node.subnet).hosts())
+    prefix = ipaddress.ip_network(node.subnet).prefixlen
+    _run(["ip", "link", "add", "name", node.bridge, "type", "bridge"])
+    _run(["ip", "address", "add", f"{gateway}/{prefix}", "dev", node.bridge])
+    _run(["ip", "link", "set", node.bridge, "up"])
 
 
 def _which(tool: str) -> str:
