@@ -44,9 +44,10 @@ fmt: install ## Format the code
 	$(BIN)/ruff check --fix operator tests
 
 .PHONY: lint
-lint: install ## Lint with ruff, and the Dockerfile with hadolint
+lint: install ## Lint with ruff, the layers with import-linter, the Dockerfile with hadolint
 	$(BIN)/ruff check operator tests bench
 	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/lint-imports
 	$(BIN)/hadolint Dockerfile
 
 .PHONY: typecheck

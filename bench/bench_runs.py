@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
+from paddock.agentruns.execution import Execution
 from paddock.devcluster import cluster as local
 from paddock.kube import client as kube
 from paddock.runs import events as ev
-from paddock.runs.execution import Execution
 from paddock.runs.journal import BATCH_BYTES
 from paddock.runs.log import ConfigMapLog
 
@@ -105,7 +105,7 @@ def make_run(namespace: str, name: str, command: str) -> dict[str, Any]:
 def baseline(namespace: str) -> tuple[float, int]:
     """Seconds and writes to append EVENTS events to a log in the run's batch size."""
     run = make_run(namespace, "baseline", "true")
-    log = ConfigMapLog(run)
+    log = ConfigMapLog(run, kube)
     log.load()
     drafts = [
         ev.Draft(ev.OUTPUT, f"event {i}", {"stream": "stdout", "text": f"event {i}"})

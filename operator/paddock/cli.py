@@ -84,6 +84,7 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
+    from paddock.agentruns import logs
     from paddock.kube.client import current_namespace, load_config
     from paddock.runs import reader
 
@@ -91,9 +92,9 @@ def _logs(args: argparse.Namespace) -> int:
     namespace = args.namespace or current_namespace()
     render = reader.as_json if args.output == "json" else reader.as_text
     try:
-        for event in reader.events(namespace, args.run, args.from_seq, follow=args.follow):
+        for event in logs.events(namespace, args.run, args.from_seq, follow=args.follow):
             print(render(event), flush=True)
-    except reader.RunNotFoundError as exc:
+    except logs.RunNotFoundError as exc:
         print(f"paddock logs: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -107,7 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"paddock {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_crds, _add_operator, _add_cluster, _add_logs, _add_dev):
+        add(commands)
+    return parser
 
+
+Commands = argparse._SubParsersAction  # the type add_subparsers() returns
+
+
+def _add_crds(commands: Commands[argparse.ArgumentParser]) -> None:
     crds = commands.add_parser("crds", help="write the CRDs generated from the API models")
     crds.add_argument("--dir", default="crds", help="directory of the CRD files (default: crds)")
     crds.add_argument(
@@ -121,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crds.set_defaults(func=_crds)
 
+
+def _add_operator(commands: Commands[argparse.ArgumentParser]) -> None:
     operator = commands.add_parser("operator", help="run the operator")
     operator.add_argument(
         "-n",
@@ -145,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     operator.set_defaults(func=_operator)
 
+
+def _add_cluster(commands: Commands[argparse.ArgumentParser]) -> None:
     cluster = commands.add_parser(
         "cluster",
         help="a local cluster for tests and development (no Docker needed): a control plane, "
@@ -176,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cluster.set_defaults(func=_cluster, real_node=None)
 
+
+def _add_logs(commands: Commands[argparse.ArgumentParser]) -> None:
     logs = commands.add_parser("logs", help="print an AgentRun's events (replay, and follow)")
     logs.add_argument("run", help="name of the AgentRun")
     logs.add_argument("-n", "--namespace", help="its namespace (default: the context's)")
@@ -190,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     logs.set_defaults(func=_logs)
 
+
+def _add_dev(commands: Commands[argparse.ArgumentParser]) -> None:
     dev = commands.add_parser(
         "dev",
         help="the main job: a cluster (the current one, else a local one), the CRDs, the "
@@ -197,7 +214,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dev.add_argument("--no-operator", action="store_true", help="stop after applying the examples")
     dev.set_defaults(func=_dev)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -251,6 +251,38 @@ def test_a_run_waits_for_its_sandbox_and_says_so(
     assert wait_for_run(cluster, namespace, "early")["phase"] == "Succeeded"
 
 
+def test_a_run_waits_for_a_paused_sandbox_without_touching_it(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    ready_sandbox(cluster, namespace, "held")
+    merge_patch(cluster, namespace, "sandbox", "held", {"spec": {"lifecycle": {"paused": True}}})
+    wait_for(
+        lambda: status_of(cluster, namespace, "sandbox", "held").get("phase") == "Paused",
+        60,
+        what="sandbox held paused",
+    )
+    cluster.apply(command_run("patient", "held", "echo hi"), namespace)
+    status = wait_for(
+        lambda: (
+            condition(
+                s := status_of(cluster, namespace, "agentrun", "patient"), "SandboxReady"
+            ).get("reason")
+            == "SandboxPaused"
+            and s
+        ),
+        60,
+        what="run patient waiting with reason SandboxPaused",
+    )
+    assert status["phase"] == "WaitingForSandbox"
+    assert "spec.lifecycle.paused" in condition(status, "SandboxReady")["message"]
+    held = get(cluster, namespace, "sandbox", "held") or {}
+    assert "paddock.dev/last-activity" not in (held["metadata"].get("annotations") or {})
+    assert held["status"]["phase"] == "Paused"
+
+    merge_patch(cluster, namespace, "sandbox", "held", {"spec": {"lifecycle": {"paused": False}}})
+    assert wait_for_run(cluster, namespace, "patient")["phase"] == "Succeeded"
+
+
 def test_reuse_thread_runs_in_the_same_sandbox(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:

@@ -2,46 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime
 
 from paddock.sandboxes.observe import observe
-
-BOUND = {"status": {"phase": "Bound"}}
-PENDING_PVC = {"status": {"phase": "Pending"}}
-
-
-def pod(
-    phase: str = "Pending",
-    *,
-    init: list[dict[str, Any]] | None = None,
-    containers: list[dict[str, Any]] | None = None,
-    conditions: list[dict[str, Any]] | None = None,
-    **status: Any,
-) -> dict[str, Any]:
-    return {
-        "status": {
-            "phase": phase,
-            "initContainerStatuses": init or [],
-            "containerStatuses": containers or [],
-            "conditions": conditions or [],
-            **status,
-        }
-    }
-
-
-def terminated(name: str, code: int, message: str = "") -> dict[str, Any]:
-    return {
-        "name": name,
-        "image": "img",
-        "state": {
-            "terminated": {
-                "exitCode": code,
-                "message": message,
-                "startedAt": "2026-01-01T00:00:00Z",
-                "finishedAt": "2026-01-01T00:00:04Z",
-            }
-        },
-    }
+from support.pods import BOUND, PENDING_PVC, pod, terminated
 
 
 def test_no_pod_yet_is_provisioning() -> None:
@@ -137,4 +101,4 @@ def test_running_and_ready_is_ready_with_setup_duration() -> None:
     )
     assert (seen.phase, seen.ready, seen.setup_complete) == ("Ready", True, True)
     assert seen.setup_seconds == 4.0
-    assert seen.ready_at == "2026-01-01T00:00:05Z"
+    assert seen.ready_at == datetime(2026, 1, 1, 0, 0, 5, tzinfo=UTC)

@@ -20,6 +20,7 @@ from paddock.api.common import (
     Resource,
     SecretEnvVar,
     SecretKeySelector,
+    SecretRef,
     cel,
     validations,
 )
@@ -162,6 +163,13 @@ class AgentRunSpec(ApiModel):
         if self.sandbox_template is None and (self.thread_id or self.reuse):
             raise ValueError(REUSE_MESSAGE)
         return self
+
+    def secret_refs(self) -> list[SecretRef]:
+        """Every (Secret, key) the run itself names: its secret env and a Secret prompt."""
+        refs = [s.secret_key_ref.pair for s in self.secrets]
+        if self.prompt_from is not None and self.prompt_from.secret_key_ref is not None:
+            refs.append(self.prompt_from.secret_key_ref.pair)
+        return refs
 
     @property
     def effective_reuse(self) -> Reuse:

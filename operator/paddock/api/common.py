@@ -119,11 +119,18 @@ class LocalObjectReference(ApiModel):
     name: ObjectName = Field(description="Name of the object, in the same namespace.")
 
 
+SecretRef = tuple[str, str]  # (Secret name, key): hashable, for sets and lookups
+
+
 class SecretKeySelector(ApiModel):
     """One key of a Secret in the same namespace."""
 
     name: ObjectName = Field(description="Name of the Secret, in the same namespace.")
     key: str = Field(min_length=1, max_length=MAX_NAME, description="Key within the Secret.")
+
+    @property
+    def pair(self) -> SecretRef:
+        return (self.name, self.key)
 
 
 class ConfigMapKeySelector(ApiModel):

@@ -8,14 +8,10 @@ import copy
 from typing import Any
 
 import kopf
-from kubernetes.client.exceptions import ApiException
 
 from paddock import GROUP, VERSION, metrics
+from paddock.agentruns.execution import Execution, kill
 from paddock.api.agentrun import TERMINAL_PHASES
-from paddock.kube import exec as kube_exec
-from paddock.render import run_scripts
-from paddock.runs.execution import Execution
-from paddock.runs.sandbox import SANDBOX_CONTAINER
 
 MAX_BACKOFF_SECONDS = 30.0
 
@@ -44,8 +40,8 @@ async def run_daemon(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, 
             execution, delay = None, backoff
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
         if execution is not None:
-            for type_, reason, message in execution.notices:
-                kopf.event(body, type=type_, reason=reason, message=message)
+            for notice in execution.notices:
+                kopf.event(body, type=notice.type, reason=notice.reason, message=notice.message)
             execution.notices.clear()
         if delay is None:
             return
@@ -59,12 +55,6 @@ def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
         metrics.run_seen(type, dict(body), TERMINAL_PHASES)
 
 
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, ApiException):
-        return f"API error {exc.status}: {exc.reason}"
-    return f"{type(exc).__name__}: {exc}"
-
-
 @kopf.on.delete(GROUP, VERSION, "agentruns")
 def run_deleted(status: kopf.Status, meta: kopf.Meta, logger: Any, **_: Any) -> None:
     """Kill a running harness's process group; its sandbox, if the run made it, is
@@ -75,11 +65,10 @@ def run_deleted(status: kopf.Status, meta: kopf.Meta, logger: Any, **_: Any) -> 
     if not pod:
         return
     try:
-        kube_exec.run(
-            meta["namespace"] or "",
-            pod,
-            SANDBOX_CONTAINER,
-            run_scripts.signal_argv(meta["uid"] or "", "KILL"),
-        )
+        kill(meta["namespace"] or "", meta["uid"] or "", pod)
     except Exception as exc:
         logger.warning(f"could not stop the run's processes: {_describe(exc)}")
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"

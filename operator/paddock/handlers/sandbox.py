@@ -9,9 +9,8 @@ import kopf
 
 from paddock import GROUP, VERSION, metrics
 from paddock.handlers.reporting import report
-from paddock.kube import client as kube
 from paddock.render.names import SANDBOX_LABEL
-from paddock.sandboxes.reconcile import reconcile_sandbox
+from paddock.sandboxes import service
 from paddock.settings import OperatorSettings
 
 # Timers are declared at import, before the startup handler runs: read the setting here.
@@ -22,12 +21,12 @@ RESYNC_SECONDS = OperatorSettings.from_env().resync_seconds
 @kopf.on.update(GROUP, VERSION, "sandboxes")
 @kopf.on.resume(GROUP, VERSION, "sandboxes")
 def sandbox_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    _reconcile(dict(body), memo.config.sandbox_image, retry=True)
+    _reconcile(dict(body), memo.config.sandbox_image)
 
 
 @kopf.timer(GROUP, VERSION, "sandboxes", interval=RESYNC_SECONDS, idle=RESYNC_SECONDS)
 def sandbox_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    _reconcile(dict(body), memo.config.sandbox_image, retry=True)
+    _reconcile(dict(body), memo.config.sandbox_image)
 
 
 @kopf.on.event(GROUP, VERSION, "sandboxes")
@@ -36,12 +35,12 @@ def sandbox_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
         metrics.sandbox_seen(type, dict(body))
 
 
-def _reconcile(body: dict[str, Any], image: str, *, retry: bool) -> None:
+def _reconcile(body: dict[str, Any], image: str) -> None:
     with metrics.reconciling("Sandbox") as result:
-        outcome = reconcile_sandbox(body, image)
+        outcome = service.reconcile_sandbox(body, image)
         if outcome.retry_after is not None:
             result["result"] = "waiting"
-    report("Sandbox", body, outcome, retry=retry)
+    report(body, outcome)
 
 
 @kopf.on.event("pods", labels={SANDBOX_LABEL: kopf.PRESENT})
@@ -49,8 +48,10 @@ def _reconcile(body: dict[str, Any], image: str, *, retry: bool) -> None:
 def sandbox_part_changed(
     labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
 ) -> None:
-    sandbox = kube.get("Sandbox", namespace or "", labels[SANDBOX_LABEL])
-    if sandbox is None:
-        return  # being garbage-collected with its owner
-    # An event handler is not retried; the Sandbox's own handlers and timer are.
-    _reconcile(sandbox, memo.config.sandbox_image, retry=False)
+    with metrics.reconciling("Sandbox"):
+        reconciled = service.reconcile_sandbox_named(
+            namespace or "", labels[SANDBOX_LABEL], memo.config.sandbox_image
+        )
+    if reconciled is not None:  # None: being garbage-collected with its owner
+        # An event handler is not retried; the Sandbox's own handlers and timer are.
+        report(*reconciled, retry=False)

@@ -8,7 +8,7 @@ import kopf
 
 from paddock import GROUP, VERSION, metrics
 from paddock.handlers.reporting import report
-from paddock.sandboxes.reconcile import reconcile_workspace
+from paddock.sandboxes import service
 
 
 @kopf.on.create(GROUP, VERSION, "workspaces")
@@ -16,7 +16,7 @@ from paddock.sandboxes.reconcile import reconcile_workspace
 @kopf.on.resume(GROUP, VERSION, "workspaces")
 def workspace_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     with metrics.reconciling("Workspace") as result:
-        outcome = reconcile_workspace(dict(body), memo.config.sandbox_image)
+        outcome = service.reconcile_workspace(dict(body), memo.config.sandbox_image)
         if outcome.retry_after is not None:
             result["result"] = "waiting"
-    report("Workspace", dict(body), outcome)
+    report(dict(body), outcome)

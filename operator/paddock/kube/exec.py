@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from kubernetes import client
 from kubernetes.stream import stream
 
+from paddock.kube.errors import converting
+
 
 @dataclass(frozen=True)
 class ExecResult:
@@ -15,6 +17,7 @@ class ExecResult:
     exit_code: int
 
 
+@converting
 def run(
     namespace: str,
     pod: str,
@@ -24,7 +27,8 @@ def run(
     timeout_seconds: float = 60,
 ) -> ExecResult:
     """Run ``argv`` in the container and wait for it, writing ``stdin`` (if any) first.
-    Raises the client's ``ApiException`` when the pod cannot be reached."""
+    Raises ``KubeError`` (``NotFoundError`` for a pod that is gone) when the pod cannot be
+    reached."""
     # stream() swaps the request method of the client it is given: use one of our own.
     api = client.CoreV1Api(client.ApiClient())
     try:

@@ -9,6 +9,9 @@ SANDBOX_LABEL = f"{GROUP}/sandbox"
 WORKSPACE_HASH_LABEL = f"{GROUP}/workspace-hash"
 PREPARED_ANNOTATION = f"{GROUP}/prepared"
 ACTIVITY_ANNOTATION = f"{GROUP}/last-activity"
+THREAD_KEY_LABEL = f"{GROUP}/thread-key"
+RUN_LABEL = f"{GROUP}/run"
+SANDBOX_CONTAINER = "sandbox"  # the sandbox pod's main container, where runs exec
 
 
 def sandbox_labels(sandbox: str) -> dict[str, str]:

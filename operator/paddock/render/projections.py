@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 
 from paddock.api.common import SecretKeySelector
-from paddock.api.workspace import AgentSkill, McpSkill, WorkspaceSpec
+from paddock.api.skills import AgentSkill, McpSkill
+from paddock.api.workspace import WorkspaceSpec
 
 PADDOCK_DIR = ".paddock"
 HARNESS_DIR = f"{PADDOCK_DIR}/harness"

@@ -204,12 +204,8 @@ def _init_containers(inputs: SandboxInputs, projection: Projection) -> list[dict
     return containers
 
 
-def render_sandbox_pod(
-    inputs: SandboxInputs, projection: Projection, *, prepared: bool
-) -> dict[str, Any]:
-    """The sandbox pod. ``prepared``: the volume already holds the cloned, set-up workspace
-    (a resumed or restored sandbox), so no init container runs."""
-    sandbox = inputs.sandbox
+def _main_container(inputs: SandboxInputs, projection: Projection) -> dict[str, Any]:
+    """The container runs exec into: kept alive, with the workspace's env and secrets."""
     env = _workspace_env(inputs.workspace)
     skill_tokens = {c.token_env for c in projection.git_checkouts}
     env += [
@@ -222,8 +218,8 @@ def render_sandbox_pod(
         {"name": "PADDOCK_WORKSPACE", "value": WORKSPACE_DIR},
         {"name": "PADDOCK_RUN_DIR", "value": RUN_DIR},
     ]
-    main = _container(
-        "sandbox",
+    return _container(
+        names.SANDBOX_CONTAINER,
         inputs,
         command=KEEP_ALIVE,
         env=env,
@@ -235,6 +231,9 @@ def render_sandbox_pod(
             _mount("run", RUN_DIR),
         ],
     )
+
+
+def _volumes(inputs: SandboxInputs, projection: Projection) -> list[dict[str, Any]]:
     files_items = [
         {"key": key, "path": key} for key in ("askpass.sh", "clone.sh", "project.sh", "setup.sh")
     ]
@@ -242,6 +241,41 @@ def render_sandbox_pod(
         {"key": _file_key(index), "path": f"project/{path}"}
         for index, path in enumerate(projection.files)
     ]
+    return [
+        {"name": "workspace", "persistentVolumeClaim": {"claimName": names.pvc_name(inputs.name)}},
+        {"name": "home", "emptyDir": {}},
+        {"name": "tmp", "emptyDir": {}},
+        {"name": "run", "emptyDir": {}},
+        {
+            "name": "files",
+            "configMap": {
+                "name": names.files_configmap_name(inputs.name),
+                "items": files_items,
+                "defaultMode": 0o555,
+            },
+        },
+    ]
+
+
+def _placement(sandbox: SandboxSpec) -> dict[str, Any]:
+    """Runtime class and scheduling, passed through from the Sandbox's spec."""
+    placement: dict[str, Any] = {}
+    if sandbox.runtime_class_name:
+        placement["runtimeClassName"] = sandbox.runtime_class_name
+    if sandbox.node_selector:
+        placement["nodeSelector"] = dict(sandbox.node_selector)
+    if sandbox.tolerations:
+        placement["tolerations"] = [t.to_api() for t in sandbox.tolerations]
+    if sandbox.affinity:
+        placement["affinity"] = sandbox.affinity
+    return placement
+
+
+def render_sandbox_pod(
+    inputs: SandboxInputs, projection: Projection, *, prepared: bool
+) -> dict[str, Any]:
+    """The sandbox pod. ``prepared``: the volume already holds the cloned, set-up workspace
+    (a resumed or restored sandbox), so no init container runs."""
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -254,35 +288,12 @@ def render_sandbox_pod(
             "fsGroup": SANDBOX_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [main],
-        "volumes": [
-            {
-                "name": "workspace",
-                "persistentVolumeClaim": {"claimName": names.pvc_name(inputs.name)},
-            },
-            {"name": "home", "emptyDir": {}},
-            {"name": "tmp", "emptyDir": {}},
-            {"name": "run", "emptyDir": {}},
-            {
-                "name": "files",
-                "configMap": {
-                    "name": names.files_configmap_name(inputs.name),
-                    "items": files_items,
-                    "defaultMode": 0o555,
-                },
-            },
-        ],
+        "containers": [_main_container(inputs, projection)],
+        "volumes": _volumes(inputs, projection),
     }
     if not prepared:
         spec["initContainers"] = _init_containers(inputs, projection)
-    if sandbox.runtime_class_name:
-        spec["runtimeClassName"] = sandbox.runtime_class_name
-    if sandbox.node_selector:
-        spec["nodeSelector"] = dict(sandbox.node_selector)
-    if sandbox.tolerations:
-        spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
-    if sandbox.affinity:
-        spec["affinity"] = sandbox.affinity
+    spec |= _placement(inputs.sandbox)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

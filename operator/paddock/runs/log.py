@@ -8,6 +8,9 @@ the events reach) on the chunk it writes, in the same object, so the events and 
 move together: an operator that stops at any moment finds the log and the cursor agreeing, and
 resumes with nothing lost and nothing twice. Writes carry the resourceVersion they read, so two
 writers cannot both append.
+
+The ConfigMaps are read and written through a ``ConfigMapStore`` the caller gives (the
+Kubernetes client, in the operator): this module decides what to write, and holds no client.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from paddock import GROUP, metrics
-from paddock.kube import client as kube
 from paddock.render.names import MANAGED_BY
+from paddock.render.ownership import controller_reference
 from paddock.runs.events import encode
 
 CHUNK_LIMIT = 512 * 1024
@@ -29,6 +32,16 @@ CHUNK_ANNOTATION = f"{GROUP}/chunk"
 CURSOR_ANNOTATION = f"{GROUP}/cursor"
 
 Obj = dict[str, Any]
+
+
+class ConfigMapStore(Protocol):
+    """Where a log's chunks are kept: ``paddock.kube.client`` in the operator."""
+
+    def list_configmaps(self, namespace: str, selector: str) -> list[Obj]: ...
+
+    def create_configmap(self, obj: Obj) -> Obj: ...
+
+    def replace_configmap(self, obj: Obj) -> Obj: ...
 
 
 def chunk_name(run_name: str, index: int) -> str:
@@ -57,8 +70,12 @@ def ordered_events(configmaps: list[Obj]) -> list[Obj]:
     return events
 
 
-def read_log(namespace: str, run_uid: str) -> list[Obj]:
-    return ordered_events(kube.list_configmaps(namespace, f"{RUN_UID_LABEL}={run_uid}"))
+def chunk_selector(run_uid: str) -> str:
+    return f"{RUN_UID_LABEL}={run_uid}"
+
+
+def read_log(store: ConfigMapStore, namespace: str, run_uid: str) -> list[Obj]:
+    return ordered_events(store.list_configmaps(namespace, chunk_selector(run_uid)))
 
 
 @dataclass
@@ -73,6 +90,7 @@ class ConfigMapLog:
     """The writer's view of one run's log."""
 
     run: Obj
+    store: ConfigMapStore
     writes: int = 0
     _chunk: _Chunk | None = field(default=None, repr=False)
 
@@ -87,7 +105,7 @@ class ConfigMapLog:
     def load(self) -> tuple[list[Obj], dict[str, int]]:
         """Every event so far, and the cursor stored with the last write."""
         uid = self.run["metadata"]["uid"]
-        configmaps = kube.list_configmaps(self.namespace, f"{RUN_UID_LABEL}={uid}")
+        configmaps = self.store.list_configmaps(self.namespace, chunk_selector(uid))
         events = ordered_events(configmaps)
         if not configmaps:
             self._chunk = None
@@ -106,7 +124,7 @@ class ConfigMapLog:
         chunk = self._chunk
         if chunk is None or (chunk.size > 0 and chunk.size + size > CHUNK_LIMIT):
             index = 0 if chunk is None else chunk.index + 1
-            created = kube.create_configmap(self._new_chunk(index, text, cursor))
+            created = self.store.create_configmap(self._new_chunk(index, text, cursor))
             self._chunk = _Chunk(index, created, size)
         else:
             configmap = dict(chunk.configmap)
@@ -117,7 +135,9 @@ class ConfigMapLog:
             }
             old = (configmap.get("data") or {}).get(DATA_KEY, "")
             configmap["metadata"], configmap["data"] = metadata, {DATA_KEY: old + text}
-            self._chunk = _Chunk(chunk.index, kube.replace_configmap(configmap), chunk.size + size)
+            self._chunk = _Chunk(
+                chunk.index, self.store.replace_configmap(configmap), chunk.size + size
+            )
         self.writes += 1
         metrics.LOG_BYTES.labels("configmap").inc(size)
 
@@ -134,16 +154,7 @@ class ConfigMapLog:
                     CHUNK_ANNOTATION: str(index),
                     CURSOR_ANNOTATION: json.dumps(cursor, sort_keys=True),
                 },
-                "ownerReferences": [
-                    {
-                        "apiVersion": self.run["apiVersion"],
-                        "kind": "AgentRun",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [controller_reference(self.run)],
             },
             "data": {DATA_KEY: text},
         }

@@ -1,26 +1,35 @@
-"""From the observed pod and PVC of a sandbox to its phase, conditions and timings. Pure."""
+"""From the observed pod and PVC of a sandbox to its phase, reason and timings. Pure.
+
+The checks run in order of what a person must hear about first: an init container that
+failed, an image that cannot be pulled, a pod that stopped, a pod that cannot be scheduled,
+and only then progress (ready, setting up, starting).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase
+from paddock.times import parse_time
+
+Obj = dict[str, Any]
 
 IMAGE_PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 INIT_FAILURE_REASONS = {
     "clone": (
-        "CloneFailed",
+        R.CLONE_FAILED,
         "Check the repository URL and ref in the Workspace, and the token Secret for a "
         "private repository.",
     ),
     "project": (
-        "ProjectionFailed",
+        R.PROJECTION_FAILED,
         "Check the skills of the Workspace (git skill URLs and refs, file paths).",
     ),
     "setup": (
-        "SetupFailed",
+        R.SETUP_FAILED,
         "Fix the setup step in the Workspace; the sandbox is prepared again when the "
         "Workspace changes or the Sandbox is recreated.",
     ),
@@ -32,7 +41,7 @@ class Observation:
     """What the pod and PVC say, as Paddock's status vocabulary."""
 
     phase: SandboxPhase
-    reason: str
+    reason: R
     message: str
     ready: bool = False
     setup_complete: bool | None = None
@@ -40,57 +49,60 @@ class Observation:
     failed_permanently: bool = False
     recreate_pod: bool = False
     setup_seconds: float | None = None
-    ready_at: str | None = None
-    warnings: list[str] = field(default_factory=list)
+    ready_at: datetime | None = None
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-
-
-def setup_seconds(pod: dict[str, Any]) -> float | None:
+def setup_seconds(pod: Obj) -> float | None:
     """From the first init container's start to the last one's finish."""
     states = [s.get("state", {}).get("terminated") for s in _init_statuses(pod)]
     if not states or not all(states):
         return None
-    started = min(_parse_time(s.get("startedAt")) or datetime.max for s in states if s)
-    finished = max(_parse_time(s.get("finishedAt")) or datetime.min for s in states if s)
-    if started == datetime.max or finished == datetime.min:
+    starts = [parse_time(s.get("startedAt")) for s in states if s]
+    ends = [parse_time(s.get("finishedAt")) for s in states if s]
+    if None in starts or None in ends:
         return None
+    started = min(t for t in starts if t is not None)
+    finished = max(t for t in ends if t is not None)
     return max((finished - started).total_seconds(), 0.0)
 
 
-def _init_statuses(pod: dict[str, Any]) -> list[dict[str, Any]]:
+def _init_statuses(pod: Obj) -> list[Obj]:
     return list(pod.get("status", {}).get("initContainerStatuses") or [])
 
 
-def _container_statuses(pod: dict[str, Any]) -> list[dict[str, Any]]:
+def _container_statuses(pod: Obj) -> list[Obj]:
     return list(pod.get("status", {}).get("containerStatuses") or [])
 
 
-def _pod_condition(pod: dict[str, Any], type_: str) -> dict[str, Any] | None:
+def _pod_condition(pod: Obj, type_: str) -> Obj | None:
     conditions = pod.get("status", {}).get("conditions") or []
     return next((c for c in conditions if c.get("type") == type_), None)
 
 
-def observe(pod: dict[str, Any] | None, pvc: dict[str, Any] | None) -> Observation:
+def observe(pod: Obj | None, pvc: Obj | None) -> Observation:
     """The sandbox's state as its pod and PVC show it (pause and deletion are decided by the
     caller, which knows the spec)."""
-    volume_bound = None if pvc is None else pvc.get("status", {}).get("phase") == "Bound"
+    bound = None if pvc is None else pvc.get("status", {}).get("phase") == "Bound"
     if pod is None:
         return Observation(
             SandboxPhase.PROVISIONING,
-            "CreatingPod",
+            R.CREATING_POD,
             "Creating the sandbox pod.",
-            volume_bound=volume_bound,
+            volume_bound=bound,
         )
-    status = pod.get("status", {})
+    for check in (_failed_init, _image_pull, _stopped, _unschedulable, _progress):
+        seen = check(pod, bound)
+        if seen is not None:
+            return seen
+    raise AssertionError("_progress always observes something")  # pragma: no cover
 
+
+def _failed_init(pod: Obj, bound: bool | None) -> Observation | None:
     for init in _init_statuses(pod):
         terminated = init.get("state", {}).get("terminated")
         if terminated and terminated.get("exitCode", 0) != 0:
             reason, advice = INIT_FAILURE_REASONS.get(
-                init["name"], ("InitFailed", "See the init container's log.")
+                init["name"], (R.INIT_FAILED, "See the init container's log.")
             )
             detail = (terminated.get("message") or "").strip() or (
                 f"init container {init['name']} exited {terminated.get('exitCode')}"
@@ -100,82 +112,90 @@ def observe(pod: dict[str, Any] | None, pvc: dict[str, Any] | None) -> Observati
                 reason,
                 f"{detail}\n{advice}",
                 setup_complete=False,
-                volume_bound=volume_bound,
+                volume_bound=bound,
                 failed_permanently=True,
             )
+    return None
 
+
+def _image_pull(pod: Obj, bound: bool | None) -> Observation | None:
     for container in _init_statuses(pod) + _container_statuses(pod):
         waiting = container.get("state", {}).get("waiting") or {}
         if waiting.get("reason") in IMAGE_PULL_REASONS:
             return Observation(
                 SandboxPhase.PROVISIONING,
-                "ImagePullFailed",
+                R.IMAGE_PULL_FAILED,
                 f"The image {container.get('image')} cannot be pulled "
                 f"({waiting.get('reason')}: {waiting.get('message', '')}). Check the image name "
                 "in the Workspace or Sandbox and the registry's credentials.",
-                volume_bound=volume_bound,
+                volume_bound=bound,
             )
+    return None
 
-    if status.get("phase") == "Failed":
-        reason = status.get("reason") or "PodFailed"
-        return Observation(
-            SandboxPhase.PROVISIONING,
-            "PodEvicted" if reason == "Evicted" else "PodFailed",
-            f"The sandbox pod stopped ({reason}: {status.get('message', '')}); recreating it "
-            "from the workspace volume.",
-            volume_bound=volume_bound,
-            recreate_pod=True,
-        )
 
+def _stopped(pod: Obj, bound: bool | None) -> Observation | None:
+    status = pod.get("status", {})
+    if status.get("phase") != "Failed":
+        return None
+    why = status.get("reason") or "PodFailed"
+    return Observation(
+        SandboxPhase.PROVISIONING,
+        R.POD_EVICTED if why == "Evicted" else R.POD_FAILED,
+        f"The sandbox pod stopped ({why}: {status.get('message', '')}); recreating it "
+        "from the workspace volume.",
+        volume_bound=bound,
+        recreate_pod=True,
+    )
+
+
+def _unschedulable(pod: Obj, bound: bool | None) -> Observation | None:
     scheduled = _pod_condition(pod, "PodScheduled")
-    if scheduled and scheduled.get("status") == "False":
-        message = scheduled.get("message", "")
-        if "PersistentVolumeClaim" in message or not volume_bound:
-            return Observation(
-                SandboxPhase.PROVISIONING,
-                "VolumeNotBound",
-                f"The workspace volume cannot be bound: {message} Check spec.storage "
-                "(storageClassName, size) and that the cluster can provision it.",
-                volume_bound=False,
-            )
+    if not scheduled or scheduled.get("status") != "False":
+        return None
+    message = scheduled.get("message", "")
+    if "PersistentVolumeClaim" in message or not bound:
         return Observation(
             SandboxPhase.PROVISIONING,
-            "Unschedulable",
-            f"The sandbox pod cannot be scheduled: {message}",
-            volume_bound=volume_bound,
+            R.VOLUME_NOT_BOUND,
+            f"The workspace volume cannot be bound: {message} Check spec.storage "
+            "(storageClassName, size) and that the cluster can provision it.",
+            volume_bound=False,
         )
+    return Observation(
+        SandboxPhase.PROVISIONING,
+        R.UNSCHEDULABLE,
+        f"The sandbox pod cannot be scheduled: {message}",
+        volume_bound=bound,
+    )
 
-    ready_condition = _pod_condition(pod, "Ready")
-    if (
-        status.get("phase") == "Running"
-        and ready_condition
-        and ready_condition.get("status") == "True"
-    ):
+
+def _progress(pod: Obj, bound: bool | None) -> Observation:
+    ready = _pod_condition(pod, "Ready")
+    if pod.get("status", {}).get("phase") == "Running" and ready and ready.get("status") == "True":
         return Observation(
             SandboxPhase.READY,
-            "Ready",
+            R.READY,
             "The sandbox is ready.",
             ready=True,
             setup_complete=True,
             volume_bound=True,
             setup_seconds=setup_seconds(pod),
-            ready_at=ready_condition.get("lastTransitionTime"),
+            ready_at=parse_time(ready.get("lastTransitionTime")),
         )
-
-    running_init = next(
+    running = next(
         (i["name"] for i in _init_statuses(pod) if "running" in (i.get("state") or {})), None
     )
-    if running_init:
+    if running:
         return Observation(
             SandboxPhase.SETTING_UP,
-            "SettingUp",
-            f"Preparing the workspace: {running_init}.",
+            R.SETTING_UP,
+            f"Preparing the workspace: {running}.",
             setup_complete=False,
-            volume_bound=volume_bound,
+            volume_bound=bound,
         )
     return Observation(
         SandboxPhase.PROVISIONING,
-        "Starting",
+        R.STARTING,
         "Waiting for the sandbox pod to start.",
-        volume_bound=volume_bound,
+        volume_bound=bound,
     )

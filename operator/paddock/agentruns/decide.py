@@ -1,0 +1,296 @@
+"""Deciding each step of a run. Pure: what the service observed (the spec, the clock, the
+sandbox's verdict, a poll of the journal) in; what to do (wait, launch, append events, end)
+out. The lifecycle these functions spell out is in docs/runs.md."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from paddock.agentruns.sandbox import ReadySandbox, Unusable, Verdict, Waiting
+from paddock.api.agentrun import (
+    AgentRunSpec,
+    AgentRunStatus,
+    EventSummary,
+    Harness,
+    LogBackend,
+    LogLocation,
+    RunPhase,
+    RunResult,
+    Usage,
+)
+from paddock.api.common import parse_duration
+from paddock.api.reasons import ConditionType as C
+from paddock.api.reasons import RunReason as R
+from paddock.render import run_scripts
+from paddock.runs import events as ev
+from paddock.runs import journal
+from paddock.runs.events import Draft, RunSummary
+
+KILL_GRACE_SECONDS = 10.0
+STDERR_LINES = 20
+WRAPPER_GONE_POLLS = 2  # polls without the wrapper or its record before the run is lost
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Not started yet, for a reason the condition ``condition`` names."""
+
+    phase: RunPhase
+    condition: C
+    reason: R
+    message: str
+    sandbox: str | None = None
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the run ends: its phase, why, and what the last events say."""
+
+    phase: RunPhase
+    reason: R
+    message: str
+    exit_code: int | None = None
+    stderr: str = ""
+    drafts: tuple[Draft, ...] = ()
+
+
+def digest(nonce: str) -> str:
+    return hashlib.sha256(nonce.encode()).hexdigest()
+
+
+def genuine(nonce: str, expected_digest: str | None) -> bool:
+    """Whether a completion record's nonce is the run's own (its digest is in the status)."""
+    return bool(expected_digest) and secrets.compare_digest(digest(nonce), expected_digest or "")
+
+
+def abort_message(phase: RunPhase, spec: AgentRunSpec) -> str:
+    if phase == RunPhase.CANCELLED:
+        return "cancelled: spec.cancel is true"
+    return f"timed out: the run took longer than its timeout of {spec.timeout}"
+
+
+def abort(spec: AgentRunSpec, created: datetime | None, now: datetime) -> Ending | None:
+    """Cancelled by the spec, or past its deadline (counted from the run's creation)."""
+    if spec.cancel:
+        phase, reason = RunPhase.CANCELLED, R.CANCELLED
+    elif created is not None and now >= created + parse_duration(spec.timeout):
+        phase, reason = RunPhase.TIMED_OUT, R.TIMED_OUT
+    else:
+        return None
+    return Ending(phase, reason, abort_message(phase, spec))
+
+
+def before_launch(
+    namespace: str, missing_secrets: list[str], verdict: Verdict | None
+) -> Wait | Ending | ReadySandbox:
+    """Whether the run can start: its Secrets exist and its sandbox is Ready."""
+    if missing_secrets:
+        message = (
+            f"Secret keys not found in namespace {namespace}: {', '.join(missing_secrets)}; "
+            "the run starts when they exist"
+        )
+        return Wait(RunPhase.PENDING, C.SECRETS_FOUND, R.SECRET_NOT_FOUND, message)
+    assert verdict is not None
+    state = verdict.state
+    if isinstance(state, Waiting):
+        return Wait(
+            RunPhase.WAITING_FOR_SANDBOX, C.SANDBOX_READY, state.reason, state.message, state.name
+        )
+    if isinstance(state, Unusable):
+        return Ending(RunPhase.FAILED, state.reason, state.message)
+    return state
+
+
+def launch_failure(spec: AgentRunSpec, pod: str, exit_code: int, said: str) -> Ending:
+    message = f"starting {spec.harness} in pod {pod} failed (exit {exit_code}): {said}"
+    return Ending(RunPhase.FAILED, R.LAUNCH_FAILED, message)
+
+
+def sandbox_lost(message: str) -> Ending:
+    return Ending(RunPhase.FAILED, R.SANDBOX_LOST, message)
+
+
+def signal_to_send(
+    signalled: dict[str, datetime], now: datetime, grace: float = KILL_GRACE_SECONDS
+) -> str | None:
+    """TERM first; KILL once the grace has passed since TERM; then nothing more."""
+    first = signalled.get("TERM")
+    if first is None:
+        return "TERM"
+    if (now - first).total_seconds() >= grace and "KILL" not in signalled:
+        return "KILL"
+    return None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the operator has followed a running run."""
+
+    pod: str
+    cursor: dict[str, int]
+    summary: RunSummary
+    expected_digest: str | None  # of the completion nonce, from the status
+    wrapper_gone_polls: int = 0
+
+
+@dataclass(frozen=True)
+class Followed:
+    """What one poll of a running run adds up to."""
+
+    drafts: list[Draft]
+    cursor: dict[str, int]
+    poll_again_now: bool = False
+    ending: Ending | None = None
+    wrapper_gone_polls: int = 0
+
+
+def follow(
+    spec: AgentRunSpec,
+    poll: run_scripts.Poll,
+    parse: Callable[[str], list[Draft]],
+    progress: Progress,
+    abort_ending: Ending | None,
+) -> Followed:
+    """The events a poll brings, and whether the run has ended: completed with its own nonce
+    (once the journal is read to its end), or its wrapper gone without a record. A record
+    without the run's nonce is an agent's forgery: noted once, and otherwise ignored."""
+    if poll.missing:
+        message = (
+            f"the run's directory is gone from pod {progress.pod}: the pod was replaced while "
+            "the run was running"
+        )
+        return Followed([], progress.cursor, ending=sandbox_lost(message))
+    completion = poll.completion
+    final = completion is not None and genuine(completion.nonce, progress.expected_digest)
+    journals = {"stdout": poll.stdout, "files": poll.files}
+    summary = progress.summary
+    consumed = journal.consume(parse, journals, progress.cursor, summary.session_id, final=final)
+    drafts, cursor = consumed.drafts, consumed.cursor
+    if consumed.more:
+        return Followed(drafts, cursor, poll_again_now=True)
+    if completion is not None and not final:
+        return Followed(drafts + ([] if _forgery_noted(summary) else [forged_event()]), cursor)
+    if completion is not None:
+        ending = completed(spec, poll, completion.exit_code, summary, abort_ending)
+        return Followed(drafts, cursor, ending=ending)
+    gone = 0 if poll.wrapper_alive else progress.wrapper_gone_polls + 1
+    if gone < WRAPPER_GONE_POLLS:  # the record is written before the wrapper exits
+        return Followed(drafts, cursor, wrapper_gone_polls=gone)
+    message = (
+        "the harness's wrapper ended without a completion record (killed, or the sandbox "
+        "container restarted)"
+    )
+    ending = Ending(RunPhase.FAILED, R.WRAPPER_LOST, message)
+    return Followed(drafts, cursor, ending=ending, wrapper_gone_polls=gone)
+
+
+def forged_event() -> Draft:
+    return Draft(
+        ev.ERROR,
+        "a completion record without the run's nonce was ignored",
+        {"reason": "ForgedCompletion"},
+    )
+
+
+def _forgery_noted(summary: RunSummary) -> bool:
+    return any(
+        e["type"] == ev.ERROR and e["data"].get("reason") == "ForgedCompletion"
+        for e in summary.last
+    )
+
+
+def completed(
+    spec: AgentRunSpec,
+    poll: run_scripts.Poll,
+    code: int,
+    summary: RunSummary,
+    abort_ending: Ending | None,
+) -> Ending:
+    """How a run whose harness exited ends: the changes it made, and its phase and message."""
+    changes = run_scripts.parse_changes(poll.changes)
+    drafts: tuple[Draft, ...] = ()
+    if changes or poll.diff:
+        files = [{"path": p, "status": s} for s, p in changes]
+        drafts = (
+            Draft(
+                ev.FILE_CHANGED,
+                f"{len(changes)} file(s) changed",
+                {"files": files, "diff": poll.diff},
+            ),
+        )
+    stderr = "\n".join(poll.stderr_tail.splitlines()[-STDERR_LINES:])
+    result = summary.result or {}
+    if abort_ending is not None:
+        phase, reason, message = abort_ending.phase, abort_ending.reason, abort_ending.message
+    elif code == 0 and not result.get("isError"):
+        phase, reason, message = RunPhase.SUCCEEDED, R.SUCCEEDED, f"{spec.harness} finished"
+    else:
+        phase, reason = RunPhase.FAILED, R.FAILED
+        why = failure_cause(spec, stderr, summary)
+        message = f"{spec.harness} exited with code {code}" + (f": {why}" if why else "")
+    return Ending(phase, reason, message, code, stderr, drafts)
+
+
+def failure_cause(spec: AgentRunSpec, stderr: str, summary: RunSummary) -> str:
+    """The likeliest reason a harness failed: an agent's own error event or error result
+    before its stderr (where CLIs also print warnings); a command's stderr."""
+    last_stderr = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    if spec.harness == Harness.COMMAND:
+        return last_stderr
+    if summary.last_error:
+        return summary.last_error
+    result = summary.result or {}
+    if result.get("isError") and result.get("text"):
+        return str(result["text"])
+    return last_stderr
+
+
+def terminal_event(ending: Ending) -> Draft:
+    """The last event of a run: ``run.completed``, ``run.failed`` or ``run.aborted``."""
+    kind = {RunPhase.SUCCEEDED: ev.RUN_COMPLETED, RunPhase.FAILED: ev.RUN_FAILED}.get(
+        ending.phase, ev.RUN_ABORTED
+    )
+    data: dict[str, object] = {
+        "phase": str(ending.phase),
+        "exitCode": ending.exit_code,
+        "message": ending.message,
+    }
+    if ending.reason not in (R.SUCCEEDED, R.FAILED, R.CANCELLED, R.TIMED_OUT):
+        data["reason"] = str(ending.reason)  # a reason more specific than the phase
+    if ending.stderr:
+        data["stderrTail"] = ending.stderr
+    return Draft(kind, ending.message, data)
+
+
+def summarise(status: AgentRunStatus, summary: RunSummary, log_location: str) -> None:
+    """The status fields that come from the log: counts, the last events, session, usage,
+    changed files, and where the log is."""
+    status.event_count = summary.next_seq
+    status.last_events = [
+        EventSummary(seq=e["seq"], type=e["type"], time=e["time"], summary=e["summary"])
+        for e in summary.last
+    ]
+    status.log = LogLocation(backend=LogBackend.CONFIGMAP, location=log_location)
+    if summary.session_id:
+        status.session_id = summary.session_id
+    if summary.usage:
+        status.usage = Usage.model_validate(summary.usage)
+    if summary.changed_files:
+        status.changed_files = list(summary.changed_files)
+
+
+def final_result(summary: RunSummary) -> RunResult:
+    """The run's result from its terminal event (the log is the record: a restarted operator
+    writes the same)."""
+    assert summary.terminal is not None
+    data = summary.terminal["data"]
+    text = (summary.result or {}).get("text") or data["message"]
+    return RunResult(
+        exit_code=data.get("exitCode"),
+        is_error=data["phase"] != RunPhase.SUCCEEDED,
+        summary=ev.one_line(str(text), 1000),
+    )

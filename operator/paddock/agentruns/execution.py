@@ -1,0 +1,360 @@
+"""One run from start to end: find the sandbox, start the harness, follow its journal into the
+log, and finish. Driven by a per-run daemon calling ``step`` until it returns None. The
+decisions are ``decide.py``'s and ``sandbox.py``'s; this module reads and writes.
+
+Everything a step decides from is durable: the log (events and the journal cursor, written
+together), the run's status (the completion digest), and the files in the sandbox. An operator
+that stops anywhere and starts again builds the same ``Execution`` and carries on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from paddock import metrics
+from paddock.agentruns import decide
+from paddock.agentruns import sandbox as sandboxes
+from paddock.agentruns.decide import Ending, Progress, Wait
+from paddock.agentruns.sandbox import ReadySandbox, Verdict
+from paddock.api.agentrun import AgentRunSpec, AgentRunStatus, Reuse, RunPhase
+from paddock.api.conditions import Notice, set_condition
+from paddock.api.reasons import ConditionType as C
+from paddock.api.reasons import RunReason as R
+from paddock.api.workspace import WorkspaceSpec
+from paddock.harness import HARNESSES
+from paddock.kube import client as kube
+from paddock.kube import exec as kube_exec
+from paddock.kube.errors import NotFoundError
+from paddock.render import run_scripts
+from paddock.render.names import ACTIVITY_ANNOTATION, SANDBOX_CONTAINER
+from paddock.runs import events as ev
+from paddock.runs import journal
+from paddock.runs.events import Draft, RunSummary
+from paddock.runs.log import ConfigMapLog
+from paddock.times import format_time, parse_time, utcnow
+
+log = logging.getLogger("paddock.runs")
+
+IDLE_POLL_SECONDS = 1.0
+WAIT_SECONDS = 2.0
+TOUCH_EVERY = timedelta(seconds=30)
+
+Obj = dict[str, Any]
+
+
+def stored_status(run: Obj) -> AgentRunStatus:
+    try:
+        return AgentRunStatus.model_validate(run.get("status") or {})
+    except ValidationError:
+        return AgentRunStatus()  # written by hand or by another version: start afresh
+
+
+@dataclass
+class Execution:
+    """The operator's memory of one run between steps; rebuilt from durable state on start."""
+
+    run: Obj
+    log: ConfigMapLog
+    summary: RunSummary
+    cursor: dict[str, int]
+    status: AgentRunStatus
+    secrets: list[str] = field(default_factory=list)
+    sandbox: ReadySandbox | None = None
+    signalled: dict[str, datetime] = field(default_factory=dict)
+    touched: datetime | None = None
+    wrapper_gone_polls: int = 0
+    notices: list[Notice] = field(default_factory=list)
+    written: Obj = field(default_factory=dict)  # the status as last written
+
+    @classmethod
+    def load(cls, run: Obj) -> Execution:
+        """From the log and the run as stored (the status this execution then keeps itself)."""
+        meta = run["metadata"]
+        run = kube.get("AgentRun", meta["namespace"], meta["name"]) or run
+        run_log = ConfigMapLog(run, kube)
+        events, cursor = run_log.load()
+        summary = RunSummary()
+        summary.add_all(events)
+        status = stored_status(run)
+        written = dict(run.get("status") or {})
+        return cls(run, run_log, summary, cursor, status, written=written)
+
+    @property
+    def namespace(self) -> str:
+        return str(self.run["metadata"]["namespace"])
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run["metadata"]["uid"])
+
+    # -- one step ------------------------------------------------------------------------------
+
+    def step(self, run: Obj, now: datetime | None = None) -> float | None:
+        """Advance the run; the seconds until the next step, or None when it has ended.
+        ``run`` brings the latest spec and metadata; the status is the one this execution
+        keeps, which a watch may not have delivered yet."""
+        self.run = run
+        now = now or utcnow()
+        spec = AgentRunSpec.model_validate(run["spec"])
+        if self.summary.terminal is not None:
+            self._finish(spec)
+            return None
+        created = parse_time(run["metadata"].get("creationTimestamp"))
+        abort = decide.abort(spec, created, now)
+        started = ev.RUN_STARTED in self.summary.types_seen
+        if abort is not None and not started:
+            self._end(spec, abort)
+            return None
+        if not started:
+            return self._start(spec, now)
+        return self._follow(spec, now, abort)
+
+    # -- before the harness starts ------------------------------------------------------------
+
+    def _start(self, spec: AgentRunSpec, now: datetime) -> float | None:
+        missing = kube.missing_secret_keys(self.namespace, spec.secret_refs())
+        verdict = None if missing else self._find_sandbox(spec)
+        ready = decide.before_launch(self.namespace, missing, verdict)
+        if isinstance(ready, Wait):
+            self._write_status(ready.phase, ready.message, sandbox=ready.sandbox)
+            self._condition(ready.condition, False, ready.reason, ready.message)
+            self._flush()
+            return WAIT_SECONDS
+        if isinstance(ready, Ending):
+            self._end(spec, ready)
+            return None
+        self.sandbox = ready
+        secret_env = self._load_secrets(spec, ready)
+        if ev.SANDBOX_READY not in self.summary.types_seen:
+            data = {"sandbox": ready.name, "pod": ready.pod}
+            self._append([Draft(ev.SANDBOX_READY, f"sandbox {ready.name} is ready", data)])
+        if self._poll().missing:
+            # Not launched yet. (A launch an operator stop interrupted left the run directory:
+            # that harness runs on, with the nonce whose digest is already in the status.)
+            failure = self._launch(spec, ready, secret_env)
+            if failure is not None:
+                self._end(spec, failure)
+                return None
+        data = {"harness": str(spec.harness), "sandbox": ready.name, "pod": ready.pod}
+        self._append(
+            [Draft(ev.RUN_STARTED, f"{spec.harness} started in sandbox {ready.name}", data)]
+        )
+        self._write_status(
+            RunPhase.RUNNING, f"{spec.harness} is running in sandbox {ready.name}", ready.name
+        )
+        self._condition(C.SANDBOX_READY, True, R.SANDBOX_READY, f"Sandbox {ready.name} is Ready")
+        self.status.started_at = now
+        self._flush()
+        return 0
+
+    def _find_sandbox(self, spec: AgentRunSpec) -> Verdict:
+        """Read the run's sandbox (and a template's Workspace), judge it, act on the verdict."""
+        workspace_hash = ""
+        if spec.sandbox_template is not None:
+            workspace_name = spec.sandbox_template.workspace_ref.name
+            workspace = kube.get("Workspace", self.namespace, workspace_name) or {}
+            workspace_hash = str((workspace.get("status") or {}).get("hash") or "")
+        name = sandboxes.sandbox_name(self.run, spec, workspace_hash)
+        if isinstance(name, sandboxes.Waiting):
+            return Verdict(name)
+        found = kube.get("Sandbox", self.namespace, name)
+        verdict = sandboxes.judge(self.run, spec, name, found, workspace_hash)
+        if verdict.create is not None:
+            kube.create(verdict.create)
+        if verdict.touch:
+            self._touch(name, utcnow())
+        return verdict
+
+    def _load_secrets(self, spec: AgentRunSpec, sandbox: ReadySandbox) -> dict[str, str]:
+        """The run's secret env (for the harness), and every secret value the run could see
+        remembered for scrubbing."""
+        refs = spec.secret_refs()
+        workspace = kube.get("Workspace", self.namespace, sandbox.workspace)
+        # An invalid Workspace is the Sandbox's to report; the run's own refs still count.
+        with contextlib.suppress(ValidationError):
+            if workspace is not None:
+                refs += WorkspaceSpec.model_validate(workspace.get("spec") or {}).secret_refs()
+        values = kube.secret_values(self.namespace, refs)
+        self.secrets = list(values.values())
+        wanted = {s.name: s.secret_key_ref.pair for s in spec.secrets}
+        return {name: values[ref] for name, ref in wanted.items() if ref in values}
+
+    def _prompt(self, spec: AgentRunSpec) -> str | None:
+        if spec.prompt_from is None:
+            return spec.prompt
+        if spec.prompt_from.config_map_key_ref is not None:
+            ref = spec.prompt_from.config_map_key_ref
+            configmap = kube.get("ConfigMap", self.namespace, ref.name) or {}
+            return str((configmap.get("data") or {}).get(ref.key, ""))
+        assert spec.prompt_from.secret_key_ref is not None
+        pair = spec.prompt_from.secret_key_ref.pair
+        return kube.secret_values(self.namespace, [pair]).get(pair, "")
+
+    def _launch(
+        self, spec: AgentRunSpec, sandbox: ReadySandbox, secret_env: dict[str, str]
+    ) -> Ending | None:
+        """Start the harness with a fresh nonce (its digest stored first); None, or the end."""
+        nonce = secrets.token_hex(32)
+        self.status.completion_digest = decide.digest(nonce)
+        self._write_status(
+            self.status.phase or RunPhase.PENDING, "starting the harness", sandbox.name
+        )
+        self._flush()
+        invocation = HARNESSES[spec.harness].invocation(spec)
+        env = {e.name: e.value or "" for e in spec.env} | invocation.env | secret_env
+        payload = run_scripts.launch_payload(nonce, env, invocation.script, self._prompt(spec))
+        argv = run_scripts.launch_argv(self.run_id)
+        result = kube_exec.run(self.namespace, sandbox.pod, SANDBOX_CONTAINER, argv, stdin=payload)
+        if result.exit_code == 0:
+            return None
+        said = ev.scrub(result.stderr.strip()[-500:], self.secrets)
+        return decide.launch_failure(spec, sandbox.pod, result.exit_code, said)
+
+    # -- while it runs -------------------------------------------------------------------------
+
+    def _poll(self) -> run_scripts.Poll:
+        assert self.sandbox is not None
+        argv = run_scripts.poll_argv(
+            self.run_id,
+            self.cursor.get("stdout", 0),
+            self.cursor.get("files", 0),
+            journal.POLL_BYTES,
+        )
+        result = kube_exec.run(self.namespace, self.sandbox.pod, SANDBOX_CONTAINER, argv)
+        if result.exit_code != 0:
+            raise RuntimeError(f"poll exited {result.exit_code}: {result.stderr.strip()[-500:]}")
+        return run_scripts.parse_poll(result.stdout)
+
+    def _follow(self, spec: AgentRunSpec, now: datetime, abort: Ending | None) -> float | None:
+        if self.sandbox is None:  # an operator restart: find the sandbox again
+            state = self._find_sandbox(spec).state
+            if not isinstance(state, ReadySandbox):
+                message = f"the sandbox went away while the run was running: {state.message}"
+                self._end(spec, decide.sandbox_lost(message))
+                return None
+            self.sandbox = state
+            self._load_secrets(spec, state)
+        if abort is not None:
+            self._signal(abort, now)
+        if self.touched is None or now - self.touched >= TOUCH_EVERY:
+            self._touch(self.sandbox.name, now)
+        try:
+            poll = self._poll()
+        except NotFoundError:
+            message = f"the sandbox pod {self.sandbox.pod} is gone; the run's process with it"
+            self._end(spec, decide.sandbox_lost(message))
+            return None
+        progress = Progress(
+            self.sandbox.pod,
+            self.cursor,
+            self.summary,
+            self.status.completion_digest,
+            self.wrapper_gone_polls,
+        )
+        followed = decide.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
+        self.wrapper_gone_polls = followed.wrapper_gone_polls
+        if followed.drafts or followed.cursor != self.cursor:
+            self._append(followed.drafts, followed.cursor)
+            self._flush()
+        if followed.ending is not None:
+            self._end(spec, followed.ending)
+            return None
+        return 0 if followed.poll_again_now else IDLE_POLL_SECONDS
+
+    def _signal(self, abort: Ending, now: datetime) -> None:
+        assert self.sandbox is not None
+        signal = decide.signal_to_send(self.signalled, now)
+        if signal is None:
+            return
+        argv = run_scripts.signal_argv(self.run_id, signal)
+        kube_exec.run(self.namespace, self.sandbox.pod, SANDBOX_CONTAINER, argv)
+        self.signalled[signal] = now
+        name = self.run["metadata"]["name"]
+        log.info("run %s/%s: sent SIG%s (%s)", self.namespace, name, signal, abort.phase)
+
+    def _touch(self, sandbox: str, now: datetime) -> None:
+        """Mark the sandbox active: keeps it from idling out, and resumes it when paused idle."""
+        annotations = {ACTIVITY_ANNOTATION: format_time(now)}
+        kube.patch("Sandbox", self.namespace, sandbox, {"metadata": {"annotations": annotations}})
+        self.touched = now
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def _end(self, spec: AgentRunSpec, ending: Ending) -> None:
+        self._append([*ending.drafts, decide.terminal_event(ending)])
+        self._finish(spec)
+
+    def _finish(self, spec: AgentRunSpec) -> None:
+        """Remove the run's own sandbox, then write the final status: the last act, since a
+        terminal phase is what ends the daemon."""
+        terminal = self.summary.terminal
+        assert terminal is not None
+        data = terminal["data"]
+        own_sandbox = spec.sandbox_template is not None and spec.effective_reuse == Reuse.NONE
+        if own_sandbox and self.status.sandbox_name:
+            kube.delete("Sandbox", self.namespace, self.status.sandbox_name)
+        phase = RunPhase(data["phase"])
+        self._write_status(phase, data["message"])
+        self._condition(C.COMPLETE, True, R(data["phase"]), data["message"])
+        self.status.completed_at = parse_time(terminal["time"])
+        self.status.result = decide.final_result(self.summary)
+        self._flush()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _append(self, drafts: list[Draft], cursor: dict[str, int] | None = None) -> None:
+        when = ev.now()
+        events = [
+            ev.stamp(draft, self.summary.next_seq + i, when, self.secrets)
+            for i, draft in enumerate(drafts)
+        ]
+        cursor = self.cursor if cursor is None else cursor
+        self.log.append(events, cursor)
+        metrics.RUN_EVENTS.labels(str(self.run["spec"]["harness"])).inc(len(events))
+        self.cursor = cursor
+        self.summary.add_all(events)
+
+    def _write_status(
+        self, phase: RunPhase, message: str | None, sandbox: str | None = None
+    ) -> None:
+        """Set the phase (an Event when it changes), the message and the sandbox; written by
+        the next ``_flush``."""
+        if self.status.phase != phase:
+            self.notices.append(Notice(R(str(phase)), message or ""))
+        self.status.phase, self.status.message = phase, message
+        if sandbox is not None:
+            self.status.sandbox_name = sandbox
+
+    def _condition(self, type_: C, value: bool, reason: R, message: str) -> None:
+        self.status.conditions = set_condition(
+            self.status.conditions,
+            type_,
+            value,
+            reason,
+            message,
+            generation=self.run["metadata"].get("generation"),
+            now=utcnow(),
+        )
+
+    def _flush(self) -> None:
+        """Write what changed in the status since it was last written."""
+        self.status.observed_generation = self.run["metadata"].get("generation")
+        decide.summarise(self.status, self.summary, self.log.location)
+        new = self.status.to_api()
+        patch = {key: value for key, value in new.items() if self.written.get(key) != value}
+        if patch:
+            meta = self.run["metadata"]
+            kube.patch_status("AgentRun", meta["namespace"], meta["name"], patch)
+            self.written |= patch
+
+
+def kill(namespace: str, run_uid: str, pod: str) -> None:
+    """Kill a running harness's process group (the run is being deleted)."""
+    kube_exec.run(namespace, pod, SANDBOX_CONTAINER, run_scripts.signal_argv(run_uid, "KILL"))

@@ -1,0 +1,156 @@
+"""Which sandbox a run uses: the one it names, or one made from its template. Pure: the
+service reads the objects and makes the writes a verdict asks for.
+
+``reuse: thread`` finds the thread's sandbox again by a key hashed from the namespace, the
+thread, the Workspace's hash, the policy and the image, so a changed Workspace or image gets a
+fresh sandbox instead of a stale one. ``reuse: none`` makes a sandbox owned by the run, removed
+when the run ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from paddock import GROUP, VERSION
+from paddock.api.agentrun import AgentRunSpec, Reuse
+from paddock.api.errors import describe
+from paddock.api.reasons import RunReason as R
+from paddock.api.sandbox import Sandbox, SandboxPhase
+from paddock.render.names import MANAGED_BY, RUN_LABEL, THREAD_KEY_LABEL
+from paddock.render.ownership import owned_by
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ReadySandbox:
+    name: str
+    pod: str
+    workspace: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    name: str | None
+    reason: R
+    message: str
+
+
+@dataclass(frozen=True)
+class Unusable:
+    name: str
+    reason: R
+    message: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Where the run's sandbox stands, and what to do about it: create it from the template,
+    or mark it active (which resumes a sandbox paused for being idle)."""
+
+    state: ReadySandbox | Waiting | Unusable
+    create: Obj | None = None
+    touch: bool = False
+
+
+def thread_key(namespace: str, spec: AgentRunSpec, workspace_hash: str) -> str:
+    template = spec.sandbox_template
+    assert template is not None
+    policy = template.policy.model_dump(mode="json") if template.policy else None
+    material = json.dumps(
+        [
+            namespace,
+            spec.thread_id,
+            workspace_hash,
+            template.policy_ref.name if template.policy_ref else None,
+            policy,
+            template.image,
+        ],
+        sort_keys=True,
+    )
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def sandbox_name(run: Obj, spec: AgentRunSpec, workspace_hash: str | None) -> str | Waiting:
+    """The name of the run's sandbox, or why it cannot be known yet. ``workspace_hash`` is the
+    template Workspace's (None: not found or not validated yet)."""
+    if spec.sandbox_ref is not None:
+        return spec.sandbox_ref.name
+    assert spec.sandbox_template is not None
+    meta = run["metadata"]
+    if spec.effective_reuse == Reuse.THREAD:
+        if not workspace_hash:
+            return Waiting(
+                None,
+                R.WORKSPACE_NOT_READY,
+                f"waiting for Workspace {spec.sandbox_template.workspace_ref.name} to be "
+                "validated (its hash names the thread's sandbox)",
+            )
+        return f"thread-{thread_key(meta['namespace'], spec, workspace_hash)}"
+    # One per run; the uid keeps names unique when a run is deleted and created again.
+    return f"{meta['name'][:40].rstrip('-.')}-{meta['uid'][:8]}"
+
+
+def template_sandbox(run: Obj, spec: AgentRunSpec, name: str, workspace_hash: str) -> Obj:
+    """The Sandbox a template run creates: a thread's is labelled with its key and outlives
+    the run; a run's own is owned by the run."""
+    meta = run["metadata"]
+    assert spec.sandbox_template is not None
+    sandbox: Obj = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Sandbox",
+        "metadata": {"name": name, "namespace": meta["namespace"], "labels": {**MANAGED_BY}},
+        "spec": spec.sandbox_template.to_api(),
+    }
+    labels = sandbox["metadata"]["labels"]
+    if spec.effective_reuse == Reuse.THREAD:
+        labels[THREAD_KEY_LABEL] = thread_key(meta["namespace"], spec, workspace_hash)
+        return sandbox
+    labels[RUN_LABEL] = meta["uid"]
+    return owned_by(sandbox, run)
+
+
+def judge(
+    run: Obj, spec: AgentRunSpec, name: str, found: Obj | None, workspace_hash: str
+) -> Verdict:
+    """The verdict on the Sandbox ``name`` as found (None: it does not exist)."""
+    namespace = run["metadata"]["namespace"]
+    if found is None:
+        if spec.sandbox_ref is not None:
+            message = f"Sandbox {name} not found in namespace {namespace}"
+            return Verdict(Waiting(name, R.SANDBOX_NOT_FOUND, message))
+        created = template_sandbox(run, spec, name, workspace_hash)
+        message = f"created Sandbox {name}; waiting for Ready"
+        return Verdict(Waiting(name, R.SANDBOX_CREATED, message), create=created)
+    try:
+        sandbox = Sandbox.model_validate(found)
+    except ValidationError as exc:
+        message = f"Sandbox {name} is invalid: " + "; ".join(describe(exc))
+        return Verdict(Waiting(name, R.SANDBOX_INVALID, message))
+    return _by_phase(name, sandbox)
+
+
+def _by_phase(name: str, sandbox: Sandbox) -> Verdict:
+    status = sandbox.status
+    phase = status.phase if status else None
+    message = (status.message if status else None) or ""
+    if phase == SandboxPhase.READY and status is not None:
+        pod = status.pod_name or name
+        return Verdict(ReadySandbox(name, pod, sandbox.spec.workspace_ref.name))
+    if phase == SandboxPhase.FAILED:
+        return Verdict(Unusable(name, R.SANDBOX_FAILED, f"Sandbox {name} failed: {message}"))
+    if phase == SandboxPhase.PAUSED:
+        if sandbox.spec.lifecycle.paused:
+            message = f"Sandbox {name} is paused (spec.lifecycle.paused)"
+            return Verdict(Waiting(name, R.SANDBOX_PAUSED, message))
+        # Paused for being idle: activity resumes it.
+        message = f"Sandbox {name} was idle; resuming it"
+        return Verdict(Waiting(name, R.SANDBOX_RESUMING, message), touch=True)
+    detail = f"phase {phase or 'Pending'}" + (f": {message}" if message else "")
+    message = f"waiting for Sandbox {name} to be Ready ({detail})"
+    return Verdict(Waiting(name, R.SANDBOX_NOT_READY, message))

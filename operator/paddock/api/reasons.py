@@ -1,0 +1,115 @@
+"""Condition types and reasons of the four kinds, each reason with the kind of Kubernetes Event
+it is reported as. A reason a user must act on is a Warning; the rest are Normal. Kept next to
+the status models so that a new reason cannot be added without saying which it is."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Severity(StrEnum):
+    """The type of the Kubernetes Event that reports a reason."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+class Reason(StrEnum):
+    """A CamelCase condition reason that knows its severity; members are declared as
+    ``NAME = "Value"`` (Normal) or ``NAME = "Value", Severity.WARNING``."""
+
+    severity: Severity
+
+    def __new__(cls, value: str, severity: Severity = Severity.NORMAL) -> Reason:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.severity = severity
+        return member
+
+
+W = Severity.WARNING
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    # Workspace
+    ALL_HARNESSES_SUPPORTED = "AllHarnessesSupported"
+    # Sandbox
+    SETUP_COMPLETE = "SetupComplete"
+    VOLUME_BOUND = "VolumeBound"
+    PAUSED = "Paused"
+    UP_TO_DATE = "UpToDate"
+    # AgentRun
+    SECRETS_FOUND = "SecretsFound"
+    SANDBOX_READY = "SandboxReady"
+    COMPLETE = "Complete"
+
+
+class WorkspaceReason(Reason):
+    VALID = "Valid"
+    INVALID_SPEC = "InvalidSpec", W
+    SECRET_NOT_FOUND = "SecretNotFound", W
+    SUPPORTED = "Supported"
+    HARNESS_LIMITS = "HarnessLimits"
+
+
+class SandboxReason(Reason):
+    # Phase and Ready reasons
+    DELETING = "Deleting"
+    INVALID_SPEC = "InvalidSpec", W
+    WORKSPACE_NOT_FOUND = "WorkspaceNotFound", W
+    WORKSPACE_INVALID = "WorkspaceInvalid", W
+    POLICY_NOT_FOUND = "PolicyNotFound", W
+    POLICY_INVALID = "PolicyInvalid", W
+    SECRET_NOT_FOUND = "SecretNotFound", W
+    WORKSPACE_TOO_LARGE = "WorkspaceTooLarge", W
+    PAUSED = "Paused"
+    IDLE_TIMEOUT = "IdleTimeout"
+    CREATING_POD = "CreatingPod"
+    STARTING = "Starting"
+    SETTING_UP = "SettingUp"
+    READY = "Ready"
+    CLONE_FAILED = "CloneFailed", W
+    PROJECTION_FAILED = "ProjectionFailed", W
+    SETUP_FAILED = "SetupFailed", W
+    INIT_FAILED = "InitFailed", W
+    IMAGE_PULL_FAILED = "ImagePullFailed", W
+    POD_EVICTED = "PodEvicted", W
+    POD_FAILED = "PodFailed", W
+    VOLUME_NOT_BOUND = "VolumeNotBound", W
+    UNSCHEDULABLE = "Unschedulable", W
+    # Other conditions
+    RUNNING = "Running"
+    PREPARED = "Prepared"
+    BOUND = "Bound"
+    VOLUME_PENDING = "Pending"
+    UP_TO_DATE = "UpToDate"
+    WORKSPACE_CHANGED = "WorkspaceChanged"
+
+
+class RunReason(Reason):
+    # Phases, as the reason of the Event that reports a change of phase
+    PENDING = "Pending"
+    WAITING_FOR_SANDBOX = "WaitingForSandbox"
+    # Waiting
+    SECRET_NOT_FOUND = "SecretNotFound", W
+    SECRETS_FOUND = "SecretsFound"
+    SANDBOX_NOT_FOUND = "SandboxNotFound"
+    SANDBOX_INVALID = "SandboxInvalid", W
+    SANDBOX_CREATED = "SandboxCreated"
+    SANDBOX_NOT_READY = "SandboxNotReady"
+    SANDBOX_PAUSED = "SandboxPaused"
+    SANDBOX_RESUMING = "SandboxResuming"
+    WORKSPACE_NOT_READY = "WorkspaceNotReady"
+    SANDBOX_READY = "Ready"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    # Ends
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed", W
+    CANCELLED = "Cancelled"
+    TIMED_OUT = "TimedOut", W
+    SANDBOX_FAILED = "SandboxFailed", W
+    SANDBOX_LOST = "SandboxLost", W
+    LAUNCH_FAILED = "LaunchFailed", W
+    WRAPPER_LOST = "WrapperLost", W

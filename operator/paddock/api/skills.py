@@ -1,0 +1,152 @@
+"""Skills and plugins of a Workspace: what each harness is given besides the repository."""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from paddock.api.common import (
+    MAX_LIST,
+    ApiModel,
+    NoDashString,
+    SecretKeySelector,
+    cel,
+    validations,
+)
+
+
+class AgentSkill(ApiModel):
+    """A skill written from this spec: SKILL.md with its description and instructions."""
+
+    description: str = Field(
+        min_length=1, max_length=1024, description="When the agent should use the skill."
+    )
+    instructions: str = Field(min_length=1, max_length=262144, description="The body of SKILL.md.")
+
+
+class GitSkill(ApiModel):
+    """A skill fetched from a git repository (depth 1)."""
+
+    repo: NoDashString = Field(description="Repository URL of the skill.")
+    ref: NoDashString | None = Field(default=None, description="Branch or tag; default branch.")
+    into: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Workspace-relative directory to clone into; default .paddock/skills/<name>.",
+    )
+    secret_ref: SecretKeySelector | None = Field(
+        default=None, description="Secret key holding an access token for a private repository."
+    )
+
+
+HEADER_SOURCE_MESSAGE = "a header has either a value or a secretKeyRef, not both"
+
+
+class McpHeader(ApiModel):
+    """One HTTP header sent to an MCP server; its value is literal or from a Secret."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel("has(self.value) != has(self.secretKeyRef)", HEADER_SOURCE_MESSAGE)
+        )
+    )
+
+    name: str = Field(min_length=1, max_length=256, description="Header name.")
+    value: str | None = Field(default=None, max_length=8192, description="Literal value.")
+    secret_key_ref: SecretKeySelector | None = Field(
+        default=None, description="Secret key holding the value, for credentials."
+    )
+    bearer: bool = Field(
+        default=False, description='Send the value as "Bearer <value>" (for Authorization).'
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> McpHeader:
+        if (self.value is None) == (self.secret_key_ref is None):
+            raise ValueError(HEADER_SOURCE_MESSAGE)
+        return self
+
+
+class McpSkill(ApiModel):
+    """A remote MCP server (streamable HTTP), projected into each harness's MCP config."""
+
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=r"^https?://",
+        description="URL of the MCP server (http:// or https://).",
+    )
+    headers: list[McpHeader] = Field(
+        default_factory=list, max_length=MAX_LIST, description="Headers sent with every request."
+    )
+
+
+PATH_ESCAPE_MESSAGE = "path must stay inside the workspace: relative, without '..'"
+
+
+class FileSkill(ApiModel):
+    """A file written into the workspace."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel("!self.path.matches('(^|/)[.][.](/|$)')", PATH_ESCAPE_MESSAGE, ".path")
+        )
+    )
+
+    path: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=r"^[^/]",
+        description="Workspace-relative path of the file.",
+    )
+    content: str = Field(max_length=262144, description="Content of the file.")
+
+    @field_validator("path")
+    @classmethod
+    def _inside_workspace(cls, path: str) -> str:
+        if ".." in path.split("/"):
+            raise ValueError(PATH_ESCAPE_MESSAGE)
+        return path
+
+
+SKILL_KINDS = ("agent", "git", "mcp", "file")
+ONE_SKILL_KIND_MESSAGE = "a skill sets exactly one of agent, git, mcp or file"
+
+
+class Skill(ApiModel):
+    """A capability given to the agent; exactly one of agent, git, mcp or file."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "[has(self.agent), has(self.git), has(self.mcp), has(self.file)]"
+                ".filter(x, x).size() == 1",
+                ONE_SKILL_KIND_MESSAGE,
+            )
+        )
+    )
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="Name of the skill (lowercase letters, digits and '-'); used in paths.",
+    )
+    agent: AgentSkill | None = Field(default=None, description="A skill written from the spec.")
+    git: GitSkill | None = Field(default=None, description="A skill cloned from git.")
+    mcp: McpSkill | None = Field(default=None, description="A remote MCP server.")
+    file: FileSkill | None = Field(default=None, description="A file in the workspace.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Skill:
+        if sum(getattr(self, kind) is not None for kind in SKILL_KINDS) != 1:
+            raise ValueError(ONE_SKILL_KIND_MESSAGE)
+        return self
+
+
+class Plugin(ApiModel):
+    """A harness plugin (Claude Code plugins from a marketplace)."""
+
+    name: str = Field(min_length=1, max_length=253, description="Plugin name.")
+    marketplace: str | None = Field(
+        default=None, max_length=2048, description="Marketplace the plugin comes from."
+    )

@@ -1,0 +1,334 @@
+"""Deciding a Sandbox: from what was observed (its spec, Workspace, policy, Secrets, and the
+objects it owns) to a plan. Pure, and safe to run at any time: a second decision on the same
+world plans nothing new.
+
+The order of the checks is the lifecycle: deletion, then what the sandbox is made from (spec,
+Workspace, policy, Secrets, size), then its owned objects, pause, and the pod's progress.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from paddock.api.common import ConditionStatus, parse_duration
+from paddock.api.conditions import Notice, get_condition, is_true, set_condition
+from paddock.api.policy import SandboxPolicySpec
+from paddock.api.reasons import ConditionType as C
+from paddock.api.reasons import SandboxReason as R
+from paddock.api.sandbox import SandboxPhase, SandboxSpec, SandboxStatus, SandboxTimings
+from paddock.api.workspace import WorkspaceSpec
+from paddock.render import names
+from paddock.render.network_policy import render_network_policy
+from paddock.render.ownership import owned_by
+from paddock.render.projections import Projection, render_projection
+from paddock.render.sandbox import (
+    CONFIGMAP_LIMIT,
+    SandboxInputs,
+    configmap_size,
+    render_files_configmap,
+    render_sandbox_pod,
+    render_workspace_pvc,
+)
+from paddock.render.workspace_hash import workspace_hash
+from paddock.sandboxes.observe import observe
+from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Write
+from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
+from paddock.times import parse_time
+
+Obj = dict[str, Any]
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class SandboxWorld:
+    """Everything a Sandbox's reconcile reads: the Sandbox as stored, what it refers to, and
+    the objects it owns (None where they do not exist)."""
+
+    sandbox: Obj
+    spec: Loaded[SandboxSpec]
+    workspace: Loaded[WorkspaceSpec] | None = None  # None: the spec is invalid, nothing read
+    policy: Loaded[SandboxPolicySpec] | None = None  # None: no policyRef
+    missing_secrets: list[str] = field(default_factory=list)
+    pod: Obj | None = None
+    pvc: Obj | None = None
+    configmap: Obj | None = None
+    network_policy: Obj | None = None
+
+
+@dataclass(frozen=True)
+class _Blocked:
+    """Why the sandbox's inputs cannot be had, and what that means for its phase."""
+
+    phase: SandboxPhase
+    reason: R
+    message: str
+    retry_after: float | None = None
+
+
+def old_status(body: Obj) -> SandboxStatus:
+    try:
+        return SandboxStatus.model_validate(body.get("status") or {})
+    except ValidationError:
+        return SandboxStatus()  # written by hand or by another version: start afresh
+
+
+@dataclass
+class _Draft:
+    """The status being decided, starting from the conditions already stored."""
+
+    old: SandboxStatus
+    generation: int | None
+    now: datetime
+    status: SandboxStatus
+
+    def condition(self, type_: C, value: bool | None, reason: R, message: str) -> None:
+        self.status.conditions = set_condition(
+            self.status.conditions,
+            type_,
+            value,
+            reason,
+            message,
+            generation=self.generation,
+            now=self.now,
+        )
+
+    def finish(
+        self,
+        phase: SandboxPhase,
+        reason: R,
+        message: str,
+        writes: list[Write] | None = None,
+        retry_after: float | None = None,
+    ) -> Plan:
+        self.status.phase, self.status.message = phase, message
+        changed = self.old.phase != phase or self.old.message != message
+        return Plan(
+            self.status, writes or [], [Notice(reason, message)] if changed else [], retry_after
+        )
+
+
+def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Plan:
+    meta = world.sandbox["metadata"]
+    old = old_status(world.sandbox)
+    generation = meta.get("generation")
+    draft = _Draft(
+        old,
+        generation,
+        now,
+        SandboxStatus(observed_generation=generation, conditions=old.conditions),
+    )
+    if meta.get("deletionTimestamp"):
+        return draft.finish(SandboxPhase.TERMINATING, R.DELETING, "The sandbox is being deleted.")
+    inputs = _inputs(world, default_image)
+    if isinstance(inputs, _Blocked):
+        draft.condition(C.READY, False, inputs.reason, inputs.message)
+        return draft.finish(inputs.phase, inputs.reason, inputs.message, None, inputs.retry_after)
+    sandbox_inputs, policy = inputs
+    projection = render_projection(sandbox_inputs.workspace)
+    configmap = owned_by(render_files_configmap(sandbox_inputs, projection), world.sandbox)
+    if configmap_size(configmap) > CONFIGMAP_LIMIT:
+        message = (
+            "The Workspace's instructions, skills and setup add up to more than 900 KiB; move "
+            "large files into the repository or a git skill."
+        )
+        draft.condition(C.READY, False, R.WORKSPACE_TOO_LARGE, message)
+        return draft.finish(SandboxPhase.FAILED, R.WORKSPACE_TOO_LARGE, message)
+    writes = _owned_objects(world, sandbox_inputs, policy, configmap)
+    draft.status.pvc_name = names.pvc_name(sandbox_inputs.name)
+    draft.status.pod_name = names.pod_name(sandbox_inputs.name)
+    _record_preparation(draft, sandbox_inputs.workspace_hash)
+    pause = _pause_reason(sandbox_inputs.sandbox, meta, draft)
+    if pause is not None:
+        return _paused(draft, world, sandbox_inputs.sandbox, pause, writes)
+    draft.condition(C.PAUSED, False, R.RUNNING, "The sandbox is not paused.")
+    return _progress(draft, world, sandbox_inputs, projection, writes)
+
+
+def _inputs(
+    world: SandboxWorld, default_image: str
+) -> tuple[SandboxInputs, SandboxPolicySpec] | _Blocked:
+    """The sandbox's spec, Workspace and policy, or why they cannot be had."""
+    meta = world.sandbox["metadata"]
+    namespace = meta["namespace"]
+    spec = world.spec.spec
+    if spec is None:
+        message = f"The spec is invalid: {world.spec.error}"
+        return _Blocked(SandboxPhase.FAILED, R.INVALID_SPEC, message)
+    assert world.workspace is not None
+    workspace = _referenced(
+        "Workspace",
+        world.workspace,
+        namespace,
+        "spec.workspaceRef.name",
+        R.WORKSPACE_NOT_FOUND,
+        R.WORKSPACE_INVALID,
+    )
+    if isinstance(workspace, _Blocked):
+        return workspace
+    policy = spec.policy or SandboxPolicySpec()
+    if world.policy is not None:
+        referenced = _referenced(
+            "SandboxPolicy",
+            world.policy,
+            namespace,
+            "spec.policyRef.name",
+            R.POLICY_NOT_FOUND,
+            R.POLICY_INVALID,
+        )
+        if isinstance(referenced, _Blocked):
+            return referenced
+        policy = referenced
+    if world.missing_secrets:
+        message = missing_secrets_message(world.missing_secrets, namespace)
+        return _Blocked(SandboxPhase.PENDING, R.SECRET_NOT_FOUND, message, RETRY_MISSING)
+    image = spec.image or workspace.image or default_image
+    inputs = SandboxInputs(
+        name=meta["name"],
+        namespace=namespace,
+        sandbox=spec,
+        workspace=workspace,
+        image=image,
+        workspace_hash=workspace_hash(workspace, image),
+    )
+    return inputs, policy
+
+
+def _referenced(
+    kind: str, loaded: Loaded[M], namespace: str, field_name: str, missing: R, invalid: R
+) -> M | _Blocked:
+    if loaded.spec is not None:
+        return loaded.spec
+    if loaded.error is None:
+        message = (
+            f"{kind} {loaded.name} not found in namespace {namespace}. Create it, or fix "
+            f"{field_name}."
+        )
+        return _Blocked(SandboxPhase.PENDING, missing, message, RETRY_MISSING)
+    message = f"{kind} {loaded.name} is invalid: {loaded.error}"
+    return _Blocked(SandboxPhase.PENDING, invalid, message, RETRY_MISSING)
+
+
+def _owned_objects(
+    world: SandboxWorld, inputs: SandboxInputs, policy: SandboxPolicySpec, configmap: Obj
+) -> list[Write]:
+    """Create the ConfigMap, NetworkPolicy and PVC, or bring the first two in line. A PVC's
+    spec is immutable once bound: it is never patched."""
+    writes: list[Write] = []
+    network_policy = owned_by(
+        render_network_policy(inputs.name, inputs.namespace, policy), world.sandbox
+    )
+    for existing, wanted, field_name in (
+        (world.configmap, configmap, "data"),
+        (world.network_policy, network_policy, "spec"),
+    ):
+        if existing is None:
+            writes.append(Create(wanted))
+        elif existing.get(field_name) != wanted[field_name]:
+            name = wanted["metadata"]["name"]
+            writes.append(Patch(wanted["kind"], name, {field_name: wanted[field_name]}))
+    if world.pvc is None:
+        writes.append(Create(owned_by(render_workspace_pvc(inputs), world.sandbox)))
+    return writes
+
+
+def _record_preparation(draft: _Draft, current_hash: str) -> None:
+    """The hash the volume was prepared from, and whether that is the current Workspace."""
+    prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
+    prepared_hash = draft.old.workspace_hash if prepared else current_hash
+    draft.status.workspace_hash = prepared_hash
+    if prepared and prepared_hash != current_hash:
+        message = (
+            "The Workspace changed after this sandbox was prepared; its volume keeps the old "
+            "result. Delete and recreate the Sandbox to prepare it again."
+        )
+        draft.condition(C.UP_TO_DATE, False, R.WORKSPACE_CHANGED, message)
+    else:
+        draft.condition(C.UP_TO_DATE, True, R.UP_TO_DATE, "Prepared from the current Workspace.")
+
+
+def _pause_reason(spec: SandboxSpec, meta: Obj, draft: _Draft) -> R | None:
+    """Paused by the spec, paused for idleness (until activity after the pause), or not;
+    records the last activity."""
+    annotated = parse_time((meta.get("annotations") or {}).get(names.ACTIVITY_ANNOTATION))
+    ready_at = draft.old.timings.ready_at if draft.old.timings else None
+    activity = max((t for t in (annotated, ready_at) if t is not None), default=None)
+    if activity is not None:
+        draft.status.last_activity_time = activity
+    if spec.lifecycle.paused:
+        return R.PAUSED
+    paused = get_condition(draft.old.conditions, C.PAUSED)
+    if paused and paused.status == ConditionStatus.TRUE and paused.reason == R.IDLE_TIMEOUT:
+        since = paused.last_transition_time
+        # Activity after the idle pause (a run, an exec, the annotation) resumes it.
+        resumed = activity is not None and since is not None and activity > since
+        return None if resumed else R.IDLE_TIMEOUT
+    idle_timeout = spec.lifecycle.idle_timeout
+    if idle_timeout and activity and draft.now - activity > parse_duration(idle_timeout):
+        return R.IDLE_TIMEOUT
+    return None
+
+
+def _paused(
+    draft: _Draft, world: SandboxWorld, spec: SandboxSpec, reason: R, writes: list[Write]
+) -> Plan:
+    if world.pod is not None:
+        writes.append(Delete("Pod", world.pod["metadata"]["name"]))
+    if reason == R.PAUSED:
+        message = (
+            "Paused: the pod is deleted and the workspace volume kept. Set "
+            "spec.lifecycle.paused to false to resume."
+        )
+    else:
+        message = (
+            f"Paused after {spec.lifecycle.idle_timeout} without activity; annotate "
+            f"{names.ACTIVITY_ANNOTATION} with the current time, or start a run, to resume."
+        )
+    draft.condition(C.PAUSED, True, reason, message)
+    draft.condition(C.READY, False, reason, message)
+    return draft.finish(SandboxPhase.PAUSED, reason, message, writes)
+
+
+def _progress(
+    draft: _Draft,
+    world: SandboxWorld,
+    inputs: SandboxInputs,
+    projection: Projection,
+    writes: list[Write],
+) -> Plan:
+    """The pod's progress: create or replace it, and say where setup stands."""
+    pvc = world.pvc or render_workspace_pvc(inputs)
+    seen = observe(world.pod, pvc)
+    prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
+    if seen.recreate_pod and world.pod is not None:
+        writes.append(Delete("Pod", world.pod["metadata"]["name"]))
+    elif world.pod is None:
+        pod = render_sandbox_pod(inputs, projection, prepared=prepared)
+        writes.append(Create(owned_by(pod, world.sandbox)))
+    pvc_name = names.pvc_name(inputs.name)
+    if seen.volume_bound is not None:
+        bound = R.BOUND if seen.volume_bound else R.VOLUME_PENDING
+        draft.condition(
+            C.VOLUME_BOUND, seen.volume_bound, bound, f"PersistentVolumeClaim {pvc_name}"
+        )
+    if seen.setup_complete is not None and not prepared:
+        reason = R.PREPARED if seen.setup_complete else seen.reason
+        message = "The workspace is cloned and set up." if seen.setup_complete else seen.message
+        draft.condition(C.SETUP_COMPLETE, seen.setup_complete, reason, message)
+    draft.condition(C.READY, seen.ready, seen.reason, seen.message)
+    timings = draft.old.timings
+    if seen.ready and (timings is None or timings.ready_at is None):
+        ready_at = seen.ready_at or draft.now
+        created = parse_time(world.sandbox["metadata"].get("creationTimestamp"))
+        timings = SandboxTimings(
+            ready_at=ready_at,
+            ready_seconds=max((ready_at - created).total_seconds(), 0.0) if created else None,
+            setup_seconds=seen.setup_seconds,
+        )
+    draft.status.timings = timings
+    if draft.status.last_activity_time is None and timings is not None:
+        draft.status.last_activity_time = timings.ready_at  # being ready is the first activity
+    return draft.finish(seen.phase, seen.reason, seen.message, writes)

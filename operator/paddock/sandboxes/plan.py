@@ -1,0 +1,59 @@
+"""What a reconcile reads and what it decides: the observed objects going in, and the plan
+coming out (the status to write, the objects to create, patch or delete, the Events to post,
+when to look again). Pure data; ``service.py`` gathers the one and applies the other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from paddock.api.conditions import Notice
+
+Obj = dict[str, Any]
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[M]):
+    """A spec as read from the API: valid (``spec``), invalid (``error`` says why), or not
+    found (neither)."""
+
+    name: str
+    spec: M | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Create:
+    obj: Obj
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A merge patch of an object the reconciled object owns."""
+
+    kind: str
+    name: str
+    body: Obj
+
+
+@dataclass(frozen=True)
+class Delete:
+    kind: str
+    name: str
+
+
+Write = Create | Patch | Delete
+
+
+@dataclass
+class Plan:
+    """The status to write, the writes to make first, the Events to post, and the seconds
+    until the object should be looked at again (None: only when something changes)."""
+
+    status: BaseModel
+    writes: list[Write] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    retry_after: float | None = None

@@ -1,0 +1,71 @@
+"""Pods and PVCs as a kubelet and the volume controller report them, for the pure tests of
+what the operator makes of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+
+BOUND = {"status": {"phase": "Bound"}}
+PENDING_PVC = {"status": {"phase": "Pending"}}
+
+
+def pod(
+    phase: str = "Pending",
+    *,
+    init: list[Obj] | None = None,
+    containers: list[Obj] | None = None,
+    conditions: list[Obj] | None = None,
+    name: str = "sbx",
+    **status: Any,
+) -> Obj:
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "phase": phase,
+            "initContainerStatuses": init or [],
+            "containerStatuses": containers or [],
+            "conditions": conditions or [],
+            **status,
+        },
+    }
+
+
+def terminated(name: str, code: int, message: str = "") -> Obj:
+    return {
+        "name": name,
+        "image": "img",
+        "state": {
+            "terminated": {
+                "exitCode": code,
+                "message": message,
+                "startedAt": "2026-01-01T00:00:00Z",
+                "finishedAt": "2026-01-01T00:00:04Z",
+            }
+        },
+    }
+
+
+def running(name: str) -> Obj:
+    return {"name": name, "image": "img", "state": {"running": {}}}
+
+
+def waiting(name: str, reason: str, message: str = "") -> Obj:
+    return {
+        "name": name,
+        "image": "nope:1",
+        "state": {"waiting": {"reason": reason, "message": message}},
+    }
+
+
+def ready_pod(ready_at: str = "2026-01-01T00:00:05Z") -> Obj:
+    return pod(
+        "Running",
+        init=[terminated("setup", 0)],
+        conditions=[{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}],
+    )
+
+
+def unscheduled(message: str) -> Obj:
+    return pod(conditions=[{"type": "PodScheduled", "status": "False", "message": message}])

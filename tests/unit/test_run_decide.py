@@ -1,0 +1,356 @@
+"""The AgentRun lifecycle as tables: which sandbox a run uses and how it waits for it, when it
+is cancelled or timed out, what each poll of its journal means, and how it ends
+(docs/runs.md lists the same phases and reasons)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from paddock.agentruns import decide
+from paddock.agentruns import sandbox as sandboxes
+from paddock.agentruns.decide import Ending, Progress, Wait
+from paddock.agentruns.sandbox import ReadySandbox, Unusable, Verdict, Waiting
+from paddock.api.agentrun import AgentRunSpec
+from paddock.harness import HARNESSES
+from paddock.render.run_scripts import Completion, Poll
+from paddock.runs import events as ev
+from paddock.runs.events import Draft, RunSummary, stamp
+
+Obj = dict[str, Any]
+NOW = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)
+CREATED = datetime(2026, 1, 1, 0, 30, 0, tzinfo=UTC)
+NONCE = "n" * 64
+RUN = {
+    "apiVersion": "paddock.dev/v1alpha1",
+    "kind": "AgentRun",
+    "metadata": {"name": "fix-bug", "namespace": "team", "uid": "0123456789abcdef"},
+}
+TEMPLATE = {"workspaceRef": {"name": "ws"}}
+
+
+def spec(**fields: Any) -> AgentRunSpec:
+    return AgentRunSpec.model_validate(
+        {"sandboxRef": {"name": "box"}, "harness": "command", "command": "make test"} | fields
+    )
+
+
+def template_spec(**fields: Any) -> AgentRunSpec:
+    return AgentRunSpec.model_validate(
+        {"sandboxTemplate": TEMPLATE, "harness": "command", "command": "make"} | fields
+    )
+
+
+def sandbox(phase: str | None, *, paused: bool = False, message: str = "") -> Obj:
+    status: Obj = {"phase": phase, "podName": "box-pod", "message": message} if phase else {}
+    return {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "Sandbox",
+        "metadata": {"name": "box", "namespace": "team"},
+        "spec": {"workspaceRef": {"name": "ws"}, "lifecycle": {"paused": paused}},
+        "status": status,
+    }
+
+
+# -- which sandbox --------------------------------------------------------------------------
+
+JUDGED = {
+    "not found": (None, Waiting, "SandboxNotFound", False),
+    "not ready yet": (sandbox("SettingUp"), Waiting, "SandboxNotReady", False),
+    "no status yet": (sandbox(None), Waiting, "SandboxNotReady", False),
+    "paused by its spec": (sandbox("Paused", paused=True), Waiting, "SandboxPaused", False),
+    "paused for being idle": (sandbox("Paused"), Waiting, "SandboxResuming", True),
+    "failed": (sandbox("Failed", message="clone failed"), Unusable, "SandboxFailed", False),
+    "invalid": (
+        {**sandbox("Ready"), "spec": {"workspaceRef": {"name": "ws"}, "image": 3}},
+        Waiting,
+        "SandboxInvalid",
+        False,
+    ),
+    "ready": (sandbox("Ready"), ReadySandbox, None, False),
+}
+
+
+@pytest.mark.parametrize("case", JUDGED)
+def test_the_sandbox_verdict_table(case: str) -> None:
+    found, state_type, reason, touch = JUDGED[case]
+    verdict = sandboxes.judge(RUN, spec(), "box", found, "")
+    assert isinstance(verdict.state, state_type)
+    assert getattr(verdict.state, "reason", None) == reason
+    assert verdict.touch is touch
+    assert verdict.create is None
+
+
+def test_a_run_against_a_paused_sandbox_waits_without_touching_it() -> None:
+    verdict = sandboxes.judge(RUN, spec(), "box", sandbox("Paused", paused=True), "")
+    assert verdict == Verdict(
+        Waiting("box", "SandboxPaused", "Sandbox box is paused (spec.lifecycle.paused)")
+    )
+
+
+def test_a_ready_sandbox_names_its_pod_and_workspace() -> None:
+    verdict = sandboxes.judge(RUN, spec(), "box", sandbox("Ready"), "")
+    assert verdict.state == ReadySandbox("box", "box-pod", "ws")
+
+
+def test_a_run_of_its_own_creates_a_sandbox_it_controls() -> None:
+    run_spec = template_spec()
+    name = sandboxes.sandbox_name(RUN, run_spec, None)
+    assert name == "fix-bug-01234567"
+    verdict = sandboxes.judge(RUN, run_spec, name, None, "")
+    assert isinstance(verdict.state, Waiting)
+    assert verdict.state.reason == "SandboxCreated"
+    assert verdict.create is not None
+    (owner,) = verdict.create["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == (
+        "AgentRun",
+        RUN["metadata"]["uid"],
+        True,
+    )
+    assert verdict.create["spec"]["workspaceRef"] == {"name": "ws"}
+
+
+def test_a_thread_finds_one_sandbox_per_workspace_hash() -> None:
+    run_spec = template_spec(threadId="t1")
+    waiting = sandboxes.sandbox_name(RUN, run_spec, None)
+    assert isinstance(waiting, Waiting)
+    assert waiting.reason == "WorkspaceNotReady"
+    first = sandboxes.sandbox_name(RUN, run_spec, "hash-a")
+    again = sandboxes.sandbox_name(
+        {**RUN, "metadata": {**RUN["metadata"], "uid": "x"}}, run_spec, "hash-a"
+    )
+    changed = sandboxes.sandbox_name(RUN, run_spec, "hash-b")
+    assert first == again != changed
+    assert isinstance(first, str)
+    verdict = sandboxes.judge(RUN, run_spec, first, None, "hash-a")
+    assert verdict.create is not None
+    assert "ownerReferences" not in verdict.create["metadata"]  # it outlives the run
+    assert verdict.create["metadata"]["labels"]["paddock.dev/thread-key"] == first.removeprefix(
+        "thread-"
+    )
+
+
+# -- before the harness starts --------------------------------------------------------------
+
+BEFORE = {
+    "a Secret is missing": (["keys/anthropic"], None, Wait, "Pending", "SecretNotFound"),
+    "the sandbox is not found": (
+        [],
+        Verdict(Waiting("box", "SandboxNotFound", "not found")),
+        Wait,
+        "WaitingForSandbox",
+        "SandboxNotFound",
+    ),
+    "the sandbox is paused": (
+        [],
+        Verdict(Waiting("box", "SandboxPaused", "paused")),
+        Wait,
+        "WaitingForSandbox",
+        "SandboxPaused",
+    ),
+    "the sandbox failed": (
+        [],
+        Verdict(Unusable("box", "SandboxFailed", "failed")),
+        Ending,
+        "Failed",
+        "SandboxFailed",
+    ),
+    "the sandbox is ready": ([], Verdict(ReadySandbox("box", "p", "ws")), ReadySandbox, None, None),
+}
+
+
+@pytest.mark.parametrize("case", BEFORE)
+def test_the_before_launch_table(case: str) -> None:
+    missing, verdict, outcome_type, phase, reason = BEFORE[case]
+    outcome = decide.before_launch("team", missing, verdict)
+    assert isinstance(outcome, outcome_type)
+    assert getattr(outcome, "phase", None) == phase
+    assert getattr(outcome, "reason", None) == reason
+
+
+def test_waiting_for_a_secret_is_the_secrets_condition_and_names_the_key() -> None:
+    outcome = decide.before_launch("team", ["keys/anthropic"], None)
+    assert isinstance(outcome, Wait)
+    assert outcome.condition == "SecretsFound"
+    assert "keys/anthropic" in outcome.message
+
+
+ABORTS = {
+    "running within its timeout": (spec(), None),
+    "cancelled": (spec(cancel=True), ("Cancelled", "cancelled: spec.cancel is true")),
+    "past its timeout": (
+        spec(timeout="10m"),
+        ("TimedOut", "timed out: the run took longer than its timeout of 10m"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ABORTS)
+def test_the_abort_table(case: str) -> None:
+    run_spec, expected = ABORTS[case]
+    ending = decide.abort(run_spec, CREATED, NOW)
+    assert (None if ending is None else (ending.phase, ending.message)) == expected
+
+
+def test_the_kill_follows_the_term_after_the_grace() -> None:
+    signalled: dict[str, datetime] = {}
+    assert decide.signal_to_send(signalled, NOW) == "TERM"
+    signalled["TERM"] = NOW
+    assert decide.signal_to_send(signalled, NOW + timedelta(seconds=9)) is None
+    assert decide.signal_to_send(signalled, NOW + timedelta(seconds=10)) == "KILL"
+    signalled["KILL"] = NOW + timedelta(seconds=10)
+    assert decide.signal_to_send(signalled, NOW + timedelta(seconds=60)) is None
+
+
+# -- while it runs and how it ends ----------------------------------------------------------
+
+
+def summary_of(*drafts: Draft) -> RunSummary:
+    summary = RunSummary()
+    summary.add_all(stamp(d, i, NOW) for i, d in enumerate(drafts))
+    return summary
+
+
+def follow(
+    poll: Poll,
+    run_spec: AgentRunSpec | None = None,
+    *,
+    summary: RunSummary | None = None,
+    gone: int = 0,
+    abort: Ending | None = None,
+) -> decide.Followed:
+    run_spec = run_spec or spec()
+    progress = Progress("box-pod", {}, summary or RunSummary(), decide.digest(NONCE), gone)
+    parse = HARNESSES[run_spec.harness].parse_line
+    return decide.follow(run_spec, poll, parse, progress, abort)
+
+
+def done(code: int, nonce: str = NONCE, **fields: Any) -> Poll:
+    return Poll(completion=Completion(code, nonce), **fields)
+
+
+FOLLOWED = {
+    "output, still running": (Poll(wrapper_alive=True, stdout=b"hello\n"), None, None),
+    "the run directory is gone": (Poll(missing=True), "Failed", "SandboxLost"),
+    "exit 0": (done(0, stdout=b"ok\n"), "Succeeded", "Succeeded"),
+    "exit 2": (done(2, stderr_tail="warning\nmake: *** [test] Error 2\n"), "Failed", "Failed"),
+    "a forged record": (done(0, nonce="f" * 64, wrapper_alive=True), None, None),
+    "the wrapper gone once": (Poll(wrapper_alive=False), None, None),
+    "the wrapper gone twice": (Poll(wrapper_alive=False), "Failed", "WrapperLost"),
+}
+
+
+@pytest.mark.parametrize("case", FOLLOWED)
+def test_the_follow_table(case: str) -> None:
+    poll, phase, reason = FOLLOWED[case]
+    followed = follow(poll, gone=1 if case == "the wrapper gone twice" else 0)
+    ending = followed.ending
+    assert (ending.phase if ending else None, ending.reason if ending else None) == (phase, reason)
+
+
+def test_output_becomes_events_and_moves_the_cursor() -> None:
+    followed = follow(Poll(wrapper_alive=True, stdout=b"one\ntwo\npart"))
+    assert [d.summary for d in followed.drafts] == ["one", "two"]
+    assert followed.cursor["stdout"] == len(b"one\ntwo\n")  # the partial line waits
+
+
+def test_a_full_poll_is_read_again_at_once_before_the_end_is_taken() -> None:
+    big = b"x\n" * (300 * 1024 // 2)
+    followed = follow(done(0, stdout=big))
+    assert followed.poll_again_now
+    assert followed.ending is None
+
+
+def test_a_forged_record_is_noted_once_and_never_ends_the_run() -> None:
+    first = follow(done(0, nonce="f" * 64, wrapper_alive=True))
+    assert [(d.type, d.data.get("reason")) for d in first.drafts] == [("error", "ForgedCompletion")]
+    noted = summary_of(*first.drafts)
+    again = follow(done(0, nonce="f" * 64, wrapper_alive=True), summary=noted)
+    assert again.drafts == []
+    assert again.ending is None
+
+
+def test_a_live_wrapper_resets_the_count_of_polls_without_it() -> None:
+    assert follow(Poll(wrapper_alive=True), gone=1).wrapper_gone_polls == 0
+    assert follow(Poll(wrapper_alive=False), gone=0).wrapper_gone_polls == 1
+
+
+def test_a_failed_command_says_its_last_stderr_line() -> None:
+    ending = follow(done(2, stderr_tail="warning\nmake: *** [test] Error 2\n")).ending
+    assert ending is not None
+    assert ending.message == "command exited with code 2: make: *** [test] Error 2"
+    assert ending.exit_code == 2
+
+
+def test_a_failed_agent_says_its_own_error_before_its_stderr() -> None:
+    agent = spec(harness="claude-code", command=None, prompt="fix it")
+    summary = summary_of(Draft(ev.ERROR, "API Error: rate limited", {"message": "rate limited"}))
+    ending = follow(done(1, stderr_tail="some warning\n"), agent, summary=summary).ending
+    assert ending is not None
+    assert ending.message == "claude-code exited with code 1: API Error: rate limited"
+
+
+def test_an_error_result_fails_the_run_even_with_exit_0() -> None:
+    agent = spec(harness="claude-code", command=None, prompt="fix it")
+    summary = summary_of(Draft(ev.RESULT, "", {"isError": True, "text": "max turns"}))
+    ending = follow(done(0), agent, summary=summary).ending
+    assert ending is not None
+    assert (ending.phase, ending.message) == ("Failed", "claude-code exited with code 0: max turns")
+
+
+def test_a_cancelled_run_ends_cancelled_when_its_harness_exits() -> None:
+    cancel = decide.abort(spec(cancel=True), CREATED, NOW)
+    ending = follow(done(143), abort=cancel).ending
+    assert ending is not None
+    assert (ending.phase, ending.exit_code) == ("Cancelled", 143)
+
+
+def test_changed_files_are_an_event_before_the_end() -> None:
+    ending = follow(done(0, changes=" M src/app.py\n?? notes.md\n", diff="diff --git")).ending
+    assert ending is not None
+    (changed,) = ending.drafts
+    assert changed.type == ev.FILE_CHANGED
+    assert changed.data["files"] == [
+        {"path": "src/app.py", "status": "modified"},
+        {"path": "notes.md", "status": "untracked"},
+    ]
+
+
+TERMINAL = {
+    "Succeeded": (Ending("Succeeded", "Succeeded", "done", 0), ev.RUN_COMPLETED, None),
+    "Failed": (Ending("Failed", "Failed", "exit 1", 1), ev.RUN_FAILED, None),
+    "LaunchFailed": (
+        decide.launch_failure(spec(), "p", 1, "no bash"),
+        ev.RUN_FAILED,
+        "LaunchFailed",
+    ),
+    "SandboxLost": (decide.sandbox_lost("gone"), ev.RUN_FAILED, "SandboxLost"),
+    "Cancelled": (Ending("Cancelled", "Cancelled", "cancelled"), ev.RUN_ABORTED, None),
+    "TimedOut": (Ending("TimedOut", "TimedOut", "timed out"), ev.RUN_ABORTED, None),
+}
+
+
+@pytest.mark.parametrize("case", TERMINAL)
+def test_the_terminal_event_table(case: str) -> None:
+    ending, kind, reason = TERMINAL[case]
+    event = decide.terminal_event(ending)
+    assert event.type == kind
+    assert event.data["phase"] == ending.phase
+    assert event.data.get("reason") == reason
+
+
+def test_the_result_comes_from_the_log_so_a_restart_writes_the_same() -> None:
+    summary = summary_of(
+        Draft(ev.RESULT, "", {"text": "Fixed the bug.", "isError": False}),
+        decide.terminal_event(Ending("Succeeded", "Succeeded", "claude-code finished", 0)),
+    )
+    result = decide.final_result(summary)
+    assert (result.exit_code, result.is_error, result.summary) == (0, False, "Fixed the bug.")
+
+
+def test_a_completion_is_genuine_only_with_the_runs_own_nonce() -> None:
+    assert decide.genuine(NONCE, decide.digest(NONCE))
+    assert not decide.genuine("f" * 64, decide.digest(NONCE))
+    assert not decide.genuine(NONCE, None)

