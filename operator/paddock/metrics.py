@@ -14,6 +14,8 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from paddock.times import parse_time
+
 _DURATIONS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _STARTUP = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 _RUN = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)
@@ -128,6 +130,5 @@ def run_seen(event_type: str, body: dict[str, Any], terminal: frozenset[str]) ->
 
 
 def _seconds(stamp: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    when = parse_time(stamp)
+    return when.timestamp() if when else 0.0

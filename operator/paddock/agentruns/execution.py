@@ -24,6 +24,7 @@ from paddock.agentruns import sandbox as sandboxes
 from paddock.agentruns.decide import Ending, Progress, Wait
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
 from paddock.api.agentrun import AgentRunSpec, AgentRunStatus, Reuse, RunPhase
+from paddock.api.common import stored_status
 from paddock.api.conditions import Notice, set_condition
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
@@ -47,13 +48,6 @@ WAIT_SECONDS = 2.0
 TOUCH_EVERY = timedelta(seconds=30)
 
 Obj = dict[str, Any]
-
-
-def stored_status(run: Obj) -> AgentRunStatus:
-    try:
-        return AgentRunStatus.model_validate(run.get("status") or {})
-    except ValidationError:
-        return AgentRunStatus()  # written by hand or by another version: start afresh
 
 
 @dataclass
@@ -82,7 +76,7 @@ class Execution:
         events, cursor = run_log.load()
         summary = RunSummary()
         summary.add_all(events)
-        status = stored_status(run)
+        status = stored_status(AgentRunStatus, run)
         written = dict(run.get("status") or {})
         return cls(run, run_log, summary, cursor, status, written=written)
 
@@ -159,8 +153,8 @@ class Execution:
         workspace_hash = ""
         if spec.sandbox_template is not None:
             workspace_name = spec.sandbox_template.workspace_ref.name
-            workspace = kube.get("Workspace", self.namespace, workspace_name) or {}
-            workspace_hash = str((workspace.get("status") or {}).get("hash") or "")
+            workspace = kube.get("Workspace", self.namespace, workspace_name)
+            workspace_hash = sandboxes.workspace_hash_of(workspace)
         name = sandboxes.sandbox_name(self.run, spec, workspace_hash)
         if isinstance(name, sandboxes.Waiting):
             return Verdict(name)

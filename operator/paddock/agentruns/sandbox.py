@@ -18,9 +18,11 @@ from pydantic import ValidationError
 
 from paddock import GROUP, VERSION
 from paddock.api.agentrun import AgentRunSpec, Reuse
+from paddock.api.common import stored_status
 from paddock.api.errors import describe
 from paddock.api.reasons import RunReason as R
 from paddock.api.sandbox import Sandbox, SandboxPhase
+from paddock.api.workspace import WorkspaceStatus
 from paddock.render.names import MANAGED_BY, RUN_LABEL, THREAD_KEY_LABEL
 from paddock.render.ownership import owned_by
 
@@ -74,6 +76,13 @@ def thread_key(namespace: str, spec: AgentRunSpec, workspace_hash: str) -> str:
         sort_keys=True,
     )
     return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def workspace_hash_of(workspace: Obj | None) -> str:
+    """The hash a Workspace's status gives (empty: not found, or not validated yet)."""
+    if workspace is None:
+        return ""
+    return stored_status(WorkspaceStatus, workspace).hash or ""
 
 
 def sandbox_name(run: Obj, spec: AgentRunSpec, workspace_hash: str | None) -> str | Waiting:

@@ -11,9 +11,17 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 MAX_NAME = 253
@@ -202,6 +210,18 @@ class Condition(ApiModel):
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation the condition was set for."
     )
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def stored_status(model: type[S], obj: dict[str, Any]) -> S:
+    """The object's status as ``model``; an empty one when what is stored does not validate
+    (written by hand, or by another version of Paddock), so the reconcile starts afresh."""
+    try:
+        return model.model_validate(obj.get("status") or {})
+    except ValidationError:
+        return model()
 
 
 Conditions = Annotated[

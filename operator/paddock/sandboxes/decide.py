@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from paddock.api.common import ConditionStatus, parse_duration
+from paddock.api.common import ConditionStatus, parse_duration, stored_status
 from paddock.api.conditions import Notice, get_condition, is_true, set_condition
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.reasons import ConditionType as C
@@ -69,13 +69,6 @@ class _Blocked:
     retry_after: float | None = None
 
 
-def old_status(body: Obj) -> SandboxStatus:
-    try:
-        return SandboxStatus.model_validate(body.get("status") or {})
-    except ValidationError:
-        return SandboxStatus()  # written by hand or by another version: start afresh
-
-
 @dataclass
 class _Draft:
     """The status being decided, starting from the conditions already stored."""
@@ -113,7 +106,7 @@ class _Draft:
 
 def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Plan:
     meta = world.sandbox["metadata"]
-    old = old_status(world.sandbox)
+    old = stored_status(SandboxStatus, world.sandbox)
     generation = meta.get("generation")
     draft = _Draft(
         old,

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from paddock.api.common import stored_status
 from paddock.api.conditions import Notice, is_true, set_condition
 from paddock.api.errors import describe
 from paddock.api.reasons import ConditionType as C
@@ -36,19 +37,12 @@ def missing_secrets_message(missing: list[str], namespace: str) -> str:
     )
 
 
-def old_status(body: Obj) -> WorkspaceStatus:
-    try:
-        return WorkspaceStatus.model_validate(body.get("status") or {})
-    except ValidationError:
-        return WorkspaceStatus()  # written by hand or by another version: start afresh
-
-
 def decide_workspace(
     body: Obj, spec: Loaded[WorkspaceSpec], missing: list[str], default_image: str, now: datetime
 ) -> Plan:
     meta = body["metadata"]
     generation = meta.get("generation")
-    old = old_status(body)
+    old = stored_status(WorkspaceStatus, body)
     status = WorkspaceStatus(observed_generation=generation, conditions=old.conditions)
 
     def condition(type_: C, value: bool, reason: R, message: str) -> None:
