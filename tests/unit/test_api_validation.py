@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from paddock.api import AgentRun, Workspace
-from paddock.api.common import parse_duration
 from paddock.api.errors import ManifestError, validate
+from paddock.api.fields import (
+    parse_duration,
+)
 from support.manifests import MODELS, BadManifest, bad_manifests, example_manifests
 
 

@@ -22,7 +22,9 @@ from paddock.api.agentrun import (
     RunResult,
     Usage,
 )
-from paddock.api.common import parse_duration
+from paddock.api.fields import (
+    parse_duration,
+)
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
 from paddock.render import run_scripts

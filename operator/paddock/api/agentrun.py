@@ -12,7 +12,6 @@ from paddock.api.common import (
     ApiModel,
     Conditions,
     ConfigMapKeySelector,
-    Duration,
     EnvVar,
     KindInfo,
     LocalObjectReference,
@@ -23,6 +22,9 @@ from paddock.api.common import (
     SecretRef,
     cel,
     validations,
+)
+from paddock.api.fields import (
+    Duration,
 )
 from paddock.api.sandbox import SandboxSpec
 

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
-    WithJsonSchema,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -57,45 +56,6 @@ class ApiModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-# --- durations -------------------------------------------------------------------------------
-
-DURATION_PATTERN = r"^[1-9][0-9]{0,8}[smhd]$"
-DURATION_MESSAGE = (
-    "must be a duration: a whole number and one unit s, m, h or d, e.g. 90s, 30m, 24h, 7d"
-)
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(value: str) -> timedelta:
-    """``"90s"`` -> 90 seconds. One whole number and one unit; anything else is an error.
-
-    The seed library accepted only ``<n>h``/``<n>m`` and silently ignored the rest; a duration
-    that does not parse here is always an error the user sees.
-    """
-    if not re.fullmatch(DURATION_PATTERN, value):
-        raise ValueError(DURATION_MESSAGE)
-    return timedelta(seconds=int(value[:-1]) * _UNIT_SECONDS[value[-1]])
-
-
-def _check_duration(value: str) -> str:
-    parse_duration(value)
-    return value
-
-
-Duration = Annotated[
-    str,
-    AfterValidator(_check_duration),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "maxLength": 12,
-            "x-kubernetes-validations": [
-                cel(f"self.matches('{DURATION_PATTERN}')", DURATION_MESSAGE)
-            ],
-        }
-    ),
-]
-
 # --- names and references ----------------------------------------------------------------------
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -103,22 +63,6 @@ ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 
 ObjectName = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
 EnvName = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=ENV_NAME_PATTERN)]
-
-
-def _no_leading_dash(value: str) -> str:
-    # A value that starts with "-" would be read by git as an option (argument injection).
-    if value.startswith("-"):
-        raise ValueError("must not start with '-'")
-    return value
-
-
-NO_DASH_RULE = cel("!self.startsWith('-')", "must not start with '-'")
-
-NoDashString = Annotated[
-    str,
-    AfterValidator(_no_leading_dash),
-    Field(min_length=1, max_length=2048, json_schema_extra=validations(NO_DASH_RULE)),
-]
 
 
 class LocalObjectReference(ApiModel):
@@ -150,10 +94,15 @@ class ConfigMapKeySelector(ApiModel):
 
 # Names that almost always hold a credential. Such a variable must come from a Secret: a value
 # written into a spec is readable by everyone who can `get` the object and lives in etcd in clear.
-CREDENTIAL_NAME_REGEX = r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)"
+# PAT, AUTH and PASS count as whole parts of a name only (GH_PAT, BASIC_AUTH, DB_PASS; not
+# PATH, AUTHOR or PASSTHROUGH).
+CREDENTIAL_NAME_REGEX = (
+    r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_)(PAT|AUTH|PASS)($|_))"
+)
 CREDENTIAL_ENV_MESSAGE = (
-    "a variable whose name looks like a credential (KEY, TOKEN, SECRET, PASSWORD) must not carry "
-    "a value in the spec; list it under secrets with a secretKeyRef"
+    "a variable whose name looks like a credential (KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, "
+    "PAT, AUTH, PASS) must not carry a value in the spec; list it under secrets with a "
+    "secretKeyRef"
 )
 
 
@@ -256,6 +205,19 @@ class KindInfo:
     plural: str
     short_name: str
     columns: tuple[PrinterColumn, ...]
+    max_name_length: int | None = None  # where the name becomes a label value or a host name
+
+    @property
+    def name_message(self) -> str:
+        return (
+            f"a {self.kind} name is at most {self.max_name_length} characters: it becomes a "
+            "label value and the pod's host name"
+        )
+
+    def name_error(self, name: str) -> str | None:
+        """Why the name cannot be used, or None."""
+        too_long = self.max_name_length is not None and len(name) > self.max_name_length
+        return f"metadata.name: {self.name_message}" if too_long else None
 
 
 class Resource(ApiModel):
@@ -264,3 +226,12 @@ class Resource(ApiModel):
     kind_info: ClassVar[KindInfo]
 
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metadata")
+    @classmethod
+    def _usable_name(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+        info = cls.kind_info
+        name = str(metadata.get("name") or "")
+        if info.max_name_length is not None and len(name) > info.max_name_length:
+            raise ValueError(info.name_message)
+        return metadata

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import ipaddress
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
-from paddock.api.common import MAX_LIST, ApiModel, Conditions, KindInfo, PrinterColumn, Resource
+from paddock.api.common import (
+    MAX_LIST,
+    ApiModel,
+    Conditions,
+    KindInfo,
+    PrinterColumn,
+    Resource,
+    cel,
+    validations,
+)
 
 Glob = Annotated[str, Field(min_length=1, max_length=1024)]
 
@@ -71,13 +81,37 @@ class EgressPort(ApiModel):
     protocol: Protocol = Field(default=Protocol.TCP, description="TCP, UDP or SCTP.")
 
 
-CIDR_PATTERN = r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"
+CIDR_MESSAGE = (
+    "must be a network in CIDR notation with no host bits set, e.g. 10.1.0.0/16 (not 10.1.2.3/16)"
+)
+
+
+def _network(value: str) -> str:
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        raise ValueError(CIDR_MESSAGE) from None
+    if "/" not in value:
+        raise ValueError(CIDR_MESSAGE)
+    return value
+
+
+Cidr = Annotated[
+    str,
+    AfterValidator(_network),
+    Field(
+        max_length=64,
+        json_schema_extra=validations(
+            cel("isCIDR(self) && cidr(self) == cidr(self).masked()", CIDR_MESSAGE)
+        ),
+    ),
+]
 
 
 class EgressRule(ApiModel):
     """Destinations the sandbox pod may reach."""
 
-    cidrs: list[Annotated[str, Field(max_length=64, pattern=CIDR_PATTERN)]] = Field(
+    cidrs: list[Cidr] = Field(
         min_length=1, max_length=MAX_LIST, description="Destination ranges, e.g. 10.1.0.0/16."
     )
     ports: list[EgressPort] = Field(

@@ -12,13 +12,15 @@ from paddock.api.common import (
     MAX_LIST,
     ApiModel,
     Conditions,
-    Duration,
     KindInfo,
     LocalObjectReference,
     PrinterColumn,
     Resource,
     cel,
     validations,
+)
+from paddock.api.fields import (
+    Duration,
 )
 from paddock.api.policy import SandboxPolicySpec
 
@@ -216,6 +218,7 @@ class Sandbox(Resource):
         kind="Sandbox",
         plural="sandboxes",
         short_name="sbx",
+        max_name_length=63,
         columns=(
             PrinterColumn("Phase", ".status.phase", "Phase of the sandbox"),
             PrinterColumn("Workspace", ".spec.workspaceRef.name", "Workspace it was prepared from"),

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from paddock.api.common import (
     MAX_LIST,
     ApiModel,
-    NoDashString,
     SecretKeySelector,
     cel,
     validations,
+)
+from paddock.api.fields import (
+    GitRef,
+    UrlWithoutCredentials,
+    WorkspacePath,
 )
 
 
@@ -26,12 +30,15 @@ class AgentSkill(ApiModel):
 class GitSkill(ApiModel):
     """A skill fetched from a git repository (depth 1)."""
 
-    repo: NoDashString = Field(description="Repository URL of the skill.")
-    ref: NoDashString | None = Field(default=None, description="Branch or tag; default branch.")
-    into: str | None = Field(
+    repo: UrlWithoutCredentials = Field(
+        description="Repository URL of the skill. Never carries credentials: a token comes "
+        "from secretRef."
+    )
+    ref: GitRef | None = Field(default=None, description="Branch or tag; default branch.")
+    into: WorkspacePath | None = Field(
         default=None,
-        max_length=1024,
-        description="Workspace-relative directory to clone into; default .paddock/skills/<name>.",
+        description="Workspace-relative directory to clone into (replaced by the clone); "
+        "default .paddock/skills/<name>.",
     )
     secret_ref: SecretKeySelector | None = Field(
         default=None, description="Secret key holding an access token for a private repository."
@@ -69,43 +76,21 @@ class McpHeader(ApiModel):
 class McpSkill(ApiModel):
     """A remote MCP server (streamable HTTP), projected into each harness's MCP config."""
 
-    url: str = Field(
-        min_length=1,
-        max_length=2048,
+    url: UrlWithoutCredentials = Field(
         pattern=r"^https?://",
-        description="URL of the MCP server (http:// or https://).",
+        description="URL of the MCP server (http:// or https://). Never carries credentials: "
+        "send them as a header from a Secret.",
     )
     headers: list[McpHeader] = Field(
         default_factory=list, max_length=MAX_LIST, description="Headers sent with every request."
     )
 
 
-PATH_ESCAPE_MESSAGE = "path must stay inside the workspace: relative, without '..'"
-
-
 class FileSkill(ApiModel):
     """A file written into the workspace."""
 
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            cel("!self.path.matches('(^|/)[.][.](/|$)')", PATH_ESCAPE_MESSAGE, ".path")
-        )
-    )
-
-    path: str = Field(
-        min_length=1,
-        max_length=1024,
-        pattern=r"^[^/]",
-        description="Workspace-relative path of the file.",
-    )
+    path: WorkspacePath = Field(description="Workspace-relative path of the file.")
     content: str = Field(max_length=262144, description="Content of the file.")
-
-    @field_validator("path")
-    @classmethod
-    def _inside_workspace(cls, path: str) -> str:
-        if ".." in path.split("/"):
-            raise ValueError(PATH_ESCAPE_MESSAGE)
-        return path
 
 
 SKILL_KINDS = ("agent", "git", "mcp", "file")

@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -18,17 +17,19 @@ from paddock.api.common import (
     MAX_LIST,
     ApiModel,
     Conditions,
-    Duration,
     EnvVar,
     KindInfo,
-    NoDashString,
     PrinterColumn,
     Resource,
     SecretEnvVar,
     SecretKeySelector,
     SecretRef,
     cel,
-    validations,
+)
+from paddock.api.fields import (
+    Duration,
+    GitRef,
+    UrlWithoutCredentials,
 )
 from paddock.api.skills import Plugin, Skill
 
@@ -56,31 +57,14 @@ CloneDepth = Annotated[
 ]
 
 
-URL_CREDENTIALS_MESSAGE = (
-    "the URL must not carry credentials (user:token@host); put the token in a Secret and name it "
-    "in secretRef"
-)
-
-
 class GitSource(ApiModel):
     """A git repository cloned into /workspace before setup runs."""
 
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            # Mirrors _no_credentials_in_url: an "@" in the authority part of the URL.
-            cel(
-                "!self.url.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/]*@')",
-                URL_CREDENTIALS_MESSAGE,
-                ".url",
-            )
-        )
-    )
-
-    url: NoDashString = Field(
+    url: UrlWithoutCredentials = Field(
         description="Repository URL (https://, ssh:// or a path). Never carries credentials: "
         "a token comes from secretRef."
     )
-    ref: NoDashString | None = Field(
+    ref: GitRef | None = Field(
         default=None,
         description="Branch or tag to check out. Empty means the repository's default branch.",
     )
@@ -96,13 +80,6 @@ class GitSource(ApiModel):
     )
 
     _depth = field_validator("depth")(_check_depth)
-
-    @field_validator("url")
-    @classmethod
-    def _no_credentials_in_url(cls, url: str) -> str:
-        if "://" in url and "@" in url.split("://", 1)[1].split("/", 1)[0]:
-            raise ValueError(URL_CREDENTIALS_MESSAGE)
-        return url
 
 
 class WorkspaceSource(ApiModel):

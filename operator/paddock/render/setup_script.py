@@ -17,7 +17,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from paddock.api.common import parse_duration
+from paddock.api.fields import (
+    parse_duration,
+)
 from paddock.api.workspace import ParallelGroup, SetupCommand
 
 OUTPUT_TAIL_LINES = 20

@@ -14,8 +14,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from paddock.api.common import ConditionStatus, parse_duration, stored_status
+from paddock.api.common import (
+    ConditionStatus,
+    stored_status,
+)
 from paddock.api.conditions import Notice, get_condition, is_true, set_condition
+from paddock.api.fields import (
+    parse_duration,
+)
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import SandboxReason as R
