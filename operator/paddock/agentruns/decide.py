@@ -4,11 +4,12 @@ out. The lifecycle these functions spell out is in docs/runs.md."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from paddock.agentruns.sandbox import ReadySandbox, Unusable, Verdict, Waiting
 from paddock.api.agentrun import (
@@ -177,7 +178,9 @@ def follow(
     if completion is not None and not final:
         return Followed(drafts + ([] if _forgery_noted(summary) else [forged_event()]), cursor)
     if completion is not None:
-        ending = completed(spec, poll, completion.exit_code, summary, abort_ending)
+        # The last poll's own events (an agent's final error, above all) count for the end.
+        after = _folded(summary, drafts)
+        ending = completed(spec, poll, completion.exit_code, after, abort_ending)
         return Followed(drafts, cursor, ending=ending)
     gone = 0 if poll.wrapper_alive else progress.wrapper_gone_polls + 1
     if gone < WRAPPER_GONE_POLLS:  # the record is written before the wrapper exits
@@ -188,6 +191,16 @@ def follow(
     )
     ending = Ending(RunPhase.FAILED, R.WRAPPER_LOST, message)
     return Followed(drafts, cursor, ending=ending, wrapper_gone_polls=gone)
+
+
+def _folded(summary: RunSummary, drafts: list[Draft]) -> RunSummary:
+    """The summary as it will be once ``drafts`` are appended (their times do not matter)."""
+    folded = copy.deepcopy(summary)
+    folded.add_all(ev.stamp(d, folded.next_seq + i, _EPOCH) for i, d in enumerate(drafts))
+    return folded
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def forged_event() -> Draft:
