@@ -79,15 +79,16 @@ def render_project_script(projection: Projection) -> str:
             "fi",
         ]
     for checkout in projection.git_checkouts:
-        path = shlex.quote(checkout.path)
+        # Every value from the spec is a quoted word here, never part of the script's code.
+        path, name, repo = (shlex.quote(v) for v in (checkout.path, checkout.name, checkout.repo))
         args = "--depth 1 --single-branch"
         if checkout.ref:
             args += f" --branch {shlex.quote(checkout.ref)}"
         token = f"PADDOCK_ASKPASS_TOKEN_VAR={checkout.token_env} " if checkout.token_env else ""
         lines += [
-            f"echo 'project: skill {checkout.name} from {checkout.repo}'",
+            f"printf 'project: skill %s from %s\\n' {name} {repo}",
             f'rm -rf {path} && mkdir -p "$(dirname {path})"',
-            f"{token}git -c credential.helper= clone {args} -- {shlex.quote(checkout.repo)} {path}",
+            f"{token}git -c credential.helper= clone {args} -- {repo} {path}",
         ]
     lines.append('echo "project: done"')
     return "\n".join(lines) + "\n"

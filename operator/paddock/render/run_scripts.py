@@ -35,7 +35,8 @@ nonce=
 while IFS=' ' read -r key name value; do
   case $key in
     nonce) nonce=$name ;;
-    env) export "$name=$(printf '%s' "$value" | base64 -d)" ;;
+    # The x keeps a value's trailing newlines, which $(...) would strip.
+    env) decoded=$(printf '%s' "$value" | base64 -d; printf x); export "$name=${decoded%x}" ;;
     file) printf '%s' "$value" | base64 -d > "$run/$name" ;;
     end) break ;;
   esac
