@@ -13,9 +13,10 @@ from paddock.api.agentrun import Harness
 from paddock.harness import HARNESSES
 from paddock.runs import events as ev
 from paddock.runs import journal
-from paddock.runs.events import Draft, RunSummary, scrub, stamp
+from paddock.runs.events import Draft, RunSummary, stamp
 from paddock.runs.journal import POLL_BYTES
 from paddock.runs.log import DATA_KEY, chunk_name, ordered_events
+from paddock.runs.scrubbing import Scrubber
 
 WHEN = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -36,12 +37,12 @@ def test_scrub_masks_secrets_everywhere_in_an_event() -> None:
         f"token {secret}",
         {"output": f"a {secret} b", "nested": [{"env": f"KEY={secret}"}], "n": 3},
     )
-    event = stamp(draft, 0, WHEN, [secret, "ab"])  # too short a value is not masked
+    event = stamp(draft, 0, WHEN, Scrubber([secret, "ab"]))  # too short a value is not masked
     text = json.dumps(event)
     assert secret not in text
     assert event["data"]["nested"][0]["env"] == "KEY=[redacted]"
     assert event["data"]["n"] == 3
-    assert scrub("ab cd", ["ab"]) == "ab cd"
+    assert Scrubber(["ab"])("ab cd") == "ab cd"
 
 
 def test_summary_folds_events_and_refuses_gaps() -> None:

@@ -158,9 +158,7 @@ def test_a_runs_env_and_prompt_reach_the_harness_as_data(
     env = {**os.environ, "PADDOCK_WORKSPACE": str(workspace), "PADDOCK_RUN_DIR": str(run_dir)}
     harness = 'printf "%s" "$VALUE" > env.out; cat "$PADDOCK_PROMPT_FILE" > prompt.out'
     payload = rs.launch_payload("ab" * 32, {"VALUE": value, "CANARY": str(canary)}, harness, value)
-    subprocess.run(
-        rs.launch_argv("r1"), input=payload, text=True, env=env, check=True, timeout=30
-    )
+    subprocess.run(rs.launch_argv("r1"), input=payload, text=True, env=env, check=True, timeout=30)
     wait_for(lambda: (run_dir / "r1" / "exit").exists(), 30, what="the run's completion record")
     assert text(workspace / "env.out") == value
     assert text(workspace / "prompt.out") == value

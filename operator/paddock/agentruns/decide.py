@@ -138,6 +138,7 @@ class Progress:
     summary: RunSummary
     expected_digest: str | None  # of the completion nonce, from the status
     wrapper_gone_polls: int = 0
+    keep: int = 0  # bytes a cut line leaves for the next poll (the longest secret form)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,9 @@ def follow(
     final = completion is not None and genuine(completion.nonce, progress.expected_digest)
     journals = {"stdout": poll.stdout, "files": poll.files}
     summary = progress.summary
-    consumed = journal.consume(parse, journals, progress.cursor, summary.session_id, final=final)
+    consumed = journal.consume(
+        parse, journals, progress.cursor, summary.session_id, final=final, keep=progress.keep
+    )
     drafts, cursor = consumed.drafts, consumed.cursor
     if consumed.more:
         return Followed(drafts, cursor, poll_again_now=True)

@@ -39,6 +39,7 @@ from paddock.runs import events as ev
 from paddock.runs import journal
 from paddock.runs.events import Draft, RunSummary
 from paddock.runs.log import ConfigMapLog
+from paddock.runs.scrubbing import Scrubber
 from paddock.times import format_time, parse_time, utcnow
 
 log = logging.getLogger("paddock.runs")
@@ -59,7 +60,7 @@ class Execution:
     summary: RunSummary
     cursor: dict[str, int]
     status: AgentRunStatus
-    secrets: list[str] = field(default_factory=list)
+    scrubber: Scrubber = field(default_factory=Scrubber)
     sandbox: ReadySandbox | None = None
     signalled: dict[str, datetime] = field(default_factory=dict)
     touched: datetime | None = None
@@ -176,7 +177,7 @@ class Execution:
             if workspace is not None:
                 refs += WorkspaceSpec.model_validate(workspace.get("spec") or {}).secret_refs()
         values = kube.secret_values(self.namespace, refs)
-        self.secrets = list(values.values())
+        self.scrubber = Scrubber(values.values())
         wanted = {s.name: s.secret_key_ref.pair for s in spec.secrets}
         return {name: values[ref] for name, ref in wanted.items() if ref in values}
 
@@ -208,7 +209,7 @@ class Execution:
         result = kube_exec.run(self.namespace, sandbox.pod, SANDBOX_CONTAINER, argv, stdin=payload)
         if result.exit_code == 0:
             return None
-        said = ev.scrub(result.stderr.strip()[-500:], self.secrets)
+        said = self.scrubber.text(result.stderr.strip()[-500:])
         return decide.launch_failure(spec, sandbox.pod, result.exit_code, said)
 
     # -- while it runs -------------------------------------------------------------------------
@@ -251,6 +252,7 @@ class Execution:
             self.summary,
             self.status.completion_digest,
             self.wrapper_gone_polls,
+            max(self.scrubber.longest - 1, 0),
         )
         followed = decide.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
         self.wrapper_gone_polls = followed.wrapper_gone_polls
@@ -306,7 +308,7 @@ class Execution:
     def _append(self, drafts: list[Draft], cursor: dict[str, int] | None = None) -> None:
         when = ev.now()
         events = [
-            ev.stamp(draft, self.summary.next_seq + i, when, self.secrets)
+            ev.stamp(draft, self.summary.next_seq + i, when, self.scrubber)
             for i, draft in enumerate(drafts)
         ]
         cursor = self.cursor if cursor is None else cursor

@@ -122,11 +122,15 @@ chunk stdout "$2" "$4"
 chunk files "$3" "$4"
 if [ -f "$run/exit" ]; then
   printf 'exit '; head -c 256 "$run/exit" | base64 -w0; echo
-  printf 'stderr '; tail -c 4096 "$run/stderr" | base64 -w0; echo
-  printf 'changes '; head -c 65536 "$run/changes" 2>/dev/null | base64 -w0; echo
-  printf 'diff '; head -c 65536 "$run/diff" 2>/dev/null | base64 -w0; echo
+  printf 'stderr '; tail -c STDERR_BYTES "$run/stderr" | base64 -w0; echo
+  printf 'changes '; head -c CHANGES_BYTES "$run/changes" 2>/dev/null | base64 -w0; echo
+  printf 'diff '; head -c CHANGES_BYTES "$run/diff" 2>/dev/null | base64 -w0; echo
 fi
 """
+
+STDERR_BYTES = 4096
+CHANGES_BYTES = 65536
+POLL = POLL.replace("STDERR_BYTES", str(STDERR_BYTES)).replace("CHANGES_BYTES", str(CHANGES_BYTES))
 
 SIGNAL = r"""pid=$(cat "$PADDOCK_RUN_DIR/$1/harness.pid" 2>/dev/null) || exit 0
 kill "-$2" -- "-$pid" 2>/dev/null
@@ -216,14 +220,25 @@ def parse_poll(output: str) -> Poll:
             poll.completion = parse_completion(raw.decode(errors="replace"))
             poll.malformed_completion = poll.completion is None
         elif key == "stderr":
-            poll.stderr_tail = raw.decode(errors="replace")
+            poll.stderr_tail = _whole_lines(raw, STDERR_BYTES, keep_end=True)
         elif key == "changes":
-            poll.changes = raw.decode(errors="replace")
+            poll.changes = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
         elif key == "diff":
-            poll.diff = raw.decode(errors="replace")
+            poll.diff = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
         else:
             poll.extra[key] = value
     return poll
+
+
+def _whole_lines(raw: bytes, limit: int, *, keep_end: bool) -> str:
+    """A head or tail cut at ``limit`` bytes, without the line the cut went through: a piece
+    of a line could hold a piece of a secret too short to be recognised and masked."""
+    if len(raw) >= limit:
+        if keep_end:
+            raw = raw.partition(b"\n")[2]
+        else:
+            raw = raw.rpartition(b"\n")[0] + b"\n" if b"\n" in raw else b""
+    return raw.decode(errors="replace")
 
 
 _BASE64_KEYS = frozenset({"stdout", "files", "exit", "stderr", "changes", "diff"})

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from paddock.runs.scrubbing import Scrubber
+
 # Event types. Harness parsers produce the middle group; the operator the rest.
 RUN_STARTED = "run.started"
 SANDBOX_READY = "sandbox.ready"
@@ -33,7 +35,6 @@ TERMINAL_TYPES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_ABORTED})
 
 SUMMARY_LIMIT = 200
 TEXT_LIMIT = 16384  # longest string kept in an event's data; the rest is cut with a marker
-SECRET_MASK = "[redacted]"  # noqa: S105  (the mask, not a secret)
 LAST_EVENTS = 10
 
 
@@ -67,32 +68,13 @@ def _bounded(value: Any) -> Any:
     return value
 
 
-def scrub(value: Any, secrets: Iterable[str]) -> Any:
-    """``value`` with every occurrence of a known secret value masked, in every string."""
-    known = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
-    if not known:
-        return value
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, str):
-            for secret in known:
-                if secret in item:
-                    item = item.replace(secret, SECRET_MASK)
-            return item
-        if isinstance(item, dict):
-            return {key: walk(part) for key, part in item.items()}
-        if isinstance(item, list):
-            return [walk(part) for part in item]
-        return item
-
-    return walk(value)
-
-
 def now() -> datetime:
     return datetime.now(UTC)
 
 
-def stamp(draft: Draft, seq: int, when: datetime, secrets: Iterable[str] = ()) -> dict[str, Any]:
+def stamp(
+    draft: Draft, seq: int, when: datetime, scrubber: Scrubber | None = None
+) -> dict[str, Any]:
     """The stored form of a draft: numbered, timed, bounded and scrubbed."""
     event = {
         "seq": seq,
@@ -101,7 +83,9 @@ def stamp(draft: Draft, seq: int, when: datetime, secrets: Iterable[str] = ()) -
         "summary": one_line(draft.summary),
         "data": _bounded(draft.data),
     }
-    scrubbed: dict[str, Any] = scrub(event, secrets)
+    if scrubber is None:
+        return event
+    scrubbed: dict[str, Any] = scrubber(event)
     return scrubbed
 
 

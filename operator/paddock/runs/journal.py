@@ -35,11 +35,13 @@ def consume(
     session_id: str | None,
     *,
     final: bool,
+    keep: int = 0,
 ) -> Consumed:
     """Events from each journal's new bytes (``stdout``, ``files``), the cursor after them, and
     whether more is waiting. A partial last line waits for its end unless the harness has
-    ended (``final``) or the line alone fills a poll (then it is taken, cut, as it is). A
-    session id the log already has is not a new event."""
+    ended (``final``) or the line alone fills a poll: then it is taken, cut, leaving its last
+    ``keep`` bytes for the next poll so that a secret value straddling the cut is read whole
+    there. A session id the log already has is not a new event."""
     after = dict(cursor)
     drafts: list[Draft] = []
     budget = BATCH_BYTES
@@ -49,12 +51,16 @@ def consume(
         pos = 0
         while pos < len(data) and budget > 0:
             end = data.find(b"\n", pos)
+            after_line = end + 1  # past the newline
             if end == -1:
-                if not (final or (pos == 0 and len(data) >= POLL_BYTES)):
+                if final:
+                    end = after_line = len(data)
+                elif pos == 0 and len(data) >= POLL_BYTES:
+                    end = after_line = len(data) - min(keep, len(data) // 2)
+                else:
                     break
-                end = len(data)
             line = data[pos:end].decode(errors="replace")
-            pos = end + 1
+            pos = after_line
             for draft in _line_drafts(name, line, parse):
                 if draft.type == ev.SESSION_ID:
                     if draft.data.get("sessionId") in (None, session):
@@ -62,7 +68,7 @@ def consume(
                     session = draft.data.get("sessionId")
                 drafts.append(draft)
                 budget -= len(ev.encode(draft.data)) + EVENT_OVERHEAD
-        after[name] = after.get(name, 0) + min(pos, len(data))
+        after[name] = after.get(name, 0) + pos
         more = more or budget <= 0 or len(data) >= POLL_BYTES
     return Consumed(drafts, after, more)
 

@@ -1,0 +1,81 @@
+"""Masking known secret values wherever they show: whole, trimmed, line by line, and in the
+encodings a program is likely to print them in (base64 at any alignment, URL encoding). Pure.
+
+A Secret made with ``kubectl create secret --from-file`` ends in a newline; a PEM key spans many
+lines and a harness prints it one line an event; a token goes into a URL or an Authorization
+header encoded. Each of those forms is masked.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from functools import cached_property
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+SECRET_MASK = "[redacted]"  # noqa: S105  (the mask, not a secret)
+MIN_WHOLE = 4  # shorter values would mask ordinary text
+MIN_PART = 8  # a line of a multi-line value, or an encoded core, is masked from this length
+
+
+def _base64_cores(raw: bytes) -> set[str]:
+    """What any base64 text containing ``raw`` contains, whatever the alignment of ``raw`` in
+    the encoded stream: for each offset, the characters that only ``raw``'s bits decide."""
+    cores = set()
+    for offset in range(3):
+        start = (8 * offset + 5) // 6
+        end = (8 * (offset + len(raw))) // 6
+        padded = bytes(offset) + raw
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            core = encode(padded).decode()[start:end]
+            if len(core) >= MIN_PART:
+                cores.add(core)
+    return cores
+
+
+def variants(secret: str) -> set[str]:
+    """Every form of one secret value that is masked."""
+    forms = {secret, secret.strip()}
+    lines = [line.strip() for line in secret.splitlines()]
+    if len(lines) > 1:
+        forms |= {line for line in lines if len(line) >= MIN_PART}
+    for form in list(forms):
+        forms |= {quote(form, safe=""), quote_plus(form, safe="")}
+        forms |= _base64_cores(form.encode())
+    whole = {f for f in forms if len(f) >= MIN_WHOLE and f in (secret, secret.strip())}
+    return whole | {f for f in forms if len(f) >= MIN_PART}
+
+
+class Scrubber:
+    """Masks a run's known secret values in every string of an event."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        found: set[str] = set()
+        for secret in secrets:
+            found |= variants(secret)
+        # Longest first, so that a value masks whole before a part of it could.
+        self.forms = sorted(found, key=len, reverse=True)
+
+    @cached_property
+    def longest(self) -> int:
+        """The length of the longest masked form: text cut into pieces keeps this many
+        characters together to mask what straddles a cut."""
+        return len(self.forms[0]) if self.forms else 0
+
+    def text(self, value: str) -> str:
+        for form in self.forms:
+            if form in value:
+                value = value.replace(form, SECRET_MASK)
+        return value
+
+    def __call__(self, value: Any) -> Any:
+        if not self.forms:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {key: self(part) for key, part in value.items()}
+        if isinstance(value, list):
+            return [self(part) for part in value]
+        return value
