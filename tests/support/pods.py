@@ -18,10 +18,14 @@ def pod(
     containers: list[Obj] | None = None,
     conditions: list[Obj] | None = None,
     name: str = "sbx",
+    owner: str | None = "uid-1",
     **status: Any,
 ) -> Obj:
+    """A pod; ``owner`` is the uid of the Sandbox that controls it (None: nothing does)."""
+    refs = [{"kind": "Sandbox", "uid": owner, "controller": True}] if owner else []
     return {
-        "metadata": {"name": name},
+        "kind": "Pod",
+        "metadata": {"name": name, "uid": f"pod-{name}", "ownerReferences": refs},
         "status": {
             "phase": phase,
             "initContainerStatuses": init or [],
@@ -59,9 +63,10 @@ def waiting(name: str, reason: str, message: str = "") -> Obj:
     }
 
 
-def ready_pod(ready_at: str = "2026-01-01T00:00:05Z") -> Obj:
+def ready_pod(ready_at: str = "2026-01-01T00:00:05Z", **fields: Any) -> Obj:
     return pod(
         "Running",
+        **fields,
         init=[terminated("setup", 0)],
         conditions=[{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}],
     )

@@ -15,6 +15,7 @@ from paddock.api.workspace import WorkspaceSpec
 from paddock.render.names import ACTIVITY_ANNOTATION
 from paddock.sandboxes.decide import SandboxWorld, decide_sandbox
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan
+from paddock.sandboxes.refusals import refused
 from support.pods import BOUND, PENDING_PVC, pod, ready_pod, running, terminated, unscheduled
 from support.pods import waiting as waiting_container
 
@@ -57,10 +58,11 @@ def settled(**parts: Any) -> SandboxWorld:
     """A world whose ConfigMap, NetworkPolicy and PVC exist as they should."""
     first = decide_sandbox(world(), IMAGE, NOW)
     made = {w.obj["kind"]: w.obj for w in first.writes if isinstance(w, Create)}
+    volume = parts.pop("volume", BOUND)
     owned = {
         "configmap": made["ConfigMap"],
         "network_policy": made["NetworkPolicy"],
-        "pvc": {**made["PersistentVolumeClaim"], **BOUND},
+        "pvc": {**made["PersistentVolumeClaim"], **volume},
     }
     body = parts.pop("sandbox", None)
     return world(body, **(owned | parts))
@@ -165,13 +167,21 @@ CASES = {
     "pod failed": (settled(pod=pod("Failed", message="node lost")), "Provisioning", "PodFailed"),
     "volume not bound": (
         settled(
-            pod=unscheduled("pod has unbound immediate PersistentVolumeClaims."), pvc=PENDING_PVC
+            pod=unscheduled("pod has unbound immediate PersistentVolumeClaims."), volume=PENDING_PVC
         ),
         "Provisioning",
         "VolumeNotBound",
     ),
     "unschedulable": (
         settled(pod=unscheduled("0/2 nodes are available: insufficient cpu.")),
+        "Provisioning",
+        "Unschedulable",
+    ),
+    "no node matches, the volume waiting for one": (
+        settled(
+            pod=unscheduled("0/2 nodes are available: 2 node(s) didn't match Pod's node selector."),
+            volume=PENDING_PVC,
+        ),
         "Provisioning",
         "Unschedulable",
     ),
@@ -279,7 +289,7 @@ def test_a_drifted_configmap_or_network_policy_is_patched_back() -> None:
     plan = decide(drifted)
     assert kinds(plan, Patch) == ["ConfigMap", "NetworkPolicy"]
     patch = next(w for w in plan.writes if isinstance(w, Patch) and w.kind == "ConfigMap")
-    assert patch.body == {"data": base.configmap["data"]}
+    assert patch.body["data"] == base.configmap["data"]
 
 
 def test_pausing_deletes_the_pod_and_keeps_the_volume() -> None:
@@ -347,6 +357,74 @@ def test_activity_after_an_idle_pause_resumes_the_sandbox() -> None:
     resumed = decide(touched, later)
     assert resumed.status.to_api()["phase"] == "Provisioning"
     assert kinds(resumed, Create) == ["Pod"]
+
+
+FOREIGN = {
+    "pod": ("Pod", lambda w: {"pod": ready_pod(owner=None)}),
+    "pvc": (
+        "PersistentVolumeClaim",
+        lambda w: {"pvc": {**w.pvc, "metadata": {**w.pvc["metadata"], "ownerReferences": []}}},
+    ),
+    "configmap": (
+        "ConfigMap",
+        lambda w: {"configmap": {**w.configmap, "metadata": {"name": "sbx-files"}}},
+    ),
+    "network_policy": (
+        "NetworkPolicy",
+        lambda w: {
+            "network_policy": {
+                **w.network_policy,
+                "metadata": {
+                    "name": "sbx-egress",
+                    "ownerReferences": [{"kind": "Sandbox", "uid": "other", "controller": True}],
+                },
+            }
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("part", FOREIGN)
+def test_a_name_held_by_another_object_is_a_conflict_and_nothing_is_touched(part: str) -> None:
+    kind, foreign = FOREIGN[part]
+    base = settled(pod=ready_pod())
+    plan = decide(replace(base, **foreign(base)))
+    assert plan.writes == []
+    assert plan.status.to_api()["phase"] == "Pending"
+    assert ready(plan)["reason"] == "NameConflict"
+    assert ready(plan)["message"].startswith(f"{kind} ")
+    assert plan.retry_after == 30.0
+    (notice,) = plan.notices
+    assert notice.type == "Warning"
+
+
+def test_a_paused_sandbox_deletes_only_its_own_pod_as_read() -> None:
+    (delete,) = [w for w in decide(CASES["paused by the spec"][0]).writes if isinstance(w, Delete)]
+    assert (delete.kind, delete.name, delete.uid) == ("Pod", "sbx", "pod-sbx")
+
+
+def test_a_drift_patch_carries_the_version_it_was_read_at() -> None:
+    base = settled(pod=ready_pod())
+    assert base.configmap is not None
+    drifted = {**base.configmap, "data": {}, "metadata": {**base.configmap["metadata"]}}
+    drifted["metadata"]["resourceVersion"] = "41"
+    (patch,) = [w for w in decide(replace(base, configmap=drifted)).writes if isinstance(w, Patch)]
+    assert patch.body["metadata"] == {"resourceVersion": "41"}
+
+
+@pytest.mark.parametrize(("invalid", "phase"), [(True, "Failed"), (False, "Pending")])
+def test_a_refused_write_is_reported_in_the_servers_words(invalid: bool, phase: str) -> None:
+    observed = settled()
+    plan = decide(observed)
+    (create,) = plan.writes
+    message = 'Pod "sbx" is invalid: spec.containers[0].image: Invalid value: "bad image"'
+    failed = refused(observed, plan, create, message, invalid=invalid, now=NOW, retry_after=40)
+    status = failed.status.to_api()
+    assert status["phase"] == phase
+    assert ready(failed)["reason"] == "PodRefused"
+    assert ready(failed)["message"] == f"The API server refused to create Pod sbx: {message}"
+    assert failed.retry_after == 40
+    assert [(n.type, n.reason) for n in failed.notices] == [("Warning", "PodRefused")]
 
 
 def test_a_condition_keeps_its_transition_time_while_its_status_holds() -> None:

@@ -41,6 +41,7 @@ class ConditionType(StrEnum):
     UP_TO_DATE = "UpToDate"
     # AgentRun
     SECRETS_FOUND = "SecretsFound"
+    PROMPT_FOUND = "PromptFound"
     SANDBOX_READY = "SandboxReady"
     COMPLETE = "Complete"
 
@@ -63,6 +64,11 @@ class SandboxReason(Reason):
     POLICY_INVALID = "PolicyInvalid", W
     SECRET_NOT_FOUND = "SecretNotFound", W
     WORKSPACE_TOO_LARGE = "WorkspaceTooLarge", W
+    NAME_CONFLICT = "NameConflict", W
+    POD_REFUSED = "PodRefused", W
+    VOLUME_REFUSED = "VolumeRefused", W
+    FILES_REFUSED = "FilesRefused", W
+    NETWORK_POLICY_REFUSED = "NetworkPolicyRefused", W
     PAUSED = "Paused"
     IDLE_TIMEOUT = "IdleTimeout"
     CREATING_POD = "CreatingPod"
@@ -110,6 +116,12 @@ class RunReason(Reason):
     CANCELLED = "Cancelled"
     TIMED_OUT = "TimedOut", W
     SANDBOX_FAILED = "SandboxFailed", W
+    NAME_CONFLICT = "NameConflict", W
+    LOG_NAME_CONFLICT = "LogNameConflict", W
+    LOG_WRITE_FAILED = "LogWriteFailed", W
+    API_REFUSED = "ApiRefused", W
+    PROMPT_NOT_FOUND = "PromptNotFound", W
+    PROMPT_FOUND = "PromptFound"
     SANDBOX_LOST = "SandboxLost", W
     LAUNCH_FAILED = "LaunchFailed", W
     WRAPPER_LOST = "WrapperLost", W

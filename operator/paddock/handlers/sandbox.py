@@ -20,13 +20,13 @@ RESYNC_SECONDS = OperatorSettings.from_env().resync_seconds
 @kopf.on.create(GROUP, VERSION, "sandboxes")
 @kopf.on.update(GROUP, VERSION, "sandboxes")
 @kopf.on.resume(GROUP, VERSION, "sandboxes")
-def sandbox_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    _reconcile(dict(body), memo.config.sandbox_image)
+def sandbox_changed(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
+    _reconcile(dict(body), memo.config.sandbox_image, retry)
 
 
 @kopf.timer(GROUP, VERSION, "sandboxes", interval=RESYNC_SECONDS, idle=RESYNC_SECONDS)
 def sandbox_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    _reconcile(dict(body), memo.config.sandbox_image)
+    _reconcile(dict(body), memo.config.sandbox_image, 0)  # a timer's next tick is its retry
 
 
 @kopf.on.event(GROUP, VERSION, "sandboxes")
@@ -35,9 +35,9 @@ def sandbox_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
         metrics.sandbox_seen(type, dict(body))
 
 
-def _reconcile(body: dict[str, Any], image: str) -> None:
+def _reconcile(body: dict[str, Any], image: str, retry: int) -> None:
     with metrics.reconciling("Sandbox") as result:
-        outcome = service.reconcile_sandbox(body, image)
+        outcome = service.reconcile_sandbox(body, image, retry)
         if outcome.retry_after is not None:
             result["result"] = "waiting"
     report(body, outcome)

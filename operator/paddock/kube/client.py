@@ -122,19 +122,21 @@ def patch(kind: str, namespace: str, name: str, body: Obj) -> None:
 
 
 @converting
-def _delete(kind: str, namespace: str, name: str) -> None:
+def _delete(kind: str, namespace: str, name: str, uid: str | None) -> None:
+    body: Any = {"preconditions": {"uid": uid}} if uid else None
     if kind in _BUILTIN:
-        _builtin(kind, "delete")(name, namespace)
+        _builtin(kind, "delete")(name, namespace, body=body)
     else:
         _custom().delete_namespaced_custom_object(
-            GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name
+            GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name, body=body
         )
 
 
-def delete(kind: str, namespace: str, name: str) -> bool:
-    """Delete the object; False when it was gone already."""
+def delete(kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+    """Delete the object (only if its uid is ``uid``, when given: a ``ConflictError`` if the
+    name now belongs to another object); False when it was gone already."""
     try:
-        _delete(kind, namespace, name)
+        _delete(kind, namespace, name, uid)
     except NotFoundError:
         return False
     return True

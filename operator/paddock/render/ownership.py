@@ -26,3 +26,17 @@ def owned_by(obj: Obj, owner: Obj) -> Obj:
     """``obj`` with ``owner`` as its controller."""
     obj["metadata"]["ownerReferences"] = [controller_reference(owner)]
     return obj
+
+
+def controller_uid(obj: Obj) -> str | None:
+    """The uid of the object's controller, if it has one."""
+    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+def controlled_by(obj: Obj, owner_uid: str) -> bool:
+    """Whether ``obj``'s controller is the object with ``owner_uid``: the only objects Paddock
+    patches, deletes or execs into. A name alone proves nothing: anyone may have taken it."""
+    return controller_uid(obj) == owner_uid

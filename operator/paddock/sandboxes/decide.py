@@ -29,7 +29,7 @@ from paddock.api.sandbox import SandboxPhase, SandboxSpec, SandboxStatus, Sandbo
 from paddock.api.workspace import WorkspaceSpec
 from paddock.render import names
 from paddock.render.network_policy import render_network_policy
-from paddock.render.ownership import owned_by
+from paddock.render.ownership import controlled_by, owned_by
 from paddock.render.projections import Projection, render_projection
 from paddock.render.sandbox import (
     CONFIGMAP_LIMIT,
@@ -46,6 +46,7 @@ from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
 from paddock.times import parse_time
 
 Obj = dict[str, Any]
+RETRY_CONFLICT = 30.0  # seconds before looking again at a name another object holds
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -76,7 +77,7 @@ class _Blocked:
 
 
 @dataclass
-class _Draft:
+class StatusDraft:
     """The status being decided, starting from the conditions already stored."""
 
     old: SandboxStatus
@@ -114,7 +115,7 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
     meta = world.sandbox["metadata"]
     old = stored_status(SandboxStatus, world.sandbox)
     generation = meta.get("generation")
-    draft = _Draft(
+    draft = StatusDraft(
         old,
         generation,
         now,
@@ -127,6 +128,10 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
         draft.condition(C.READY, False, inputs.reason, inputs.message)
         return draft.finish(inputs.phase, inputs.reason, inputs.message, None, inputs.retry_after)
     sandbox_inputs, policy = inputs
+    conflict = _name_conflict(world)
+    if conflict is not None:
+        draft.condition(C.READY, False, R.NAME_CONFLICT, conflict)
+        return draft.finish(SandboxPhase.PENDING, R.NAME_CONFLICT, conflict, None, RETRY_CONFLICT)
     projection = render_projection(sandbox_inputs.workspace)
     configmap = owned_by(render_files_configmap(sandbox_inputs, projection), world.sandbox)
     if configmap_size(configmap) > CONFIGMAP_LIMIT:
@@ -145,6 +150,25 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
         return _paused(draft, world, sandbox_inputs.sandbox, pause, writes)
     draft.condition(C.PAUSED, False, R.RUNNING, "The sandbox is not paused.")
     return _progress(draft, world, sandbox_inputs, projection, writes)
+
+
+def _name_conflict(world: SandboxWorld) -> str | None:
+    """Why an object the sandbox would own is in the way: it exists under the sandbox's name
+    for it, but something else controls it. Paddock never adopts, changes or deletes it."""
+    uid = world.sandbox["metadata"]["uid"]
+    for kind, obj, advice in (
+        ("Pod", world.pod, ""),
+        ("PersistentVolumeClaim", world.pvc, " (its data is left as it is)"),
+        ("ConfigMap", world.configmap, ""),
+        ("NetworkPolicy", world.network_policy, ""),
+    ):
+        if obj is not None and not controlled_by(obj, uid):
+            name = obj["metadata"]["name"]
+            return (
+                f"{kind} {name} exists and does not belong to this Sandbox; Paddock leaves it "
+                f"alone{advice}. Delete or rename it, or give the Sandbox another name."
+            )
+    return None
 
 
 def _inputs(
@@ -228,13 +252,20 @@ def _owned_objects(
             writes.append(Create(wanted))
         elif existing.get(field_name) != wanted[field_name]:
             name = wanted["metadata"]["name"]
-            writes.append(Patch(wanted["kind"], name, {field_name: wanted[field_name]}))
+            version = existing["metadata"].get("resourceVersion")
+            body = {"metadata": {"resourceVersion": version}, field_name: wanted[field_name]}
+            writes.append(Patch(wanted["kind"], name, body))
     if world.pvc is None:
         writes.append(Create(owned_by(render_workspace_pvc(inputs), world.sandbox)))
     return writes
 
 
-def _record_preparation(draft: _Draft, current_hash: str) -> None:
+def _delete(obj: Obj) -> Delete:
+    meta = obj["metadata"]
+    return Delete(obj["kind"], meta["name"], meta["uid"])
+
+
+def _record_preparation(draft: StatusDraft, current_hash: str) -> None:
     """The hash the volume was prepared from, and whether that is the current Workspace."""
     prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
     prepared_hash = draft.old.workspace_hash if prepared else current_hash
@@ -249,7 +280,7 @@ def _record_preparation(draft: _Draft, current_hash: str) -> None:
         draft.condition(C.UP_TO_DATE, True, R.UP_TO_DATE, "Prepared from the current Workspace.")
 
 
-def _pause_reason(spec: SandboxSpec, meta: Obj, draft: _Draft) -> R | None:
+def _pause_reason(spec: SandboxSpec, meta: Obj, draft: StatusDraft) -> R | None:
     """Paused by the spec, paused for idleness (until activity after the pause), or not;
     records the last activity."""
     annotated = parse_time((meta.get("annotations") or {}).get(names.ACTIVITY_ANNOTATION))
@@ -272,10 +303,10 @@ def _pause_reason(spec: SandboxSpec, meta: Obj, draft: _Draft) -> R | None:
 
 
 def _paused(
-    draft: _Draft, world: SandboxWorld, spec: SandboxSpec, reason: R, writes: list[Write]
+    draft: StatusDraft, world: SandboxWorld, spec: SandboxSpec, reason: R, writes: list[Write]
 ) -> Plan:
     if world.pod is not None:
-        writes.append(Delete("Pod", world.pod["metadata"]["name"]))
+        writes.append(_delete(world.pod))
     if reason == R.PAUSED:
         message = (
             "Paused: the pod is deleted and the workspace volume kept. Set "
@@ -292,7 +323,7 @@ def _paused(
 
 
 def _progress(
-    draft: _Draft,
+    draft: StatusDraft,
     world: SandboxWorld,
     inputs: SandboxInputs,
     projection: Projection,
@@ -303,7 +334,7 @@ def _progress(
     seen = observe(world.pod, pvc)
     prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
     if seen.recreate_pod and world.pod is not None:
-        writes.append(Delete("Pod", world.pod["metadata"]["name"]))
+        writes.append(_delete(world.pod))
     elif world.pod is None:
         pod = render_sandbox_pod(inputs, projection, prepared=prepared)
         writes.append(Create(owned_by(pod, world.sandbox)))

@@ -17,6 +17,7 @@ from paddock.times import parse_time
 
 Obj = dict[str, Any]
 
+VOLUME_WORDS = ("persistentvolumeclaim", "persistent volume", "volume node affinity")
 IMAGE_PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 INIT_FAILURE_REASONS = {
     "clone": (
@@ -153,7 +154,9 @@ def _unschedulable(pod: Obj, bound: bool | None) -> Observation | None:
     if not scheduled or scheduled.get("status") != "False":
         return None
     message = scheduled.get("message", "")
-    if "PersistentVolumeClaim" in message or not bound:
+    # With WaitForFirstConsumer a claim stays unbound until its pod is scheduled: an unbound
+    # claim says nothing by itself, the scheduler's message says what is wrong.
+    if any(word in message.lower() for word in VOLUME_WORDS):
         return Observation(
             SandboxPhase.PROVISIONING,
             R.VOLUME_NOT_BOUND,

@@ -32,7 +32,8 @@ class Create:
 
 @dataclass(frozen=True)
 class Patch:
-    """A merge patch of an object the reconciled object owns."""
+    """A merge patch of an object the reconciled object owns; ``body`` carries the
+    resourceVersion it was read at, so the patch fails if the object changed since."""
 
     kind: str
     name: str
@@ -41,8 +42,11 @@ class Patch:
 
 @dataclass(frozen=True)
 class Delete:
+    """A delete of an owned object, only if it is still the object read (``uid``)."""
+
     kind: str
     name: str
+    uid: str
 
 
 Write = Create | Patch | Delete

@@ -15,13 +15,18 @@ from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.kube import client as kube
+from paddock.kube.errors import ConflictError, InvalidError, KubeError
 from paddock.render import names
 from paddock.sandboxes.decide import SandboxWorld, decide_sandbox
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Write
+from paddock.sandboxes.refusals import refused
 from paddock.sandboxes.workspace import decide_workspace, load_spec
 from paddock.times import utcnow
 
 Obj = dict[str, Any]
+RETRY_CHANGED = 2.0  # seconds: an object changed between the read and the write
+RETRY_REFUSED = 10.0  # seconds before the first retry of a refused write, doubling after
+MAX_RETRY_REFUSED = 600.0
 
 
 @dataclass
@@ -40,12 +45,28 @@ def reconcile_workspace(body: Obj, default_image: str) -> Outcome:
         kube.missing_secret_keys(meta["namespace"], spec.spec.secret_refs()) if spec.spec else []
     )
     plan = decide_workspace(body, spec, missing, default_image, utcnow())
-    return _apply("Workspace", body, plan)
+    return _report("Workspace", body, plan)
 
 
-def reconcile_sandbox(body: Obj, default_image: str) -> Outcome:
-    plan = decide_sandbox(gather_sandbox(body), default_image, utcnow())
-    return _apply("Sandbox", body, plan)
+def reconcile_sandbox(body: Obj, default_image: str, retry: int = 0) -> Outcome:
+    """Reconcile one Sandbox; ``retry`` counts the attempts in a row that were refused."""
+    world = gather_sandbox(body)
+    plan = decide_sandbox(world, default_image, utcnow())
+    for write in plan.writes:
+        try:
+            _write(body["metadata"]["namespace"], write)
+        except ConflictError:
+            # Changed, or taken, since it was read: the next look decides again.
+            plan.retry_after = RETRY_CHANGED
+            break
+        except KubeError as exc:
+            delay = min(RETRY_REFUSED * 2**retry, MAX_RETRY_REFUSED)
+            invalid = isinstance(exc, InvalidError)
+            plan = refused(
+                world, plan, write, exc.message, invalid=invalid, now=utcnow(), retry_after=delay
+            )
+            break
+    return _report("Sandbox", body, plan)
 
 
 def reconcile_sandbox_named(
@@ -97,12 +118,10 @@ def gather_sandbox(body: Obj) -> SandboxWorld:
     )
 
 
-def _apply(kind: str, body: Obj, plan: Plan) -> Outcome:
-    """Make the plan's writes, then the status (only what changed)."""
+def _report(kind: str, body: Obj, plan: Plan) -> Outcome:
+    """Write the plan's status (only what changed) once its writes are made."""
     meta = body["metadata"]
     namespace = meta["namespace"]
-    for write in plan.writes:
-        _write(namespace, write)
     status = _changed(body.get("status") or {}, plan.status)
     if status:
         kube.patch_status(kind, namespace, meta["name"], status)
@@ -116,7 +135,7 @@ def _write(namespace: str, write: Write) -> None:
     elif isinstance(write, Patch):
         kube.patch(write.kind, namespace, write.name, write.body)
     elif isinstance(write, Delete):
-        kube.delete(write.kind, namespace, write.name)
+        kube.delete(write.kind, namespace, write.name, write.uid)
 
 
 def _changed(old: Obj, status: BaseModel) -> Obj:
