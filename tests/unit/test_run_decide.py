@@ -90,9 +90,41 @@ def test_a_run_against_a_paused_sandbox_waits_without_touching_it() -> None:
     )
 
 
+def test_a_run_of_its_own_refuses_a_sandbox_it_did_not_make() -> None:
+    run_spec = template_spec()
+    squatted = {**sandbox("Ready"), "metadata": {"name": "fix-bug-01234567", "uid": "x"}}
+    verdict = sandboxes.judge(RUN, run_spec, "fix-bug-01234567", squatted, "")
+    assert isinstance(verdict.state, Unusable)
+    assert verdict.state.reason == "NameConflict"
+
+
+def test_a_thread_refuses_a_sandbox_without_its_key() -> None:
+    run_spec = template_spec(threadId="t1")
+    name = sandboxes.sandbox_name(RUN, run_spec, "hash-a")
+    assert isinstance(name, str)
+    planted = {**sandbox("Ready"), "metadata": {"name": name, "labels": {}}}
+    verdict = sandboxes.judge(RUN, run_spec, name, planted, "hash-a")
+    assert isinstance(verdict.state, Unusable)
+    assert verdict.state.reason == "NameConflict"
+
+
+def test_a_run_execs_only_into_the_pod_its_sandbox_controls() -> None:
+    ready = ReadySandbox("box", "box-pod", "ws", "sandbox-uid")
+    own = {"metadata": {"ownerReferences": [{"uid": "sandbox-uid", "controller": True}]}}
+    other = {"metadata": {"ownerReferences": [{"uid": "someone", "controller": True}]}}
+    assert sandboxes.check_pod(ready, own) == ready
+    taken = sandboxes.check_pod(ready, other)
+    assert isinstance(taken, Unusable)
+    assert taken.reason == "NameConflict"
+    gone = sandboxes.check_pod(ready, None)
+    assert isinstance(gone, Waiting)
+    assert gone.reason == "SandboxNotReady"
+
+
 def test_a_ready_sandbox_names_its_pod_and_workspace() -> None:
-    verdict = sandboxes.judge(RUN, spec(), "box", sandbox("Ready"), "")
-    assert verdict.state == ReadySandbox("box", "box-pod", "ws")
+    ready = {**sandbox("Ready"), "metadata": {"name": "box", "uid": "sandbox-uid"}}
+    verdict = sandboxes.judge(RUN, spec(), "box", ready, "")
+    assert verdict.state == ReadySandbox("box", "box-pod", "ws", "sandbox-uid")
 
 
 def test_a_run_of_its_own_creates_a_sandbox_it_controls() -> None:
@@ -164,14 +196,25 @@ BEFORE = {
 @pytest.mark.parametrize("case", BEFORE)
 def test_the_before_launch_table(case: str) -> None:
     missing, verdict, outcome_type, phase, reason = BEFORE[case]
-    outcome = decide.before_launch("team", missing, verdict)
+    outcome = decide.before_launch("team", missing, None, verdict)
     assert isinstance(outcome, outcome_type)
     assert getattr(outcome, "phase", None) == phase
     assert getattr(outcome, "reason", None) == reason
 
 
+def test_a_missing_prompt_configmap_waits_with_its_own_reason() -> None:
+    outcome = decide.before_launch("team", [], "prompts/fix-bug", None)
+    assert isinstance(outcome, Wait)
+    assert (outcome.phase, outcome.condition, outcome.reason) == (
+        "Pending",
+        "PromptFound",
+        "PromptNotFound",
+    )
+    assert "prompts/fix-bug" in outcome.message
+
+
 def test_waiting_for_a_secret_is_the_secrets_condition_and_names_the_key() -> None:
-    outcome = decide.before_launch("team", ["keys/anthropic"], None)
+    outcome = decide.before_launch("team", ["keys/anthropic"], None, None)
     assert isinstance(outcome, Wait)
     assert outcome.condition == "SecretsFound"
     assert "keys/anthropic" in outcome.message

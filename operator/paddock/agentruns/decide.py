@@ -88,15 +88,21 @@ def abort(spec: AgentRunSpec, created: datetime | None, now: datetime) -> Ending
 
 
 def before_launch(
-    namespace: str, missing_secrets: list[str], verdict: Verdict | None
+    namespace: str, missing_secrets: list[str], missing_prompt: str | None, verdict: Verdict | None
 ) -> Wait | Ending | ReadySandbox:
-    """Whether the run can start: its Secrets exist and its sandbox is Ready."""
+    """Whether the run can start: its Secrets and prompt exist and its sandbox is Ready."""
     if missing_secrets:
         message = (
             f"Secret keys not found in namespace {namespace}: {', '.join(missing_secrets)}; "
             "the run starts when they exist"
         )
         return Wait(RunPhase.PENDING, C.SECRETS_FOUND, R.SECRET_NOT_FOUND, message)
+    if missing_prompt:
+        message = (
+            f"the prompt's ConfigMap key {missing_prompt} is not found in namespace "
+            f"{namespace}; the run starts when it exists"
+        )
+        return Wait(RunPhase.PENDING, C.PROMPT_FOUND, R.PROMPT_NOT_FOUND, message)
     assert verdict is not None
     state = verdict.state
     if isinstance(state, Waiting):

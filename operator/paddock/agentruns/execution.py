@@ -16,33 +16,35 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
 from paddock import metrics
-from paddock.agentruns import decide
-from paddock.agentruns import sandbox as sandboxes
+from paddock.agentruns import decide, inputs
 from paddock.agentruns.decide import Ending, Progress, Wait
-from paddock.agentruns.sandbox import ReadySandbox, Verdict
-from paddock.api.agentrun import AgentRunSpec, AgentRunStatus, Reuse, RunPhase
-from paddock.api.common import stored_status
-from paddock.api.conditions import Notice, set_condition
+from paddock.agentruns.sandbox import ReadySandbox
+from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, AgentRunStatus, RunPhase, RunResult
+from paddock.api.common import ConditionStatus, stored_status
+from paddock.api.conditions import Notice, get_condition, set_condition
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
-from paddock.api.workspace import WorkspaceSpec
 from paddock.harness import HARNESSES
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
-from paddock.kube.errors import NotFoundError
+from paddock.kube.errors import ConflictError, KubeError, NotFoundError
 from paddock.render import run_scripts
-from paddock.render.names import ACTIVITY_ANNOTATION, SANDBOX_CONTAINER
+from paddock.render.names import SANDBOX_CONTAINER
+from paddock.render.ownership import controlled_by
 from paddock.runs import events as ev
 from paddock.runs import journal
 from paddock.runs.events import Draft, RunSummary
 from paddock.runs.log import ConfigMapLog
 from paddock.runs.scrubbing import Scrubber
-from paddock.times import format_time, parse_time, utcnow
+from paddock.times import parse_time, utcnow
 
 log = logging.getLogger("paddock.runs")
+
+
+class LogNameTakenError(Exception):
+    """A ConfigMap the run's log needs is held by another object."""
+
 
 IDLE_POLL_SECONDS = 1.0
 WAIT_SECONDS = 2.0
@@ -94,14 +96,36 @@ class Execution:
     def step(self, run: Obj, now: datetime | None = None) -> float | None:
         """Advance the run; the seconds until the next step, or None when it has ended.
         ``run`` brings the latest spec and metadata; the status is the one this execution
-        keeps, which a watch may not have delivered yet."""
+        keeps, which a watch may not have delivered yet.
+
+        A refusal by the API server is reported (condition ``Progressing``, a Warning Event)
+        and raised for the daemon to retry; a run past its deadline or cancelled ends even
+        then, with the status alone saying so when its log cannot be written."""
         self.run = run
         now = now or utcnow()
         spec = AgentRunSpec.model_validate(run["spec"])
+        created = parse_time(run["metadata"].get("creationTimestamp"))
+        try:
+            delay = self._step(spec, now)
+        except LogNameTakenError as taken:
+            ending = Ending(RunPhase.FAILED, R.LOG_NAME_CONFLICT, str(taken))
+            self._end_without_log(spec, ending, "")
+            return None
+        except KubeError as exc:
+            abort = decide.abort(spec, created, now)
+            if abort is not None:
+                self._end_without_log(spec, abort, exc.message)
+                return None
+            self._refused(exc)
+            raise
+        self._progressing()
+        return delay
+
+    def _step(self, spec: AgentRunSpec, now: datetime) -> float | None:
         if self.summary.terminal is not None:
             self._finish(spec)
             return None
-        created = parse_time(run["metadata"].get("creationTimestamp"))
+        created = parse_time(self.run["metadata"].get("creationTimestamp"))
         abort = decide.abort(spec, created, now)
         started = ev.RUN_STARTED in self.summary.types_seen
         if abort is not None and not started:
@@ -115,8 +139,9 @@ class Execution:
 
     def _start(self, spec: AgentRunSpec, now: datetime) -> float | None:
         missing = kube.missing_secret_keys(self.namespace, spec.secret_refs())
-        verdict = None if missing else self._find_sandbox(spec)
-        ready = decide.before_launch(self.namespace, missing, verdict)
+        no_prompt = None if missing else inputs.missing_prompt(self.namespace, spec)
+        verdict = None if missing or no_prompt else inputs.find_sandbox(self.run, spec)
+        ready = decide.before_launch(self.namespace, missing, no_prompt, verdict)
         if isinstance(ready, Wait):
             self._write_status(ready.phase, ready.message, sandbox=ready.sandbox)
             self._condition(ready.condition, False, ready.reason, ready.message)
@@ -149,48 +174,9 @@ class Execution:
         self._flush()
         return 0
 
-    def _find_sandbox(self, spec: AgentRunSpec) -> Verdict:
-        """Read the run's sandbox (and a template's Workspace), judge it, act on the verdict."""
-        workspace_hash = ""
-        if spec.sandbox_template is not None:
-            workspace_name = spec.sandbox_template.workspace_ref.name
-            workspace = kube.get("Workspace", self.namespace, workspace_name)
-            workspace_hash = sandboxes.workspace_hash_of(workspace)
-        name = sandboxes.sandbox_name(self.run, spec, workspace_hash)
-        if isinstance(name, sandboxes.Waiting):
-            return Verdict(name)
-        found = kube.get("Sandbox", self.namespace, name)
-        verdict = sandboxes.judge(self.run, spec, name, found, workspace_hash)
-        if verdict.create is not None:
-            kube.create(verdict.create)
-        if verdict.touch:
-            self._touch(name, utcnow())
-        return verdict
-
     def _load_secrets(self, spec: AgentRunSpec, sandbox: ReadySandbox) -> dict[str, str]:
-        """The run's secret env (for the harness), and every secret value the run could see
-        remembered for scrubbing."""
-        refs = spec.secret_refs()
-        workspace = kube.get("Workspace", self.namespace, sandbox.workspace)
-        # An invalid Workspace is the Sandbox's to report; the run's own refs still count.
-        with contextlib.suppress(ValidationError):
-            if workspace is not None:
-                refs += WorkspaceSpec.model_validate(workspace.get("spec") or {}).secret_refs()
-        values = kube.secret_values(self.namespace, refs)
-        self.scrubber = Scrubber(values.values())
-        wanted = {s.name: s.secret_key_ref.pair for s in spec.secrets}
-        return {name: values[ref] for name, ref in wanted.items() if ref in values}
-
-    def _prompt(self, spec: AgentRunSpec) -> str | None:
-        if spec.prompt_from is None:
-            return spec.prompt
-        if spec.prompt_from.config_map_key_ref is not None:
-            ref = spec.prompt_from.config_map_key_ref
-            configmap = kube.get("ConfigMap", self.namespace, ref.name) or {}
-            return str((configmap.get("data") or {}).get(ref.key, ""))
-        assert spec.prompt_from.secret_key_ref is not None
-        pair = spec.prompt_from.secret_key_ref.pair
-        return kube.secret_values(self.namespace, [pair]).get(pair, "")
+        env, self.scrubber = inputs.secrets_for(self.namespace, spec, sandbox)
+        return env
 
     def _launch(
         self, spec: AgentRunSpec, sandbox: ReadySandbox, secret_env: dict[str, str]
@@ -204,7 +190,8 @@ class Execution:
         self._flush()
         invocation = HARNESSES[spec.harness].invocation(spec)
         env = {e.name: e.value or "" for e in spec.env} | invocation.env | secret_env
-        payload = run_scripts.launch_payload(nonce, env, invocation.script, self._prompt(spec))
+        prompt = inputs.prompt(self.namespace, spec)
+        payload = run_scripts.launch_payload(nonce, env, invocation.script, prompt)
         argv = run_scripts.launch_argv(self.run_id)
         result = kube_exec.run(self.namespace, sandbox.pod, SANDBOX_CONTAINER, argv, stdin=payload)
         if result.exit_code == 0:
@@ -229,7 +216,7 @@ class Execution:
 
     def _follow(self, spec: AgentRunSpec, now: datetime, abort: Ending | None) -> float | None:
         if self.sandbox is None:  # an operator restart: find the sandbox again
-            state = self._find_sandbox(spec).state
+            state = inputs.find_sandbox(self.run, spec).state
             if not isinstance(state, ReadySandbox):
                 message = f"the sandbox went away while the run was running: {state.message}"
                 self._end(spec, decide.sandbox_lost(message))
@@ -276,9 +263,7 @@ class Execution:
         log.info("run %s/%s: sent SIG%s (%s)", self.namespace, name, signal, abort.phase)
 
     def _touch(self, sandbox: str, now: datetime) -> None:
-        """Mark the sandbox active: keeps it from idling out, and resumes it when paused idle."""
-        annotations = {ACTIVITY_ANNOTATION: format_time(now)}
-        kube.patch("Sandbox", self.namespace, sandbox, {"metadata": {"annotations": annotations}})
+        inputs.touch(self.namespace, sandbox, now)
         self.touched = now
 
     # -- the end -----------------------------------------------------------------------------
@@ -287,15 +272,44 @@ class Execution:
         self._append([*ending.drafts, decide.terminal_event(ending)])
         self._finish(spec)
 
+    def _end_without_log(self, spec: AgentRunSpec, ending: Ending, why: str) -> None:
+        """End the run where its log cannot take the last event: the status alone says how."""
+        message = ending.message + (f" (the event log could not be written: {why})" if why else "")
+        with contextlib.suppress(KubeError):
+            inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
+        self._write_status(ending.phase, message)
+        self._condition(C.COMPLETE, True, ending.reason, message)
+        self.status.completed_at = utcnow()
+        self.status.result = RunResult(
+            exit_code=ending.exit_code,
+            is_error=ending.phase != RunPhase.SUCCEEDED,
+            summary=ev.one_line(message, 1000),
+        )
+        self._flush()
+
+    def _refused(self, exc: KubeError) -> None:
+        """Say that the operator cannot act for the run right now, where it still can."""
+        message = f"The API server refused a request for this run: {exc.message}; retrying."
+        self.notices.append(Notice(R.API_REFUSED, message))
+        self._condition(C.PROGRESSING, False, R.API_REFUSED, message)
+        with contextlib.suppress(KubeError):
+            self._flush()
+
+    def _progressing(self) -> None:
+        """After a refusal, the first step that succeeds says so (and only that one writes)."""
+        condition = get_condition(self.status.conditions, C.PROGRESSING)
+        if condition is not None and condition.status == ConditionStatus.FALSE:
+            self._condition(C.PROGRESSING, True, R.RUNNING, "The operator acts for the run.")
+            if self.status.phase not in TERMINAL_PHASES:
+                self._flush()
+
     def _finish(self, spec: AgentRunSpec) -> None:
         """Remove the run's own sandbox, then write the final status: the last act, since a
         terminal phase is what ends the daemon."""
         terminal = self.summary.terminal
         assert terminal is not None
         data = terminal["data"]
-        own_sandbox = spec.sandbox_template is not None and spec.effective_reuse == Reuse.NONE
-        if own_sandbox and self.status.sandbox_name:
-            kube.delete("Sandbox", self.namespace, self.status.sandbox_name)
+        inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
         phase = RunPhase(data["phase"])
         self._write_status(phase, data["message"])
         self._condition(C.COMPLETE, True, R(data["phase"]), data["message"])
@@ -312,7 +326,18 @@ class Execution:
             for i, draft in enumerate(drafts)
         ]
         cursor = self.cursor if cursor is None else cursor
-        self.log.append(events, cursor)
+        try:
+            self.log.append(events, cursor)
+        except ConflictError:
+            name = self.log.next_chunk_name()
+            held = kube.get("ConfigMap", self.namespace, name)
+            if held is not None and not controlled_by(held, self.run_id):
+                raise LogNameTakenError(
+                    f"ConfigMap {name} exists and does not belong to this run, so its event "
+                    "log cannot be written; Paddock leaves it alone. Delete it, or run under "
+                    "another name."
+                ) from None
+            raise  # written by another operator meanwhile: read the log again
         metrics.RUN_EVENTS.labels(str(self.run["spec"]["harness"])).inc(len(events))
         self.cursor = cursor
         self.summary.add_all(events)

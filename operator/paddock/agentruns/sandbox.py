@@ -24,7 +24,7 @@ from paddock.api.reasons import RunReason as R
 from paddock.api.sandbox import Sandbox, SandboxPhase
 from paddock.api.workspace import WorkspaceStatus
 from paddock.render.names import MANAGED_BY, RUN_LABEL, THREAD_KEY_LABEL
-from paddock.render.ownership import owned_by
+from paddock.render.ownership import controlled_by, owned_by
 
 Obj = dict[str, Any]
 
@@ -34,6 +34,7 @@ class ReadySandbox:
     name: str
     pod: str
     workspace: str
+    uid: str = ""  # the Sandbox's: its pod must be controlled by it
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,9 @@ def judge(
         created = template_sandbox(run, spec, name, workspace_hash)
         message = f"created Sandbox {name}; waiting for Ready"
         return Verdict(Waiting(name, R.SANDBOX_CREATED, message), create=created)
+    foreign = _not_the_runs(run, spec, found, workspace_hash)
+    if foreign is not None:
+        return Verdict(Unusable(name, R.NAME_CONFLICT, foreign))
     try:
         sandbox = Sandbox.model_validate(found)
     except ValidationError as exc:
@@ -144,13 +148,46 @@ def judge(
     return _by_phase(name, sandbox)
 
 
+def _not_the_runs(run: Obj, spec: AgentRunSpec, found: Obj, workspace_hash: str) -> str | None:
+    """Why a Sandbox found under a template run's name is not the one the run would have made
+    (None: it is): a run's own is controlled by the run, a thread's carries the thread's key."""
+    if spec.sandbox_ref is not None:
+        return None  # named by the run's author: theirs to choose
+    meta = run["metadata"]
+    name = found["metadata"]["name"]
+    if spec.effective_reuse == Reuse.THREAD:
+        key = thread_key(meta["namespace"], spec, workspace_hash)
+        labels = found["metadata"].get("labels") or {}
+        if labels.get(THREAD_KEY_LABEL) == key:
+            return None
+        return f"Sandbox {name} exists but is not this thread's (its {THREAD_KEY_LABEL} differs)"
+    if controlled_by(found, meta["uid"]):
+        return None
+    return f"Sandbox {name} exists but was not created by this run; the run does not use it"
+
+
+def check_pod(state: ReadySandbox, pod: Obj | None) -> ReadySandbox | Waiting | Unusable:
+    """A Ready sandbox is used only through its own pod: one its Sandbox controls."""
+    if pod is None:
+        message = f"waiting for Sandbox {state.name} to be Ready (its pod {state.pod} is gone)"
+        return Waiting(state.name, R.SANDBOX_NOT_READY, message)
+    if not controlled_by(pod, state.uid):
+        message = (
+            f"pod {state.pod} does not belong to Sandbox {state.name}; the run does not exec "
+            "into it"
+        )
+        return Unusable(state.name, R.NAME_CONFLICT, message)
+    return state
+
+
 def _by_phase(name: str, sandbox: Sandbox) -> Verdict:
     status = sandbox.status
     phase = status.phase if status else None
     message = (status.message if status else None) or ""
     if phase == SandboxPhase.READY and status is not None:
         pod = status.pod_name or name
-        return Verdict(ReadySandbox(name, pod, sandbox.spec.workspace_ref.name))
+        uid = str(sandbox.metadata.get("uid") or "")
+        return Verdict(ReadySandbox(name, pod, sandbox.spec.workspace_ref.name, uid))
     if phase == SandboxPhase.FAILED:
         return Verdict(Unusable(name, R.SANDBOX_FAILED, f"Sandbox {name} failed: {message}"))
     if phase == SandboxPhase.PAUSED:

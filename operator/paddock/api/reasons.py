@@ -43,6 +43,7 @@ class ConditionType(StrEnum):
     SECRETS_FOUND = "SecretsFound"
     PROMPT_FOUND = "PromptFound"
     SANDBOX_READY = "SandboxReady"
+    PROGRESSING = "Progressing"
     COMPLETE = "Complete"
 
 

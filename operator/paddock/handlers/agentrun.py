@@ -37,12 +37,12 @@ async def run_daemon(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, 
             backoff = 1.0
         except Exception as exc:
             logger.warning(f"run step failed, retrying in {backoff:.0f}s: {_describe(exc)}")
+            if execution is not None:
+                _post(body, execution)
             execution, delay = None, backoff
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
         if execution is not None:
-            for notice in execution.notices:
-                kopf.event(body, type=notice.type, reason=notice.reason, message=notice.message)
-            execution.notices.clear()
+            _post(body, execution)
         if delay is None:
             return
         if delay > 0:
@@ -68,6 +68,13 @@ def run_deleted(status: kopf.Status, meta: kopf.Meta, logger: Any, **_: Any) -> 
         kill(meta["namespace"] or "", meta["uid"] or "", pod)
     except Exception as exc:
         logger.warning(f"could not stop the run's processes: {_describe(exc)}")
+
+
+def _post(body: kopf.Body, execution: Execution) -> None:
+    """Post the Events the execution has to tell."""
+    for notice in execution.notices:
+        kopf.event(body, type=notice.type, reason=notice.reason, message=notice.message)
+    execution.notices.clear()
 
 
 def _describe(exc: Exception) -> str:

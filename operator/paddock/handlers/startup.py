@@ -12,6 +12,7 @@ import kopf
 import prometheus_client
 
 from paddock import GROUP
+from paddock.handlers.diffbase import CompactDiffBaseStorage
 from paddock.kube import client as kube
 from paddock.settings import OperatorSettings
 
@@ -50,7 +51,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     # Progress and diff-base live in annotations under our own prefix, never kopf's default.
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = CompactDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
 

@@ -117,6 +117,11 @@ class ConfigMapLog:
         cursor: dict[str, int] = json.loads(annotations.get(CURSOR_ANNOTATION) or "{}")
         return events, cursor
 
+    def next_chunk_name(self) -> str:
+        """The name the next new chunk gets (a write that starts a chunk creates it)."""
+        index = 0 if self._chunk is None else self._chunk.index + 1
+        return chunk_name(self.run["metadata"]["name"], index)
+
     def append(self, events: list[Obj], cursor: dict[str, int]) -> None:
         """Append a batch and store the cursor with it, in one write."""
         text = "".join(encode(event) + "\n" for event in events)

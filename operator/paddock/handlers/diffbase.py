@@ -1,0 +1,36 @@
+"""kopf's record of the last handled spec, small enough for an annotation.
+
+kopf keeps the whole last handled object (spec, labels, annotations) in one annotation to
+tell a change from a replay. Annotations hold 256 KiB in all, and a Workspace may carry far
+more (instructions, file skills): the record would not fit, kopf's patch would fail, and the
+object would never be reconciled. Long strings are recorded by their SHA-256 instead: a
+change of any of them still changes the record, which is all the handlers need (they are
+level-based and never read the diff)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import kopf
+
+LONG_STRING = 1024  # characters; longer strings are recorded by hash
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > LONG_STRING:
+        return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+    if isinstance(value, dict):
+        return {key: _compact(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_compact(item) for item in value]
+    return value
+
+
+class CompactDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """``AnnotationsDiffBaseStorage`` that stores long strings as their hashes."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        essence = super().build(body=body, extra_fields=extra_fields)
+        compact: kopf.BodyEssence = _compact(essence)
+        return compact
