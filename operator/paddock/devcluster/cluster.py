@@ -226,6 +226,12 @@ def _control_plane_argv(
             f"--kubelet-client-key={pki.admin_key}",
             "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
+            # What service accounts (the operator's identity in tests) do, for the RBAC test.
+            f"--audit-policy-file={_audit_policy(s)}",
+            f"--audit-log-path={audit_log(s.directory)}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=500",
+            "--audit-log-maxbackup=1",
         ],
         "kube-controller-manager": [
             str(b.kube_controller_manager),
@@ -300,6 +306,35 @@ def status(directory: Path) -> dict[str, bool]:
     return report
 
 
+# Bumped when the control plane's flags change: a cluster started by an older revision is
+# restarted by the next ``up`` rather than reused.
+REVISION = 2
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+"""
+
+
+def _audit_policy(state: ClusterState) -> Path:
+    return state.directory / "audit-policy.yaml"
+
+
+def audit_log(directory: Path) -> Path:
+    """The API server's audit log: every request a service account made, as JSON lines."""
+    return directory / "logs" / "audit.log"
+
+
+def _revision(directory: Path) -> int:
+    try:
+        return int((directory / "revision").read_text())
+    except (OSError, ValueError):
+        return 0
+
+
 def is_up(directory: Path) -> bool:
     report = status(directory)
     return bool(report) and all(report.values())
@@ -329,7 +364,7 @@ def up(directory: Path, *, real_node: bool | None = None) -> Path:
     ``real_node``: None starts a real node next to kwok's where the machine can run one
     (``PADDOCK_REAL_NODE=0`` turns it off, ``=1`` makes it required); False never; True
     requires it."""
-    if is_up(directory):
+    if is_up(directory) and _revision(directory) == REVISION:
         print(f"cluster: already running in {directory}", file=sys.stderr)
         return directory / "kubeconfig"
     if directory.exists():
@@ -348,6 +383,8 @@ def up(directory: Path, *, real_node: bool | None = None) -> Path:
     api_address = node.host_ip() if with_node else None
     generate_pki(state.pki.directory, (*HOSTS, api_address) if api_address else HOSTS)
     write_kubeconfig(state)
+    _audit_policy(state).write_text(AUDIT_POLICY)
+    (directory / "revision").write_text(f"{REVISION}\n")
     state.save()
     argv = _control_plane_argv(binaries, state, api_address)
     print(f"cluster: starting in {directory}", file=sys.stderr)
