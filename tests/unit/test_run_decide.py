@@ -295,7 +295,10 @@ def test_a_failed_agent_says_its_own_error_before_its_stderr() -> None:
 def test_an_agents_error_in_its_last_output_is_the_reason_it_failed() -> None:
     agent = spec(harness="codex", command=None, prompt="fix it")
     summary = summary_of(Draft(ev.ERROR, "WARNING: proceeding without PATH aliases", {}))
-    last = b'{"type":"error","message":"unexpected status 401 Unauthorized"}\n'
+    last = (
+        b'{"type":"turn.started"}\n{"type":"item.completed","item":{"type":"agent_message",'
+        b'"text":"trying"}}\n{"type":"error","message":"unexpected status 401 Unauthorized"}\n'
+    )
     ending = follow(done(1, stdout=last), agent, summary=summary).ending
     assert ending is not None
     assert ending.message == "codex exited with code 1: unexpected status 401 Unauthorized"

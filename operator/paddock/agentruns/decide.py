@@ -194,7 +194,8 @@ def follow(
 def _folded(summary: RunSummary, drafts: list[Draft]) -> RunSummary:
     """The summary as it will be once ``drafts`` are appended (their times do not matter)."""
     folded = copy.deepcopy(summary)
-    folded.add_all(ev.stamp(d, folded.next_seq + i, _EPOCH) for i, d in enumerate(drafts))
+    first = folded.next_seq
+    folded.add_all([ev.stamp(d, first + i, _EPOCH) for i, d in enumerate(drafts)])
     return folded
 
 
