@@ -37,12 +37,17 @@ def operator_kubeconfig(cluster: Cluster, directory: Path) -> Path:
     cluster.kubectl(
         "apply", "-f", "-", stdin=yaml.safe_dump_all([namespace, account, role, binding])
     )
+    return account_kubeconfig(cluster, NAMESPACE, ACCOUNT, directory / "operator-kubeconfig")
+
+
+def account_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig carrying a TokenRequest token for the ServiceAccount."""
     request = client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
     )
     token = (
         client.CoreV1Api(cluster.api)
-        .create_namespaced_service_account_token(ACCOUNT, NAMESPACE, request)
+        .create_namespaced_service_account_token(account, namespace, request)
         .status.token
     )
     admin = yaml.safe_load(cluster.kubeconfig.read_text())
@@ -51,10 +56,41 @@ def operator_kubeconfig(cluster: Cluster, directory: Path) -> Path:
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "local", "cluster": server}],
-        "users": [{"name": ACCOUNT, "user": {"token": token}}],
-        "contexts": [{"name": ACCOUNT, "context": {"cluster": "local", "user": ACCOUNT}}],
-        "current-context": ACCOUNT,
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "local", "user": account}}],
+        "current-context": account,
     }
-    path = directory / "operator-kubeconfig"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+EDITOR_ROLES = ("workspace", "sandboxpolicy", "sandbox", "agentrun")
+
+
+def editor_kubeconfig(cluster: Cluster, namespace: str, directory: Path) -> Path:
+    """A user who holds only Paddock's editor roles in ``namespace`` (config/rbac): no pods,
+    exec, ConfigMaps or NetworkPolicies of their own."""
+    roles = [
+        yaml.safe_load((ROOT / "config" / "rbac" / f"{kind}_editor_role.yaml").read_text())
+        for kind in EDITOR_ROLES
+    ]
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "editor"}}
+    bindings = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"editor-{role['metadata']['name']}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role["metadata"]["name"],
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "editor", "namespace": namespace}],
+        }
+        for role in roles
+    ]
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(roles))
+    cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all([account, *bindings])
+    )
+    return account_kubeconfig(cluster, namespace, "editor", directory / "editor-kubeconfig")

@@ -108,15 +108,19 @@ class Execution:
         try:
             delay = self._step(spec, now)
         except LogNameTakenError as taken:
-            ending = Ending(RunPhase.FAILED, R.LOG_NAME_CONFLICT, str(taken))
-            self._end_without_log(spec, ending, "")
+            abort = decide.abort(spec, created, now)  # cancelled or timed out: that it ends
+            ending = abort or Ending(RunPhase.FAILED, R.LOG_NAME_CONFLICT, str(taken))
+            self._end_without_log(spec, ending, str(taken) if abort else "")
             return None
         except KubeError as exc:
             abort = decide.abort(spec, created, now)
             if abort is not None:
                 self._end_without_log(spec, abort, exc.message)
                 return None
-            self._refused(exc)
+            self._failed(R.API_REFUSED, f"The API server refused a request: {exc.message}")
+            raise
+        except Exception as exc:  # a bug: said where a person looks, then retried
+            self._failed(R.STEP_FAILED, f"The step failed ({type(exc).__name__}: {exc})")
             raise
         self._progressing()
         return delay
@@ -287,11 +291,11 @@ class Execution:
         )
         self._flush()
 
-    def _refused(self, exc: KubeError) -> None:
+    def _failed(self, reason: R, why: str) -> None:
         """Say that the operator cannot act for the run right now, where it still can."""
-        message = f"The API server refused a request for this run: {exc.message}; retrying."
-        self.notices.append(Notice(R.API_REFUSED, message))
-        self._condition(C.PROGRESSING, False, R.API_REFUSED, message)
+        message = f"{why}; retrying."
+        self.notices.append(Notice(reason, message))
+        self._condition(C.PROGRESSING, False, reason, message)
         with contextlib.suppress(KubeError):
             self._flush()
 

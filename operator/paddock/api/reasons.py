@@ -121,6 +121,7 @@ class RunReason(Reason):
     LOG_NAME_CONFLICT = "LogNameConflict", W
     LOG_WRITE_FAILED = "LogWriteFailed", W
     API_REFUSED = "ApiRefused", W
+    STEP_FAILED = "StepFailed", W
     PROMPT_NOT_FOUND = "PromptNotFound", W
     PROMPT_FOUND = "PromptFound"
     SANDBOX_LOST = "SandboxLost", W
