@@ -18,6 +18,7 @@ from support.runs import agent_run, command_run, log_events, of_type, wait_for_r
 from support.sandboxes import (
     assert_never_shown,
     condition,
+    events_for,
     get,
     merge_patch,
     ready_sandbox,
@@ -399,6 +400,16 @@ def test_examples_run_and_kubectl_shows_the_event_count(
     agent = wait_for_run(cluster, namespace, "hello-agent", ("Pending",))
     assert condition(agent, "SecretsFound")["reason"] == "SecretNotFound"
     assert "anthropic/api-key" in agent["message"]
+    # The Event says it as a Warning: the user must act. `kubectl get run -o wide` says why.
+    warned = wait_for(
+        lambda: [e for e in events_for(cluster, namespace, "hello-agent")
+                 if e["reason"] == "SecretNotFound"],
+        30,
+        what="a SecretNotFound Event",
+    )  # fmt: skip
+    assert warned[0]["type"] == "Warning"
+    wide = cluster.kubectl("get", "run", "hello-agent", "-n", namespace, "-o", "wide").stdout
+    assert "anthropic/api-key" in wide.splitlines()[1]
 
 
 def test_deleting_a_running_run_kills_its_processes(

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from paddock.api import KINDS
 from paddock.devcluster import cluster as local
-from support.helm import CHART, run_helm
+from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import ROOT, Cluster
 from support.waiting import wait_for
 
@@ -50,7 +51,7 @@ SERVICE_MONITOR_CRD = {
 
 
 def render(helm: str, namespace: str, *values: str) -> list[dict[str, Any]]:
-    text = run_helm(helm, "template", "paddock", str(CHART), "-n", namespace, *values)
+    text = run_helm(helm, "template", KUBE_VERSION, "paddock", str(CHART), "-n", namespace, *values)
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
@@ -77,7 +78,7 @@ def test_rendered_chart_is_accepted_by_the_api_server(
 
 def test_values_schema_rejects_a_misspelt_key(helm: str) -> None:
     done = subprocess.run(
-        [helm, "template", "paddock", str(CHART), "--set", "operator.sandboxImag=x"],
+        [helm, "template", KUBE_VERSION, "paddock", str(CHART), "--set", "operator.sandboxImag=x"],
         capture_output=True,
         text=True,
     )
@@ -120,10 +121,30 @@ def test_helm_install_runs_the_operator_and_keeps_the_crds(helm: str, own_cluste
         )  # fmt: skip
         return json.loads(done.stdout) if done.returncode == 0 else {}
 
-    run_helm(
+    def kubectl_run(*args: str) -> None:
+        subprocess.run([kubectl, f"--kubeconfig={own_cluster}", *args], check=True,
+                       capture_output=True)  # fmt: skip
+
+    # CRDs there before the release (as `make dev` or kustomize puts them) are handed to it
+    # the way the README says.
+    kubectl_run("apply", "--server-side", "-k", str(ROOT / "crds"))
+    for name in (f"{kind.kind_info.plural}.paddock.dev" for kind in KINDS):
+        kubectl_run("label", "crd", name, "app.kubernetes.io/managed-by=Helm")
+        kubectl_run("annotate", "crd", name, "meta.helm.sh/release-name=paddock",
+                    "meta.helm.sh/release-namespace=paddock-system")  # fmt: skip
+    installed = run_helm(
         helm, "install", "paddock", str(CHART), "-n", "paddock-system", "--create-namespace",
         "--set", "crds.enabled=true", "--wait", "--timeout=120s", kubeconfig=own_cluster,
     )  # fmt: skip
+    assert "kubectl -n paddock-system rollout status deploy/paddock" in installed  # NOTES.txt
+    assert "kubectl get paddock -A" in installed
+    upgraded = run_helm(
+        helm, "upgrade", "paddock", str(CHART), "-n", "paddock-system", "--reuse-values",
+        "--wait", "--timeout=120s", kubeconfig=own_cluster,
+    )  # fmt: skip
+    assert "REVISION: 2" in upgraded
+    crd = get("crd", "sandboxes.paddock.dev")
+    assert crd["metadata"]["labels"]["helm.sh/chart"].startswith("paddock-")
     deployment = get("deployment", "paddock", "-n", "paddock-system")
     assert deployment["status"]["readyReplicas"] == 1
     pods = get("pods", "-n", "paddock-system", "-l", "app.kubernetes.io/name=paddock")["items"]

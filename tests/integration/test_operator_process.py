@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -68,7 +70,8 @@ def test_two_replicas_with_peering_have_one_active(
     )
     helm = rendered.stdout.strip().rpartition("HELM=")[2]
     chart = subprocess.run(
-        [helm, "template", "paddock", str(ROOT / "charts" / "paddock"), "-n", namespace,
+        [helm, "template", "--kube-version=1.34.4", "paddock", str(ROOT / "charts" / "paddock"),
+         "-n", namespace,
          "--show-only", "templates/peering.yaml", "--show-only", "templates/rbac.yaml",
          "--set", "highAvailability.enabled=true", "--set", f"watchNamespaces={{{namespace}}}"],
         capture_output=True, text=True, check=True,
@@ -128,3 +131,57 @@ def test_two_replicas_with_peering_have_one_active(
     assert "sandbox_changed" in high_log.read_text()
     assert "Resuming operations" not in low_log.read_text()
     assert "sandbox_changed" not in low_log.read_text()
+
+
+def test_the_kustomize_install_starts_the_operator_with_its_own_arguments(
+    cluster: Cluster, namespace: str, as_operator: str, tmp_path: Path
+) -> None:
+    """config/default, built as `kubectl apply -k` builds it: the container runs the image's
+    ENTRYPOINT with the Deployment's args, and the operator starts with exactly those, serving
+    liveness and the metrics its Service points at."""
+    built = cluster.kubectl("kustomize", str(ROOT / "config" / "default")).stdout
+    docs = [d for d in yaml.safe_load_all(built) if d]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    entrypoint = json.loads(re.search(r"^ENTRYPOINT (.+)$", dockerfile, re.MULTILINE)[1])
+    assert "command" not in container, "the image's ENTRYPOINT is the command"
+    argv = [*entrypoint, *container["args"]]
+    assert argv[:2] == ["paddock", "operator"]
+    assert argv.count("operator") == 1
+    env = {e["name"]: e["value"] for e in container.get("env", [])}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    (service,) = [d for d in docs if d["kind"] == "Service"]
+    (service_port,) = service["spec"]["ports"]
+    assert ports[service_port["targetPort"]] == int(env["PADDOCK_METRICS_PORT"])
+    assert (
+        service["spec"]["selector"].items()
+        <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+
+    log = tmp_path / "operator.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "paddock.cli", *argv[1:]],
+        env={**os.environ, **env, "KUBECONFIG": as_operator},
+        stdout=log.open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        liveness = f"http://127.0.0.1:{ports['health']}/healthz"
+        wait_for(lambda: _answers(liveness), 60, what="the operator's liveness endpoint")
+        metrics = f"http://127.0.0.1:{ports['metrics']}/metrics"
+        wait_for(lambda: _answers(metrics), 60, what="the operator's metrics endpoint")
+        cluster.apply(workspace("app"), namespace)
+        cluster.apply(sandbox("box", "app"), namespace)
+        wait_for_phase(cluster, namespace, "box", "Ready")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    assert process.returncode == 0, log.read_text()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (a test URL)
+            return bool(response.status == 200)
+    except OSError:
+        return False

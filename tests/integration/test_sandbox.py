@@ -61,8 +61,14 @@ def test_sandbox_gets_its_objects_and_becomes_ready(
     assert pod is not None
     # No source, so no clone: the project and setup init containers.
     assert [c["name"] for c in pod["spec"]["initContainers"]] == ["project", "setup"]
-    reasons = [e["reason"] for e in events_for(cluster, namespace, "one")]
+    events = events_for(cluster, namespace, "one")
+    reasons = [e["reason"] for e in events]
     assert "Ready" in reasons
+    said = [(e["reason"], e["message"]) for e in events]
+    assert len(said) == len(set(said)), f"an Event posted twice: {said}"
+    wide = cluster.kubectl("get", "sbx", "one", "-n", namespace, "-o", "wide").stdout
+    assert "MESSAGE" in wide.splitlines()[0]
+    assert "The sandbox is ready." in wide.splitlines()[1]
     ws_status = status_of(cluster, namespace, "workspace", "app")
     assert condition(ws_status, "Ready")["status"] == "True"
     assert ws_status["hash"] == status["workspaceHash"]

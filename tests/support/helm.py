@@ -8,6 +8,8 @@ from pathlib import Path
 from support.kube import ROOT
 
 CHART = ROOT / "charts" / "paddock"
+# `helm template` assumes an old Kubernetes unless told; the chart needs 1.31 (kubeVersion).
+KUBE_VERSION = "--kube-version=1.34.4"
 
 
 def helm_binary() -> str:

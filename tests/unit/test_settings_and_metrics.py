@@ -56,3 +56,21 @@ def test_in_cluster_server_comes_from_the_service_env_like_client_go() -> None:
     assert in_cluster_server(env6, default) == "https://[fd00::1]:6443"
     assert in_cluster_server({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, default) == default
     assert in_cluster_server({}, default) == default
+
+
+def test_every_phase_series_exists_from_the_start_and_no_created_series() -> None:
+    import prometheus_client
+
+    from paddock import __version__, metrics
+    from paddock.api.agentrun import Harness, RunPhase
+    from paddock.api.sandbox import SandboxPhase
+
+    assert metrics.SANDBOXES is not None
+    text = prometheus_client.generate_latest().decode()
+    for phase in SandboxPhase:
+        assert f'paddock_sandboxes{{phase="{phase}"}}' in text
+    for phase in RunPhase:
+        for harness in Harness:
+            assert f'paddock_agentruns{{harness="{harness}",phase="{phase}"}}' in text
+    assert f'paddock_build_info{{version="{__version__}"}} 1.0' in text
+    assert "_created" not in text

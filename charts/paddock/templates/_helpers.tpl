@@ -14,9 +14,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{- define "paddock.labels" -}}
 {{ include "paddock.selectorLabels" . }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: paddock
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The operator image: by digest when one is given, else by tag. */}}
+{{- define "paddock.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
 {{- end -}}
 
 {{- define "paddock.serviceAccountName" -}}

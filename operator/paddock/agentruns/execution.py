@@ -147,7 +147,7 @@ class Execution:
         verdict = None if missing or no_prompt else inputs.find_sandbox(self.run, spec)
         ready = decide.before_launch(self.namespace, missing, no_prompt, verdict)
         if isinstance(ready, Wait):
-            self._write_status(ready.phase, ready.message, sandbox=ready.sandbox)
+            self._write_status(ready.phase, ready.message, ready.sandbox, ready.reason)
             self._condition(ready.condition, False, ready.reason, ready.message)
             self._flush()
             return WAIT_SECONDS
@@ -281,7 +281,7 @@ class Execution:
         message = ending.message + (f" (the event log could not be written: {why})" if why else "")
         with contextlib.suppress(KubeError):
             inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
-        self._write_status(ending.phase, message)
+        self._write_status(ending.phase, message, reason=ending.reason)
         self._condition(C.COMPLETE, True, ending.reason, message)
         self.status.completed_at = utcnow()
         self.status.result = RunResult(
@@ -315,7 +315,7 @@ class Execution:
         data = terminal["data"]
         inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
         phase = RunPhase(data["phase"])
-        self._write_status(phase, data["message"])
+        self._write_status(phase, data["message"], reason=R(data.get("reason") or data["phase"]))
         self._condition(C.COMPLETE, True, R(data["phase"]), data["message"])
         self.status.completed_at = parse_time(terminal["time"])
         self.status.result = decide.final_result(self.summary)
@@ -347,12 +347,16 @@ class Execution:
         self.summary.add_all(events)
 
     def _write_status(
-        self, phase: RunPhase, message: str | None, sandbox: str | None = None
+        self,
+        phase: RunPhase,
+        message: str | None,
+        sandbox: str | None = None,
+        reason: R | None = None,
     ) -> None:
-        """Set the phase (an Event when it changes), the message and the sandbox; written by
-        the next ``_flush``."""
+        """Set the phase (an Event when it changes, with ``reason``, else the phase, as its
+        reason), the message and the sandbox; written by the next ``_flush``."""
         if self.status.phase != phase:
-            self.notices.append(Notice(R(str(phase)), message or ""))
+            self.notices.append(Notice(reason or R(str(phase)), message or ""))
         self.status.phase, self.status.message = phase, message
         if sandbox is not None:
             self.status.sandbox_name = sandbox

@@ -278,6 +278,7 @@ class AgentRun(Resource):
             PrinterColumn("Sandbox", ".status.sandboxName", "Sandbox it runs in"),
             PrinterColumn("Events", ".status.eventCount", "Events in the log", type="integer"),
             PrinterColumn("Session", ".status.sessionId", "Harness session id", priority=1),
+            PrinterColumn("Message", ".status.message", "Why it is in its phase", priority=1),
         ),
     )
 

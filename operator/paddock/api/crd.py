@@ -174,6 +174,12 @@ def render_chart_crd_files() -> dict[str, str]:
         crd = render_crd(model)
         crd["metadata"].setdefault("annotations", {})["helm.sh/resource-policy"] = "keep"
         body = yaml.dump(crd, Dumper=_Dumper, sort_keys=False, width=100)
+        # The chart's own labels, as on every object it installs.
+        body = body.replace(
+            "  annotations:\n",
+            '  labels:\n    {{- include "paddock.labels" . | nindent 4 }}\n  annotations:\n',
+            1,
+        )
         files[crd_filename(model)] = (
             HEADER + "{{- if .Values.crds.enabled }}\n" + body + "{{- end }}\n"
         )

@@ -225,6 +225,7 @@ class Sandbox(Resource):
             PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status', "Ready"),
             PrinterColumn("Restored", ".status.restoredFrom", "Snapshot restored from", priority=1),
             PrinterColumn("Pod", ".status.podName", "Sandbox pod", priority=1),
+            PrinterColumn("Message", ".status.message", "Why it is in its phase", priority=1),
         ),
     )
 
