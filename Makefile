@@ -44,11 +44,12 @@ fmt: install ## Format the code
 	$(BIN)/ruff check --fix operator tests
 
 .PHONY: lint
-lint: install ## Lint with ruff, the layers with import-linter, the Dockerfile with hadolint
+lint: install ## Lint: ruff, the layers (import-linter), the Dockerfile (hadolint), every manifest (kubeconform)
 	$(BIN)/ruff check operator tests bench
 	$(BIN)/ruff format --check operator tests bench
 	$(BIN)/lint-imports
 	$(BIN)/hadolint Dockerfile
+	PY=$(PY) hack/kubeconform.sh
 
 .PHONY: typecheck
 typecheck: install ## Type-check with mypy --strict

@@ -6,7 +6,9 @@ rejects a misspelt key; its RBAC is config/rbac's."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,3 +159,27 @@ def test_helm_install_runs_the_operator_and_keeps_the_crds(helm: str, own_cluste
     wait_for(lambda: not get("deployment", "paddock", "-n", "paddock-system"), 60,
              what="the Deployment gone")  # fmt: skip
     assert get("crd", "sandboxes.paddock.dev"), "uninstalling must keep the CRDs"
+
+
+def test_make_lint_validates_every_manifest_strictly(tmp_path: Path) -> None:
+    """hack/kubeconform.sh (in `make lint`) passes on what the project ships, and fails,
+    naming the field, on a misspelt key in a built-in kind and in a Paddock kind."""
+    script = [str(ROOT / "hack" / "kubeconform.sh")]
+    env = {**os.environ, "PY": sys.executable}
+    clean = subprocess.run(script, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "Invalid: 0, Errors: 0" in clean.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+        "spec: {containers: [{name: c, image: i, resources: {limts: {memory: 1Gi}}}]}\n"
+        "---\napiVersion: paddock.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: s}\n"
+        "spec: {workspaceRef: {name: w}, storag: {size: 1Gi}}\n"
+    )
+    caught = subprocess.run(
+        script, capture_output=True, text=True, cwd=ROOT, timeout=900,
+        env={**env, "PADDOCK_KUBECONFORM_EXTRA": str(bad)},
+    )  # fmt: skip
+    assert caught.returncode != 0
+    assert "additional properties 'limts' not allowed" in caught.stdout
+    assert "additional properties 'storag' not allowed" in caught.stdout
