@@ -89,6 +89,48 @@ def test_values_schema_rejects_a_misspelt_key(helm: str) -> None:
     assert "not allowed" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("values", "misspelt"),
+    [
+        (["--set", "resources.limts.memory=1Gi"], "limts"),
+        (["--set", "affinity.podAntiAfinity.x=y"], "podAntiAfinity"),
+        (["--set", "image.digest=latest"], "digest"),
+    ],
+)
+def test_values_schema_checks_nested_values(helm: str, values: list[str], misspelt: str) -> None:
+    done = subprocess.run(
+        [helm, "template", KUBE_VERSION, "paddock", str(CHART), *values],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert misspelt in done.stderr
+
+
+def test_chart_metadata_labels_and_disruption_settings(helm: str) -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["kubeVersion"] == ">=1.31.0-0"
+    for field in ("icon", "home", "sources", "maintainers"):
+        assert chart.get(field), f"Chart.yaml has no {field}"
+    docs = render(helm, "paddock-system", "--values", str(ALL_TOGGLES))
+    for doc in docs:
+        labels = doc["metadata"].get("labels") or {}
+        where = f"{doc['kind']} {doc['metadata']['name']}"
+        assert labels.get("app.kubernetes.io/component"), f"{where} has no component label"
+        assert labels.get("helm.sh/chart", "").startswith("paddock-"), where
+    (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": pdb["spec"]["selector"]}
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    digest = "sha256:" + "ab" * 32
+    pinned = render(helm, "paddock-system", "--set", f"image.digest={digest}")
+    (deployment,) = [d for d in pinned if d["kind"] == "Deployment"]
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == f"ghcr.io/paddock-dev/paddock@{digest}"
+
+
 def _rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [rule for d in docs if d["kind"] == kind for rule in d["rules"]]
 
