@@ -63,7 +63,7 @@ _paddock_on_exit() {
   local code=$?
   # Subshells (process substitution, parallel commands) may run this trap too: not theirs.
   [ "$BASHPID" = "$_paddock_shell" ] || return 0
-  [ -n "$_paddock_watchdog_pid" ] && kill "$_paddock_watchdog_pid" 2>/dev/null
+  [ -n "$_paddock_watchdog_pid" ] && kill -KILL "$_paddock_watchdog_pid" 2>/dev/null
   # An exit inside a step leaves stdout on the step's tee: restore it, then let tee finish.
   exec 1>&4 2>&5 3>&-
   [ -n "$_paddock_tee" ] && wait "$_paddock_tee" 2>/dev/null
@@ -80,7 +80,9 @@ trap 'exit 124' TERM
 
 # Stops the step after $1 seconds; KILL follows TERM for processes that ignore it. It waits
 # with `read -t` on a FIFO nobody writes: a builtin, so the watchdog has no child that could
-# outlive it, and TERM (when the step ends in time) ends it at once.
+# outlive it. A step that ends in time stops it with KILL: a TERM sent in the instant after
+# the fork can meet this shell's own TERM trap, not yet reset in the child, and be lost
+# (seen under load: the setup then stalled for the whole step timeout).
 _paddock_pause() { read -r -t "$1" _ <> "$_paddock_tmp/never" || true; }
 
 _paddock_watchdog() { # seconds cmd duration-text
@@ -115,7 +117,7 @@ _paddock_serial() { # seconds duration-text cmd
   watchdog=$! _paddock_watchdog_pid=$!
   eval "$3" >&3 2>&3 < /dev/null
   rc=$?
-  kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
+  kill -KILL "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
   exec 3>&-
   wait "$_paddock_tee" 2>/dev/null  # the log is complete once tee has ended
   _paddock_exit_if_timed_out
@@ -144,7 +146,7 @@ _paddock_parallel() { # seconds duration-text cmd...
     sed "s/^/[${i}] /" "$_paddock_tmp/parallel-$i.log"
     if [ "$rc" -ne 0 ] && [ -z "$failed" ]; then failed="$i:$rc"; fi
   done
-  kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
+  kill -KILL "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
   _paddock_exit_if_timed_out
   if [ -n "$failed" ]; then
     i=${failed%%:*}; rc=${failed#*:}
