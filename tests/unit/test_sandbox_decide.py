@@ -191,6 +191,11 @@ CASES = {
         "SettingUp",
         "SettingUp",
     ),
+    "set up, the container starting": (
+        settled(pod=pod(init=[terminated("project", 0), terminated("setup", 0)])),
+        "SettingUp",
+        "Starting",
+    ),
     "ready": (settled(pod=ready_pod()), "Ready", "Ready"),
     "paused by the spec": (
         world(

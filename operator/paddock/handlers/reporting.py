@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, cast
 
 import kopf
@@ -9,8 +10,9 @@ import kopf
 from paddock.sandboxes.service import Outcome
 
 # The last Event posted per object: two reconciles that see the same stale status (a pod event
-# and a Sandbox update at once) must not post the same Event twice.
+# and a Sandbox update at once, in two of kopf's worker threads) must not post it twice.
 _last_posted: dict[str, tuple[str, str]] = {}
+_posting = threading.Lock()
 
 
 def report(body: dict[str, Any], outcome: Outcome, *, retry: bool = True) -> None:
@@ -19,14 +21,16 @@ def report(body: dict[str, Any], outcome: Outcome, *, retry: bool = True) -> Non
     uid = str(body["metadata"].get("uid"))
     for notice in outcome.notices:
         said = (str(notice.reason), notice.message)
-        if _last_posted.get(uid) == said:
-            continue
-        _last_posted[uid] = said
+        with _posting:
+            if _last_posted.get(uid) == said:
+                continue
+            _last_posted[uid] = said
         kopf.event(
             cast(kopf.Body, body), type=notice.type, reason=notice.reason, message=notice.message
         )
     if body["metadata"].get("deletionTimestamp"):
-        _last_posted.pop(uid, None)
+        with _posting:
+            _last_posted.pop(uid, None)
     if retry and outcome.retry_after is not None:
         message = outcome.message or "waiting for what the conditions name"
         raise kopf.TemporaryError(message, delay=outcome.retry_after)

@@ -196,6 +196,14 @@ def _progress(pod: Obj, bound: bool | None) -> Observation:
             setup_complete=False,
             volume_bound=bound,
         )
+    inits = [i.get("state", {}).get("terminated") for i in _init_statuses(pod)]
+    if inits and all(t and t.get("exitCode") == 0 for t in inits):
+        return Observation(
+            SandboxPhase.SETTING_UP,
+            R.STARTING,
+            "The workspace is prepared; starting the sandbox container.",
+            volume_bound=bound,
+        )
     return Observation(
         SandboxPhase.PROVISIONING,
         R.STARTING,

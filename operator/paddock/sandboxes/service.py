@@ -24,7 +24,6 @@ from paddock.sandboxes.workspace import decide_workspace, load_spec
 from paddock.times import utcnow
 
 Obj = dict[str, Any]
-RETRY_CHANGED = 2.0  # seconds: an object changed between the read and the write
 RETRY_REFUSED = 10.0  # seconds before the first retry of a refused write, doubling after
 MAX_RETRY_REFUSED = 600.0
 
@@ -56,8 +55,8 @@ def reconcile_sandbox(body: Obj, default_image: str, retry: int = 0) -> Outcome:
         try:
             _write(body["metadata"]["namespace"], write)
         except ConflictError:
-            # Changed, or taken, since it was read: the next look decides again.
-            plan.retry_after = RETRY_CHANGED
+            # Changed since it was read, so a watch event brings the next look: decide again
+            # then (a retry now would be a second reconcile of the same change).
             break
         except KubeError as exc:
             delay = min(RETRY_REFUSED * 2**retry, MAX_RETRY_REFUSED)
