@@ -3,16 +3,39 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any, cast
 
 import kopf
 
 from paddock.sandboxes.service import Outcome
 
-# The last Event posted per object: two reconciles that see the same stale status (a pod event
-# and a Sandbox update at once, in two of kopf's worker threads) must not post it twice.
-_last_posted: dict[str, tuple[str, str]] = {}
-_posting = threading.Lock()
+
+class LastPosted:
+    """The last Event posted per object, so that two reconciles that see the same stale status
+    (a pod event and a Sandbox update at once, in two of kopf's worker threads) do not post it
+    twice. Bounded: the objects seen least recently are forgotten first (deleted objects are
+    never announced to the handlers that post)."""
+
+    def __init__(self, capacity: int = 50_000) -> None:
+        self.capacity = capacity
+        self._said: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def changed(self, uid: str, said: tuple[str, str]) -> bool:
+        """Whether ``said`` differs from the last Event posted for ``uid`` (then it is that)."""
+        with self._lock:
+            if self._said.get(uid) == said:
+                self._said.move_to_end(uid)
+                return False
+            self._said[uid] = said
+            self._said.move_to_end(uid)
+            while len(self._said) > self.capacity:
+                self._said.popitem(last=False)
+            return True
+
+
+_last_posted = LastPosted()
 
 
 def report(body: dict[str, Any], outcome: Outcome, *, retry: bool = True) -> None:
@@ -20,17 +43,11 @@ def report(body: dict[str, Any], outcome: Outcome, *, retry: bool = True) -> Non
     ``outcome.retry_after``; the status, already written, says what is awaited."""
     uid = str(body["metadata"].get("uid"))
     for notice in outcome.notices:
-        said = (str(notice.reason), notice.message)
-        with _posting:
-            if _last_posted.get(uid) == said:
-                continue
-            _last_posted[uid] = said
+        if not _last_posted.changed(uid, (str(notice.reason), notice.message)):
+            continue
         kopf.event(
             cast(kopf.Body, body), type=notice.type, reason=notice.reason, message=notice.message
         )
-    if body["metadata"].get("deletionTimestamp"):
-        with _posting:
-            _last_posted.pop(uid, None)
     if retry and outcome.retry_after is not None:
         message = outcome.message or "waiting for what the conditions name"
         raise kopf.TemporaryError(message, delay=outcome.retry_after)
