@@ -412,6 +412,21 @@ def test_examples_run_and_kubectl_shows_the_event_count(
     assert "anthropic/api-key" in wide.splitlines()[1]
 
 
+def test_a_run_waiting_for_its_secret_starts_once_it_exists_and_says_so(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    run = command_run("keyed", "box", 'test -n "$TOKEN"')
+    run["spec"]["secrets"] = [{"name": "TOKEN", "secretKeyRef": {"name": "later", "key": "t"}}]
+    cluster.apply(run, namespace)
+    waiting = wait_for_run(cluster, namespace, "keyed", ("Pending",))
+    assert condition(waiting, "SecretsFound")["status"] == "False"
+    cluster.apply(secret("later", t="tok-abcdef-123456"), namespace)
+    done = wait_for_run(cluster, namespace, "keyed")
+    assert done["phase"] == "Succeeded"
+    assert condition(done, "SecretsFound")["status"] == "True"
+
+
 def test_deleting_a_running_run_kills_its_processes(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:

@@ -174,6 +174,8 @@ class Execution:
             RunPhase.RUNNING, f"{spec.harness} is running in sandbox {ready.name}", ready.name
         )
         self._condition(C.SANDBOX_READY, True, R.SANDBOX_READY, f"Sandbox {ready.name} is Ready")
+        self._resolved(C.SECRETS_FOUND, R.SECRETS_FOUND, "Every Secret key the run names exists.")
+        self._resolved(C.PROMPT_FOUND, R.PROMPT_FOUND, "The prompt's ConfigMap key exists.")
         self.status.started_at = now
         self._flush()
         return 0
@@ -298,6 +300,12 @@ class Execution:
         self._condition(C.PROGRESSING, False, reason, message)
         with contextlib.suppress(KubeError):
             self._flush()
+
+    def _resolved(self, type_: C, reason: R, message: str) -> None:
+        """A condition the run waited on turns True once it starts (only if it was set)."""
+        condition = get_condition(self.status.conditions, type_)
+        if condition is not None and condition.status == ConditionStatus.FALSE:
+            self._condition(type_, True, reason, message)
 
     def _progressing(self) -> None:
         """After a refusal, the first step that succeeds says so (and only that one writes)."""

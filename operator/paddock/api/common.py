@@ -214,11 +214,6 @@ class KindInfo:
             "label value and the pod's host name"
         )
 
-    def name_error(self, name: str) -> str | None:
-        """Why the name cannot be used, or None."""
-        too_long = self.max_name_length is not None and len(name) > self.max_name_length
-        return f"metadata.name: {self.name_message}" if too_long else None
-
 
 class Resource(ApiModel):
     """Base of the four root kinds."""

@@ -109,7 +109,6 @@ class RunReason(Reason):
     SANDBOX_RESUMING = "SandboxResuming"
     WORKSPACE_NOT_READY = "WorkspaceNotReady"
     SANDBOX_READY = "Ready"
-    STARTING = "Starting"
     RUNNING = "Running"
     # Ends
     SUCCEEDED = "Succeeded"
@@ -119,7 +118,6 @@ class RunReason(Reason):
     SANDBOX_FAILED = "SandboxFailed", W
     NAME_CONFLICT = "NameConflict", W
     LOG_NAME_CONFLICT = "LogNameConflict", W
-    LOG_WRITE_FAILED = "LogWriteFailed", W
     API_REFUSED = "ApiRefused", W
     STEP_FAILED = "StepFailed", W
     PROMPT_NOT_FOUND = "PromptNotFound", W
