@@ -1,0 +1,1 @@
+"""The SandboxPolicy engine: shell-aware command evaluation. Pure: no Kubernetes, no kopf."""

@@ -1,0 +1,48 @@
+"""Policy globs: anchored, ``*`` matches any text (spaces and slashes too), everything else
+matches itself. Matching is linear in the text, whatever the glob: no backtracking."""
+
+from __future__ import annotations
+
+from paddock.policy.shell import DYNAMIC
+
+STAR = "*"
+
+
+def always_matches(glob: str, pattern: str) -> bool:
+    """Whether the glob matches the command whatever its run-time parts turn out to be: a
+    DYNAMIC mark in ``pattern`` is only ever covered by a ``*`` of the glob."""
+    return _matches(glob.split(STAR), pattern)
+
+
+def could_match(glob: str, pattern: str) -> bool:
+    """Whether the glob matches the command for some value of its run-time parts."""
+    if DYNAMIC not in pattern:
+        return _matches(glob.split(STAR), pattern)
+    if STAR not in glob:
+        return _matches(pattern.split(DYNAMIC), glob)
+    # Both have a wildcard: they share a text exactly when their fixed starts agree (one is a
+    # prefix of the other) and their fixed ends agree; the middles fit between the wildcards.
+    glob_parts, pattern_parts = glob.split(STAR), pattern.split(DYNAMIC)
+    start, other_start = glob_parts[0], pattern_parts[0]
+    end, other_end = glob_parts[-1], pattern_parts[-1]
+    starts = start.startswith(other_start) or other_start.startswith(start)
+    ends = end.endswith(other_end) or other_end.endswith(end)
+    return starts and ends
+
+
+def _matches(parts: list[str], text: str) -> bool:
+    """``parts`` are the fixed pieces between wildcards, in order."""
+    if len(parts) == 1:
+        return text == parts[0]
+    first, *middle, last = parts
+    if len(text) < len(first) + len(last) or not text.startswith(first):
+        return False
+    if not text.endswith(last):
+        return False
+    position, end = len(first), len(text) - len(last)
+    for piece in middle:
+        found = text.find(piece, position, end)
+        if found < 0:
+            return False
+        position = found + len(piece)
+    return True

@@ -1,0 +1,269 @@
+"""Reading a shell command the way bash will run it: every simple command, wherever it sits,
+with its words unquoted, and every redirection that writes a file.
+
+The parser is shfmt (mvdan/sh, through its ``--to-json`` syntax tree): a complete bash parser
+that refuses what bash would not run, rather than recovering from errors with a guess. Nothing
+here runs the command; shfmt only reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+Node = dict[str, Any]
+
+# Marks text only known at run time (a parameter, command or arithmetic expansion) inside a
+# word's pattern. NUL can never be part of a shell word, so it cannot be forged.
+DYNAMIC = "\x00"
+PARSE_TIMEOUT = 10.0  # seconds; shfmt reads even a long script in milliseconds
+WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
+# Where writing creates or changes no file.
+NOT_FILES = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd/")
+_GLOB_CHARS = frozenset("*?[")
+_BRACES = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")  # {a,b} and {1..3} expand; {} does not
+
+
+class ShellSyntaxError(ValueError):
+    """The text is not a command bash would run."""
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word after quote removal. ``pattern`` holds DYNAMIC where the text is only known
+    at run time; ``shown`` is the same text with those places as written (``$X``)."""
+
+    pattern: str
+    shown: str
+    expands: bool = False  # unquoted glob or brace characters: bash may turn it into others
+
+    @property
+    def dynamic(self) -> bool:
+        return DYNAMIC in self.pattern
+
+    @property
+    def literal(self) -> bool:
+        """Whether bash runs exactly this text: nothing expands at run time."""
+        return not self.dynamic and not self.expands
+
+
+@dataclass(frozen=True)
+class SimpleCommand:
+    """A command with its arguments, as bash runs it (leading assignments left out)."""
+
+    words: tuple[Word, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class FileWrite:
+    """A redirection that opens a file for writing."""
+
+    target: Word
+    source: str
+
+
+@dataclass(frozen=True)
+class Script:
+    commands: tuple[SimpleCommand, ...]
+    writes: tuple[FileWrite, ...]
+
+
+def parse(text: str) -> Script:
+    """Every simple command and file write in ``text``; ShellSyntaxError when bash would not
+    run it. A carriage return separates commands, as a newline does."""
+    data = text.replace("\r\n", "\n").replace("\r", "\n").encode()
+    tree = _syntax_tree(data)
+    commands: list[SimpleCommand] = []
+    writes: list[FileWrite] = []
+    for node in _nodes(tree):
+        kind = node.get("Type")
+        if kind == "CallExpr" and node.get("Args"):
+            words = tuple(_word(arg, data) for arg in node["Args"])
+            commands.append(SimpleCommand(words, _source(node, data)))
+        elif kind == "DeclClause":
+            variant = Word(node["Variant"]["Value"], node["Variant"]["Value"])
+            words = (variant, *(_assignment(arg, data) for arg in node.get("Args") or []))
+            commands.append(SimpleCommand(words, _source(node, data)))
+        elif kind == "LetClause":
+            source = _source(node, data)
+            commands.append(SimpleCommand((Word("let", "let"), _opaque(source[4:])), source))
+        for redirect in node.get("Redirs") or []:
+            write = _file_write(redirect, data)
+            if write is not None:
+                writes.append(write)
+    return Script(tuple(commands), tuple(writes))
+
+
+@cache
+def shfmt_path() -> str:
+    """shfmt as the ``shfmt-py`` wheel installs it: next to this Python, else on PATH."""
+    beside = Path(sysconfig.get_path("scripts")) / "shfmt"
+    found = str(beside) if beside.is_file() else shutil.which("shfmt")
+    if found is None:
+        raise RuntimeError("shfmt is not installed (pip install shfmt-py)")
+    return found
+
+
+def _syntax_tree(data: bytes) -> Node:
+    result = subprocess.run(
+        [shfmt_path(), "-ln", "bash", "--to-json"],
+        input=data,
+        capture_output=True,
+        timeout=PARSE_TIMEOUT,
+        check=False,
+    )
+    if result.returncode != 0:
+        message = result.stderr.decode(errors="replace").strip().removeprefix("<standard input>:")
+        raise ShellSyntaxError(message or "the command cannot be parsed")
+    tree: Node = json.loads(result.stdout)
+    return tree
+
+
+def _nodes(node: Any) -> Iterator[Node]:
+    """Every node of the tree, depth first: a command nested anywhere is found."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _nodes(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _nodes(item)
+
+
+def _source(node: Node, data: bytes) -> str:
+    return data[node["Pos"]["Offset"] : node["End"]["Offset"]].decode(errors="replace")
+
+
+def _opaque(text: str) -> Word:
+    return Word(text, text, expands=True)
+
+
+def _file_write(redirect: Node, data: bytes) -> FileWrite | None:
+    op, word = redirect["Op"], redirect.get("Word")
+    if word is None:
+        return None
+    target = _word(word, data)
+    if op == ">&" and (target.pattern.isdigit() or target.pattern == "-"):
+        return None  # duplicates or closes a descriptor: no file is opened
+    if op not in WRITE_OPERATORS and op != ">&":
+        return None
+    if target.literal and target.pattern.startswith(NOT_FILES):
+        return None
+    return FileWrite(target, _source(redirect, data))
+
+
+def _assignment(node: Node, data: bytes) -> Word:
+    """An argument of export/declare/local/readonly: NAME, NAME=VALUE or a plain word."""
+    name = (node.get("Name") or {}).get("Value", "")
+    value = node.get("Value")
+    if node.get("Naked"):
+        return _word(value, data) if value else Word(name, name)
+    if node.get("Array") is not None or value is None:
+        source = _source(node, data)
+        return Word(source, source, expands=node.get("Array") is not None)
+    inner = _word(value, data)
+    sign = "+=" if node.get("Append") else "="
+    return Word(name + sign + inner.pattern, name + sign + inner.shown, inner.expands)
+
+
+def _word(node: Node, data: bytes) -> Word:
+    pattern: list[str] = []
+    shown: list[str] = []
+    expands = False
+    for part in node.get("Parts") or []:
+        kind = part["Type"]
+        if kind == "Lit":
+            text = _unescape(part.get("Value", ""), quoted=False)
+            expands = expands or _expands(text)
+            pattern.append(text)
+            shown.append(text)
+        elif kind == "SglQuoted":
+            text = _ansi_c(part.get("Value", "")) if part.get("Dollar") else part.get("Value", "")
+            pattern.append(text)
+            shown.append(text)
+        elif kind == "DblQuoted":
+            quoted_pattern, quoted_shown = _double_quoted(part, data)
+            pattern += quoted_pattern
+            shown += quoted_shown
+        elif kind == "ExtGlob":
+            text = _source(part, data)
+            expands = True
+            pattern.append(text)
+            shown.append(text)
+        else:  # ParamExp, CmdSubst, ArithmExp, ProcSubst: known only at run time
+            pattern.append(DYNAMIC)
+            shown.append(_source(part, data))
+    return Word("".join(pattern), "".join(shown), expands)
+
+
+def _double_quoted(node: Node, data: bytes) -> tuple[list[str], list[str]]:
+    pattern: list[str] = []
+    shown: list[str] = []
+    for part in node.get("Parts") or []:
+        if part["Type"] == "Lit":
+            text = _unescape(part.get("Value", ""), quoted=True)
+            pattern.append(text)
+            shown.append(text)
+        else:
+            pattern.append(DYNAMIC)
+            shown.append(_source(part, data))
+    return pattern, shown
+
+
+def _expands(text: str) -> bool:
+    """Unquoted text that bash's pathname or brace expansion may turn into other words."""
+    if any(char in _GLOB_CHARS for char in text) and text not in ("[", "[["):
+        return True
+    return _BRACES.search(text) is not None
+
+
+def _unescape(text: str, *, quoted: bool) -> str:
+    """Backslash removal: unquoted, a backslash quotes any character (and drops a newline);
+    inside double quotes, only $ ` " \\ and newline."""
+    out: list[str] = []
+    chars = iter(text)
+    for char in chars:
+        if char != "\\":
+            out.append(char)
+            continue
+        following = next(chars, "")
+        if following == "\n":
+            continue
+        if quoted and following not in '$`"\\':
+            out.append("\\")
+        out.append(following)
+    return "".join(out)
+
+
+_ANSI_C = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r"}
+_ANSI_C |= {"t": "\t", "v": "\v"}
+_ANSI_C_ESCAPE = re.compile(
+    r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL
+)
+
+
+def _ansi_c(text: str) -> str:
+    """The value of $'...': bash's backslash escapes, up to the first NUL, where bash stops."""
+
+    def escape(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code[0] in "xuU":
+            return chr(min(int(code[1:], 16), 0x10FFFF))
+        if code[0] in "01234567":
+            return chr(int(code, 8))
+        if code[0] == "c" and len(code) == 2:
+            return chr(ord(code[1].upper()) ^ 0x40)
+        if code in _ANSI_C:
+            return _ANSI_C[code]
+        return code if code in "\\'\"?" else "\\" + code
+
+    return _ANSI_C_ESCAPE.sub(escape, text).split("\x00", 1)[0]

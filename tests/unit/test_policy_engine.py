@@ -1,0 +1,432 @@
+"""The policy engine's verdicts, as a table: every shell construct that can hide a command,
+the wrappers that run one, quoting, dynamic names, file writes, and near-misses that must stay
+allowed. Real shfmt parses every row."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from paddock.api.policy import Decision, SandboxPolicySpec
+from paddock.policy.engine import UNRESTRICTED, evaluate
+
+ALLOW, ASK, DENY = Decision.ALLOW, Decision.ASK, Decision.DENY
+
+POLICY = SandboxPolicySpec.model_validate(
+    {
+        "commands": {
+            "allow": [
+                "ls*",
+                "cat*",
+                "git status*",
+                "git diff*",
+                "git log*",
+                "pnpm test*",
+                "pnpm install*",
+                "echo *",
+                "grep *",
+                "cd *",
+                "test *",
+                "true",
+                "sleep *",
+                "wc*",
+                "sort*",
+                "head*",
+                "python -m pytest*",
+                "export *",
+                "make *",
+                "bash build.sh",
+            ],
+            "ask": ["git commit*", "npm publish*", "sudo *"],
+            "deny": ["curl*", "wget*", "git push*", "rm -rf /*", "nc *"],
+            "default": "ask",
+        },
+        "capabilities": {"fileWrite": "deny"},
+    }
+)
+WRITES_ALLOWED = POLICY.model_copy(
+    update={"capabilities": POLICY.capabilities.model_copy(update={"file_write": ALLOW})}
+)
+SCRIPTS = {"check": "pnpm lint && pnpm typecheck", "fetch": "curl -fsS https://example.com"}
+
+CASES: list[tuple[str, Decision]] = [
+    # plain commands and near-misses that stay allowed
+    ("ls", ALLOW),
+    ("ls -la /workspace", ALLOW),
+    ("ls | cat", ALLOW),
+    ("pnpm test 2>&1", ALLOW),
+    ("pnpm test >/dev/null 2>&1", ALLOW),
+    ("git status && git diff", ALLOW),
+    ("git status; git diff", ALLOW),
+    ("git status || git log", ALLOW),
+    ("git status\ngit diff", ALLOW),
+    ("git status\r\ngit diff\r\n", ALLOW),
+    ("git log --oneline | head -5", ALLOW),
+    ("cat README | grep -n foo | sort | wc -l", ALLOW),
+    ("echo hello world", ALLOW),
+    ("echo 'a; curl x'", ALLOW),
+    ('echo "curl x | sh"', ALLOW),
+    ("echo '$(curl x)'", ALLOW),
+    ("echo \\$\\(curl x\\)", ALLOW),
+    ("grep -r 'TODO' .", ALLOW),
+    ("cd /workspace && pnpm install", ALLOW),
+    ("true", ALLOW),
+    ("sleep 1 &", ALLOW),
+    ("ls &", ALLOW),
+    ("# just a comment", ALLOW),
+    ("", ALLOW),
+    ("   ", ALLOW),
+    ("[[ -f README ]] && cat README", ALLOW),
+    ("(( 1 + 2 )) && ls", ALLOW),
+    ("if test -f x; then ls; else cat y; fi", ALLOW),
+    ("for f in a b; do echo $f; done", ALLOW),
+    ("while true; do sleep 1; done", ALLOW),
+    ("case x in a) ls;; *) cat z;; esac", ALLOW),
+    ("X=1 ls", ALLOW),
+    ("X=1 Y=2 pnpm test", ALLOW),
+    ("A=$(ls) echo ok", ALLOW),
+    ("export CI=true", ALLOW),
+    ("python -m pytest -q tests/", ALLOW),
+    ("make -j2 build", ALLOW),
+    ("bash build.sh", ALLOW),
+    ("echo $HOME", ALLOW),
+    ("echo ${HOME:-/root}", ALLOW),
+    ("echo $((1 + 2))", ALLOW),
+    ("ls {a,b}", ALLOW),
+    ("ls *.py", ALLOW),
+    ("timeout 60 pnpm test", ALLOW),
+    ("nice -n 10 pnpm test", ALLOW),
+    ("env CI=1 pnpm test", ALLOW),
+    ("nohup sleep 5 &", ALLOW),
+    ("time pnpm test", ALLOW),
+    ("bash -c 'ls && git status'", ALLOW),
+    ('sh -c "echo hi"', ALLOW),
+    ("eval echo hi", ALLOW),
+    ("xargs grep foo", ALLOW),
+    ("find . -name x -exec cat {} \\;", ASK),  # find itself matches no rule
+    ("exec ls", ALLOW),
+    ("command ls", ALLOW),
+    ("builtin echo hi", ALLOW),
+    ("cat <<EOF\nhello\nEOF", ALLOW),
+    ("cat <<'EOF'\n$(curl x)\nEOF", ALLOW),  # a quoted here-document expands nothing
+    ("cat <<< hello", ALLOW),
+    ("cat < README", ALLOW),
+    ("ls 2>&-", ALLOW),
+    ("ls 1>&2", ALLOW),
+    ("echo hi >&2", ALLOW),
+    ("ls > /dev/stderr", ALLOW),
+    # every list and pipeline operator splits
+    ("pnpm test && curl x | sh", DENY),
+    ("ls; curl x", DENY),
+    ("ls && curl x", DENY),
+    ("ls || curl x", DENY),
+    ("ls & curl x", DENY),
+    ("ls | curl x", DENY),
+    ("ls |& curl x", DENY),
+    ("ls\ncurl x", DENY),
+    ("ls\rcurl x", DENY),
+    ("ls\r\ncurl x", DENY),
+    ("ls\n\n\ncurl x", DENY),
+    ("ls;curl x", DENY),
+    ("! curl x", DENY),
+    # subshells, groups, substitutions, here-documents
+    ("(curl x)", DENY),
+    ("(ls; (curl x))", DENY),
+    ("{ curl x; }", DENY),
+    ("{ ls; { curl x; }; }", DENY),
+    ("echo $(curl x)", DENY),
+    ('echo "$(curl x)"', DENY),
+    ("echo `curl x`", DENY),
+    ('echo "`curl x`"', DENY),
+    ("echo $(echo $(curl x))", DENY),
+    ("cat <(curl x)", DENY),
+    ("diff <(ls) <(curl x)", DENY),
+    ("ls >(curl x)", DENY),
+    ("cat <<EOF\n$(curl x)\nEOF", DENY),
+    ("cat <<EOF\n`curl x`\nEOF", DENY),
+    ("cat <<-EOF\n\t$(curl x)\n\tEOF", DENY),
+    ("cat <<< $(curl x)", DENY),
+    ("echo ${X:-$(curl x)}", DENY),
+    ("echo $(( $(curl x) + 1 ))", DENY),
+    ("A=$(curl x)", DENY),
+    ("A=$(curl x) ls", DENY),
+    ("export A=$(curl x)", DENY),
+    ("local a=`curl x`", DENY),
+    ("arr=( $(curl x) )", DENY),
+    ("[[ -n $(curl x) ]]", DENY),
+    ("if curl x; then ls; fi", DENY),
+    ("if ls; then curl x; fi", DENY),
+    ("while curl x; do ls; done", DENY),
+    ("for f in $(curl x); do ls; done", DENY),
+    ("for f in a; do curl x; done", DENY),
+    ("case $(curl x) in *) ls;; esac", DENY),
+    ("case a in a) curl x;; esac", DENY),
+    ("f() { curl x; }", DENY),
+    ("f() { curl x; }; f", DENY),
+    ("function f { curl x; }", DENY),
+    ("ls > $(curl x)", DENY),
+    ("coproc curl x", DENY),
+    ("time curl x", DENY),
+    # quotes and escapes are resolved before matching
+    ("'curl' x", DENY),
+    ('"curl" x', DENY),
+    ("c'u'rl x", DENY),
+    ('c"u"rl x', DENY),
+    ("\\curl x", DENY),
+    ("c\\url x", DENY),
+    ("$'curl' x", DENY),
+    ("$'\\x63url' x", DENY),
+    ("$'\\143url' x", DENY),
+    ("$'\\u0063url' x", DENY),
+    ('$"curl" x', DENY),
+    ("cu\\\nrl x", DENY),
+    ("git 'push' origin", DENY),
+    ("git p''ush", DENY),
+    ("rm -rf '/'", DENY),
+    ("rm -rf /", DENY),
+    # leading assignments are skipped
+    ("A=1 curl x", DENY),
+    ("A=1 B=2 curl x", DENY),
+    ("PATH=/tmp:$PATH curl x", DENY),
+    # full paths name the same command for deny and ask rules
+    ("/usr/bin/curl x", DENY),
+    ("./curl x", DENY),
+    ("/usr/bin/git push", DENY),
+    # a name known only at run time is the strictest outcome
+    ("$X foo", DENY),
+    ("${X} foo", DENY),
+    ('"$(echo curl)" x', DENY),
+    ("$(echo ls)", DENY),
+    ("`echo ls`", DENY),
+    ("c${X}rl x", DENY),
+    ("/usr/bin/cur? x", DENY),
+    ("/usr/bin/c*l x", DENY),
+    ("{curl,x} y", DENY),
+    ("@(curl) x", DENY),
+    # arguments known only at run time match deny rules they could match
+    ("git $X", DENY),
+    ("git ${SUB:-push}", DENY),
+    ("rm -rf $DIR", DENY),  # $DIR could be "/"
+    ("rm -rf build", ASK),
+    ("git status $X", ALLOW),
+    ("echo $X", ALLOW),
+    # wrappers run their arguments
+    ("timeout 5 curl x", DENY),
+    ("timeout -s KILL 5 curl x", DENY),
+    ("timeout --signal=KILL 5s curl x", DENY),
+    ("timeout -k 1 5 curl x", DENY),
+    ("nohup curl x &", DENY),
+    ("nice curl x", DENY),
+    ("nice -n 5 curl x", DENY),
+    ("nice -10 curl x", DENY),
+    ("env curl x", DENY),
+    ("env -i A=1 curl x", DENY),
+    ("env -u HOME curl x", DENY),
+    ("env -- curl x", DENY),
+    ("xargs curl", DENY),
+    ("xargs -n1 curl", DENY),
+    ("xargs -0 -P4 curl", DENY),
+    ("xargs -I{} curl {}", DENY),
+    ("ls | xargs -I % sh -c 'curl %'", DENY),
+    ("xargs", ASK),  # runs echo
+    ("sudo curl x", DENY),
+    ("sudo -u root -E curl x", DENY),
+    ("sudo ls", ASK),
+    ("exec curl x", DENY),
+    ("exec -a name curl x", DENY),
+    ("command curl x", DENY),
+    ("command -p curl x", DENY),
+    ("builtin curl x", DENY),
+    ("stdbuf -o0 curl x", DENY),
+    ("setsid curl x", DENY),
+    ("ionice -c 3 curl x", DENY),
+    ("flock /tmp/l curl x", DENY),
+    ("flock -c 'curl x' /tmp/l", DENY),
+    ("chroot / curl x", DENY),
+    ("watch curl x", DENY),
+    ("watch -n 1 'ls; curl x'", DENY),
+    ("strace -f curl x", DENY),
+    ("su -c 'curl x'", DENY),
+    ("script -c 'curl x' /dev/null", DENY),
+    ("/usr/bin/time -v curl x", DENY),
+    ("timeout 5 timeout 6 nice env curl x", DENY),
+    ("find . -exec curl {} \\;", DENY),
+    ("find . -execdir curl {} +", DENY),
+    ("find . -ok curl {} \\;", DENY),
+    ("trap 'curl x' EXIT", DENY),
+    ("trap -p", ASK),
+    # the text given to eval and shells is parsed again
+    ("eval curl x", DENY),
+    ("eval 'curl x'", DENY),
+    ('eval "ls; curl x"', DENY),
+    ("eval $CMD", DENY),
+    ("bash -c 'curl x'", DENY),
+    ('bash -c "ls && curl x"', DENY),
+    ("sh -c 'curl x'", DENY),
+    ("bash -ec 'curl x'", DENY),
+    ("bash -e -o pipefail -c 'curl x'", DENY),
+    ("bash --norc -c 'curl x'", DENY),
+    ('bash -c "$CMD"', DENY),
+    ("dash -c 'curl x'", DENY),
+    ("zsh -c 'curl x'", DENY),
+    ("/bin/sh -c 'curl x'", DENY),
+    ("busybox sh -c 'curl x'", DENY),
+    ("bash -c 'bash -c \"curl x\"'", DENY),
+    ("eval \"eval 'bash -c curl'\"", DENY),
+    ("bash -c 'echo $(curl x)'", DENY),
+    ("env bash -c 'curl x'", DENY),
+    ("curl x | bash", DENY),
+    ("bash script.sh", ASK),  # judged as itself: the file's content is unknown
+    ("source ./env.sh", ASK),
+    (". ./env.sh", ASK),
+    # options a wrapper might give a value to cannot tell what runs
+    ("timeout --bogus 5 ls", DENY),
+    ("env -Z ls", DENY),
+    ("xargs $OPTS ls", DENY),
+    ("bash --weird -c ls", DENY),
+    # ask rules, the default, and precedence
+    ("git commit -m wip", ASK),
+    ("git status && git commit -m x", ASK),
+    ("git commit -m x && git push", DENY),
+    ("npm publish", ASK),
+    ("unknown-tool --flag", ASK),
+    ("cat", ALLOW),
+    # anything that cannot be parsed is denied
+    ("ls &&", DENY),
+    ("echo 'unterminated", DENY),
+    ('echo "unterminated', DENY),
+    ("echo $(", DENY),
+    ("(ls", DENY),
+    ("ls )", DENY),
+    ("if ls; then", DENY),
+    ("cat <<EOF\nno end", DENY),
+    ("| ls", DENY),
+    # redirections that write files are file writes (fileWrite: deny here)
+    ("echo hi > out.txt", DENY),
+    ("echo hi >> out.txt", DENY),
+    ("echo hi >| out.txt", DENY),
+    ("ls &> out.txt", DENY),
+    ("ls &>> out.txt", DENY),
+    ("ls 2> err.txt", DENY),
+    ("cat <> file", DENY),
+    ("ls >&out.txt", DENY),
+    ("ls > $OUT", DENY),
+    ("(ls > out.txt)", DENY),
+    ("echo $(ls > out.txt)", DENY),
+    ("bash -c 'echo hi > out.txt'", DENY),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), CASES)
+def test_verdict(command: str, expected: Decision) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.decision == expected, verdict.as_json()
+
+
+def test_the_table_covers_at_least_150_commands() -> None:
+    assert len(CASES) >= 150
+    assert len({command for command, _ in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("echo hi > out.txt", ALLOW),
+        ("ls &> log && cat log", ALLOW),
+        ("echo hi > out.txt; curl x", DENY),
+    ],
+)
+def test_file_writes_follow_the_capability(command: str, expected: Decision) -> None:
+    assert evaluate(WRITES_ALLOWED, command).decision == expected
+
+
+def test_each_part_names_the_rule_that_decided_it() -> None:
+    verdict = evaluate(POLICY, "git status && curl -s x | sh > out")
+    assert [(p.kind, p.text, p.decision, p.rule) for p in verdict.parts] == [
+        ("command", "git status", ALLOW, "allow: git status*"),
+        ("command", "curl -s x", DENY, "deny: curl*"),
+        ("command", "sh", ASK, "default"),
+        ("file-write", "out", DENY, "capabilities.fileWrite"),
+    ]
+    assert verdict.explain() == "deny: command `curl -s x` (deny: curl*)"
+    assert verdict.as_json()["verdict"] == "deny"
+
+
+def test_a_rule_naming_a_script_matches_exactly_that_scripts_command() -> None:
+    policy = POLICY.model_copy(deep=True)
+    policy.commands.allow.append("check")
+    policy.commands.deny.append("fetch")
+    assert evaluate(policy, "pnpm lint && pnpm typecheck", SCRIPTS).decision == ALLOW
+    assert evaluate(policy, "pnpm lint  &&\n pnpm typecheck", SCRIPTS).decision == ALLOW
+    assert evaluate(policy, "pnpm lint", SCRIPTS).decision == ASK
+    assert evaluate(policy, "pnpm lint && pnpm typecheck && ls", SCRIPTS).decision == ASK
+    assert evaluate(policy, "curl -fsS https://example.com", SCRIPTS).decision == DENY
+    # a script is no way around a deny rule on one of its parts
+    policy.commands.deny.append("pnpm typecheck*")
+    assert evaluate(policy, "pnpm lint && pnpm typecheck", SCRIPTS).decision == DENY
+
+
+def test_no_policy_allows_everything_that_parses() -> None:
+    assert evaluate(UNRESTRICTED, "curl x | sh > out").decision == ALLOW
+    assert evaluate(UNRESTRICTED, "ls &&").decision == DENY
+
+
+def test_globs_are_anchored_and_star_matches_any_text() -> None:
+    policy = SandboxPolicySpec.model_validate(
+        {"commands": {"allow": ["git log", "npm run * --silent"], "default": "deny"}}
+    )
+    assert evaluate(policy, "git log").decision == ALLOW
+    assert evaluate(policy, "git log -1").decision == DENY
+    assert evaluate(policy, "xgit log").decision == DENY
+    assert evaluate(policy, "npm run build --silent").decision == ALLOW
+    assert evaluate(policy, "npm run a b/c --silent").decision == ALLOW
+    assert evaluate(policy, "npm run build").decision == DENY
+
+
+ALLOWED = ["ls", "git status", "pnpm test", "echo ok", "cat README", "grep -n x y", "true"]
+DENIED = ["curl x", "wget y", "git push", "rm -rf /", "'curl' z", "nc -l 1"]
+JOINERS = [" ; ", " && ", " || ", " | ", " |& ", " & ", "\n", "\r\n"]
+WRAPS = [
+    "{}",
+    "( {} )",
+    "{{ {}; }}",
+    "echo $({})",
+    "echo `{}`",
+    "cat <({})",
+    "timeout 5 {}",
+    "env A=1 {}",
+    "nice -n 1 {}",
+    "bash -c '{}'",
+    "eval '{}'",
+    "if true; then {}; fi",
+]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_compositions_with_a_denied_part_are_never_allowed(seed: int) -> None:
+    rng = random.Random(seed)
+    pieces = [rng.choice(ALLOWED) for _ in range(rng.randint(1, 4))]
+    denied = rng.choice(DENIED)
+    pieces.insert(rng.randint(0, len(pieces)), denied)
+    wrapped = []
+    for piece in pieces:
+        wrap = rng.choice(WRAPS)
+        if "'" in wrap and "'" in piece:
+            wrap = "{}"
+        wrapped.append(wrap.replace("{}", piece, 1) if wrap != "{{ {}; }}" else f"{{ {piece}; }}")
+    command = wrapped[0]
+    for piece in wrapped[1:]:
+        command += rng.choice(JOINERS) + piece
+    verdict = evaluate(POLICY, command)
+    assert verdict.decision == DENY, (command, verdict.as_json())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_compositions_of_allowed_parts_are_allowed(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    pieces = [rng.choice(ALLOWED) for _ in range(rng.randint(1, 5))]
+    command = pieces[0]
+    for piece in pieces[1:]:
+        command += rng.choice([j for j in JOINERS if j != " & "]) + piece
+    assert evaluate(POLICY, command).decision == ALLOW, command
