@@ -7,7 +7,7 @@ Names and units follow Prometheus conventions: ``_total`` counters, ``_seconds``
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from threading import Lock
 from typing import Any
@@ -69,6 +69,22 @@ LOG_BYTES = Counter(
     "Bytes of events written to run logs, by backend.",
     ["backend"],
 )
+
+POLICY_SOURCES = ("setup", "command", "exec", "harness")
+POLICY_DECISIONS = Counter(
+    "paddock_policy_decisions_total",
+    "Commands the policy gate judged, by decision (allow, ask, deny) and source (setup, "
+    "command, exec, harness).",
+    ["decision", "source"],
+)
+for _source in POLICY_SOURCES:
+    for _decision in ("allow", "ask", "deny"):
+        POLICY_DECISIONS.labels(_decision, _source)  # every series exists from the start
+
+
+def policy_decided(decisions: Iterable[str], source: str) -> None:
+    for decision in decisions:
+        POLICY_DECISIONS.labels(str(decision), source).inc()
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""Operator settings: defaults a platform team overrides with PADDOCK_* environment variables."""
+"""Operator settings: defaults a platform team overrides with PADDOCK_* environment variables
+(an empty variable is the same as an unset one)."""
 
 from __future__ import annotations
 
@@ -42,12 +43,24 @@ class OperatorSettings(BaseModel):
         "keep it in minutes; changes to a Sandbox, its pod or its PVC act at once.",
     )
 
+    policy_default: str | None = Field(
+        default=None,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+        description="SandboxPolicy of sandboxes that name none: NAME (in the sandbox's "
+        "namespace) or NAMESPACE/NAME. Unset: such sandboxes run commands unrestricted.",
+    )
+    policy_required: bool = Field(
+        default=False,
+        description="Refuse sandboxes that name no policy when no default is set (the "
+        "Sandbox reports PolicyRequired and no pod is made).",
+    )
+
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorSettings:
         environ = dict(os.environ if environ is None else environ)
         values: dict[str, Any] = {
             name: environ[ENV_PREFIX + name.upper()]
             for name in cls.model_fields
-            if ENV_PREFIX + name.upper() in environ
+            if environ.get(ENV_PREFIX + name.upper())  # empty is the same as unset
         }
         return cls.model_validate(values)

@@ -74,7 +74,11 @@ def test_schema_is_structural(model: Any) -> None:
     [
         (KINDS[0], "ws", ["Source", "Hash", "Ready", "Age"]),
         (KINDS[1], "sbxpol", ["Default", "Network", "Age"]),
-        (KINDS[2], "sbx", ["Phase", "Workspace", "Ready", "Restored", "Pod", "Message", "Age"]),
+        (
+            KINDS[2],
+            "sbx",
+            ["Phase", "Workspace", "Ready", "Policy", "Restored", "Pod", "Message", "Age"],
+        ),
         (KINDS[3], "run", ["Phase", "Harness", "Sandbox", "Events", "Session", "Message", "Age"]),
     ],
     ids=lambda v: getattr(v, "__name__", str(v)),

@@ -13,7 +13,8 @@ from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.render.names import ACTIVITY_ANNOTATION
-from paddock.sandboxes.decide import SandboxWorld, decide_sandbox
+from paddock.sandboxes.decide import decide_sandbox
+from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan
 from paddock.sandboxes.refusals import refused
 from support.pods import BOUND, PENDING_PVC, pod, ready_pod, running, terminated, unscheduled

@@ -45,6 +45,8 @@ class ConditionType(StrEnum):
     SANDBOX_READY = "SandboxReady"
     PROGRESSING = "Progressing"
     COMPLETE = "Complete"
+    # SandboxPolicy
+    VALID = "Valid"
 
 
 class WorkspaceReason(Reason):
@@ -63,6 +65,9 @@ class SandboxReason(Reason):
     WORKSPACE_INVALID = "WorkspaceInvalid", W
     POLICY_NOT_FOUND = "PolicyNotFound", W
     POLICY_INVALID = "PolicyInvalid", W
+    POLICY_REQUIRED = "PolicyRequired", W
+    POLICY_DENIED = "PolicyDenied", W
+    APPROVAL_REQUIRED = "ApprovalRequired", W
     SECRET_NOT_FOUND = "SecretNotFound", W
     WORKSPACE_TOO_LARGE = "WorkspaceTooLarge", W
     NAME_CONFLICT = "NameConflict", W
@@ -125,3 +130,12 @@ class RunReason(Reason):
     SANDBOX_LOST = "SandboxLost", W
     LAUNCH_FAILED = "LaunchFailed", W
     WRAPPER_LOST = "WrapperLost", W
+    POLICY_DENIED = "PolicyDenied", W
+    APPROVAL_REQUIRED = "ApprovalRequired", W
+    POLICY_NOT_FOUND = "PolicyNotFound", W
+
+
+class PolicyReason(Reason):
+    VALID = "Valid"
+    INVALID_SPEC = "InvalidSpec", W
+    RULES_INEFFECTIVE = "RulesIneffective", W

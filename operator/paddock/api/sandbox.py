@@ -202,6 +202,12 @@ class SandboxStatus(ApiModel):
     workspace_hash: str | None = Field(
         default=None, description="Hash of the Workspace the volume was prepared from."
     )
+    policy: str | None = Field(
+        default=None,
+        description="The SandboxPolicy the sandbox's commands are checked against: its name "
+        "(NAMESPACE/NAME for the operator's default policy in another namespace), or "
+        "'inline' for spec.policy; unset when none applies and commands are not restricted.",
+    )
     restored_from: str | None = Field(
         default=None, description="VolumeSnapshot the volume was restored from, if any."
     )
@@ -223,6 +229,7 @@ class Sandbox(Resource):
             PrinterColumn("Phase", ".status.phase", "Phase of the sandbox"),
             PrinterColumn("Workspace", ".spec.workspaceRef.name", "Workspace it was prepared from"),
             PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status', "Ready"),
+            PrinterColumn("Policy", ".status.policy", "SandboxPolicy in force", priority=1),
             PrinterColumn("Restored", ".status.restoredFrom", "Snapshot restored from", priority=1),
             PrinterColumn("Pod", ".status.podName", "Sandbox pod", priority=1),
             PrinterColumn("Message", ".status.message", "Why it is in its phase", priority=1),

@@ -8,7 +8,7 @@ Workspace, policy, Secrets, size), then its owned objects, pause, and the pod's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -22,11 +22,11 @@ from paddock.api.conditions import Notice, get_condition, is_true, set_condition
 from paddock.api.fields import (
     parse_duration,
 )
-from paddock.api.policy import SandboxPolicySpec
+from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec, SandboxStatus, SandboxTimings
-from paddock.api.workspace import WorkspaceSpec
+from paddock.policy.gate import Judged, blocking, judge_setup
 from paddock.render import names
 from paddock.render.network_policy import render_network_policy
 from paddock.render.ownership import controlled_by, owned_by
@@ -39,41 +39,14 @@ from paddock.render.sandbox import (
     render_sandbox_pod,
     render_workspace_pvc,
 )
-from paddock.render.workspace_hash import workspace_hash
+from paddock.sandboxes.inputs import Blocked, SandboxWorld, resolve_inputs
 from paddock.sandboxes.observe import observe
-from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Write
-from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
+from paddock.sandboxes.plan import Create, Delete, Patch, Plan, Write
 from paddock.times import parse_time
 
 Obj = dict[str, Any]
 RETRY_CONFLICT = 30.0  # seconds before looking again at a name another object holds
 M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class SandboxWorld:
-    """Everything a Sandbox's reconcile reads: the Sandbox as stored, what it refers to, and
-    the objects it owns (None where they do not exist)."""
-
-    sandbox: Obj
-    spec: Loaded[SandboxSpec]
-    workspace: Loaded[WorkspaceSpec] | None = None  # None: the spec is invalid, nothing read
-    policy: Loaded[SandboxPolicySpec] | None = None  # None: no policyRef
-    missing_secrets: list[str] = field(default_factory=list)
-    pod: Obj | None = None
-    pvc: Obj | None = None
-    configmap: Obj | None = None
-    network_policy: Obj | None = None
-
-
-@dataclass(frozen=True)
-class _Blocked:
-    """Why the sandbox's inputs cannot be had, and what that means for its phase."""
-
-    phase: SandboxPhase
-    reason: R
-    message: str
-    retry_after: float | None = None
 
 
 @dataclass
@@ -123,8 +96,8 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
     )
     if meta.get("deletionTimestamp"):
         return draft.finish(SandboxPhase.TERMINATING, R.DELETING, "The sandbox is being deleted.")
-    inputs = _inputs(world, default_image)
-    if isinstance(inputs, _Blocked):
+    inputs = resolve_inputs(world, default_image)
+    if isinstance(inputs, Blocked):
         draft.condition(C.READY, False, inputs.reason, inputs.message)
         return draft.finish(inputs.phase, inputs.reason, inputs.message, None, inputs.retry_after)
     sandbox_inputs, policy = inputs
@@ -132,6 +105,12 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
     if conflict is not None:
         draft.condition(C.READY, False, R.NAME_CONFLICT, conflict)
         return draft.finish(SandboxPhase.PENDING, R.NAME_CONFLICT, conflict, None, RETRY_CONFLICT)
+    draft.status.policy = world.policy_choice.label
+    prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
+    judged = [] if prepared else judge_setup(policy, sandbox_inputs.workspace)
+    gated = _gate(draft, world, judged)
+    if gated is not None:
+        return gated
     projection = render_projection(sandbox_inputs.workspace)
     configmap = owned_by(render_files_configmap(sandbox_inputs, projection), world.sandbox)
     if configmap_size(configmap) > CONFIGMAP_LIMIT:
@@ -149,7 +128,30 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
     if pause is not None:
         return _paused(draft, world, sandbox_inputs.sandbox, pause, writes)
     draft.condition(C.PAUSED, False, R.RUNNING, "The sandbox is not paused.")
-    return _progress(draft, world, sandbox_inputs, projection, writes)
+    plan = _progress(draft, world, sandbox_inputs, projection, writes)
+    if any(isinstance(w, Create) and w.obj["kind"] == "Pod" for w in plan.writes):
+        plan.policy_decisions = [item.decision for item in judged]  # setup runs in this pod
+    return plan
+
+
+def _gate(draft: StatusDraft, world: SandboxWorld, judged: list[Judged]) -> Plan | None:
+    """Setup runs only when the policy allows every command of it: a denied command fails
+    the sandbox, one that needs approval keeps it waiting. Either way no pod runs setup (one
+    already setting up is deleted), and a policy that changes to allow it lets it go on."""
+    block = blocking(judged)
+    if block is None:
+        return None
+    if block.decision == Decision.DENY:
+        phase, reason = SandboxPhase.FAILED, R.POLICY_DENIED
+    else:
+        phase, reason = SandboxPhase.PENDING, R.APPROVAL_REQUIRED
+    message = block.message(f"Setup step {block.where}")
+    draft.condition(C.READY, False, reason, message)
+    writes: list[Write] = [] if world.pod is None else [_delete(world.pod)]
+    plan = draft.finish(phase, reason, message, writes)
+    if plan.notices:
+        plan.policy_decisions = [block.decision]
+    return plan
 
 
 def _name_conflict(world: SandboxWorld) -> str | None:
@@ -171,78 +173,15 @@ def _name_conflict(world: SandboxWorld) -> str | None:
     return None
 
 
-def _inputs(
-    world: SandboxWorld, default_image: str
-) -> tuple[SandboxInputs, SandboxPolicySpec] | _Blocked:
-    """The sandbox's spec, Workspace and policy, or why they cannot be had."""
-    meta = world.sandbox["metadata"]
-    namespace = meta["namespace"]
-    spec = world.spec.spec
-    if spec is None:
-        message = f"The spec is invalid: {world.spec.error}"
-        return _Blocked(SandboxPhase.FAILED, R.INVALID_SPEC, message)
-    assert world.workspace is not None
-    workspace = _referenced(
-        "Workspace",
-        world.workspace,
-        namespace,
-        "spec.workspaceRef.name",
-        R.WORKSPACE_NOT_FOUND,
-        R.WORKSPACE_INVALID,
-    )
-    if isinstance(workspace, _Blocked):
-        return workspace
-    policy = spec.policy or SandboxPolicySpec()
-    if world.policy is not None:
-        referenced = _referenced(
-            "SandboxPolicy",
-            world.policy,
-            namespace,
-            "spec.policyRef.name",
-            R.POLICY_NOT_FOUND,
-            R.POLICY_INVALID,
-        )
-        if isinstance(referenced, _Blocked):
-            return referenced
-        policy = referenced
-    if world.missing_secrets:
-        message = missing_secrets_message(world.missing_secrets, namespace)
-        return _Blocked(SandboxPhase.PENDING, R.SECRET_NOT_FOUND, message, RETRY_MISSING)
-    image = spec.image or workspace.image or default_image
-    inputs = SandboxInputs(
-        name=meta["name"],
-        namespace=namespace,
-        sandbox=spec,
-        workspace=workspace,
-        image=image,
-        workspace_hash=workspace_hash(workspace, image),
-    )
-    return inputs, policy
-
-
-def _referenced(
-    kind: str, loaded: Loaded[M], namespace: str, field_name: str, missing: R, invalid: R
-) -> M | _Blocked:
-    if loaded.spec is not None:
-        return loaded.spec
-    if loaded.error is None:
-        message = (
-            f"{kind} {loaded.name} not found in namespace {namespace}. Create it, or fix "
-            f"{field_name}."
-        )
-        return _Blocked(SandboxPhase.PENDING, missing, message, RETRY_MISSING)
-    message = f"{kind} {loaded.name} is invalid: {loaded.error}"
-    return _Blocked(SandboxPhase.PENDING, invalid, message, RETRY_MISSING)
-
-
 def _owned_objects(
-    world: SandboxWorld, inputs: SandboxInputs, policy: SandboxPolicySpec, configmap: Obj
+    world: SandboxWorld, inputs: SandboxInputs, policy: SandboxPolicySpec | None, configmap: Obj
 ) -> list[Write]:
     """Create the ConfigMap, NetworkPolicy and PVC, or bring the first two in line. A PVC's
     spec is immutable once bound: it is never patched."""
     writes: list[Write] = []
     network_policy = owned_by(
-        render_network_policy(inputs.name, inputs.namespace, policy), world.sandbox
+        render_network_policy(inputs.name, inputs.namespace, policy or SandboxPolicySpec()),
+        world.sandbox,
     )
     for existing, wanted, field_name in (
         (world.configmap, configmap, "data"),

@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from paddock.api.conditions import Notice
+from paddock.api.policy import Decision
 
 Obj = dict[str, Any]
 M = TypeVar("M", bound=BaseModel)
@@ -61,3 +62,4 @@ class Plan:
     writes: list[Write] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
     retry_after: float | None = None
+    policy_decisions: list[Decision] = field(default_factory=list)  # gate verdicts acted on

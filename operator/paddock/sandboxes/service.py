@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from paddock import metrics
 from paddock.api.conditions import Notice
 from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
@@ -16,11 +17,15 @@ from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.kube import client as kube
 from paddock.kube.errors import ConflictError, InvalidError, KubeError
+from paddock.policy.choice import choose_policy
 from paddock.render import names
-from paddock.sandboxes.decide import SandboxWorld, decide_sandbox
+from paddock.sandboxes.decide import decide_sandbox
+from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Write
+from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused
 from paddock.sandboxes.workspace import decide_workspace, load_spec
+from paddock.settings import OperatorSettings
 from paddock.times import utcnow
 
 Obj = dict[str, Any]
@@ -47,10 +52,14 @@ def reconcile_workspace(body: Obj, default_image: str) -> Outcome:
     return _report("Workspace", body, plan)
 
 
-def reconcile_sandbox(body: Obj, default_image: str, retry: int = 0) -> Outcome:
+def reconcile_policy(body: Obj) -> Outcome:
+    return _report("SandboxPolicy", body, decide_policy(body, utcnow()))
+
+
+def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Outcome:
     """Reconcile one Sandbox; ``retry`` counts the attempts in a row that were refused."""
-    world = gather_sandbox(body)
-    plan = decide_sandbox(world, default_image, utcnow())
+    world = gather_sandbox(body, config.policy_default, config.policy_required)
+    plan = decide_sandbox(world, config.sandbox_image, utcnow())
     for write in plan.writes:
         try:
             _write(body["metadata"]["namespace"], write)
@@ -65,16 +74,18 @@ def reconcile_sandbox(body: Obj, default_image: str, retry: int = 0) -> Outcome:
                 world, plan, write, exc.message, invalid=invalid, now=utcnow(), retry_after=delay
             )
             break
+    else:
+        metrics.policy_decided(plan.policy_decisions, "setup")
     return _report("Sandbox", body, plan)
 
 
 def reconcile_sandbox_named(
-    namespace: str, name: str, default_image: str
+    namespace: str, name: str, config: OperatorSettings
 ) -> tuple[Obj, Outcome] | None:
-    """Reconcile the Sandbox of that name, when it still exists (a pod or PVC changed): the
-    Sandbox as read, and the outcome."""
+    """Reconcile the Sandbox of that name, when it still exists (a pod, PVC, Workspace or
+    policy changed): the Sandbox as read, and the outcome."""
     body = kube.get("Sandbox", namespace, name)
-    return None if body is None else (body, reconcile_sandbox(body, default_image))
+    return None if body is None else (body, reconcile_sandbox(body, config))
 
 
 def _load(kind: str, model: type[Any], namespace: str, name: str) -> Loaded[Any]:
@@ -87,7 +98,9 @@ def _load(kind: str, model: type[Any], namespace: str, name: str) -> Loaded[Any]
         return Loaded(name, error="; ".join(describe(exc)))
 
 
-def gather_sandbox(body: Obj) -> SandboxWorld:
+def gather_sandbox(
+    body: Obj, policy_default: str | None = None, policy_required: bool = False
+) -> SandboxWorld:
     """The Sandbox's references and owned objects, as they are now."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
@@ -98,9 +111,11 @@ def gather_sandbox(body: Obj) -> SandboxWorld:
     workspace: Loaded[WorkspaceSpec] = _load(
         "Workspace", WorkspaceSpec, namespace, spec.workspace_ref.name
     )
+    choice = choose_policy(spec, namespace, policy_default)
     policy: Loaded[SandboxPolicySpec] | None = None
-    if spec.policy_ref is not None:
-        policy = _load("SandboxPolicy", SandboxPolicySpec, namespace, spec.policy_ref.name)
+    if choice.name is not None:
+        policy_namespace = choice.namespace or namespace
+        policy = _load("SandboxPolicy", SandboxPolicySpec, policy_namespace, choice.name)
     missing = (
         kube.missing_secret_keys(namespace, workspace.spec.secret_refs()) if workspace.spec else []
     )
@@ -109,6 +124,8 @@ def gather_sandbox(body: Obj) -> SandboxWorld:
         Loaded(name, spec),
         workspace,
         policy,
+        choice,
+        policy_required,
         missing,
         pod=kube.get("Pod", namespace, names.pod_name(name)),
         pvc=kube.get("PersistentVolumeClaim", namespace, names.pvc_name(name)),

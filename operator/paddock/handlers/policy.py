@@ -1,0 +1,32 @@
+"""SandboxPolicy: report whether its rules can work, and reach the sandboxes under it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from paddock import GROUP, VERSION, metrics
+from paddock.handlers.reporting import report
+from paddock.handlers.sandbox import Named, Reference, reach_sandboxes
+from paddock.sandboxes import service
+
+
+@kopf.on.create(GROUP, VERSION, "sandboxpolicies")
+@kopf.on.update(GROUP, VERSION, "sandboxpolicies")
+@kopf.on.resume(GROUP, VERSION, "sandboxpolicies")
+def policy_changed(
+    body: kopf.Body,
+    memo: kopf.Memo,
+    reason: str,
+    **kwargs: Any,
+) -> None:
+    # The index of sandbox_references, which kopf passes by that name.
+    index: kopf.Index[Reference, Named] = kwargs["sandbox_references"]
+    with metrics.reconciling("SandboxPolicy"):
+        outcome = service.reconcile_policy(dict(body))
+    if reason != kopf.Reason.RESUME:  # at start-up every Sandbox is resumed anyway
+        meta = body["metadata"]
+        reference = ("SandboxPolicy", meta["namespace"], meta["name"])
+        reach_sandboxes(index, reference, memo.config)
+    report(dict(body), outcome)

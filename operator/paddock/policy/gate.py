@@ -1,0 +1,78 @@
+"""The operator's exec gate: the commands it runs on a user's behalf (setup steps, a
+``command`` run), judged before anything runs. Pure: the services act on the result."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from paddock.api.policy import Decision, SandboxPolicySpec
+from paddock.api.workspace import ParallelGroup, SetupCommand, WorkspaceSpec
+from paddock.policy.engine import UNRESTRICTED, Verdict, evaluate
+
+MAX_SHOWN = 120  # characters of a command quoted in a message
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One command's verdict; ``where`` names it (``setup[2]``, ``command``)."""
+
+    where: str
+    command: str
+    verdict: Verdict
+
+    @property
+    def decision(self) -> Decision:
+        return self.verdict.decision
+
+    def message(self, what: str) -> str:
+        """Why it may not run, for a condition and an Event. ``what``: "Setup step setup[2]"."""
+        shown = " ".join(self.command.split())
+        if len(shown) > MAX_SHOWN:
+            shown = shown[: MAX_SHOWN - 3] + "..."
+        part = self.verdict.deciding
+        why = f"{part.kind} `{part.text}` is {part.decision} by {part.rule}" if part else ""
+        if self.decision == Decision.DENY:
+            return f"{what} `{shown}` is denied by the SandboxPolicy: {why}. Nothing ran."
+        return (
+            f"{what} `{shown}` needs approval: {why}. Paddock cannot ask for approvals yet; "
+            "allow the command in the SandboxPolicy, or change it."
+        )
+
+
+def setup_commands(workspace: WorkspaceSpec) -> Iterator[tuple[str, str]]:
+    """Every command of the Workspace's setup, with where it is: ``setup[1]``,
+    ``setup[2].parallel[0]``."""
+    for index, step in enumerate(workspace.setup):
+        if isinstance(step, ParallelGroup):
+            for position, command in enumerate(step.parallel):
+                yield f"setup[{index}].parallel[{position}]", command
+        elif isinstance(step, SetupCommand):
+            yield f"setup[{index}]", step.run
+        else:
+            yield f"setup[{index}]", step
+
+
+def judge_setup(policy: SandboxPolicySpec | None, workspace: WorkspaceSpec) -> list[Judged]:
+    """Every setup command's verdict, in order (no policy: everything that parses runs)."""
+    rules = policy or UNRESTRICTED
+    return [
+        Judged(where, command, evaluate(rules, command, workspace.scripts))
+        for where, command in setup_commands(workspace)
+    ]
+
+
+def blocking(judged: list[Judged]) -> Judged | None:
+    """The command that keeps the rest from running: the first denied, else the first that
+    needs approval; None when every one is allowed."""
+    for decision in (Decision.DENY, Decision.ASK):
+        for item in judged:
+            if item.decision == decision:
+                return item
+    return None
+
+
+def judge_command(
+    policy: SandboxPolicySpec | None, command: str, scripts: dict[str, str]
+) -> Judged:
+    return Judged("command", command, evaluate(policy or UNRESTRICTED, command, scripts))

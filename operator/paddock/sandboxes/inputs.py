@@ -1,0 +1,128 @@
+"""What a Sandbox is made from: everything its reconcile reads, and its spec, Workspace and
+policy resolved from that, or why they cannot be had. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from paddock.api.policy import SandboxPolicySpec
+from paddock.api.reasons import SandboxReason as R
+from paddock.api.sandbox import SandboxPhase, SandboxSpec
+from paddock.api.workspace import WorkspaceSpec
+from paddock.policy.choice import PolicyChoice
+from paddock.render.sandbox import SandboxInputs
+from paddock.render.workspace_hash import workspace_hash
+from paddock.sandboxes.plan import Loaded
+from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
+
+Obj = dict[str, Any]
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class SandboxWorld:
+    """Everything a Sandbox's reconcile reads: the Sandbox as stored, what it refers to, and
+    the objects it owns (None where they do not exist)."""
+
+    sandbox: Obj
+    spec: Loaded[SandboxSpec]
+    workspace: Loaded[WorkspaceSpec] | None = None  # None: the spec is invalid, nothing read
+    policy: Loaded[SandboxPolicySpec] | None = None  # None: no SandboxPolicy to read
+    policy_choice: PolicyChoice = field(default_factory=PolicyChoice)
+    policy_required: bool = False  # the operator refuses sandboxes with no policy
+    missing_secrets: list[str] = field(default_factory=list)
+    pod: Obj | None = None
+    pvc: Obj | None = None
+    configmap: Obj | None = None
+    network_policy: Obj | None = None
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why the sandbox's inputs cannot be had, and what that means for its phase."""
+
+    phase: SandboxPhase
+    reason: R
+    message: str
+    retry_after: float | None = None
+
+
+def resolve_inputs(
+    world: SandboxWorld, default_image: str
+) -> tuple[SandboxInputs, SandboxPolicySpec | None] | Blocked:
+    """The sandbox's spec, Workspace and policy, or why they cannot be had."""
+    meta = world.sandbox["metadata"]
+    namespace = meta["namespace"]
+    spec = world.spec.spec
+    if spec is None:
+        message = f"The spec is invalid: {world.spec.error}"
+        return Blocked(SandboxPhase.FAILED, R.INVALID_SPEC, message)
+    assert world.workspace is not None
+    workspace = _referenced(
+        "Workspace",
+        world.workspace,
+        namespace,
+        "spec.workspaceRef.name",
+        R.WORKSPACE_NOT_FOUND,
+        R.WORKSPACE_INVALID,
+    )
+    if isinstance(workspace, Blocked):
+        return workspace
+    policy = _policy(world)
+    if isinstance(policy, Blocked):
+        return policy
+    if world.missing_secrets:
+        message = missing_secrets_message(world.missing_secrets, namespace)
+        return Blocked(SandboxPhase.PENDING, R.SECRET_NOT_FOUND, message, RETRY_MISSING)
+    image = spec.image or workspace.image or default_image
+    inputs = SandboxInputs(
+        name=meta["name"],
+        namespace=namespace,
+        sandbox=spec,
+        workspace=workspace,
+        image=image,
+        workspace_hash=workspace_hash(workspace, image),
+    )
+    return inputs, policy
+
+
+def _policy(world: SandboxWorld) -> SandboxPolicySpec | Blocked | None:
+    """The policy the sandbox runs under (None: none, commands unrestricted)."""
+    choice = world.policy_choice
+    if choice.inline is not None:
+        return choice.inline
+    if world.policy is not None:
+        namespace = choice.namespace or world.sandbox["metadata"]["namespace"]
+        return _referenced(
+            "SandboxPolicy",
+            world.policy,
+            namespace,
+            choice.field,
+            R.POLICY_NOT_FOUND,
+            R.POLICY_INVALID,
+        )
+    if world.policy_required:
+        message = (
+            "The operator requires a SandboxPolicy (policy.required) and this sandbox names "
+            "none: set spec.policyRef or spec.policy."
+        )
+        return Blocked(SandboxPhase.FAILED, R.POLICY_REQUIRED, message)
+    return None
+
+
+def _referenced(
+    kind: str, loaded: Loaded[M], namespace: str, field_name: str, missing: R, invalid: R
+) -> M | Blocked:
+    if loaded.spec is not None:
+        return loaded.spec
+    if loaded.error is None:
+        message = (
+            f"{kind} {loaded.name} not found in namespace {namespace}. Create it, or fix "
+            f"{field_name}."
+        )
+        return Blocked(SandboxPhase.PENDING, missing, message, RETRY_MISSING)
+    message = f"{kind} {loaded.name} is invalid: {loaded.error}"
+    return Blocked(SandboxPhase.PENDING, invalid, message, RETRY_MISSING)
