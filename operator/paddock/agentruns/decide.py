@@ -26,8 +26,10 @@ from paddock.api.agentrun import (
 from paddock.api.fields import (
     parse_duration,
 )
+from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
+from paddock.policy.gate import Judged
 from paddock.render import run_scripts
 from paddock.runs import events as ev
 from paddock.runs import journal
@@ -112,6 +114,17 @@ def before_launch(
     if isinstance(state, Unusable):
         return Ending(RunPhase.FAILED, state.reason, state.message)
     return state
+
+
+def gated(policy: SandboxPolicySpec | str | None, judged: Judged | None) -> Wait | Ending | None:
+    """Whether a ``command`` run may launch: its policy is had and allows the command. A
+    command that needs approval ends the run: Paddock cannot ask for approvals yet."""
+    if isinstance(policy, str):
+        return Wait(RunPhase.WAITING_FOR_SANDBOX, C.SANDBOX_READY, R.POLICY_NOT_FOUND, policy)
+    if judged is None or judged.decision == Decision.ALLOW:
+        return None
+    reason = R.POLICY_DENIED if judged.decision == Decision.DENY else R.APPROVAL_REQUIRED
+    return Ending(RunPhase.FAILED, reason, judged.message("The command"))
 
 
 def launch_failure(spec: AgentRunSpec, pod: str, exit_code: int, said: str) -> Ending:

@@ -147,10 +147,7 @@ class Execution:
         verdict = None if missing or no_prompt else inputs.find_sandbox(self.run, spec)
         ready = decide.before_launch(self.namespace, missing, no_prompt, verdict)
         if isinstance(ready, Wait):
-            self._write_status(ready.phase, ready.message, ready.sandbox, ready.reason)
-            self._condition(ready.condition, False, ready.reason, ready.message)
-            self._flush()
-            return WAIT_SECONDS
+            return self._wait(ready)
         if isinstance(ready, Ending):
             self._end(spec, ready)
             return None
@@ -162,7 +159,10 @@ class Execution:
         if self._poll().missing:
             # Not launched yet. (A launch an operator stop interrupted left the run directory:
             # that harness runs on, with the nonce whose digest is already in the status.)
-            failure = self._launch(spec, ready, secret_env)
+            gate = inputs.check_command(self.namespace, spec, ready)
+            failure = gate or self._launch(spec, ready, secret_env)
+            if isinstance(failure, Wait):
+                return self._wait(failure)
             if failure is not None:
                 self._end(spec, failure)
                 return None
@@ -179,6 +179,12 @@ class Execution:
         self.status.started_at = now
         self._flush()
         return 0
+
+    def _wait(self, wait: Wait) -> float:
+        self._write_status(wait.phase, wait.message, wait.sandbox, wait.reason)
+        self._condition(wait.condition, False, wait.reason, wait.message)
+        self._flush()
+        return WAIT_SECONDS
 
     def _load_secrets(self, spec: AgentRunSpec, sandbox: ReadySandbox) -> dict[str, str]:
         env, self.scrubber = inputs.secrets_for(self.namespace, spec, sandbox)
@@ -390,8 +396,3 @@ class Execution:
             meta = self.run["metadata"]
             kube.patch_status("AgentRun", meta["namespace"], meta["name"], patch)
             self.written |= patch
-
-
-def kill(namespace: str, run_uid: str, pod: str) -> None:
-    """Kill a running harness's process group (the run is being deleted)."""
-    kube_exec.run(namespace, pod, SANDBOX_CONTAINER, run_scripts.signal_argv(run_uid, "KILL"))

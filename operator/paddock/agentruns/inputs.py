@@ -1,6 +1,6 @@
 """What a run reads before and around its harness: its sandbox (found, made, marked active),
-its Secrets and prompt, and its own sandbox's removal at the end. The decisions are
-``sandbox.py``'s; this module makes the calls."""
+its Secrets, prompt and policy, and its own sandbox's removal at the end. The decisions are
+``sandbox.py``'s and ``decide.py``'s; this module makes the calls."""
 
 from __future__ import annotations
 
@@ -10,12 +10,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from paddock import metrics
+from paddock.agentruns import decide
 from paddock.agentruns import sandbox as sandboxes
+from paddock.agentruns.decide import Ending, Wait
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
 from paddock.api.agentrun import AgentRunSpec, Reuse
+from paddock.api.errors import describe
+from paddock.api.policy import SandboxPolicySpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.kube import client as kube
-from paddock.render.names import ACTIVITY_ANNOTATION
+from paddock.kube import exec as kube_exec
+from paddock.policy.gate import judge_command
+from paddock.render import run_scripts
+from paddock.render.names import ACTIVITY_ANNOTATION, SANDBOX_CONTAINER
 from paddock.render.ownership import controlled_by
 from paddock.runs.scrubbing import Scrubber
 from paddock.times import format_time, utcnow
@@ -55,17 +63,56 @@ def touch(namespace: str, sandbox: str, now: datetime) -> None:
     kube.patch("Sandbox", namespace, sandbox, {"metadata": {"annotations": annotations}})
 
 
+def check_command(
+    namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox
+) -> Wait | Ending | None:
+    """The exec gate: a ``command`` run's command must pass its sandbox's policy. (An
+    agent's own commands are judged inside the sandbox.)"""
+    if spec.command is None:
+        return None
+    policy = command_policy(namespace, sandbox)
+    judged = None
+    if not isinstance(policy, str):
+        judged = judge_command(policy, spec.command, workspace_scripts(namespace, sandbox))
+        metrics.policy_decided([judged.decision], "command")
+    return decide.gated(policy, judged)
+
+
+def command_policy(namespace: str, sandbox: ReadySandbox) -> SandboxPolicySpec | str | None:
+    """The policy a run's command is checked against: None when the sandbox has none, a
+    message when it cannot be had (deleted or made invalid since the sandbox was Ready)."""
+    choice = sandbox.policy
+    if choice.inline is not None or choice.name is None:
+        return choice.inline
+    found = kube.get("SandboxPolicy", choice.namespace or namespace, choice.name)
+    if found is None:
+        return f"SandboxPolicy {choice.label} of Sandbox {sandbox.name} is not found"
+    try:
+        return SandboxPolicySpec.model_validate(found.get("spec") or {})
+    except ValidationError as exc:
+        return f"SandboxPolicy {choice.label} is invalid: " + "; ".join(describe(exc))
+
+
+def workspace_scripts(namespace: str, sandbox: ReadySandbox) -> dict[str, str]:
+    """The sandbox's Workspace's scripts: the aliases its policy may name."""
+    return _workspace(namespace, sandbox).scripts
+
+
+def _workspace(namespace: str, sandbox: ReadySandbox) -> WorkspaceSpec:
+    """The sandbox's Workspace (empty when gone or invalid: the Sandbox reports that)."""
+    found = kube.get("Workspace", namespace, sandbox.workspace)
+    with contextlib.suppress(ValidationError):
+        if found is not None:
+            return WorkspaceSpec.model_validate(found.get("spec") or {})
+    return WorkspaceSpec()
+
+
 def secrets_for(
     namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox
 ) -> tuple[dict[str, str], Scrubber]:
     """The run's secret env (for the harness), and a scrubber of every secret value the run
     could see: its own, its Secret prompt's, its Workspace's."""
-    refs = spec.secret_refs()
-    workspace = kube.get("Workspace", namespace, sandbox.workspace)
-    # An invalid Workspace is the Sandbox's to report; the run's own refs still count.
-    with contextlib.suppress(ValidationError):
-        if workspace is not None:
-            refs += WorkspaceSpec.model_validate(workspace.get("spec") or {}).secret_refs()
+    refs = spec.secret_refs() + _workspace(namespace, sandbox).secret_refs()
     values = kube.secret_values(namespace, refs)
     wanted = {s.name: s.secret_key_ref.pair for s in spec.secrets}
     env = {name: values[ref] for name, ref in wanted.items() if ref in values}
@@ -102,3 +149,8 @@ def remove_own_sandbox(run: Obj, spec: AgentRunSpec, name: str | None) -> None:
     found = kube.get("Sandbox", meta["namespace"], name)
     if found is not None and controlled_by(found, meta["uid"]):
         kube.delete("Sandbox", meta["namespace"], name, found["metadata"]["uid"])
+
+
+def kill(namespace: str, run_uid: str, pod: str) -> None:
+    """Kill a running harness's process group (the run is being deleted)."""
+    kube_exec.run(namespace, pod, SANDBOX_CONTAINER, run_scripts.signal_argv(run_uid, "KILL"))

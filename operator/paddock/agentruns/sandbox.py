@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,6 +23,7 @@ from paddock.api.errors import describe
 from paddock.api.reasons import RunReason as R
 from paddock.api.sandbox import Sandbox, SandboxPhase
 from paddock.api.workspace import WorkspaceStatus
+from paddock.policy.choice import PolicyChoice, choose_policy, from_label
 from paddock.render.names import MANAGED_BY, RUN_LABEL, THREAD_KEY_LABEL
 from paddock.render.ownership import controlled_by, owned_by
 
@@ -35,6 +36,7 @@ class ReadySandbox:
     pod: str
     workspace: str
     uid: str = ""  # the Sandbox's: its pod must be controlled by it
+    policy: PolicyChoice = field(default_factory=PolicyChoice)  # what its commands must pass
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,15 @@ def check_pod(state: ReadySandbox, pod: Obj | None) -> ReadySandbox | Waiting | 
     return state
 
 
+def policy_of(sandbox: Sandbox) -> PolicyChoice:
+    """The policy a Sandbox runs under: the one its spec names, its inline one, or the
+    operator's default its status records (none when it records none)."""
+    spec, namespace = sandbox.spec, str(sandbox.metadata.get("namespace") or "")
+    if spec.policy_ref is not None or spec.policy is not None:
+        return choose_policy(spec, namespace, None)
+    return from_label(sandbox.status.policy if sandbox.status else None, None)
+
+
 def _by_phase(name: str, sandbox: Sandbox) -> Verdict:
     status = sandbox.status
     phase = status.phase if status else None
@@ -187,7 +198,8 @@ def _by_phase(name: str, sandbox: Sandbox) -> Verdict:
     if phase == SandboxPhase.READY and status is not None:
         pod = status.pod_name or name
         uid = str(sandbox.metadata.get("uid") or "")
-        return Verdict(ReadySandbox(name, pod, sandbox.spec.workspace_ref.name, uid))
+        policy = policy_of(sandbox)
+        return Verdict(ReadySandbox(name, pod, sandbox.spec.workspace_ref.name, uid, policy))
     if phase == SandboxPhase.FAILED:
         return Verdict(Unusable(name, R.SANDBOX_FAILED, f"Sandbox {name} failed: {message}"))
     if phase == SandboxPhase.PAUSED:

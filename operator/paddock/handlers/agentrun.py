@@ -10,7 +10,8 @@ from typing import Any
 import kopf
 
 from paddock import GROUP, VERSION, metrics
-from paddock.agentruns.execution import Execution, kill
+from paddock.agentruns.execution import Execution
+from paddock.agentruns.inputs import kill
 from paddock.api.agentrun import TERMINAL_PHASES
 
 MAX_BACKOFF_SECONDS = 30.0
