@@ -74,3 +74,9 @@ def test_metrics_move_as_a_sandbox_is_reconciled_and_a_run_logs(
         value(done, "paddock_agentrun_duration_seconds_count", harness="command", phase="Succeeded")
         >= 1
     )
+    for source in ("setup", "command"):  # an unrestricted sandbox's commands are allowed
+        allowed = {"decision": "allow", "source": source}
+        counted = value(done, "paddock_policy_decisions_total", **allowed)
+        assert counted > value(before, "paddock_policy_decisions_total", **allowed), source
+    # Every series exists from the start, so a dashboard tells 0 from missing.
+    assert ("paddock_policy_decisions_total", (("decision", "deny"), ("source", "exec"))) in done

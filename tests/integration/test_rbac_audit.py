@@ -84,7 +84,7 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
             "apiVersion": "paddock.dev/v1alpha1",
             "kind": "SandboxPolicy",
             "metadata": {"name": "pol"},
-            "spec": {},
+            "spec": {"commands": {"allow": ["echo *", "sleep *"]}},
         },
         namespace,
     )

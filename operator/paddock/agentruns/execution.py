@@ -328,9 +328,9 @@ class Execution:
         assert terminal is not None
         data = terminal["data"]
         inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
-        phase = RunPhase(data["phase"])
-        self._write_status(phase, data["message"], reason=R(data.get("reason") or data["phase"]))
-        self._condition(C.COMPLETE, True, R(data["phase"]), data["message"])
+        phase, reason = RunPhase(data["phase"]), R(data.get("reason") or data["phase"])
+        self._write_status(phase, data["message"], reason=reason)
+        self._condition(C.COMPLETE, True, reason, data["message"])
         self.status.completed_at = parse_time(terminal["time"])
         self.status.result = decide.final_result(self.summary)
         self._flush()

