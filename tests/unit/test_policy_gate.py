@@ -285,3 +285,21 @@ def test_policy_check_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     bad.write_text("kind: SandboxPolicy\nspec: {commands: {default: maybe}}\n")
     assert main(["policy", "check", "-f", str(bad), "--", "ls"]) == 2
     assert "invalid" in capsys.readouterr().err
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_examples_policy_allows_the_examples_setup_and_command() -> None:
+    """`kubectl apply -k examples/` gets a Ready sandbox and a run that Succeeds."""
+    import yaml
+
+    def spec(name: str) -> Any:
+        return yaml.safe_load((EXAMPLES / name).read_text())["spec"]
+
+    policy = SandboxPolicySpec.model_validate(spec("sandboxpolicy.yaml"))
+    workspace = WorkspaceSpec.model_validate(spec("workspace.yaml"))
+    assert [j.where for j in judge_setup(policy, workspace) if j.decision != Decision.ALLOW] == []
+    command = spec("agentrun-command.yaml")["command"]
+    assert judge_command(policy, command, workspace.scripts).decision == Decision.ALLOW
+    assert problems(policy) == []

@@ -31,22 +31,35 @@ class Decision(StrEnum):
 
 
 class CommandRules(ApiModel):
-    """Shell command rules. Precedence: deny > ask > allow > default.
+    """Shell command rules, checked by the operator before it runs setup steps and command
+    runs. Rules are globs over one simple command with quotes removed: anchored, * matches
+    any text, nothing else is special; a rule may also name a Workspace script. Precedence:
+    deny > ask > allow > default.
 
-    A compound command (;, &&, ||, |, &, $(...), backticks, subshells, redirections) is split
-    and every part must be allowed; a command that cannot be parsed gets the strictest outcome.
+    Every simple command is checked wherever it sits (lists, pipelines, subshells,
+    substitutions, here-documents, eval and bash -c text, the command that env, timeout,
+    xargs or sudo runs) and the verdict is the strictest of its parts; a command that cannot
+    be parsed, or whose name is only known at run time, is denied. ask is not yet a request
+    for approval: a setup step waits and a command run fails with ApprovalRequired.
     """
 
     allow: list[Glob] = Field(
-        default_factory=list, max_length=256, description="Globs of commands that run freely."
+        default_factory=list,
+        max_length=256,
+        description="Globs of commands that run freely (they must match whatever the "
+        "command's $-expansions turn out to be).",
     )
     ask: list[Glob] = Field(
         default_factory=list,
         max_length=256,
-        description="Globs of commands that wait for a person's approval.",
+        description="Globs of commands that need a person's approval (not yet asked for: "
+        "such a setup step waits, such a command run fails with ApprovalRequired).",
     )
     deny: list[Glob] = Field(
-        default_factory=list, max_length=256, description="Globs of commands that never run."
+        default_factory=list,
+        max_length=256,
+        description="Globs of commands that never run (matched also by the command's bare "
+        "name, and by any value its $-expansions could take).",
     )
     default: Decision = Field(
         default=Decision.ASK, description="Decision for a command that matches no rule."
@@ -58,13 +71,15 @@ class Capabilities(ApiModel):
 
     file_write: Decision = Field(
         default=Decision.ALLOW,
-        description="Writing and editing files in the workspace (the harness's Write/Edit tools).",
+        description="Writing files: a redirection that writes one (>, >>, &>, <>) in a "
+        "checked command is judged by this. Commands that write files themselves (cp, tee) "
+        "are judged by the command rules.",
     )
     network: Decision = Field(
         default=Decision.ALLOW,
-        description="Network access: allow gives the pod internet egress (not cluster-internal "
-        "ranges or the metadata address) and the harness its web tools; ask and deny give "
-        "neither (ask makes the harness request approval).",
+        description="Network access of the sandbox pod, as its NetworkPolicy: allow gives "
+        "egress to any address but cluster-internal ranges and the metadata address; ask and "
+        "deny give none beyond network.egress and DNS.",
     )
 
 
@@ -136,14 +151,15 @@ class NetworkRules(ApiModel):
 
 
 class SandboxPolicySpec(ApiModel):
-    """What an agent may do in a sandbox. Enforced by the operator's exec gate, by each
-    harness's native permission config and by a NetworkPolicy."""
+    """What may run in a sandbox. The operator checks setup steps and command runs against
+    the command rules and fileWrite before they run, and renders network as the pod's
+    NetworkPolicy. An agent harness's own commands are not checked yet."""
 
     commands: CommandRules = Field(
         default_factory=CommandRules, description="Shell command allow/ask/deny rules."
     )
     capabilities: Capabilities = Field(
-        default_factory=Capabilities, description="File-write and web capabilities."
+        default_factory=Capabilities, description="File-write and network capabilities."
     )
     network: NetworkRules = Field(
         default_factory=NetworkRules, description="Pod egress, as a NetworkPolicy."

@@ -126,8 +126,9 @@ class SandboxSpec(ApiModel):
     )
     policy_ref: LocalObjectReference | None = Field(
         default=None,
-        description="The SandboxPolicy that says what an agent may do. With neither policyRef "
-        "nor policy, the operator's default policy applies (commands ask by default).",
+        description="The SandboxPolicy the sandbox's setup and command runs are checked "
+        "against. With neither policyRef nor policy, the operator's policy.default applies; "
+        "with no default either, commands are not restricted (policy.required refuses that).",
     )
     policy: SandboxPolicySpec | None = Field(
         default=None, description="An inline policy, instead of policyRef."
