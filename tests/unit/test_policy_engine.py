@@ -430,3 +430,24 @@ def test_random_compositions_of_allowed_parts_are_allowed(seed: int) -> None:
     for piece in pieces[1:]:
         command += rng.choice([j for j in JOINERS if j != " & "]) + piece
     assert evaluate(POLICY, command).decision == ALLOW, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        " && ".join(["ls"] * 3000),  # shfmt's tree of this would be about a gigabyte
+        "(" * 3000 + "ls" + ")" * 3000,
+        "$(" * 3000 + "ls" + ")" * 3000,
+    ],
+)
+def test_a_command_too_deeply_nested_to_judge_is_denied(command: str) -> None:
+    verdict = evaluate(UNRESTRICTED, command)
+    assert verdict.decision == DENY
+    assert verdict.parts[0].kind == "syntax"
+
+
+def test_long_flat_scripts_are_judged_part_by_part() -> None:
+    script = "\n".join(f"echo step {i} && ls" for i in range(2000))
+    verdict = evaluate(POLICY, script)
+    assert verdict.decision == ALLOW
+    assert len(verdict.parts) == 4000

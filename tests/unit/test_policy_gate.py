@@ -303,3 +303,25 @@ def test_the_examples_policy_allows_the_examples_setup_and_command() -> None:
     command = spec("agentrun-command.yaml")["command"]
     assert judge_command(policy, command, workspace.scripts).decision == Decision.ALLOW
     assert problems(policy) == []
+
+
+def test_sandboxes_are_found_by_what_they_are_made_from() -> None:
+    from paddock.handlers.references import References, references_of
+
+    index = References()
+    named = ("team", "sbx")
+    made_from = references_of(sandbox_body(), None)
+    assert made_from == {("Workspace", "team", "ws"), ("SandboxPolicy", "team", "careful")}
+    index.update(named, made_from)
+    index.update(
+        ("team", "other"),
+        references_of(sandbox_body({"workspaceRef": {"name": "ws"}}), "platform/base"),
+    )
+    assert index.sandboxes(("Workspace", "team", "ws")) == [("team", "other"), ("team", "sbx")]
+    assert index.sandboxes(("SandboxPolicy", "platform", "base")) == [("team", "other")]
+    index.update(named, references_of(sandbox_body({"workspaceRef": {"name": "ws2"}}), None))
+    assert index.sandboxes(("SandboxPolicy", "team", "careful")) == []
+    index.forget(("team", "other"))
+    assert index.sandboxes(("Workspace", "team", "ws")) == []
+    assert index.sandboxes(("Workspace", "team", "ws2")) == [named]
+    assert references_of(sandbox_body({"workspaceRef": {}}), None) == set()  # invalid spec

@@ -8,7 +8,7 @@ import kopf
 
 from paddock import GROUP, VERSION, metrics
 from paddock.handlers.reporting import report
-from paddock.handlers.sandbox import Named, Reference, reach_sandboxes
+from paddock.handlers.sandbox import reach_sandboxes
 from paddock.sandboxes import service
 
 
@@ -19,14 +19,12 @@ def policy_changed(
     body: kopf.Body,
     memo: kopf.Memo,
     reason: str,
-    **kwargs: Any,
+    **_: Any,
 ) -> None:
-    # The index of sandbox_references, which kopf passes by that name.
-    index: kopf.Index[Reference, Named] = kwargs["sandbox_references"]
     with metrics.reconciling("SandboxPolicy"):
         outcome = service.reconcile_policy(dict(body))
     if reason != kopf.Reason.RESUME:  # at start-up every Sandbox is resumed anyway
         meta = body["metadata"]
         reference = ("SandboxPolicy", meta["namespace"], meta["name"])
-        reach_sandboxes(index, reference, memo.config)
+        reach_sandboxes(memo.references, reference, memo.config)
     report(dict(body), outcome)

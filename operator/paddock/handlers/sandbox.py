@@ -1,17 +1,15 @@
-"""Sandbox: reconcile on every change, on a timer (idle timeout, a Workspace that changed),
-and whenever its pod or volume changes."""
+"""Sandbox: reconcile on every change, on a timer (idle timeout), and whenever its pod,
+volume, Workspace or SandboxPolicy changes."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import kopf
-from pydantic import ValidationError
 
 from paddock import GROUP, VERSION, metrics
-from paddock.api.sandbox import SandboxSpec
+from paddock.handlers.references import Reference, References, references_of
 from paddock.handlers.reporting import report
-from paddock.policy.choice import choose_policy
 from paddock.render.names import SANDBOX_LABEL
 from paddock.sandboxes import service
 from paddock.settings import OperatorSettings
@@ -33,7 +31,12 @@ def sandbox_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, "sandboxes")
-def sandbox_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    named = (body["metadata"].get("namespace") or "", body["metadata"]["name"])
+    if type == "DELETED":
+        memo.references.forget(named)
+    else:
+        memo.references.update(named, references_of(dict(body), memo.config.policy_default))
     if type is not None:
         metrics.sandbox_seen(type, dict(body))
 
@@ -63,33 +66,7 @@ def reconcile_named(namespace: str, name: str, config: OperatorSettings) -> None
         report(*reconciled, retry=False)
 
 
-Reference = tuple[str, str, str]  # (kind, namespace, name) of a Workspace or SandboxPolicy
-Named = tuple[str, str]  # (namespace, name) of a Sandbox
-
-
-@kopf.index(GROUP, VERSION, "sandboxes")
-def sandbox_references(
-    namespace: str | None, name: str | None, spec: kopf.Spec, memo: kopf.Memo, **_: Any
-) -> dict[Reference, Named]:
-    """Each Sandbox under the Workspace and SandboxPolicy it is made from, kept from the
-    watch: a change to either reaches its sandboxes at once, without a read."""
-    try:
-        sandbox = SandboxSpec.model_validate(dict(spec))
-    except ValidationError:
-        return {}
-    named = (namespace or "", name or "")
-    found = {("Workspace", named[0], sandbox.workspace_ref.name): named}
-    choice = choose_policy(sandbox, named[0], memo.config.policy_default)
-    if choice.name is not None:
-        found[("SandboxPolicy", choice.namespace or named[0], choice.name)] = named
-    return found
-
-
-def reach_sandboxes(
-    index: kopf.Index[Reference, Named], reference: Reference, config: OperatorSettings
-) -> None:
+def reach_sandboxes(references: References, reference: Reference, config: OperatorSettings) -> None:
     """Reconcile every Sandbox made from the Workspace or policy ``reference``."""
-    if reference not in index:
-        return
-    for namespace, name in sorted(set(index[reference])):
+    for namespace, name in references.sandboxes(reference):
         reconcile_named(namespace, name, config)

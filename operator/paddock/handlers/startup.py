@@ -13,6 +13,7 @@ import prometheus_client
 
 from paddock import GROUP
 from paddock.handlers.diffbase import CompactDiffBaseStorage
+from paddock.handlers.references import References
 from paddock.kube import client as kube
 from paddock.settings import OperatorSettings
 
@@ -43,6 +44,7 @@ def in_cluster_server(env: Mapping[str, str], default: str) -> str:
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     config = OperatorSettings.from_env()
     memo.config = config
+    memo.references = References()  # filled by the Sandbox event handler
     kube.load_config()
     memo.metrics_server = None
     if config.metrics_port:

@@ -8,7 +8,7 @@ import kopf
 
 from paddock import GROUP, VERSION, metrics
 from paddock.handlers.reporting import report
-from paddock.handlers.sandbox import Named, Reference, reach_sandboxes
+from paddock.handlers.sandbox import reach_sandboxes
 from paddock.sandboxes import service
 
 
@@ -19,10 +19,8 @@ def workspace_changed(
     body: kopf.Body,
     memo: kopf.Memo,
     reason: str,
-    **kwargs: Any,
+    **_: Any,
 ) -> None:
-    # The index of sandbox_references, which kopf passes by that name.
-    index: kopf.Index[Reference, Named] = kwargs["sandbox_references"]
     with metrics.reconciling("Workspace") as result:
         outcome = service.reconcile_workspace(dict(body), memo.config.sandbox_image)
         if outcome.retry_after is not None:
@@ -30,5 +28,5 @@ def workspace_changed(
     if reason != kopf.Reason.RESUME:  # at start-up every Sandbox is resumed anyway
         meta = body["metadata"]
         reference = ("Workspace", meta["namespace"], meta["name"])
-        reach_sandboxes(index, reference, memo.config)
+        reach_sandboxes(memo.references, reference, memo.config)
     report(dict(body), outcome)

@@ -8,11 +8,14 @@ here runs the command; shfmt only reads it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import resource
 import shutil
 import subprocess
 import sysconfig
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +28,9 @@ Node = dict[str, Any]
 # word's pattern. NUL can never be part of a shell word, so it cannot be forged.
 DYNAMIC = "\x00"
 PARSE_TIMEOUT = 10.0  # seconds; shfmt reads even a long script in milliseconds
+SHFMT_CPU_SECONDS = 5
+SHFMT_MEMORY = 256 << 20  # bytes of data
+MAX_TREE_BYTES = 32 << 20  # shfmt's JSON of one command; a long setup script's is ~1 MiB
 WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 # Where writing creates or changes no file.
 NOT_FILES = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd/")
@@ -114,29 +120,72 @@ def shfmt_path() -> str:
 
 
 def _syntax_tree(data: bytes) -> Node:
-    result = subprocess.run(
+    """shfmt's syntax tree of ``data``. Its JSON is indented by depth, so a deeply nested
+    command makes a tree far larger than itself: shfmt gets bounded memory, CPU and time, and
+    a tree over MAX_TREE_BYTES is refused, so no command can exhaust the operator."""
+    process = subprocess.Popen(
         [shfmt_path(), "-ln", "bash", "--to-json"],
-        input=data,
-        capture_output=True,
-        timeout=PARSE_TIMEOUT,
-        check=False,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    if result.returncode != 0:
-        message = result.stderr.decode(errors="replace").strip().removeprefix("<standard input>:")
+    # Set before shfmt is given anything to read: it can allocate nothing large until then.
+    resource.prlimit(process.pid, resource.RLIMIT_DATA, (SHFMT_MEMORY, SHFMT_MEMORY))
+    resource.prlimit(process.pid, resource.RLIMIT_CPU, (SHFMT_CPU_SECONDS, SHFMT_CPU_SECONDS))
+    timer = threading.Timer(PARSE_TIMEOUT, process.kill)
+    timer.start()
+    try:
+        out = _read(process, data)
+        err = process.stderr.read() if process.stderr else b""
+        process.wait()
+    finally:
+        timer.cancel()
+        process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+    if out is None:
+        raise ShellSyntaxError("too deeply nested to judge")
+    if process.returncode != 0:
+        message = err.decode(errors="replace").strip().removeprefix("<standard input>:")
+        if process.returncode < 0 or message.startswith(("fatal error", "runtime:")):
+            message = "too deeply nested to judge, or not parsed in time"
         raise ShellSyntaxError(message or "the command cannot be parsed")
-    tree: Node = json.loads(result.stdout)
+    try:
+        tree: Node = json.loads(out)
+    except RecursionError:
+        raise ShellSyntaxError("too deeply nested to judge") from None
     return tree
 
 
-def _nodes(node: Any) -> Iterator[Node]:
-    """Every node of the tree, depth first: a command nested anywhere is found."""
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _nodes(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _nodes(item)
+def _read(process: subprocess.Popen[bytes], data: bytes) -> bytes | None:
+    """What shfmt writes for ``data``, or None past MAX_TREE_BYTES."""
+    assert process.stdin is not None
+    assert process.stdout is not None
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.write(data)
+        process.stdin.close()
+    chunks, size = [], 0
+    while chunk := process.stdout.read(1 << 20):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_TREE_BYTES:
+            return None
+    return b"".join(chunks)
+
+
+def _nodes(tree: Node) -> Iterator[Node]:
+    """Every node of the tree, in source order: a command nested anywhere is found. (A
+    stack, not recursion: nesting as deep as shfmt accepts is fine.)"""
+    stack: list[Any] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(reversed(list(node.values())))
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
 
 
 def _source(node: Node, data: bytes) -> str:

@@ -1,0 +1,62 @@
+"""Sandboxes by the Workspace and SandboxPolicy they are made from, kept from the watch of
+Sandboxes, so that a change to either reaches its sandboxes at once, without a read.
+
+Not a kopf index: kopf holds every object's worker until all indexes are filled, and with more
+objects than ``worker_limit`` workers the indexes are never filled.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from pydantic import ValidationError
+
+from paddock.api.sandbox import SandboxSpec
+from paddock.policy.choice import choose_policy
+
+Reference = tuple[str, str, str]  # (kind, namespace, name) of a Workspace or SandboxPolicy
+Named = tuple[str, str]  # (namespace, name) of a Sandbox
+
+
+def references_of(body: dict[str, Any], policy_default: str | None) -> set[Reference]:
+    """What the Sandbox is made from (nothing when its spec is invalid)."""
+    meta = body.get("metadata") or {}
+    namespace = meta.get("namespace") or ""
+    try:
+        spec = SandboxSpec.model_validate(body.get("spec") or {})
+    except ValidationError:
+        return set()
+    found = {("Workspace", namespace, spec.workspace_ref.name)}
+    choice = choose_policy(spec, namespace, policy_default)
+    if choice.name is not None:
+        found.add(("SandboxPolicy", choice.namespace or namespace, choice.name))
+    return found
+
+
+class References:
+    """Thread-safe: kopf calls event handlers from several workers at once."""
+
+    def __init__(self) -> None:
+        self._sandboxes: dict[Reference, set[Named]] = {}
+        self._made_from: dict[Named, set[Reference]] = {}
+        self._lock = threading.Lock()
+
+    def update(self, sandbox: Named, references: set[Reference]) -> None:
+        with self._lock:
+            for reference in self._made_from.pop(sandbox, set()) - references:
+                named = self._sandboxes.get(reference, set())
+                named.discard(sandbox)
+                if not named:
+                    self._sandboxes.pop(reference, None)
+            if references:
+                self._made_from[sandbox] = references
+            for reference in references:
+                self._sandboxes.setdefault(reference, set()).add(sandbox)
+
+    def forget(self, sandbox: Named) -> None:
+        self.update(sandbox, set())
+
+    def sandboxes(self, reference: Reference) -> list[Named]:
+        with self._lock:
+            return sorted(self._sandboxes.get(reference, ()))
