@@ -277,6 +277,16 @@ CASES: list[tuple[str, Decision]] = [
     ("bash -c 'echo $(curl x)'", DENY),
     ("env bash -c 'curl x'", DENY),
     ("curl x | bash", DENY),
+    # a here-document or here-string a shell reads is its script
+    ("bash <<EOF\ncurl x\nEOF", DENY),
+    ("bash <<'EOF'\nls && curl x\nEOF", DENY),
+    ("bash -s <<EOF\ncurl x\nEOF", DENY),
+    ("sh <<< 'curl x'", DENY),
+    ("timeout 5 bash <<EOF\ncurl x\nEOF", DENY),
+    ("bash <<EOF\n$CMD\nEOF", DENY),
+    ("bash <<EOF\nls\nEOF", ALLOW),
+    ("cat <<EOF | grep x\ncurl x\nEOF", ALLOW),  # cat only prints it
+    ("bash < setup.sh", ASK),  # a file: judged as itself
     ("bash script.sh", ASK),  # judged as itself: the file's content is unknown
     ("source ./env.sh", ASK),
     (". ./env.sh", ASK),

@@ -119,7 +119,7 @@ class _Judge:
         parts: list[Part] = []
         for command in parsed.commands:
             own = aliases | self.aliases(command.source)
-            parts += self.command(command.words, depth, own)
+            parts += self.command(command.words, depth, own, command.stdin)
         for write in parsed.writes:
             parts.append(
                 Part(
@@ -131,13 +131,19 @@ class _Judge:
             )
         return parts
 
-    def command(self, words: tuple[Word, ...], depth: int, aliases: frozenset[str]) -> list[Part]:
+    def command(
+        self,
+        words: tuple[Word, ...],
+        depth: int,
+        aliases: frozenset[str],
+        stdin: Word | None = None,
+    ) -> list[Part]:
         text = " ".join(word.shown for word in words)
         if not words[0].literal:
             rule = "dynamic command name: what runs is only known at run time"
             return [Part(PartKind.COMMAND, text, Decision.DENY, rule)]
         matched = self.match(words, aliases)
-        inner = runs(words)
+        inner = runs(words, stdin)
         if inner is None or words[0].pattern.rsplit("/", 1)[-1] in JUDGED_ITSELF:
             decision, rule = matched or (self.rules.default, "default")
             own = [Part(PartKind.COMMAND, text, decision, rule)]
@@ -155,7 +161,7 @@ class _Judge:
         words = item.words
         if item.more_arguments:
             words = (*words, Word(DYNAMIC, "<arguments read at run time>"))
-        return self.command(words, depth + 1, aliases)
+        return self.command(words, depth + 1, aliases, item.stdin)
 
     def match(
         self, words: tuple[Word, ...], aliases: frozenset[str]

@@ -63,10 +63,12 @@ class Word:
 
 @dataclass(frozen=True)
 class SimpleCommand:
-    """A command with its arguments, as bash runs it (leading assignments left out)."""
+    """A command with its arguments, as bash runs it (leading assignments left out), and the
+    text its stdin gets from a here-document or here-string, if any."""
 
     words: tuple[Word, ...]
     source: str
+    stdin: Word | None = None
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,16 @@ def parse(text: str) -> Script:
     tree = _syntax_tree(data)
     commands: list[SimpleCommand] = []
     writes: list[FileWrite] = []
+    stdin: dict[int, Word] = {}  # by id() of a statement's command: its here-document
     for node in _nodes(tree):
         kind = node.get("Type")
+        if isinstance(node.get("Cmd"), dict):  # a statement, seen before its command
+            fed = _here_text(node.get("Redirs") or [], data)
+            if fed is not None:
+                stdin[id(node["Cmd"])] = fed
         if kind == "CallExpr" and node.get("Args"):
             words = tuple(_word(arg, data) for arg in node["Args"])
-            commands.append(SimpleCommand(words, _source(node, data)))
+            commands.append(SimpleCommand(words, _source(node, data), stdin.get(id(node))))
         elif kind == "DeclClause":
             variant = Word(node["Variant"]["Value"], node["Variant"]["Value"])
             words = (variant, *(_assignment(arg, data) for arg in node.get("Args") or []))
@@ -208,6 +215,19 @@ def _file_write(redirect: Node, data: bytes) -> FileWrite | None:
     if target.literal and target.pattern.startswith(NOT_FILES):
         return None
     return FileWrite(target, _source(redirect, data))
+
+
+def _here_text(redirects: list[Node], data: bytes) -> Word | None:
+    """What the last here-document (<<, <<-) or here-string (<<<) feeds to stdin."""
+    fed = None
+    for redirect in redirects:
+        if redirect["Op"] in ("<<", "<<-") and redirect.get("Hdoc") is not None:
+            fed = _word(redirect["Hdoc"], data)
+        elif redirect["Op"] == "<<<" and redirect.get("Word") is not None:
+            fed = _word(redirect["Word"], data)
+        elif redirect["Op"] in ("<", "<&", "<>"):
+            fed = None  # stdin is a file: its text is not known
+    return fed
 
 
 def _assignment(node: Node, data: bytes) -> Word:

@@ -20,6 +20,7 @@ class Runs:
     words: tuple[Word, ...] = ()
     script: str | None = None
     more_arguments: bool = False  # xargs adds arguments read at run time
+    stdin: Word | None = None  # the here-document the wrapped command reads
 
 
 @dataclass(frozen=True)
@@ -149,15 +150,16 @@ FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 JUDGED_ITSELF = frozenset({"find"})
 
 
-def runs(words: tuple[Word, ...]) -> list[Runs | Unknown] | None:
+def runs(words: tuple[Word, ...], stdin: Word | None = None) -> list[Runs | Unknown] | None:
     """What the command of these words runs besides itself, or None when it runs nothing else
-    (a plain command, or a wrapper with nothing to run). ``words[0]`` is a literal name."""
+    (a plain command, or a wrapper with nothing to run). ``words[0]`` is a literal name;
+    ``stdin`` the here-document it is fed, if any (a shell runs it as a script)."""
     name = words[0].pattern.rsplit("/", 1)[-1]
     args = words[1:]
     if name == "busybox" and args and args[0].pattern in SHELLS:
         name, args = args[0].pattern, args[1:]
     if name in SHELLS:
-        return _shell(name, args)
+        return _shell(name, args, stdin)
     if name == "eval":
         return [_script(args, "eval")] if args else None
     if name == "trap":
@@ -165,7 +167,7 @@ def runs(words: tuple[Word, ...]) -> list[Runs | Unknown] | None:
     if name == "find":
         return _find(args) or None
     wrapper = WRAPPERS.get(name)
-    return None if wrapper is None else _wrapped(name, wrapper, args)
+    return None if wrapper is None else _wrapped(name, wrapper, args, stdin)
 
 
 def _script(args: tuple[Word, ...], what: str) -> Runs | Unknown:
@@ -175,10 +177,10 @@ def _script(args: tuple[Word, ...], what: str) -> Runs | Unknown:
     return Runs(script=" ".join(word.pattern for word in args))
 
 
-def _shell(name: str, args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
-    """``bash -c TEXT``: TEXT is a script. Without -c the shell runs a file or its stdin,
-    which the policy judges as the shell command itself."""
-    index, command_mode = 0, False
+def _shell(name: str, args: tuple[Word, ...], stdin: Word | None) -> list[Runs | Unknown] | None:
+    """``bash -c TEXT``: TEXT is a script; so is a here-document a shell reads as its script.
+    A shell that runs a file, or stdin from a pipe, is judged as the shell command itself."""
+    index, command_mode, reads_stdin = 0, False, False
     while index < len(args):
         text = args[index].pattern
         if text == "--" or not text.startswith(("-", "+")) or text in ("-", "+"):
@@ -191,6 +193,8 @@ def _shell(name: str, args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
                 return [Unknown(f"{name} has an option Paddock does not know: {text}")]
         elif "c" in text[1:]:
             command_mode = True
+        elif "s" in text[1:]:
+            reads_stdin = True
         elif any(flag in text[1:] for flag in "oO"):
             index += 2
             continue
@@ -198,7 +202,11 @@ def _shell(name: str, args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
     if index < len(args) and args[index].pattern == "--":
         index += 1
     if not command_mode:
-        return None
+        if stdin is None or (index < len(args) and not reads_stdin):
+            return None
+        if stdin.dynamic:
+            return [Unknown(f"{name} reads a script that is only known at run time")]
+        return [Runs(script=stdin.pattern)]
     if index >= len(args):
         return [Unknown(f"{name} -c is given no command")]
     return [_script(args[index : index + 1], f"{name} -c")]
@@ -225,7 +233,9 @@ def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
     return found
 
 
-def _wrapped(name: str, wrapper: Wrapper, args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
+def _wrapped(
+    name: str, wrapper: Wrapper, args: tuple[Word, ...], stdin: Word | None
+) -> list[Runs | Unknown] | None:
     index = 0
     while index < len(args):
         word = args[index]
@@ -261,7 +271,7 @@ def _wrapped(name: str, wrapper: Wrapper, args: tuple[Word, ...]) -> list[Runs |
     command = args[index:]
     if name == "watch" and "-x" not in {w.pattern for w in args[:index]}:
         return [_script(command, "watch")]  # watch hands its words to sh -c
-    return [Runs(words=command, more_arguments=wrapper.more_arguments)]
+    return [Runs(words=command, more_arguments=wrapper.more_arguments, stdin=stdin)]
 
 
 def _option_script(name: str, option: str, rest: tuple[Word, ...]) -> Runs | Unknown:
