@@ -243,3 +243,32 @@ def test_a_required_policy_refuses_sandboxes_that_name_none(
         assert get(cluster, namespace, "pod", "free") is None
         wait_for_phase(cluster, namespace, "fenced", "Ready")
     assert runner.exception is None, runner.output
+
+
+def test_policy_check_reads_a_policy_and_workspace_from_the_cluster(
+    cluster: Cluster, namespace: str
+) -> None:
+    cluster.apply(policy("strict", allow=["greet"], deny=["curl*"]), namespace)
+    cluster.apply(workspace("app", scripts={"greet": "echo hello"}), namespace)
+
+    def check(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "paddock.cli", "policy", "check", "--policy", "strict",
+             "-n", namespace, "--workspace", "app", "--", *command],
+            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    allowed = check("echo", "hello")
+    assert (allowed.returncode, allowed.stdout.split()[0]) == (0, "allow:"), allowed
+    assert "allow: greet (script)" in allowed.stdout
+    denied = check("echo hello && curl x")
+    assert (denied.returncode, denied.stdout.split()[0]) == (1, "deny:"), denied
+    missing = subprocess.run(
+        [sys.executable, "-m", "paddock.cli", "policy", "check", "--policy", "nope",
+         "-n", namespace, "--", "ls"],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 2
+    assert "SandboxPolicy nope not found" in missing.stderr
