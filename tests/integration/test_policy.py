@@ -208,6 +208,10 @@ def test_a_changed_policy_reaches_its_sandbox_from_the_watch(
         what="the NetworkPolicy to follow the policy's network capability",
     )
 
+    # Deleted, the policy no longer lets runs start there.
+    cluster.kubectl("delete", "sandboxpolicy", "careful", "-n", namespace)
+    wait_for_reason(cluster, namespace, "box", "PolicyNotFound")
+
 
 def test_the_default_policy_applies_to_sandboxes_that_name_none(
     cluster: Cluster, namespace: str, as_operator: str, monkeypatch: pytest.MonkeyPatch

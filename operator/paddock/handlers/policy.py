@@ -1,4 +1,5 @@
-"""SandboxPolicy: report whether its rules can work, and reach the sandboxes under it."""
+"""SandboxPolicy: report whether its rules can work, and reach the sandboxes under it (and
+under a Workspace) when it changes or is deleted."""
 
 from __future__ import annotations
 
@@ -28,3 +29,14 @@ def policy_changed(
         reference = ("SandboxPolicy", meta["namespace"], meta["name"])
         reach_sandboxes(memo.references, reference, memo.config)
     report(dict(body), outcome)
+
+
+@kopf.on.event(GROUP, VERSION, "sandboxpolicies")
+@kopf.on.event(GROUP, VERSION, "workspaces")
+def made_from_deleted(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A deleted Workspace or policy: its sandboxes say so at once (WorkspaceNotFound,
+    PolicyNotFound), not at their next resync."""
+    if type == "DELETED":
+        meta = body["metadata"]
+        reference = (str(body["kind"]), meta["namespace"], meta["name"])
+        reach_sandboxes(memo.references, reference, memo.config)
