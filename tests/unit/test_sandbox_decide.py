@@ -3,6 +3,7 @@ writes and the Events that the pure decision plans (docs/sandboxes.md lists the 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -437,3 +438,14 @@ def test_a_condition_keeps_its_transition_time_while_its_status_holds() -> None:
     first = decide(settled(pod=pod())).status.to_api()
     later = decide(settled(sandbox=sandbox(status=first), pod=pod()), NOW + timedelta(hours=1))
     assert ready(later)["lastTransitionTime"] == "2026-01-01T01:00:00Z"
+
+
+def test_objects_as_the_server_stores_them_are_not_patched_again() -> None:
+    """The server drops a NetworkPolicy's empty ``ingress``: that is no drift to patch."""
+    w = settled(pod=ready_pod())
+    stored = json.loads(json.dumps(w.network_policy))
+    del stored["spec"]["ingress"]
+    stored["metadata"]["resourceVersion"] = "7"
+    assert kinds(decide(replace(w, network_policy=stored)), Patch) == []
+    stored["spec"]["egress"] = []
+    assert kinds(decide(replace(w, network_policy=stored)), Patch) == ["NetworkPolicy"]

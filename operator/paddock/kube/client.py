@@ -11,6 +11,7 @@ import base64
 import contextlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -22,13 +23,36 @@ from paddock.kube.errors import ConflictError, NotFoundError, converting
 Obj = dict[str, Any]
 
 
+# Connections kept open to the API server: one per worker that may be mid-request, and a few
+# for the run daemons (kopf's worker_limit is 20 by default).
+POOL_SIZE = 32
+_shared: client.ApiClient | None = None
+_shared_lock = threading.Lock()
+
+
 def load_config() -> None:
-    """In a pod, the service account; elsewhere, the current kubeconfig."""
+    """In a pod, the service account; elsewhere, the current kubeconfig. Every later call
+    shares one API client, and so one pool of kept-alive connections."""
+    global _shared
     try:
         config.load_incluster_config()
     except config.ConfigException:
         # The client reads $KUBECONFIG when it is imported; read it now, when it is set.
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+    with _shared_lock:
+        _shared = None  # the next call builds one from this configuration
+
+
+def _client() -> client.ApiClient:
+    """The shared API client (thread-safe: urllib3 pools are). A new client per call would
+    mean a new connection pool, and a TLS handshake, for every request."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            configuration = client.Configuration.get_default_copy()
+            configuration.connection_pool_maxsize = POOL_SIZE
+            _shared = client.ApiClient(configuration)
+        return _shared
 
 
 def current_namespace() -> str:
@@ -46,7 +70,7 @@ def _decode(response: Any) -> Obj:
 
 
 # Built-in kinds: the typed API class, and the resource part of its method names.
-_BUILTIN: dict[str, tuple[Callable[[], Any], str]] = {
+_BUILTIN: dict[str, tuple[Callable[[client.ApiClient], Any], str]] = {
     "Pod": (client.CoreV1Api, "pod"),
     "PersistentVolumeClaim": (client.CoreV1Api, "persistent_volume_claim"),
     "ConfigMap": (client.CoreV1Api, "config_map"),
@@ -63,12 +87,16 @@ PADDOCK_PLURALS = {
 
 def _builtin(kind: str, verb: str) -> Callable[..., Any]:
     api, resource = _BUILTIN[kind]
-    method: Callable[..., Any] = getattr(api(), f"{verb}_namespaced_{resource}")
+    method: Callable[..., Any] = getattr(api(_client()), f"{verb}_namespaced_{resource}")
     return method
 
 
 def _custom() -> client.CustomObjectsApi:
-    return client.CustomObjectsApi()
+    return client.CustomObjectsApi(_client())
+
+
+def _core() -> client.CoreV1Api:
+    return client.CoreV1Api(_client())
 
 
 @converting
@@ -187,7 +215,7 @@ def secret_values(namespace: str, refs: list[tuple[str, str]]) -> dict[tuple[str
 
 @converting
 def list_configmaps(namespace: str, selector: str) -> list[Obj]:
-    response = client.CoreV1Api().list_namespaced_config_map(
+    response = _core().list_namespaced_config_map(
         namespace, label_selector=selector, _preload_content=False
     )
     items: list[Obj] = _decode(response)["items"]
@@ -201,7 +229,7 @@ def replace_configmap(obj: Obj) -> Obj:
     meta = obj["metadata"]
     body: Any = obj  # the client accepts plain dicts where it annotates its models
     return _decode(
-        client.CoreV1Api().replace_namespaced_config_map(
+        _core().replace_namespaced_config_map(
             meta["name"], meta["namespace"], body, _preload_content=False
         )
     )
@@ -213,7 +241,5 @@ def create_configmap(obj: Obj) -> Obj:
     meta = obj["metadata"]
     body: Any = obj
     return _decode(
-        client.CoreV1Api().create_namespaced_config_map(
-            meta["namespace"], body, _preload_content=False
-        )
+        _core().create_namespaced_config_map(meta["namespace"], body, _preload_content=False)
     )

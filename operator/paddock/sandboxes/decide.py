@@ -189,7 +189,7 @@ def _owned_objects(
     ):
         if existing is None:
             writes.append(Create(wanted))
-        elif existing.get(field_name) != wanted[field_name]:
+        elif _pruned(existing.get(field_name)) != _pruned(wanted[field_name]):
             name = wanted["metadata"]["name"]
             version = existing["metadata"].get("resourceVersion")
             body = {"metadata": {"resourceVersion": version}, field_name: wanted[field_name]}
@@ -197,6 +197,17 @@ def _owned_objects(
     if world.pvc is None:
         writes.append(Create(owned_by(render_workspace_pvc(inputs), world.sandbox)))
     return writes
+
+
+def _pruned(value: Any) -> Any:
+    """``value`` without empty lists, maps and nulls, as the API server stores it (it drops a
+    NetworkPolicy's ``ingress: []``): what is rendered and what is read compare equal."""
+    if isinstance(value, dict):
+        pruned = {key: _pruned(item) for key, item in value.items()}
+        return {key: item for key, item in pruned.items() if item not in (None, [], {})}
+    if isinstance(value, list):
+        return [_pruned(item) for item in value]
+    return value
 
 
 def _delete(obj: Obj) -> Delete:
