@@ -69,7 +69,7 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
   verbs: [get, create]
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, create, update, patch]
+  verbs: [get, list, watch, create, update, patch]
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get]
@@ -78,7 +78,7 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
   verbs: [create]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [get, create, patch]
+  verbs: [get, list, watch, create, patch]
 {{- if .Values.highAvailability.enabled }}
 - apiGroups: [kopf.dev]
   resources: [kopfpeerings]

@@ -33,9 +33,10 @@ def policy_changed(
 
 @kopf.on.event(GROUP, VERSION, "sandboxpolicies")
 @kopf.on.event(GROUP, VERSION, "workspaces")
-def made_from_deleted(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A deleted Workspace or policy: its sandboxes say so at once (WorkspaceNotFound,
-    PolicyNotFound), not at their next resync."""
+def made_from_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Kept for reconciles to read; a deleted Workspace or policy reaches its sandboxes at
+    once (WorkspaceNotFound, PolicyNotFound), not at their next resync."""
+    service.watched(type, dict(body))
     if type == "DELETED":
         meta = body["metadata"]
         reference = (str(body["kind"]), meta["namespace"], meta["name"])

@@ -32,6 +32,7 @@ def sandbox_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.event(GROUP, VERSION, "sandboxes")
 def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    service.watched(type, dict(body))
     named = (body["metadata"].get("namespace") or "", body["metadata"]["name"])
     if type == "DELETED":
         memo.references.forget(named)
@@ -52,8 +53,14 @@ def _reconcile(body: dict[str, Any], config: OperatorSettings, retry: int) -> No
 @kopf.on.event("pods", labels={SANDBOX_LABEL: kopf.PRESENT})
 @kopf.on.event("persistentvolumeclaims", labels={SANDBOX_LABEL: kopf.PRESENT})
 def sandbox_part_changed(
-    labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
+    type: str | None,
+    body: kopf.Body,
+    labels: kopf.Labels,
+    namespace: str | None,
+    memo: kopf.Memo,
+    **_: Any,
 ) -> None:
+    service.watched(type, dict(body))
     reconcile_named(namespace or "", labels[SANDBOX_LABEL], memo.config)
 
 
@@ -64,6 +71,13 @@ def reconcile_named(namespace: str, name: str, config: OperatorSettings) -> None
         reconciled = service.reconcile_sandbox_named(namespace, name, config)
     if reconciled is not None:  # None: deleted, or being garbage-collected with its owner
         report(*reconciled, retry=False)
+
+
+@kopf.on.event("configmaps", labels={SANDBOX_LABEL: kopf.PRESENT})
+@kopf.on.event("networkpolicies", labels={SANDBOX_LABEL: kopf.PRESENT})
+def sandbox_file_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+    """Kept for reconciles to read; their drift is put back at the Sandbox's next look."""
+    service.watched(type, dict(body))
 
 
 def reach_sandboxes(references: References, reference: Reference, config: OperatorSettings) -> None:

@@ -15,6 +15,7 @@ from paddock import GROUP
 from paddock.handlers.diffbase import CompactDiffBaseStorage
 from paddock.handlers.references import References
 from paddock.kube import client as kube
+from paddock.sandboxes import service
 from paddock.settings import OperatorSettings
 
 FINALIZER = f"{GROUP}/finalizer"
@@ -45,6 +46,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     config = OperatorSettings.from_env()
     memo.config = config
     memo.references = References()  # filled by the Sandbox event handler
+    service.forget_watched()  # filled again by the event handlers from their watches
     kube.load_config()
     memo.metrics_server = None
     if config.metrics_port:

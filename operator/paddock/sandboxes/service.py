@@ -16,6 +16,7 @@ from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.kube import client as kube
+from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError, InvalidError, KubeError
 from paddock.policy.choice import choose_policy
 from paddock.render import names
@@ -40,6 +41,16 @@ class Outcome:
     notices: list[Notice] = field(default_factory=list)
     retry_after: float | None = None
     message: str = ""
+
+
+def watched(event_type: str | None, obj: Obj) -> None:
+    """A watch event of an object reconciles read: kept, so that they read nothing."""
+    CACHE.seen(event_type, obj)
+
+
+def forget_watched() -> None:
+    """At start-up: the watches fill the cache again from their first listing."""
+    CACHE.clear()
 
 
 def reconcile_workspace(body: Obj, default_image: str) -> Outcome:
@@ -84,12 +95,12 @@ def reconcile_sandbox_named(
 ) -> tuple[Obj, Outcome] | None:
     """Reconcile the Sandbox of that name, when it still exists (a pod, PVC, Workspace or
     policy changed): the Sandbox as read, and the outcome."""
-    body = kube.get("Sandbox", namespace, name)
+    body = CACHE.get("Sandbox", namespace, name)
     return None if body is None else (body, reconcile_sandbox(body, config))
 
 
 def _load(kind: str, model: type[Any], namespace: str, name: str) -> Loaded[Any]:
-    obj = kube.get(kind, namespace, name)
+    obj = CACHE.get(kind, namespace, name)
     if obj is None:
         return Loaded(name)
     try:
@@ -127,10 +138,10 @@ def gather_sandbox(
         choice,
         policy_required,
         missing,
-        pod=kube.get("Pod", namespace, names.pod_name(name)),
-        pvc=kube.get("PersistentVolumeClaim", namespace, names.pvc_name(name)),
-        configmap=kube.get("ConfigMap", namespace, names.files_configmap_name(name)),
-        network_policy=kube.get("NetworkPolicy", namespace, names.network_policy_name(name)),
+        pod=CACHE.get("Pod", namespace, names.pod_name(name)),
+        pvc=CACHE.get("PersistentVolumeClaim", namespace, names.pvc_name(name)),
+        configmap=CACHE.get("ConfigMap", namespace, names.files_configmap_name(name)),
+        network_policy=CACHE.get("NetworkPolicy", namespace, names.network_policy_name(name)),
     )
 
 
