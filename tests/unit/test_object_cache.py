@@ -31,8 +31,20 @@ def test_the_last_event_is_what_is_read_and_a_deletion_drops_it(
     assert asked == []
     cache.seen("DELETED", pod("a", "3"))
     assert cache.get("Pod", "t", "a") is None
-    assert asked == [("Pod", "t", "a")]  # a miss asks the API server
+    assert asked == []  # seen deleted: nothing to ask
+    assert cache.get("Pod", "t", "b") is None
+    assert asked == [("Pod", "t", "b")]  # a miss asks the API server
     cache.seen("ADDED", pod("a", "4"))
+    assert cache.get("Pod", "t", "a") == pod("a", "4")
     cache.clear()
     assert cache.get("Pod", "t", "a") is None
     assert len(asked) == 2
+
+
+def test_deletions_are_remembered_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_module.client, "get", lambda *_: None)
+    cache = ObjectCache(remembered_deletions=2)
+    for name in "abc":
+        cache.seen("DELETED", pod(name, "1"))
+    assert len(cache._deleted) == 2
+    assert ("Pod", "t", "a") not in cache._deleted

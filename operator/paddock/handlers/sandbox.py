@@ -1,5 +1,5 @@
-"""Sandbox: reconcile on every change, on a timer (idle timeout), and whenever its pod,
-volume, Workspace or SandboxPolicy changes."""
+"""Sandbox: reconcile on every change, whenever its pod, volume, files, NetworkPolicy,
+Workspace or SandboxPolicy changes, and on a timer only for an idle timeout."""
 
 from __future__ import annotations
 
@@ -25,7 +25,15 @@ def sandbox_changed(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> N
     _reconcile(dict(body), memo.config, retry)
 
 
-@kopf.timer(GROUP, VERSION, "sandboxes", interval=RESYNC_SECONDS, idle=RESYNC_SECONDS)
+def _idles_out(spec: kopf.Spec, **_: Any) -> bool:
+    return bool((spec.get("lifecycle") or {}).get("idleTimeout"))
+
+
+# Only a sandbox with an idle timeout has something to do while nothing changes: the others
+# get no timer (and so no finalizer); their parts' watches and their own changes drive them.
+@kopf.timer(
+    GROUP, VERSION, "sandboxes", interval=RESYNC_SECONDS, idle=RESYNC_SECONDS, when=_idles_out
+)
 def sandbox_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     _reconcile(dict(body), memo.config, 0)  # a timer's next tick is its retry
 
@@ -75,9 +83,13 @@ def reconcile_named(namespace: str, name: str, config: OperatorSettings) -> None
 
 @kopf.on.event("configmaps", labels={SANDBOX_LABEL: kopf.PRESENT})
 @kopf.on.event("networkpolicies", labels={SANDBOX_LABEL: kopf.PRESENT})
-def sandbox_file_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
-    """Kept for reconciles to read; their drift is put back at the Sandbox's next look."""
+def sandbox_file_seen(
+    type: str | None, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **_: Any
+) -> None:
+    """Kept for reconciles to read; a change or deletion (drift) is put back at once."""
     service.watched(type, dict(body))
+    if type in ("MODIFIED", "DELETED"):
+        reconcile_named(body["metadata"].get("namespace") or "", labels[SANDBOX_LABEL], memo.config)
 
 
 def reach_sandboxes(references: References, reference: Reference, config: OperatorSettings) -> None:

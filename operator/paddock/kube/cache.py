@@ -9,6 +9,7 @@ the operator started), so a steady state makes no reads.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from paddock.kube import client
@@ -20,8 +21,12 @@ Key = tuple[str, str, str]  # kind, namespace, name
 class ObjectCache:
     """Thread-safe: kopf runs event handlers and reconciles in several threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, remembered_deletions: int = 10_000) -> None:
         self._objects: dict[Key, Obj] = {}
+        # Objects a watch saw deleted, so that the events of a sandbox's parts going away
+        # after it read nothing; the oldest are forgotten first.
+        self._deleted: OrderedDict[Key, None] = OrderedDict()
+        self._remembered = remembered_deletions
         self._lock = threading.Lock()
 
     def seen(self, event_type: str | None, obj: Obj) -> None:
@@ -31,21 +36,48 @@ class ObjectCache:
         with self._lock:
             if event_type == "DELETED":
                 self._objects.pop(key, None)
-            else:  # one watch per kind, so events of one object arrive in order
-                self._objects[key] = obj
+                self._deleted[key] = None
+                self._deleted.move_to_end(key)
+                while len(self._deleted) > self._remembered:
+                    self._deleted.popitem(last=False)
+            else:
+                known = self._objects.get(key)
+                if known is None or not _older(obj, known):
+                    self._objects[key] = obj
+                self._deleted.pop(key, None)
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
-        """The object as last seen, else as the API server has it now (None: it does not
-        exist)."""
+        """The object as last seen; None when a watch saw it deleted; else as the API
+        server has it now (None: it does not exist)."""
+        key = (kind, namespace, name)
         with self._lock:
-            found = self._objects.get((kind, namespace, name))
-        if found is not None:
-            return found
+            found = self._objects.get(key)
+            if found is not None or key in self._deleted:
+                return found
         return client.get(kind, namespace, name)
+
+    def freshest(self, obj: Obj) -> Obj:
+        """``obj``, or the copy seen since if that is newer (a handler's body can predate a
+        status the operator wrote a moment ago)."""
+        meta = obj["metadata"]
+        with self._lock:
+            known = self._objects.get((str(obj["kind"]), meta.get("namespace") or "", meta["name"]))
+        return known if known is not None and _older(obj, known) else obj
 
     def clear(self) -> None:
         with self._lock:
             self._objects.clear()
+            self._deleted.clear()
+
+
+def _older(obj: Obj, known: Obj) -> bool:
+    """Whether ``obj`` is an older version than ``known``: a watch event still on its way
+    after a write's response was stored. (resourceVersions are etcd revisions in every API
+    server Paddock targets; one that is not a number never counts as older.)"""
+    try:
+        return int(obj["metadata"]["resourceVersion"]) < int(known["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 CACHE = ObjectCache()

@@ -170,17 +170,26 @@ def delete(kind: str, namespace: str, name: str, uid: str | None = None) -> bool
     return True
 
 
-def patch_status(kind: str, namespace: str, name: str, status: Obj) -> None:
-    """Merge-patch the status subresource of one of Paddock's own objects; nothing when the
-    object was deleted meanwhile (there is nothing left to report on)."""
+def patch_status(kind: str, namespace: str, name: str, status: Obj) -> Obj | None:
+    """Merge-patch the status subresource of one of Paddock's own objects: the object as
+    stored after it; None when the object was deleted meanwhile (nothing left to report on)."""
     with contextlib.suppress(NotFoundError):
-        _patch_status(kind, namespace, name, status)
+        return _patch_status(kind, namespace, name, status)
+    return None
 
 
 @converting
-def _patch_status(kind: str, namespace: str, name: str, status: Obj) -> None:
-    _custom().patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name, {"status": status}
+def _patch_status(kind: str, namespace: str, name: str, status: Obj) -> Obj:
+    return _decode(
+        _custom().patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            PADDOCK_PLURALS[kind],
+            name,
+            {"status": status},
+            _preload_content=False,
+        )
     )
 
 

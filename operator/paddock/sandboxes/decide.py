@@ -25,6 +25,7 @@ from paddock.api.fields import (
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import SandboxReason as R
+from paddock.api.reasons import Severity
 from paddock.api.sandbox import SandboxPhase, SandboxSpec, SandboxStatus, SandboxTimings
 from paddock.policy.gate import Judged, blocking, judge_setup
 from paddock.render import names
@@ -78,7 +79,11 @@ class StatusDraft:
         retry_after: float | None = None,
     ) -> Plan:
         self.status.phase, self.status.message = phase, message
-        changed = self.old.phase != phase or self.old.message != message
+        # An Event per transition: a new phase, or a new problem within one (not each step
+        # of progress, which the status shows).
+        before = get_condition(self.old.conditions, C.READY)
+        warned = reason.severity == Severity.WARNING and (before is None or before.reason != reason)
+        changed = self.old.phase != phase or warned
         return Plan(
             self.status, writes or [], [Notice(reason, message)] if changed else [], retry_after
         )

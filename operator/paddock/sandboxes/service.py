@@ -69,6 +69,7 @@ def reconcile_policy(body: Obj) -> Outcome:
 
 def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Outcome:
     """Reconcile one Sandbox; ``retry`` counts the attempts in a row that were refused."""
+    body = CACHE.freshest(body)
     world = gather_sandbox(body, config.policy_default, config.policy_required)
     plan = decide_sandbox(world, config.sandbox_image, utcnow())
     for write in plan.writes:
@@ -151,7 +152,9 @@ def _report(kind: str, body: Obj, plan: Plan) -> Outcome:
     namespace = meta["namespace"]
     status = _changed(body.get("status") or {}, plan.status)
     if status:
-        kube.patch_status(kind, namespace, meta["name"], status)
+        stored = kube.patch_status(kind, namespace, meta["name"], status)
+        if stored is not None:
+            CACHE.seen("MODIFIED", stored)  # the next reconcile starts from what it wrote
     message = str(getattr(plan.status, "message", "") or "")
     return Outcome(plan.notices, plan.retry_after, message)
 
