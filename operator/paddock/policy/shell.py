@@ -18,7 +18,7 @@ import sysconfig
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,23 @@ class Script:
 
 def parse(text: str) -> Script:
     """Every simple command and file write in ``text``; ShellSyntaxError when bash would not
-    run it. A carriage return separates commands, as a newline does."""
+    run it. A carriage return separates commands, as a newline does. Remembered: a sandbox's
+    setup is judged at each of its reconciles, and shfmt runs once per command."""
+    parsed = _parse(text)
+    if isinstance(parsed, ShellSyntaxError):
+        raise ShellSyntaxError(str(parsed))
+    return parsed
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str) -> Script | ShellSyntaxError:
+    try:
+        return _read_script(text)
+    except ShellSyntaxError as exc:
+        return exc
+
+
+def _read_script(text: str) -> Script:
     data = text.replace("\r\n", "\n").replace("\r", "\n").encode()
     tree = _syntax_tree(data)
     commands: list[SimpleCommand] = []
