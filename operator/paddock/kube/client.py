@@ -119,23 +119,23 @@ def get(kind: str, namespace: str, name: str) -> Obj | None:
 
 
 @converting
-def _create(obj: Obj) -> None:
+def _create(obj: Obj) -> Obj:
     kind, namespace = obj["kind"], obj["metadata"]["namespace"]
     if kind in _BUILTIN:
-        _builtin(kind, "create")(namespace, obj)
-    else:
+        return _decode(_builtin(kind, "create")(namespace, obj, _preload_content=False))
+    return _decode(
         _custom().create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], obj
+            GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], obj, _preload_content=False
         )
+    )
 
 
-def create(obj: Obj) -> bool:
-    """Create the object; False when its name is taken already."""
+def create(obj: Obj) -> Obj | None:
+    """Create the object: it as stored; None when its name is taken already."""
     try:
-        _create(obj)
+        return _create(obj)
     except ConflictError:
-        return False
-    return True
+        return None
 
 
 @converting

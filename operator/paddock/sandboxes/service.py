@@ -4,6 +4,7 @@ at any time, as often as the handlers like; a second run creates nothing twice."
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,8 +69,15 @@ def reconcile_policy(body: Obj) -> Outcome:
 
 
 def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Outcome:
-    """Reconcile one Sandbox; ``retry`` counts the attempts in a row that were refused."""
-    body = CACHE.freshest(body)
+    """Reconcile one Sandbox; ``retry`` counts the attempts in a row that were refused. One
+    at a time per Sandbox: its own handler and its parts' events come from several threads,
+    and two decisions from the same world would both create what is missing."""
+    meta = body["metadata"]
+    with _one_at_a_time(meta["namespace"], meta["name"]):
+        return _reconcile_sandbox(CACHE.freshest(body), config, retry)
+
+
+def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int) -> Outcome:
     world = gather_sandbox(body, config.policy_default, config.policy_required)
     plan = decide_sandbox(world, config.sandbox_image, utcnow())
     for write in plan.writes:
@@ -89,6 +97,15 @@ def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Ou
     else:
         metrics.policy_decided(plan.policy_decisions, "setup")
     return _report("Sandbox", body, plan)
+
+
+# Striped: a bounded set of locks, one per Sandbox name's hash; two sandboxes that share one
+# wait for each other now and then, which costs little next to a reconcile's API calls.
+_LOCKS = tuple(threading.Lock() for _ in range(256))
+
+
+def _one_at_a_time(namespace: str, name: str) -> threading.Lock:
+    return _LOCKS[hash((namespace, name)) % len(_LOCKS)]
 
 
 def reconcile_sandbox_named(
@@ -161,7 +178,9 @@ def _report(kind: str, body: Obj, plan: Plan) -> Outcome:
 
 def _write(namespace: str, write: Write) -> None:
     if isinstance(write, Create):
-        kube.create(write.obj)
+        made = kube.create(write.obj)
+        if made is not None:
+            CACHE.seen("ADDED", made)  # before its watch event: the next look sees it
     elif isinstance(write, Patch):
         kube.patch(write.kind, namespace, write.name, write.body)
     elif isinstance(write, Delete):
