@@ -94,7 +94,8 @@ def direct(cluster: Cluster, namespace: str, count: int) -> float:
     apply(cluster, namespace, docs)
     wait(lambda: _ready_pods(cluster, namespace) >= count, 900, "the direct pods")
     elapsed = time.monotonic() - start
-    cluster.kubectl("delete", "pods,pvc", "--all", "-n", namespace, "--wait=true")
+    cluster.kubectl("delete", "pods,pvc", "--all", "-n", namespace, "--wait=false")
+    wait(lambda: not items(cluster, namespace, "pods"), 900, "the direct pods gone")
     return elapsed
 
 
@@ -249,8 +250,8 @@ def measure(
         cpu2, t2 = operator.cpu_seconds(), time.time()
         rss = operator.rss_mib()
         start = time.monotonic()
-        cluster.kubectl("delete", "sandboxes", "--all", "-n", namespace, "--wait=true",
-                        "--timeout=900s")  # fmt: skip
+        cluster.kubectl("delete", "sandboxes", "--all", "-n", namespace, "--wait=false")
+        wait(lambda: not items(cluster, namespace, "sandboxes"), 900, "the sandboxes gone")
         wait(lambda: not items(cluster, namespace, "pods"), 900, "the pods gone")
         to_gone = time.monotonic() - start
         cpu3, t3 = operator.cpu_seconds(), time.time()

@@ -38,9 +38,9 @@ class OperatorSettings(BaseModel):
     resync_seconds: float = Field(
         default=60,
         gt=0,
-        description="How often each Sandbox is looked at without a change (idle timeouts). "
-        "A resync reads about eight objects, so with many sandboxes keep it in minutes; "
-        "changes to a Sandbox, its pod, PVC, Workspace or SandboxPolicy act at once.",
+        description="How often a Sandbox with an idle timeout is looked at without a change "
+        "(it reads from the watches, and writes only when it pauses). Changes to a Sandbox, "
+        "its pod, PVC, files, NetworkPolicy, Workspace or SandboxPolicy act at once.",
     )
 
     policy_default: str | None = Field(
