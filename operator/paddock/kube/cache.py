@@ -43,7 +43,7 @@ class ObjectCache:
             else:
                 known = self._objects.get(key)
                 if known is None or not _older(obj, known):
-                    self._objects[key] = obj
+                    self._objects[key] = _slim(obj)
                 self._deleted.pop(key, None)
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
@@ -68,6 +68,15 @@ class ObjectCache:
         with self._lock:
             self._objects.clear()
             self._deleted.clear()
+
+
+def _slim(obj: Obj) -> Obj:
+    """Without ``managedFields``, which no reconcile reads and which are often most of an
+    object's size."""
+    if "managedFields" not in obj.get("metadata", {}):
+        return obj
+    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    return {**obj, "metadata": meta}
 
 
 def _older(obj: Obj, known: Obj) -> bool:
