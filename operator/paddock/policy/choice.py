@@ -27,10 +27,6 @@ class PolicyChoice:
             return INLINE
         return self.name if self.namespace is None else f"{self.namespace}/{self.name}"
 
-    @property
-    def none(self) -> bool:
-        return self.inline is None and self.name is None
-
 
 def choose_policy(spec: SandboxSpec, namespace: str, default: str | None) -> PolicyChoice:
     """``default`` is the operator's policy.default: NAME or NAMESPACE/NAME."""
