@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the operator's test identity (support
 from paddock.api.sandbox import SandboxSpec  # noqa: E402
 from paddock.api.workspace import WorkspaceSpec  # noqa: E402
 from paddock.devcluster import cluster as local  # noqa: E402
+from paddock.devcluster.audit import requests  # noqa: E402
 from paddock.devcluster.binaries import ensure_binaries  # noqa: E402
 from paddock.render.projections import render_projection  # noqa: E402
 from paddock.render.sandbox import (  # noqa: E402
@@ -133,32 +134,6 @@ class Operator:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=60)
-
-
-def requests(log: Path, since: float, until: float) -> Counter[tuple[str, str]]:
-    """(verb, resource) of the operator's requests between two times, from the audit log."""
-    counted: Counter[tuple[str, str]] = Counter()
-    for path in (log.with_name(log.name + ".1"), log):
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines():
-            entry = json.loads(line)
-            if entry.get("user", {}).get("username") != USER or "objectRef" not in entry:
-                continue
-            stamp = _epoch(entry["requestReceivedTimestamp"])
-            if since <= stamp < until:
-                ref = entry["objectRef"]
-                resource = ref.get("resource", "") + (
-                    "/" + ref["subresource"] if ref.get("subresource") else ""
-                )
-                counted[(entry["verb"], resource)] += 1
-    return counted
-
-
-def _epoch(stamp: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def sandboxes(count: int) -> list[dict[str, Any]]:
@@ -267,8 +242,8 @@ def measure(
         "idle_wall": t2 - t1,
         "cpu_delete": cpu3 - cpu2,
         "rss": rss,
-        "lifecycle": requests(audit, t0, t1) + requests(audit, t2, t3 + 1),
-        "idle": requests(audit, t1, t2),
+        "lifecycle": requests(audit, USER, t0, t1) + requests(audit, USER, t2, t3 + 1),
+        "idle": requests(audit, USER, t1, t2),
     }
 
 

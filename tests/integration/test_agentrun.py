@@ -7,12 +7,16 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kopf.testing import KopfRunner
 
+from paddock.devcluster.audit import requests
+from paddock.devcluster.cluster import audit_log, default_state_dir
+from support import identity
 from support.kube import ROOT, Cluster
 from support.runs import agent_run, command_run, log_events, of_type, wait_for_run
 from support.sandboxes import (
@@ -346,6 +350,45 @@ def test_logs_follow_prints_every_event_once_in_order(
     )
     text = cluster.paddock("logs", "chatty", "-n", namespace, "--from-seq", "5").stdout
     assert text.splitlines()[0].split()[0] == "5"
+
+
+def test_a_follower_reads_each_event_once_from_a_watch_not_by_reading_again(
+    cluster: Cluster, namespace: str, operator: Any, tmp_path: Path
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    rules = [
+        {"apiGroups": ["paddock.dev"], "resources": ["agentruns"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]},
+    ]
+    follower_config = identity.role_kubeconfig(
+        cluster, namespace, "follower", rules, tmp_path / "follower"
+    )
+    slow = "for i in $(seq 1 8); do echo line $i; sleep 1; done"
+    cluster.apply(command_run("slow", "box", slow), namespace)
+    wait_for_run(cluster, namespace, "slow", ("Running",))
+    started = time.time()
+    follower = subprocess.run(
+        [sys.executable, "-m", "paddock.cli", "logs", "slow", "-n", namespace, "-f", "-o", "json"],
+        env={**os.environ, "KUBECONFIG": str(follower_config)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert follower.returncode == 0, follower.stderr
+    followed = [json.loads(line) for line in follower.stdout.splitlines()]
+    assert followed == log_events(cluster, namespace, "slow")
+    assert len(of_type(followed, "output")) == 8
+    user = f"system:serviceaccount:{namespace}:follower"
+    log = audit_log(default_state_dir())
+    asked = wait_for(
+        lambda: (
+            (counted := requests(log, user, started, time.time() + 1))[("watch", "configmaps")]
+            and counted
+        ),
+        30,
+        what="the follower's requests in the audit log",
+    )
+    # One listing, then the watch brings each write: not a listing per poll while it waited.
+    assert asked[("list", "configmaps")] == 1, asked
+    assert asked[("get", "agentruns")] == 1, asked
 
 
 def test_operator_killed_mid_run_leaves_a_gap_free_log_without_duplicates(

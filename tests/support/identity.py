@@ -5,6 +5,7 @@ runs with it instead of cluster-admin, so a missing (or needless) permission sho
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client
@@ -94,3 +95,29 @@ def editor_kubeconfig(cluster: Cluster, namespace: str, directory: Path) -> Path
         "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all([account, *bindings])
     )
     return account_kubeconfig(cluster, namespace, "editor", directory / "editor-kubeconfig")
+
+
+def role_kubeconfig(
+    cluster: Cluster, namespace: str, account: str, rules: list[dict[str, Any]], path: Path
+) -> Path:
+    """A ServiceAccount in ``namespace`` that holds exactly ``rules`` there (one Role), and a
+    kubeconfig for it: a client whose requests the local cluster's audit log names."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": account},
+        "rules": rules,
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": account},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}
+    cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-",
+        stdin=yaml.safe_dump_all([service_account, role, binding]),
+    )  # fmt: skip
+    return account_kubeconfig(cluster, namespace, account, path)

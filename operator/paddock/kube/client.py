@@ -12,13 +12,15 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+from urllib3.util.retry import Retry
 
 from paddock import GROUP, VERSION
-from paddock.kube.errors import ConflictError, NotFoundError, converting
+from paddock.kube.errors import ConflictError, NotFoundError, converted, converting
 
 Obj = dict[str, Any]
 
@@ -26,6 +28,24 @@ Obj = dict[str, Any]
 # Connections kept open to the API server: one per worker that may be mid-request, and a few
 # for the run daemons (kopf's worker_limit is 20 by default).
 POOL_SIZE = 32
+# A 429 (the API server's priority and fairness turning a request away, before doing
+# anything) is sent again after the Retry-After the server gives, or after a backoff of
+# 0.25, 0.5, 1, 2, 4 s; after that, the caller sees the refusal. Nothing else is retried
+# here: a write whose answer was lost is not sent twice; a 409 goes back to the reconcile,
+# which reads again.
+THROTTLED_RETRY = Retry(
+    total=None,
+    connect=0,
+    read=0,
+    redirect=0,
+    other=0,
+    status=5,
+    status_forcelist=(429,),
+    allowed_methods=None,
+    backoff_factor=0.25,
+    respect_retry_after_header=True,
+    raise_on_status=False,
+)
 _shared: client.ApiClient | None = None
 _shared_lock = threading.Lock()
 
@@ -51,6 +71,7 @@ def _client() -> client.ApiClient:
         if _shared is None:
             configuration = client.Configuration.get_default_copy()
             configuration.connection_pool_maxsize = POOL_SIZE
+            configuration.retries = THROTTLED_RETRY
             _shared = client.ApiClient(configuration)
         return _shared
 
@@ -252,3 +273,44 @@ def create_configmap(obj: Obj) -> Obj:
     return _decode(
         _core().create_namespaced_config_map(meta["namespace"], body, _preload_content=False)
     )
+
+
+class WatchExpiredError(Exception):
+    """410: the resourceVersion a watch started from is older than the server keeps; list
+    again and watch from the new listing."""
+
+
+@converting
+def list_configmaps_at(namespace: str, selector: str) -> tuple[list[Obj], str]:
+    """The ConfigMaps the selector picks, and the listing's resourceVersion to watch from."""
+    listing = _decode(
+        _core().list_namespaced_config_map(
+            namespace, label_selector=selector, _preload_content=False
+        )
+    )
+    return listing["items"], str(listing["metadata"]["resourceVersion"])
+
+
+def watch_configmaps(
+    namespace: str, selector: str, resource_version: str, timeout_seconds: int
+) -> Iterator[tuple[str, Obj]]:
+    """Each change to the ConfigMaps the selector picks after ``resource_version``, as
+    ``(ADDED|MODIFIED|DELETED, object)``, until the server ends the watch after
+    ``timeout_seconds``. Only what changes is sent: nothing already listed is read again."""
+    stream = watch.Watch().stream(
+        _core().list_namespaced_config_map,
+        namespace,
+        label_selector=selector,
+        resource_version=resource_version,
+        allow_watch_bookmarks=False,
+        timeout_seconds=timeout_seconds,
+        deserialize=False,
+    )
+    with converted():
+        try:
+            for event in stream:
+                yield str(event["type"]), event["object"]
+        except ApiException as exc:
+            if exc.status == 410:
+                raise WatchExpiredError(str(exc.reason)) from None
+            raise

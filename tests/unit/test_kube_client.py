@@ -1,0 +1,108 @@
+"""The shared API client against a real HTTP server on loopback that answers as an API server
+under load does: a 429 is sent again after the Retry-After it gives, nothing else is."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from paddock.kube import client as kube
+from paddock.kube.errors import KubeError
+
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "t"}}
+
+
+class Server:
+    """Answers each request with the next of ``answers`` (status code), then 200/201 always."""
+
+    def __init__(self) -> None:
+        self.answers: list[int] = []
+        self.requests: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                outer.requests.append(self.command)
+                status = outer.answers.pop(0) if outer.answers else 0
+                if status == 429:
+                    body: dict[str, Any] = {"kind": "Status", "code": 429, "message": "slow down"}
+                    self.send_response(429)
+                    self.send_header("Retry-After", "0")
+                elif status:
+                    body = {"kind": "Status", "code": status, "message": "broken"}
+                    self.send_response(status)
+                else:
+                    body = CONFIGMAP
+                    self.send_response(201 if self.command == "POST" else 200)
+                data = json.dumps(body).encode()
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _answer  # noqa: N815 (the names http.server calls)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    served = Server()
+    thread = threading.Thread(target=served.http.serve_forever, daemon=True)
+    thread.start()
+    saved = client.Configuration.get_default_copy()
+    configuration = client.Configuration()
+    configuration.host = served.url
+    client.Configuration.set_default(configuration)
+    kube._shared = None
+    try:
+        yield served
+    finally:
+        client.Configuration.set_default(saved)
+        kube._shared = None
+        served.http.shutdown()
+        served.http.server_close()
+
+
+def test_a_throttled_read_is_sent_again_until_it_is_served(server: Server) -> None:
+    server.answers = [429, 429]
+    assert kube.get("ConfigMap", "t", "a") == CONFIGMAP
+    assert server.requests == ["GET", "GET", "GET"]
+
+
+def test_a_throttled_create_is_sent_again(server: Server) -> None:
+    server.answers = [429]
+    assert kube.create(CONFIGMAP) == CONFIGMAP
+    assert server.requests == ["POST", "POST"]
+
+
+def test_throttling_that_does_not_stop_is_the_callers_to_see(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the real policy's tries, without its 7.75 s of backoff
+    monkeypatch.setattr(kube, "THROTTLED_RETRY", kube.THROTTLED_RETRY.new(backoff_factor=0))
+    server.answers = [429] * 10
+    with pytest.raises(KubeError) as refused:
+        kube.get("ConfigMap", "t", "a")
+    assert refused.value.status == 429
+    assert len(server.requests) == 1 + kube.THROTTLED_RETRY.status  # type: ignore[operator]
+
+
+def test_a_failed_write_is_not_sent_twice(server: Server) -> None:
+    server.answers = [500]
+    with pytest.raises(KubeError) as refused:
+        kube.create(CONFIGMAP)
+    assert refused.value.status == 500
+    assert server.requests == ["POST"]
