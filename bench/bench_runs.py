@@ -1,4 +1,5 @@
-"""Benchmark: a run emitting 10,000 events, against the local control plane.
+"""Benchmark: a run emitting 10,000 events, and a run's latencies, against the local control
+plane.
 
 Prints events per second and API writes per event for
 
@@ -8,15 +9,19 @@ Prints events per second and API writes per event for
   operator's daemon steps (in this process, so its writes can be counted), through exec polls
   of the journal in a kwok sandbox,
 
-and the run's rate as a ratio of the baseline's. Usage: ``make bench`` (starts the local
-cluster when it is not up, and stops it again).
+and the run's rate as a ratio of the baseline's; then, with the operator running, the p50 of
+apply -> harness started (floor: one exec into the sandbox) and of a line printed in the
+sandbox -> seen by ``paddock logs --follow`` (floor: a ConfigMap write seen by a watch).
+Usage: ``make bench`` (starts the local cluster when it is not up, and stops it again).
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -24,14 +29,21 @@ from typing import Any
 
 import yaml
 
+from paddock.agentruns import logs
 from paddock.agentruns.execution import Execution
+from paddock.api.agentrun import TERMINAL_PHASES
 from paddock.devcluster import cluster as local
+from paddock.devcluster.binaries import ensure_binaries
 from paddock.kube import client as kube
+from paddock.kube import exec as kube_exec
+from paddock.render.names import SANDBOX_CONTAINER
 from paddock.runs import events as ev
 from paddock.runs.journal import BATCH_BYTES
-from paddock.runs.log import ConfigMapLog
+from paddock.runs.log import ConfigMapLog, read_log
+from paddock.times import parse_time
 
 EVENTS = 10_000
+LATENCY_RUNS = 20
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -52,6 +64,14 @@ def wait(predicate: Any, timeout: float, what: str) -> Any:
     raise TimeoutError(f"timed out waiting for {what}")
 
 
+def start_operator(namespace: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def ready_sandbox(kubectl_bin: str, namespace: str) -> None:
     """A Workspace and a Ready Sandbox, prepared by a short-lived operator process."""
     manifests = [
@@ -69,11 +89,7 @@ def ready_sandbox(kubectl_bin: str, namespace: str) -> None:
         },
     ]
     kubectl(kubectl_bin, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(manifests))
-    operator = subprocess.Popen(
-        [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    operator = start_operator(namespace)
     try:
         wait(
             lambda: (
@@ -133,12 +149,12 @@ def full_run(namespace: str) -> tuple[float, int, int, int]:
     status_writes = 0
     original = kube.patch_status
 
-    def counting_patch(*args: Any) -> None:
+    def counting_patch(kind: str, namespace: str, name: str, status: Any) -> Any:
         nonlocal status_writes
         status_writes += 1
-        original(*args)
+        return original(kind, namespace, name, status)
 
-    kube.patch_status = counting_patch  # type: ignore[assignment]
+    kube.patch_status = counting_patch
     start = time.perf_counter()
     try:
         while True:
@@ -147,9 +163,94 @@ def full_run(namespace: str) -> tuple[float, int, int, int]:
                 break
             time.sleep(delay)
     finally:
-        kube.patch_status = original  # type: ignore[assignment]
+        kube.patch_status = original
     elapsed = time.perf_counter() - start
     return elapsed, execution.summary.next_seq, execution.log.writes, status_writes
+
+
+def harness_start(namespace: str, runs: int) -> tuple[list[float], list[float]]:
+    """Seconds from applying a run to its harness started (its ``run.started`` event), for
+    ``runs`` runs one after another with the operator running; and the floor: one exec into
+    the same sandbox pod (a launch is one exec, after which the run is started)."""
+    sandbox = kube.get("Sandbox", namespace, "bench") or {}
+    pod = sandbox["status"]["podName"]
+    floor = []
+    for _ in range(runs):
+        start = time.time()
+        kube_exec.run(namespace, pod, SANDBOX_CONTAINER, ["true"])
+        floor.append(time.time() - start)
+    seconds = []
+    for index in range(runs):
+        name = f"start-{index}"
+        applied = time.time()
+        make_run(namespace, name, "true")
+        started = wait(lambda n=name: _started(namespace, n), 60, f"run {name} to start")
+        seconds.append(started - applied)
+        wait(lambda n=name: _ended(namespace, n), 60, f"run {name} to end")
+    return seconds, floor
+
+
+def follow_delay(namespace: str, lines: int) -> tuple[list[float], list[float]]:
+    """Seconds from a line printed in the sandbox (its text is the time it was printed) to
+    the event reaching a follower (``paddock logs --follow``'s generator, in this process);
+    and the floor: a ConfigMap written by this process, seen by a watch of it."""
+    script = f"for i in $(seq 1 {lines}); do date +%s.%N; sleep 0.3; done"
+    make_run(namespace, "ticks", script)
+    seconds = []
+    for event in logs.events(namespace, "ticks", follow=True):
+        if event["type"] == ev.OUTPUT:
+            seconds.append(time.time() - float(event["data"]["text"]))
+    return seconds, _watch_floor(namespace, lines)
+
+
+def _watch_floor(namespace: str, writes: int) -> list[float]:
+    selector = "paddock.dev/bench=watch-floor"
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "watch-floor",
+            "namespace": namespace,
+            "labels": {"paddock.dev/bench": "watch-floor"},
+        },
+        "data": {"at": "0"},
+    }
+    stored = kube.create_configmap(configmap)
+    delays: list[float] = []
+
+    def watch() -> None:
+        version = stored["metadata"]["resourceVersion"]
+        for _, seen in kube.watch_configmaps(namespace, selector, version, 60):
+            delays.append(time.time() - float(seen["data"]["at"]))
+            if len(delays) == writes + 1:
+                return
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    for _ in range(writes + 1):  # the first is seen once the watch has connected: not counted
+        time.sleep(0.05)  # paced, as a run's writes are
+        stored["data"] = {"at": repr(time.time())}
+        stored = kube.replace_configmap(stored)
+    watcher.join(60)
+    return delays[1:]
+
+
+def _started(namespace: str, name: str) -> float | None:
+    """When the run's harness started (its ``run.started`` event), once it has."""
+    run = kube.get("AgentRun", namespace, name)
+    events = read_log(kube, namespace, run["metadata"]["uid"]) if run else []
+    started = next((e for e in events if e["type"] == ev.RUN_STARTED), None)
+    stamp = parse_time(started["time"]) if started else None
+    return stamp.timestamp() if stamp else None
+
+
+def _ended(namespace: str, name: str) -> bool:
+    run = kube.get("AgentRun", namespace, name) or {}
+    return (run.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values)
 
 
 def main() -> int:
@@ -157,7 +258,7 @@ def main() -> int:
     started_here = not local.is_up(directory)
     kubeconfig = local.up(directory)
     os.environ["KUBECONFIG"] = str(kubeconfig)
-    kubectl_bin = str(local.ensure_binaries().kubectl)
+    kubectl_bin = str(ensure_binaries().kubectl)
     kubectl(kubectl_bin, "apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
     kube.load_config()
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
@@ -166,6 +267,13 @@ def main() -> int:
         ready_sandbox(kubectl_bin, namespace)
         base_seconds, base_writes = baseline(namespace)
         run_seconds, run_events, log_writes, status_writes = full_run(namespace)
+        operator = start_operator(namespace)
+        try:
+            start, start_floor = harness_start(namespace, LATENCY_RUNS)
+            follow, follow_floor = follow_delay(namespace, LATENCY_RUNS)
+        finally:
+            operator.terminate()
+            operator.wait()
     finally:
         kubectl(kubectl_bin, "delete", "namespace", namespace, "--wait=false")
         if started_here:
@@ -183,6 +291,16 @@ def main() -> int:
         f"{status_writes / run_events:.4f} status writes/event ({run_events} events)"
     )
     print(f"  ratio     run / baseline     : {run_rate / base_rate:9.2f}")
+    print(f"AgentRun latency, p50 of {LATENCY_RUNS} (goal: 1 s each)")
+    print(
+        f"  apply -> harness started       : {p50(start):6.2f} s (p99 {max(start):.2f} s); "
+        f"floor, one exec: {p50(start_floor):.3f} s; ratio {p50(start) / p50(start_floor):.1f}"
+    )
+    print(
+        f"  event printed -> logs --follow : {p50(follow):6.2f} s (p99 {max(follow):.2f} s); "
+        f"floor, write -> watch: {p50(follow_floor):.3f} s; "
+        f"ratio {p50(follow) / p50(follow_floor):.1f}"
+    )
     return 0
 
 
