@@ -21,6 +21,14 @@ class OperatorSettings(BaseModel):
     worker_limit: int = Field(
         default=20, ge=1, description="Most resources reconciled at once (kopf queueing)."
     )
+    coalesce_seconds: float = Field(
+        default=0.5,
+        ge=0,
+        le=10,
+        description="How long a Sandbox waits after a change of one of its parts (pod, PVC, "
+        "files, NetworkPolicy, Workspace, policy) before it is reconciled: the changes within "
+        "it become one reconcile (and at most one status write).",
+    )
     request_timeout_seconds: float = Field(
         default=60, gt=0, description="Longest one Kubernetes API request may take."
     )

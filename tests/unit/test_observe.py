@@ -8,9 +8,9 @@ from paddock.sandboxes.observe import observe
 from support.pods import BOUND, PENDING_PVC, pod, terminated
 
 
-def test_no_pod_yet_is_provisioning() -> None:
-    seen = observe(None, PENDING_PVC)
-    assert (seen.phase, seen.reason, seen.volume_bound) == ("Provisioning", "CreatingPod", False)
+def test_a_pod_being_created_is_provisioning() -> None:
+    seen = observe({"metadata": {"name": "s"}, "spec": {}}, PENDING_PVC)
+    assert (seen.phase, seen.reason, seen.volume_bound) == ("Provisioning", "Starting", False)
 
 
 def test_failed_clone_is_a_permanent_failure_with_the_message() -> None:

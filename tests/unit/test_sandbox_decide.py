@@ -133,7 +133,7 @@ CASES = {
         "Failed",
         "WorkspaceTooLarge",
     ),
-    "no pod yet": (settled(), "Provisioning", "CreatingPod"),
+    "no pod yet: created, and said to be starting": (settled(), "Provisioning", "Starting"),
     "clone failed": (
         settled(pod=pod("Failed", init=[terminated("clone", 128, "clone failed: x at main")])),
         "Failed",

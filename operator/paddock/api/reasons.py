@@ -77,7 +77,6 @@ class SandboxReason(Reason):
     NETWORK_POLICY_REFUSED = "NetworkPolicyRefused", W
     PAUSED = "Paused"
     IDLE_TIMEOUT = "IdleTimeout"
-    CREATING_POD = "CreatingPod"
     STARTING = "Starting"
     SETTING_UP = "SettingUp"
     READY = "Ready"

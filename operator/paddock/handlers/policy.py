@@ -27,7 +27,7 @@ def policy_changed(
     if reason != kopf.Reason.RESUME:  # at start-up every Sandbox is resumed anyway
         meta = body["metadata"]
         reference = ("SandboxPolicy", meta["namespace"], meta["name"])
-        reach_sandboxes(memo.references, reference, memo.config)
+        reach_sandboxes(memo, reference)
     report(dict(body), outcome)
 
 
@@ -40,4 +40,4 @@ def made_from_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any)
     if type == "DELETED":
         meta = body["metadata"]
         reference = (str(body["kind"]), meta["namespace"], meta["name"])
-        reach_sandboxes(memo.references, reference, memo.config)
+        reach_sandboxes(memo, reference)

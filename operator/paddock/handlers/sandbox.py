@@ -8,7 +8,7 @@ from typing import Any
 import kopf
 
 from paddock import GROUP, VERSION, metrics
-from paddock.handlers.references import Reference, References, references_of
+from paddock.handlers.references import Reference, references_of
 from paddock.handlers.reporting import report
 from paddock.render.names import SANDBOX_LABEL
 from paddock.sandboxes import service
@@ -69,16 +69,20 @@ def sandbox_part_changed(
     **_: Any,
 ) -> None:
     service.watched(type, dict(body))
-    reconcile_named(namespace or "", labels[SANDBOX_LABEL], memo.config)
+    memo.reconciles.ask((namespace or "", labels[SANDBOX_LABEL]))
 
 
-def reconcile_named(namespace: str, name: str, config: OperatorSettings) -> None:
-    """Reconcile a Sandbox because something it is made from changed (not from its own
-    handler: not retried; its own handlers and timer are)."""
-    with metrics.reconciling("Sandbox"):
+def reconcile_named(namespace: str, name: str, config: OperatorSettings) -> float | None:
+    """Reconcile a Sandbox because something it is made from changed (from the reconcile
+    queue, not from its own handler): the seconds after which to look again, if it waits."""
+    with metrics.reconciling("Sandbox") as result:
         reconciled = service.reconcile_sandbox_named(namespace, name, config)
-    if reconciled is not None:  # None: deleted, or being garbage-collected with its owner
-        report(*reconciled, retry=False)
+        if reconciled is not None and reconciled[1].retry_after is not None:
+            result["result"] = "waiting"
+    if reconciled is None:  # deleted, or being garbage-collected with its owner
+        return None
+    report(*reconciled, retry=False)
+    return reconciled[1].retry_after
 
 
 @kopf.on.event("configmaps", labels={SANDBOX_LABEL: kopf.PRESENT})
@@ -89,10 +93,10 @@ def sandbox_file_seen(
     """Kept for reconciles to read; a change or deletion (drift) is put back at once."""
     service.watched(type, dict(body))
     if type in ("MODIFIED", "DELETED"):
-        reconcile_named(body["metadata"].get("namespace") or "", labels[SANDBOX_LABEL], memo.config)
+        memo.reconciles.ask((body["metadata"].get("namespace") or "", labels[SANDBOX_LABEL]))
 
 
-def reach_sandboxes(references: References, reference: Reference, config: OperatorSettings) -> None:
-    """Reconcile every Sandbox made from the Workspace or policy ``reference``."""
-    for namespace, name in references.sandboxes(reference):
-        reconcile_named(namespace, name, config)
+def reach_sandboxes(memo: kopf.Memo, reference: Reference) -> None:
+    """Reconcile (soon) every Sandbox made from the Workspace or policy ``reference``."""
+    for named in memo.references.sandboxes(reference):
+        memo.reconciles.ask(named)

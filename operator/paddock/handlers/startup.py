@@ -12,6 +12,8 @@ import kopf
 import prometheus_client
 
 from paddock import GROUP
+from paddock.handlers import sandbox
+from paddock.handlers.coalescing import ReconcileQueue
 from paddock.handlers.diffbase import CompactDiffBaseStorage
 from paddock.handlers.references import References
 from paddock.kube import client as kube
@@ -46,6 +48,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     config = OperatorSettings.from_env()
     memo.config = config
     memo.references = References()  # filled by the Sandbox event handler
+    memo.reconciles = ReconcileQueue[tuple[str, str]](
+        lambda named: sandbox.reconcile_named(*named, config),
+        delay=config.coalesce_seconds,
+        workers=config.worker_limit,
+    )
     service.forget_watched()  # filled again by the event handlers from their watches
     kube.load_config()
     memo.metrics_server = None
@@ -77,7 +84,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 
 
 @kopf.on.cleanup()
-def stop_metrics(memo: kopf.Memo, **_: Any) -> None:
+def stop(memo: kopf.Memo, **_: Any) -> None:
+    reconciles = memo.get("reconciles")
+    if reconciles is not None:
+        reconciles.stop()
     server = memo.get("metrics_server")
     if server is not None:
         server.shutdown()

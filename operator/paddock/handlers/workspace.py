@@ -28,5 +28,5 @@ def workspace_changed(
     if reason != kopf.Reason.RESUME:  # at start-up every Sandbox is resumed anyway
         meta = body["metadata"]
         reference = ("Workspace", meta["namespace"], meta["name"])
-        reach_sandboxes(memo.references, reference, memo.config)
+        reach_sandboxes(memo, reference)
     report(dict(body), outcome)

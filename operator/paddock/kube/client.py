@@ -25,9 +25,10 @@ from paddock.kube.errors import ConflictError, NotFoundError, converted, convert
 Obj = dict[str, Any]
 
 
-# Connections kept open to the API server: one per worker that may be mid-request, and a few
-# for the run daemons (kopf's worker_limit is 20 by default).
-POOL_SIZE = 32
+# Connections kept open to the API server: one per thread that may be mid-request (kopf's
+# worker_limit of 20 handler threads, as many reconcile-queue threads), and a few for the
+# run daemons.
+POOL_SIZE = 48
 # A 429 (the API server's priority and fairness turning a request away, before doing
 # anything) is sent again after the Retry-After the server gives, or after a backoff of
 # 0.25, 0.5, 1, 2, 4 s; after that, the caller sees the refusal. Nothing else is retried

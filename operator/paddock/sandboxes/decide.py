@@ -286,13 +286,16 @@ def _progress(
 ) -> Plan:
     """The pod's progress: create or replace it, and say where setup stands."""
     pvc = world.pvc or render_workspace_pvc(inputs)
-    seen = observe(world.pod, pvc)
     prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
+    pod = world.pod
+    if pod is None:
+        pod = owned_by(render_sandbox_pod(inputs, projection, prepared=prepared), world.sandbox)
+        writes.append(Create(pod))
+    # A pod created by this plan is observed as created (starting): the status is written
+    # after the create, and the pod's next event would only say that.
+    seen = observe(pod, pvc)
     if seen.recreate_pod and world.pod is not None:
         writes.append(_delete(world.pod))
-    elif world.pod is None:
-        pod = render_sandbox_pod(inputs, projection, prepared=prepared)
-        writes.append(Create(owned_by(pod, world.sandbox)))
     pvc_name = names.pvc_name(inputs.name)
     if seen.volume_bound is not None:
         bound = R.BOUND if seen.volume_bound else R.VOLUME_PENDING

@@ -80,17 +80,10 @@ def _pod_condition(pod: Obj, type_: str) -> Obj | None:
     return next((c for c in conditions if c.get("type") == type_), None)
 
 
-def observe(pod: Obj | None, pvc: Obj | None) -> Observation:
+def observe(pod: Obj, pvc: Obj | None) -> Observation:
     """The sandbox's state as its pod and PVC show it (pause and deletion are decided by the
-    caller, which knows the spec)."""
+    caller, which knows the spec). A pod being created is observed as one with no status."""
     bound = None if pvc is None else pvc.get("status", {}).get("phase") == "Bound"
-    if pod is None:
-        return Observation(
-            SandboxPhase.PROVISIONING,
-            R.CREATING_POD,
-            "Creating the sandbox pod.",
-            volume_bound=bound,
-        )
     for check in (_failed_init, _image_pull, _stopped, _unschedulable, _progress):
         seen = check(pod, bound)
         if seen is not None:

@@ -1,0 +1,96 @@
+"""Reconciles that watch events ask for, gathered per object.
+
+A sandbox coming up sends a burst of watch events (its PVC bound; its pod scheduled, each init
+container started and done, the pod running, Ready), and a Workspace or policy change reaches
+every sandbox made from it. Reconciling once per event would decide, and often write, a status
+for each intermediate state. Instead an event asks for a reconcile of its key; a key asked for
+again while it waits is not queued twice; each runs ``delay`` seconds after it was first asked,
+on one of a bounded number of worker threads. A key asked for while its reconcile runs is
+queued again, so the last event is always followed by a reconcile that sees it. A reconcile
+that waits for something (a refused write, a missing Workspace) says after how long to look
+again, and is queued for then.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+log = logging.getLogger("paddock.queue")
+K = TypeVar("K", bound=Hashable)
+
+
+class ReconcileQueue(Generic[K]):
+    """A delaying, deduplicating queue of keys, drained by ``workers`` threads."""
+
+    def __init__(self, action: Callable[[K], float | None], *, delay: float, workers: int) -> None:
+        self._action = action
+        self._delay = delay
+        # (when, order, key, the asker's context): a heap. A reconcile runs in the context of
+        # the handler that asked for it (kopf's settings and event queue, which kopf.event
+        # needs), as kopf's own executor runs its handlers.
+        self._due: list[tuple[float, int, K, contextvars.Context]] = []
+        self._waiting: set[K] = set()
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._stopped = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"paddock-reconcile-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def ask(self, key: K, after: float | None = None) -> None:
+        """Reconcile ``key`` in ``after`` seconds (default: the queue's delay): once, however
+        often it is asked before its turn."""
+        with self._changed:
+            if self._stopped or key in self._waiting:
+                return
+            self._waiting.add(key)
+            when = time.monotonic() + (self._delay if after is None else after)
+            entry = (when, next(self._order), key, contextvars.copy_context())
+            heapq.heappush(self._due, entry)
+            self._changed.notify()
+
+    def waiting(self) -> int:
+        with self._changed:
+            return len(self._waiting)
+
+    def stop(self) -> None:
+        """Let the running reconciles finish; drop the ones not started."""
+        with self._changed:
+            self._stopped = True
+            self._due.clear()
+            self._waiting.clear()
+            self._changed.notify_all()
+        for thread in self._threads:
+            thread.join()
+
+    def _next(self) -> tuple[K, contextvars.Context] | None:
+        with self._changed:
+            while not self._stopped:
+                now = time.monotonic()
+                if self._due and self._due[0][0] <= now:
+                    _, _, key, context = heapq.heappop(self._due)
+                    self._waiting.discard(key)  # asked again from now on: queued again
+                    return key, context
+                self._changed.wait(self._due[0][0] - now if self._due else None)
+            return None
+
+    def _work(self) -> None:
+        while (due := self._next()) is not None:
+            key, context = due
+            try:
+                again = context.run(self._action, key)
+            except Exception:  # a bug in one reconcile must not stop the others
+                log.exception("reconcile of %s failed", key)
+                continue
+            if again is not None:
+                self.ask(key, after=again)

@@ -1,0 +1,111 @@
+"""The reconcile queue: events of one key within its delay are one reconcile; an event during
+a reconcile is followed by another; a reconcile that waits is run again when it said."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from paddock.handlers.coalescing import ReconcileQueue
+
+TIMEOUT = 10.0
+
+
+class Recorder:
+    def __init__(self, again: Callable[[str, int], float | None] | None = None) -> None:
+        self.runs: list[str] = []
+        self.again = again
+        self.gate = threading.Event()
+        self.gate.set()
+        self.started = threading.Event()
+        self._changed = threading.Condition()
+
+    def __call__(self, key: str) -> float | None:
+        self.started.set()
+        self.gate.wait(TIMEOUT)
+        with self._changed:
+            self.runs.append(key)
+            self._changed.notify_all()
+        return self.again(key, self.runs.count(key)) if self.again else None
+
+    def wait_for(self, count: int) -> list[str]:
+        with self._changed:
+            assert self._changed.wait_for(lambda: len(self.runs) >= count, TIMEOUT), self.runs
+            return list(self.runs)
+
+
+@pytest.fixture
+def queues() -> Iterator[list[ReconcileQueue[str]]]:
+    made: list[ReconcileQueue[str]] = []
+    yield made
+    for queue in made:
+        queue.stop()
+
+
+def test_events_of_one_key_within_the_delay_are_one_reconcile(
+    queues: list[ReconcileQueue[str]],
+) -> None:
+    recorder = Recorder()
+    queue = ReconcileQueue(recorder, delay=0.3, workers=4)
+    queues.append(queue)
+    for _ in range(20):
+        queue.ask("a")
+    queue.ask("b")
+    assert sorted(recorder.wait_for(2)) == ["a", "b"]
+    with queue._changed:  # nothing else is due: the 19 repeats were dropped, not queued
+        assert queue._due == []
+    assert queue.waiting() == 0
+
+
+def test_an_event_during_a_reconcile_is_followed_by_another(
+    queues: list[ReconcileQueue[str]],
+) -> None:
+    recorder = Recorder()
+    recorder.gate.clear()
+    queue = ReconcileQueue(recorder, delay=0, workers=2)
+    queues.append(queue)
+    queue.ask("a")
+    assert recorder.started.wait(TIMEOUT)
+    queue.ask("a")  # while the first runs: what it read may be older than this event
+    recorder.gate.set()
+    assert recorder.wait_for(2) == ["a", "a"]
+
+
+def test_a_reconcile_that_waits_runs_again_after_the_time_it_gave(
+    queues: list[ReconcileQueue[str]],
+) -> None:
+    recorder = Recorder(again=lambda _, runs: 0.2 if runs < 3 else None)
+    queue = ReconcileQueue(recorder, delay=0, workers=1)
+    queues.append(queue)
+    start = time.monotonic()
+    queue.ask("a")
+    assert recorder.wait_for(3) == ["a", "a", "a"]
+    assert time.monotonic() - start >= 0.4  # two waits of 0.2 s
+    assert queue.waiting() == 0
+
+
+def test_a_failing_reconcile_does_not_stop_the_queue(queues: list[ReconcileQueue[str]]) -> None:
+    def action(key: str) -> float | None:
+        if key == "bad":
+            raise RuntimeError("a bug")
+        return recorder(key)
+
+    recorder = Recorder()
+    queue = ReconcileQueue(action, delay=0, workers=1)
+    queues.append(queue)
+    queue.ask("bad")
+    queue.ask("good")
+    assert recorder.wait_for(1) == ["good"]
+
+
+def test_a_stopped_queue_takes_nothing_more() -> None:
+    recorder = Recorder()
+    queue = ReconcileQueue(recorder, delay=60, workers=2)
+    queue.ask("a")
+    queue.stop()
+    queue.ask("b")
+    assert queue.waiting() == 0
+    assert recorder.runs == []
