@@ -1,6 +1,8 @@
 """What a run reads before and around its harness: its sandbox (found, made, marked active),
 its Secrets, prompt and policy, and its own sandbox's removal at the end. The decisions are
-``sandbox.py``'s and ``decide.py``'s; this module makes the calls."""
+``sandbox.py``'s and ``decide.py``'s; this module makes the calls. Sandboxes, their pods,
+Workspaces and policies are read from what the operator's watches show (``kube.cache``: the
+API only on a miss); Secrets and a prompt's ConfigMap from the API."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from paddock.api.policy import SandboxPolicySpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
+from paddock.kube.cache import CACHE
 from paddock.policy.gate import judge_command
 from paddock.render import run_scripts
 from paddock.render.names import ACTIVITY_ANNOTATION, SANDBOX_CONTAINER
@@ -40,19 +43,19 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
     if spec.sandbox_template is not None:
         workspace_name = spec.sandbox_template.workspace_ref.name
         workspace_hash = sandboxes.workspace_hash_of(
-            kube.get("Workspace", namespace, workspace_name)
+            CACHE.get("Workspace", namespace, workspace_name)
         )
     name = sandboxes.sandbox_name(run, spec, workspace_hash)
     if isinstance(name, sandboxes.Waiting):
         return Verdict(name)
-    found = kube.get("Sandbox", namespace, name)
+    found = CACHE.get("Sandbox", namespace, name)
     verdict = sandboxes.judge(run, spec, name, found, workspace_hash)
     if verdict.create is not None:
         kube.create(verdict.create)
     if verdict.touch:
         touch(namespace, name, utcnow())
     if isinstance(verdict.state, ReadySandbox):
-        pod = kube.get("Pod", namespace, verdict.state.pod)
+        pod = CACHE.get("Pod", namespace, verdict.state.pod)
         return Verdict(sandboxes.check_pod(verdict.state, pod))
     return verdict
 
@@ -84,7 +87,7 @@ def command_policy(namespace: str, sandbox: ReadySandbox) -> SandboxPolicySpec |
     choice = sandbox.policy
     if choice.inline is not None or choice.name is None:
         return choice.inline
-    found = kube.get("SandboxPolicy", choice.namespace or namespace, choice.name)
+    found = CACHE.get("SandboxPolicy", choice.namespace or namespace, choice.name)
     if found is None:
         return f"SandboxPolicy {choice.label} of Sandbox {sandbox.name} is not found"
     try:
@@ -100,7 +103,7 @@ def workspace_scripts(namespace: str, sandbox: ReadySandbox) -> dict[str, str]:
 
 def _workspace(namespace: str, sandbox: ReadySandbox) -> WorkspaceSpec:
     """The sandbox's Workspace (empty when gone or invalid: the Sandbox reports that)."""
-    found = kube.get("Workspace", namespace, sandbox.workspace)
+    found = CACHE.get("Workspace", namespace, sandbox.workspace)
     with contextlib.suppress(ValidationError):
         if found is not None:
             return WorkspaceSpec.model_validate(found.get("spec") or {})
@@ -146,7 +149,7 @@ def remove_own_sandbox(run: Obj, spec: AgentRunSpec, name: str | None) -> None:
     if spec.sandbox_template is None or spec.effective_reuse != Reuse.NONE or not name:
         return
     meta = run["metadata"]
-    found = kube.get("Sandbox", meta["namespace"], name)
+    found = CACHE.get("Sandbox", meta["namespace"], name)
     if found is not None and controlled_by(found, meta["uid"]):
         kube.delete("Sandbox", meta["namespace"], name, found["metadata"]["uid"])
 

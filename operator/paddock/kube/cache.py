@@ -56,6 +56,11 @@ class ObjectCache:
                 return found
         return client.get(kind, namespace, name)
 
+    def peek(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """The object as last seen, or None: never asks the API server."""
+        with self._lock:
+            return self._objects.get((kind, namespace, name))
+
     def freshest(self, obj: Obj) -> Obj:
         """``obj``, or the copy seen since if that is newer (a handler's body can predate a
         status the operator wrote a moment ago)."""

@@ -74,15 +74,22 @@ def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Ou
     and two decisions from the same world would both create what is missing."""
     meta = body["metadata"]
     with _one_at_a_time(meta["namespace"], meta["name"]):
-        return _reconcile_sandbox(CACHE.freshest(body), config, retry)
+        body = CACHE.freshest(body)
+        # A Sandbox with no status yet has had nothing made for it (or nothing that
+        # reported): its parts are taken to be missing, unless the watches showed them, and
+        # are not read. A create whose name is taken says otherwise; then the Sandbox is
+        # decided again from what the API server has.
+        return _reconcile_sandbox(body, config, retry, new=not body.get("status"))
 
 
-def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int) -> Outcome:
-    world = gather_sandbox(body, config.policy_default, config.policy_required)
+def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: bool) -> Outcome:
+    world = gather_sandbox(body, config.policy_default, config.policy_required, new=new)
     plan = decide_sandbox(world, config.sandbox_image, utcnow())
     for write in plan.writes:
         try:
-            _write(body["metadata"]["namespace"], write)
+            made = _write(body["metadata"]["namespace"], write)
+            if new and not made:
+                return _reconcile_sandbox(body, config, retry, new=False)
         except ConflictError:
             # Changed since it was read, so a watch event brings the next look: decide again
             # then (a retry now would be a second reconcile of the same change).
@@ -128,9 +135,10 @@ def _load(kind: str, model: type[Any], namespace: str, name: str) -> Loaded[Any]
 
 
 def gather_sandbox(
-    body: Obj, policy_default: str | None = None, policy_required: bool = False
+    body: Obj, policy_default: str | None = None, policy_required: bool = False, new: bool = False
 ) -> SandboxWorld:
-    """The Sandbox's references and owned objects, as they are now."""
+    """The Sandbox's references and owned objects, as they are now (``new``: its owned objects
+    as the watches showed them, without asking the API server for the ones they did not)."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     try:
@@ -148,6 +156,7 @@ def gather_sandbox(
     missing = (
         kube.missing_secret_keys(namespace, workspace.spec.secret_refs()) if workspace.spec else []
     )
+    part = CACHE.peek if new else CACHE.get
     return SandboxWorld(
         body,
         Loaded(name, spec),
@@ -156,10 +165,10 @@ def gather_sandbox(
         choice,
         policy_required,
         missing,
-        pod=CACHE.get("Pod", namespace, names.pod_name(name)),
-        pvc=CACHE.get("PersistentVolumeClaim", namespace, names.pvc_name(name)),
-        configmap=CACHE.get("ConfigMap", namespace, names.files_configmap_name(name)),
-        network_policy=CACHE.get("NetworkPolicy", namespace, names.network_policy_name(name)),
+        pod=part("Pod", namespace, names.pod_name(name)),
+        pvc=part("PersistentVolumeClaim", namespace, names.pvc_name(name)),
+        configmap=part("ConfigMap", namespace, names.files_configmap_name(name)),
+        network_policy=part("NetworkPolicy", namespace, names.network_policy_name(name)),
     )
 
 
@@ -176,15 +185,18 @@ def _report(kind: str, body: Obj, plan: Plan) -> Outcome:
     return Outcome(plan.notices, plan.retry_after, message)
 
 
-def _write(namespace: str, write: Write) -> None:
+def _write(namespace: str, write: Write) -> bool:
+    """Make the write; False for a create whose name is taken."""
     if isinstance(write, Create):
         made = kube.create(write.obj)
-        if made is not None:
-            CACHE.seen("ADDED", made)  # before its watch event: the next look sees it
+        if made is None:
+            return False
+        CACHE.seen("ADDED", made)  # before its watch event: the next look sees it
     elif isinstance(write, Patch):
         kube.patch(write.kind, namespace, write.name, write.body)
     elif isinstance(write, Delete):
         kube.delete(write.kind, namespace, write.name, write.uid)
+    return True
 
 
 def _changed(old: Obj, status: BaseModel) -> Obj:
