@@ -56,7 +56,7 @@ def test_json_logs_are_json_and_hold_no_secret(
     assert len(lines) > 10, output
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert all("message" in record for record in records)
-    assert any("sandbox_changed" in record["message"] for record in records)
+    assert any("sandbox_seen" in record["message"] for record in records)
     assert_never_shown(SECRET_VALUE, {"operator log": output})
 
 
@@ -128,9 +128,9 @@ def test_two_replicas_with_peering_have_one_active(
         for process in (low, high):  # the paused one first, so it never takes over
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)
-    assert "sandbox_changed" in high_log.read_text()
+    assert "sandbox_seen" in high_log.read_text()
     assert "Resuming operations" not in low_log.read_text()
-    assert "sandbox_changed" not in low_log.read_text()
+    assert "sandbox_seen" not in low_log.read_text()
 
 
 def test_the_kustomize_install_starts_the_operator_with_its_own_arguments(

@@ -17,13 +17,15 @@ TIMEOUT = 10.0
 class Recorder:
     def __init__(self, again: Callable[[str, int], float | None] | None = None) -> None:
         self.runs: list[str] = []
+        self.attempts: list[int] = []
         self.again = again
         self.gate = threading.Event()
         self.gate.set()
         self.started = threading.Event()
         self._changed = threading.Condition()
 
-    def __call__(self, key: str) -> float | None:
+    def __call__(self, key: str, attempt: int = 0) -> float | None:
+        self.attempts.append(attempt)
         self.started.set()
         self.gate.wait(TIMEOUT)
         with self._changed:
@@ -84,21 +86,29 @@ def test_a_reconcile_that_waits_runs_again_after_the_time_it_gave(
     queue.ask("a")
     assert recorder.wait_for(3) == ["a", "a", "a"]
     assert time.monotonic() - start >= 0.4  # two waits of 0.2 s
+    assert recorder.attempts == [0, 1, 2]  # told how many times in a row it has waited
     assert queue.waiting() == 0
 
 
-def test_a_failing_reconcile_does_not_stop_the_queue(queues: list[ReconcileQueue[str]]) -> None:
-    def action(key: str) -> float | None:
-        if key == "bad":
+def test_a_failing_reconcile_is_tried_again_and_does_not_stop_the_queue(
+    queues: list[ReconcileQueue[str]],
+) -> None:
+    failures = []
+
+    def action(key: str, attempt: int) -> float | None:
+        if key == "bad" and attempt == 0:
+            failures.append(attempt)
             raise RuntimeError("a bug")
-        return recorder(key)
+        return recorder(key, attempt)
 
     recorder = Recorder()
     queue = ReconcileQueue(action, delay=0, workers=1)
     queues.append(queue)
     queue.ask("bad")
     queue.ask("good")
-    assert recorder.wait_for(1) == ["good"]
+    assert sorted(recorder.wait_for(2)) == ["bad", "good"]  # "bad" again after 1 s
+    assert failures == [0]
+    assert recorder.attempts[recorder.runs.index("bad")] == 1
 
 
 def test_a_stopped_queue_takes_nothing_more() -> None:

@@ -8,7 +8,8 @@ again while it waits is not queued twice; each runs ``delay`` seconds after it w
 on one of a bounded number of worker threads. A key asked for while its reconcile runs is
 queued again, so the last event is always followed by a reconcile that sees it. A reconcile
 that waits for something (a refused write, a missing Workspace) says after how long to look
-again, and is queued for then.
+again, and is queued for then; one that fails (a bug) is tried again after 1, 2, 4 ... up to
+300 seconds. Each reconcile is told how many times in a row its key has had to wait.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ from typing import Generic, TypeVar
 
 log = logging.getLogger("paddock.queue")
 K = TypeVar("K", bound=Hashable)
+MAX_BACKOFF = 300.0
 
 
 class ReconcileQueue(Generic[K]):
     """A delaying, deduplicating queue of keys, drained by ``workers`` threads."""
 
-    def __init__(self, action: Callable[[K], float | None], *, delay: float, workers: int) -> None:
+    def __init__(
+        self, action: Callable[[K, int], float | None], *, delay: float, workers: int
+    ) -> None:
         self._action = action
         self._delay = delay
         # (when, order, key, the asker's context): a heap. A reconcile runs in the context of
@@ -37,6 +41,7 @@ class ReconcileQueue(Generic[K]):
         # needs), as kopf's own executor runs its handlers.
         self._due: list[tuple[float, int, K, contextvars.Context]] = []
         self._waiting: set[K] = set()
+        self._attempts: dict[K, int] = {}  # waits in a row, per key; only while it waits
         self._order = itertools.count()
         self._changed = threading.Condition()
         self._stopped = False
@@ -69,6 +74,7 @@ class ReconcileQueue(Generic[K]):
             self._stopped = True
             self._due.clear()
             self._waiting.clear()
+            self._attempts.clear()
             self._changed.notify_all()
         for thread in self._threads:
             thread.join()
@@ -87,10 +93,14 @@ class ReconcileQueue(Generic[K]):
     def _work(self) -> None:
         while (due := self._next()) is not None:
             key, context = due
+            with self._changed:
+                attempt = self._attempts.pop(key, 0)
             try:
-                again = context.run(self._action, key)
+                again = context.run(self._action, key, attempt)
             except Exception:  # a bug in one reconcile must not stop the others
                 log.exception("reconcile of %s failed", key)
-                continue
+                again = min(2.0**attempt, MAX_BACKOFF)
             if again is not None:
+                with self._changed:
+                    self._attempts[key] = attempt + 1
                 self.ask(key, after=again)

@@ -1,5 +1,11 @@
-"""Sandbox: reconcile on every change, whenever its pod, volume, files, NetworkPolicy,
-Workspace or SandboxPolicy changes, and on a timer only for an idle timeout."""
+"""Sandbox: reconcile whenever it, its pod, volume, files, NetworkPolicy, Workspace or
+SandboxPolicy changes, and on a timer only for an idle timeout.
+
+Every change comes from a watch event and goes through the reconcile queue (``coalescing``):
+the events of one Sandbox within ``PADDOCK_COALESCE_SECONDS`` are one reconcile, and a
+reconcile that waits is queued again for when it said. kopf's change handlers are not used for
+Sandboxes: they would keep a copy of each Sandbox's spec in an annotation, one more write per
+Sandbox, to tell a change from a replay, which a level-based reconcile does not need."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import kopf
 from paddock import GROUP, VERSION, metrics
 from paddock.handlers.references import Reference, references_of
 from paddock.handlers.reporting import report
+from paddock.kube.cache import CACHE
 from paddock.render.names import SANDBOX_LABEL
 from paddock.sandboxes import service
 from paddock.settings import OperatorSettings
@@ -17,12 +24,35 @@ from paddock.settings import OperatorSettings
 # Timers are declared at import, before the startup handler runs: read the setting here.
 RESYNC_SECONDS = OperatorSettings.from_env().resync_seconds
 
+Obj = dict[str, Any]
 
-@kopf.on.create(GROUP, VERSION, "sandboxes")
-@kopf.on.update(GROUP, VERSION, "sandboxes")
-@kopf.on.resume(GROUP, VERSION, "sandboxes")
-def sandbox_changed(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
-    _reconcile(dict(body), memo.config, retry)
+
+@kopf.on.event(GROUP, VERSION, "sandboxes")
+def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    sandbox = dict(body)
+    meta = sandbox["metadata"]
+    named = (meta.get("namespace") or "", meta["name"])
+    before = CACHE.peek("Sandbox", *named)
+    service.watched(type, sandbox)
+    if type == "DELETED":
+        memo.references.forget(named)
+    else:
+        memo.references.update(named, references_of(sandbox, memo.config.policy_default))
+        if type is None or before is None or _essence(before) != _essence(sandbox):
+            memo.reconciles.ask(named)
+    if type is not None:
+        metrics.sandbox_seen(type, sandbox)
+
+
+def _essence(sandbox: Obj) -> tuple[Any, ...]:
+    """What a reconcile acts on: not the status, which the operator writes itself."""
+    meta = sandbox["metadata"]
+    return (
+        meta.get("generation"),
+        meta.get("labels"),
+        meta.get("annotations"),  # the activity annotation, among others
+        meta.get("deletionTimestamp"),
+    )
 
 
 def _idles_out(spec: kopf.Spec, **_: Any) -> bool:
@@ -36,18 +66,6 @@ def _idles_out(spec: kopf.Spec, **_: Any) -> bool:
 )
 def sandbox_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     _reconcile(dict(body), memo.config, 0)  # a timer's next tick is its retry
-
-
-@kopf.on.event(GROUP, VERSION, "sandboxes")
-def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    service.watched(type, dict(body))
-    named = (body["metadata"].get("namespace") or "", body["metadata"]["name"])
-    if type == "DELETED":
-        memo.references.forget(named)
-    else:
-        memo.references.update(named, references_of(dict(body), memo.config.policy_default))
-    if type is not None:
-        metrics.sandbox_seen(type, dict(body))
 
 
 def _reconcile(body: dict[str, Any], config: OperatorSettings, retry: int) -> None:
@@ -72,11 +90,13 @@ def sandbox_part_changed(
     memo.reconciles.ask((namespace or "", labels[SANDBOX_LABEL]))
 
 
-def reconcile_named(namespace: str, name: str, config: OperatorSettings) -> float | None:
-    """Reconcile a Sandbox because something it is made from changed (from the reconcile
-    queue, not from its own handler): the seconds after which to look again, if it waits."""
+def reconcile_named(
+    namespace: str, name: str, config: OperatorSettings, attempt: int = 0
+) -> float | None:
+    """Reconcile a Sandbox (from the reconcile queue; ``attempt`` counts its waits in a row):
+    the seconds after which to look again, if it waits."""
     with metrics.reconciling("Sandbox") as result:
-        reconciled = service.reconcile_sandbox_named(namespace, name, config)
+        reconciled = service.reconcile_sandbox_named(namespace, name, config, attempt)
         if reconciled is not None and reconciled[1].retry_after is not None:
             result["result"] = "waiting"
     if reconciled is None:  # deleted, or being garbage-collected with its owner

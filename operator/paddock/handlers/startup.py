@@ -49,7 +49,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     memo.config = config
     memo.references = References()  # filled by the Sandbox event handler
     memo.reconciles = ReconcileQueue[tuple[str, str]](
-        lambda named: sandbox.reconcile_named(*named, config),
+        lambda named, attempt: sandbox.reconcile_named(*named, config, attempt),
         delay=config.coalesce_seconds,
         workers=config.worker_limit,
     )

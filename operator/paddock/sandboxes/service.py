@@ -116,12 +116,12 @@ def _one_at_a_time(namespace: str, name: str) -> threading.Lock:
 
 
 def reconcile_sandbox_named(
-    namespace: str, name: str, config: OperatorSettings
+    namespace: str, name: str, config: OperatorSettings, retry: int = 0
 ) -> tuple[Obj, Outcome] | None:
-    """Reconcile the Sandbox of that name, when it still exists (a pod, PVC, Workspace or
-    policy changed): the Sandbox as read, and the outcome."""
+    """Reconcile the Sandbox of that name, when it still exists: the Sandbox as read, and
+    the outcome."""
     body = CACHE.get("Sandbox", namespace, name)
-    return None if body is None else (body, reconcile_sandbox(body, config))
+    return None if body is None else (body, reconcile_sandbox(body, config, retry))
 
 
 def _load(kind: str, model: type[Any], namespace: str, name: str) -> Loaded[Any]:
