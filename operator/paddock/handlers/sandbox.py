@@ -16,7 +16,6 @@ import kopf
 from paddock import GROUP, VERSION, metrics
 from paddock.handlers.references import Reference, references_of
 from paddock.handlers.reporting import report
-from paddock.kube.cache import CACHE
 from paddock.render.names import SANDBOX_LABEL
 from paddock.sandboxes import service
 from paddock.settings import OperatorSettings
@@ -32,8 +31,7 @@ def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -
     sandbox = dict(body)
     meta = sandbox["metadata"]
     named = (meta.get("namespace") or "", meta["name"])
-    before = CACHE.peek("Sandbox", *named)
-    service.watched(type, sandbox)
+    before = service.watched(type, sandbox)
     if type == "DELETED":
         memo.references.forget(named)
     else:

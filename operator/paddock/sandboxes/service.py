@@ -44,9 +44,13 @@ class Outcome:
     message: str = ""
 
 
-def watched(event_type: str | None, obj: Obj) -> None:
-    """A watch event of an object reconciles read: kept, so that they read nothing."""
+def watched(event_type: str | None, obj: Obj) -> Obj | None:
+    """A watch event of an object reconciles read: kept, so that they read nothing. The
+    version seen before this one, if any."""
+    meta = obj["metadata"]
+    before = CACHE.peek(str(obj["kind"]), meta.get("namespace") or "", meta["name"])
     CACHE.seen(event_type, obj)
+    return before
 
 
 def forget_watched() -> None:
