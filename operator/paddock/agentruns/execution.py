@@ -200,10 +200,12 @@ class Execution:
             self.status.phase or RunPhase.PENDING, "starting the harness", sandbox.name
         )
         self._flush()
-        invocation = HARNESSES[spec.harness].invocation(spec)
+        invocation = inputs.invocation(self.namespace, spec, sandbox)
         env = {e.name: e.value or "" for e in spec.env} | invocation.env | secret_env
         prompt = inputs.prompt(self.namespace, spec)
-        payload = run_scripts.launch_payload(nonce, env, invocation.script, prompt)
+        payload = run_scripts.launch_payload(
+            nonce, env, invocation.script, prompt, invocation.files
+        )
         argv = run_scripts.launch_argv(self.run_id)
         result = kube_exec.run(self.namespace, sandbox.pod, SANDBOX_CONTAINER, argv, stdin=payload)
         if result.exit_code == 0:
@@ -238,7 +240,8 @@ class Execution:
         if abort is not None:
             self._signal(abort, now)
         if self.touched is None or now - self.touched >= TOUCH_EVERY:
-            self._touch(self.sandbox.name, now)
+            inputs.touch(self.namespace, self.sandbox.name, now)
+            self.touched = now
         try:
             poll = self._poll()
         except NotFoundError:
@@ -255,8 +258,11 @@ class Execution:
         )
         followed = decide.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
         self.wrapper_gone_polls = followed.wrapper_gone_polls
-        if followed.drafts or followed.cursor != self.cursor:
-            self._append(followed.drafts, followed.cursor)
+        # Commands the harness waits to run are answered first.
+        drafts = inputs.answer_gate(self.namespace, spec, self.sandbox, self.run_id, poll)
+        drafts += followed.drafts
+        if drafts or followed.cursor != self.cursor:
+            self._append(drafts, followed.cursor)
             self._flush()
         if followed.ending is not None:
             self._end(spec, followed.ending)
@@ -273,10 +279,6 @@ class Execution:
         self.signalled[signal] = now
         name = self.run["metadata"]["name"]
         log.info("run %s/%s: sent SIG%s (%s)", self.namespace, name, signal, abort.phase)
-
-    def _touch(self, sandbox: str, now: datetime) -> None:
-        inputs.touch(self.namespace, sandbox, now)
-        self.touched = now
 
     # -- the end -----------------------------------------------------------------------------
 

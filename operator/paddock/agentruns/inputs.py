@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from paddock import metrics
-from paddock.agentruns import decide
+from paddock.agentruns import decide, gating
 from paddock.agentruns import sandbox as sandboxes
 from paddock.agentruns.decide import Ending, Wait
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
@@ -21,6 +21,7 @@ from paddock.api.agentrun import AgentRunSpec, Reuse
 from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.workspace import WorkspaceSpec
+from paddock.harness import HARNESSES, Invocation
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.kube.cache import CACHE
@@ -28,6 +29,7 @@ from paddock.policy.gate import judge_command
 from paddock.render import run_scripts
 from paddock.render.names import ACTIVITY_ANNOTATION, SANDBOX_CONTAINER
 from paddock.render.ownership import controlled_by
+from paddock.runs.events import Draft
 from paddock.runs.scrubbing import Scrubber
 from paddock.times import format_time, utcnow
 
@@ -70,10 +72,10 @@ def check_command(
     namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox
 ) -> Wait | Ending | None:
     """The exec gate: a ``command`` run's command must pass its sandbox's policy. (An
-    agent's own commands are judged inside the sandbox.)"""
-    if spec.command is None:
-        return None
+    agent's own commands are sent by its harness's gate, and answered by ``answer_gate``.)"""
     policy = command_policy(namespace, sandbox)
+    if spec.command is None:  # an agent: its gate answers from the policy, which must be had
+        return decide.gated(policy, None) if isinstance(policy, str) else None
     judged = None
     if not isinstance(policy, str):
         judged = judge_command(policy, spec.command, workspace_scripts(namespace, sandbox))
@@ -157,3 +159,41 @@ def remove_own_sandbox(run: Obj, spec: AgentRunSpec, name: str | None) -> None:
 def kill(namespace: str, run_uid: str, pod: str) -> None:
     """Kill a running harness's process group (the run is being deleted)."""
     kube_exec.run(namespace, pod, SANDBOX_CONTAINER, run_scripts.signal_argv(run_uid, "KILL"))
+
+
+def invocation(namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox) -> Invocation:
+    """How the run's harness starts: through Paddock's gate when the sandbox has a policy
+    and the harness has a gate."""
+    harness = HARNESSES[spec.harness]
+    policy = command_policy(namespace, sandbox)
+    if harness.gate is not None and isinstance(policy, SandboxPolicySpec):
+        return harness.gate.invocation(spec, policy)
+    return harness.invocation(spec)
+
+
+def answer_gate(
+    namespace: str,
+    spec: AgentRunSpec,
+    sandbox: ReadySandbox,
+    run_id: str,
+    poll: run_scripts.Poll,
+) -> list[Draft]:
+    """Judge the commands the harness's gate sent (in the poll), and answer them in the
+    sandbox: the events to log (a ``policy.denied`` for each refusal)."""
+    gate = HARNESSES[spec.harness].gate
+    requests = poll.gate_requests
+    policy = command_policy(namespace, sandbox) if requests else None
+    if gate is None or policy is None:
+        return []
+    if isinstance(policy, str):  # gone or invalid since the launch: nothing is allowed
+        policy = SandboxPolicySpec.model_validate({"commands": {"default": "deny"}})
+    answered = gating.answer(
+        requests, policy, workspace_scripts(namespace, sandbox), gate.command_of
+    )
+    payload = run_scripts.answer_payload(answered.answers)
+    kube_exec.run(
+        namespace, sandbox.pod, SANDBOX_CONTAINER, run_scripts.answer_argv(run_id),
+        stdin=payload,
+    )  # fmt: skip
+    metrics.policy_decided(answered.decisions, "harness")
+    return answered.drafts

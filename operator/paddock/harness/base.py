@@ -9,33 +9,59 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
+from paddock.api.policy import SandboxPolicySpec
 from paddock.runs.events import ERROR, SESSION_ID, Draft, one_line
 
 PROMPT = '"$PADDOCK_PROMPT_FILE"'  # the prompt, as a file the launch wrote; never an argv
 WORKSPACE = '"$PADDOCK_WORKSPACE"'
 
+# How long the gate waits for the operator's decision on one command, and how long a
+# harness's hook is given: longer, since a hook that times out lets its command run.
+GATE_SECONDS = 900
+HOOK_SECONDS = GATE_SECONDS + 60
+GATE_COMMAND = 'bash "$PADDOCK_RUN/gate"'  # what a hook runs; PADDOCK_RUN is the run's directory
+
+
+def run_file(name: str) -> str:
+    """A file of the run's directory, as a shell word (``"$PADDOCK_RUN/name"``)."""
+    return f'"$PADDOCK_RUN/{name}"'
+
 
 @dataclass(frozen=True)
 class Invocation:
-    """How a harness is started: a bash script run in the workspace, with extra env."""
+    """How a harness is started: a bash script run in the workspace, with extra env, and
+    files the launch writes into the run's directory first (the gate, a CLI's settings)."""
 
     script: str
     env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """How a harness's shell commands reach Paddock's gate: its invocation with the CLI's
+    pre-execution hook running the gate (and its own permissions projected from the policy),
+    and the command a hook's request names (None: not one the gate can read)."""
+
+    invocation: Callable[[AgentRunSpec, SandboxPolicySpec], Invocation]
+    command_of: Callable[[dict[str, Any]], str | None]
 
 
 @dataclass(frozen=True)
 class Harness:
-    """One agent CLI: its headless invocation and its stream parser."""
+    """One agent CLI: its headless invocation and its stream parser; its gate, when its shell
+    commands can be sent through Paddock's."""
 
     name: str
     invocation: Callable[[AgentRunSpec], Invocation]
     parse_line: Callable[[str], list[Draft]]
+    gate: Gate | None = None
 
 
 def command_line(*parts: str | None) -> str:
-    """Quote each part except the shell words (``$PADDOCK_...`` references) made above."""
+    """Quote each part except the shell words (``"$PADDOCK_..."`` references) made above."""
     return " ".join(
-        part if part in (PROMPT, WORKSPACE) else shlex.quote(part) for part in parts if part
+        part if part.startswith('"$PADDOCK_') else shlex.quote(part) for part in parts if part
     )
 
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
+from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
+    GATE_COMMAND,
+    GATE_SECONDS,
+    HOOK_SECONDS,
     PROMPT,
+    Gate,
     Harness,
     Invocation,
     call_summary,
@@ -14,15 +20,17 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    run_file,
     session,
     text_of,
 )
+from paddock.render import run_scripts
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
 
-def invocation(spec: AgentRunSpec) -> Invocation:
-    argv = command_line(
+def _argv(spec: AgentRunSpec, *more: str) -> str:
+    return command_line(
         "claude",
         "-p",
         "--output-format",
@@ -30,8 +38,54 @@ def invocation(spec: AgentRunSpec) -> Invocation:
         "--verbose",
         *option("--model", spec.model),
         *option("--resume", spec.session_id),
+        *more,
     )
-    return Invocation(script=f"exec {argv} < {PROMPT}\n")
+
+
+def invocation(spec: AgentRunSpec) -> Invocation:
+    return Invocation(script=f"exec {_argv(spec)} < {PROMPT}\n")
+
+
+SETTINGS = "claude-settings.json"
+FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+WEB_TOOLS = ("WebFetch", "WebSearch")
+
+
+def permissions(policy: SandboxPolicySpec) -> dict[str, list[str]]:
+    """The policy as Claude Code's own permission rules: Bash is allowed, since the gate
+    judges every command; the file-writing and web tools follow fileWrite and network
+    (``ask`` is denied: a headless CLI cannot ask)."""
+    allow: list[str] = ["Bash"]
+    deny: list[str] = []
+    for tools, decision in ((FILE_TOOLS, policy.capabilities.file_write),
+                            (WEB_TOOLS, policy.capabilities.network)):  # fmt: skip
+        (allow if decision == Decision.ALLOW else deny).extend(tools)
+    return {"allow": allow, "deny": deny}
+
+
+def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
+    """Claude Code with a PreToolUse hook on Bash that runs the gate. The settings are the
+    run's own (``--settings``), and only user-level sources are read besides them
+    (``--setting-sources user``): a ``.claude/settings.json`` the agent writes into the
+    workspace, with ``disableAllHooks``, is never read."""
+    hook = {"type": "command", "command": GATE_COMMAND, "timeout": HOOK_SECONDS}
+    settings = {
+        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]},
+        "permissions": permissions(policy),
+    }
+    argv = _argv(spec, "--setting-sources", "user", "--settings", run_file(SETTINGS))
+    return Invocation(
+        script=f"exec {argv} < {PROMPT}\n",
+        env={"PADDOCK_GATE_SECONDS": str(GATE_SECONDS)},
+        files={"gate": run_scripts.GATE, SETTINGS: json.dumps(settings)},
+    )
+
+
+def command_of(request: dict[str, Any]) -> str | None:
+    """The command of a PreToolUse request for Bash (``tool_input.command``)."""
+    tool_input = request.get("tool_input")
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    return command if request.get("tool_name") == "Bash" and isinstance(command, str) else None
 
 
 def _assistant(message: dict[str, Any]) -> list[Draft]:
@@ -118,4 +172,4 @@ def parse_line(line: str) -> list[Draft]:
     return [other(str(kind), event)]
 
 
-HARNESS = Harness("claude-code", invocation, parse_line)
+HARNESS = Harness("claude-code", invocation, parse_line, Gate(gated, command_of))

@@ -16,11 +16,18 @@ of the workspace or its snapshots):
 - ``poll`` (one exec per tick) returns the journals from the given offsets, whether the wrapper
   is alive, and once it has finished, the completion record, the stderr tail and the changes.
 - ``signal`` sends a signal to the harness's process group.
+- ``gate`` (written into the run directory at launch, when the run has a policy) is what a
+  harness's pre-execution hook runs for each shell command: it leaves the hook's request in
+  ``requests/<id>.req`` and waits for the operator's answer in ``requests/<id>.ans`` (the poll brings
+  requests; ``answer``, one exec, writes answers). It exits 0 only on an answer of ``allow``,
+  and 2, the hooks' "block", on anything else: a denial, no answer in time, or an error of its
+  own (every CLI runs a command whose hook fails any other way).
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -120,6 +127,16 @@ pid=$(cat "$run/wrapper.pid" 2>/dev/null)
 if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "alive 1"; else echo "alive 0"; fi
 chunk stdout "$2" "$4"
 chunk files "$3" "$4"
+if [ -d "$run/requests" ]; then
+  n=0
+  for request in "$run"/requests/*.req; do
+    [ -f "$request" ] || continue
+    id=${request##*/}; id=${id%.req}
+    [ -f "$run/requests/$id.ans" ] && continue
+    printf 'gate %s ' "$id"; base64 -w0 < "$request"; echo
+    n=$((n + 1)); [ "$n" -ge MAX_REQUESTS ] && break
+  done
+fi
 if [ -f "$run/exit" ]; then
   printf 'exit '; head -c 256 "$run/exit" | base64 -w0; echo
   printf 'stderr '; tail -c STDERR_BYTES "$run/stderr" | base64 -w0; echo
@@ -128,9 +145,54 @@ if [ -f "$run/exit" ]; then
 fi
 """
 
+GATE = r"""set -u
+trap 'exit 2' EXIT HUP INT TERM
+dir=${PADDOCK_RUN:?}/requests
+mkdir -p "$dir" 2>/dev/null
+id=$(date +%s)-$$
+head -c REQUEST_BYTES > "$dir/$id.tmp" && mv -f "$dir/$id.tmp" "$dir/$id.req" || {
+  echo "paddock gate: the request could not be written; refused" >&2
+  exit 2
+}
+deadline=$(( $(date +%s) + ${PADDOCK_GATE_SECONDS:-900} ))
+while [ ! -f "$dir/$id.ans" ]; do
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "paddock gate: no decision in time; refused" >&2
+    exit 2
+  fi
+  sleep 0.1
+done
+verdict=$(head -n 1 "$dir/$id.ans")
+if [ "$verdict" = allow ]; then
+  rm -f "$dir/$id.req" "$dir/$id.ans"
+  trap - EXIT
+  exit 0
+fi
+tail -n +2 "$dir/$id.ans" >&2
+rm -f "$dir/$id.req" "$dir/$id.ans"
+exit 2
+"""
+
+# Answers: ``<id> <base64 answer>`` lines on stdin; an id is digits and dashes, as the gate
+# makes them (anything else is not written: the ids come from the sandbox).
+ANSWER = r"""dir=$PADDOCK_RUN_DIR/$1/requests
+while IFS=' ' read -r id value; do
+  case $id in *[!0-9-]*|'') continue ;; esac
+  [ -f "$dir/$id.req" ] || continue
+  printf '%s' "$value" | base64 -d > "$dir/$id.tmp" && mv -f "$dir/$id.tmp" "$dir/$id.ans"
+done
+"""
+
+REQUEST_BYTES = 65536
+MAX_REQUESTS = 16  # a poll's gate requests at most; the rest come with the next
+GATE = GATE.replace("REQUEST_BYTES", str(REQUEST_BYTES))
 STDERR_BYTES = 4096
 CHANGES_BYTES = 65536
-POLL = POLL.replace("STDERR_BYTES", str(STDERR_BYTES)).replace("CHANGES_BYTES", str(CHANGES_BYTES))
+POLL = (
+    POLL.replace("STDERR_BYTES", str(STDERR_BYTES))
+    .replace("CHANGES_BYTES", str(CHANGES_BYTES))
+    .replace("MAX_REQUESTS", str(MAX_REQUESTS))
+)
 
 SIGNAL = r"""pid=$(cat "$PADDOCK_RUN_DIR/$1/harness.pid" 2>/dev/null) || exit 0
 kill "-$2" -- "-$pid" 2>/dev/null
@@ -162,16 +224,34 @@ def signal_argv(run_id: str, signal: str) -> list[str]:
     return ["bash", "-c", SIGNAL, "paddock-signal", run_id, signal]
 
 
+def answer_argv(run_id: str) -> list[str]:
+    return ["bash", "-c", ANSWER, "paddock-answer", run_id]
+
+
+GATE_ID = re.compile(r"^[0-9]+-[0-9]+$")
+
+
+def answer_payload(answers: Mapping[str, str]) -> str:
+    """The answer script's stdin; ids that are not the gate's own are left out."""
+    return "".join(f"{i} {_b64(text)}\n" for i, text in answers.items() if GATE_ID.match(i))
+
+
 def _b64(data: str) -> str:
     return base64.b64encode(data.encode()).decode()
 
 
 def launch_payload(
-    nonce: str, env: Mapping[str, str], harness_script: str, prompt: str | None
+    nonce: str,
+    env: Mapping[str, str],
+    harness_script: str,
+    prompt: str | None,
+    files: Mapping[str, str] | None = None,
 ) -> str:
-    """The launch script's stdin: one ``key name value`` line each, values in base64."""
+    """The launch script's stdin: one ``key name value`` line each, values in base64.
+    ``files`` are more files for the run directory (the gate, a harness's settings)."""
     lines = [f"nonce {nonce}"]
     lines += [f"env {name} {_b64(value)}" for name, value in env.items()]
+    lines += [f"file {name} {_b64(text)}" for name, text in (files or {}).items()]
     lines.append(f"file harness {_b64(harness_script)}")
     lines.append(f"file prompt {_b64(prompt or '')}")
     lines.append("end -")
@@ -199,6 +279,7 @@ class Poll:
     stderr_tail: str = ""
     changes: str = ""
     diff: str = ""
+    gate_requests: dict[str, bytes] = field(default_factory=dict)  # id -> the hook's input
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -225,6 +306,10 @@ def parse_poll(output: str) -> Poll:
             poll.changes = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
         elif key == "diff":
             poll.diff = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
+        elif key == "gate":
+            request_id, _, encoded = value.partition(" ")
+            if GATE_ID.match(request_id):
+                poll.gate_requests[request_id] = base64.b64decode(encoded or "")
         else:
             poll.extra[key] = value
     return poll

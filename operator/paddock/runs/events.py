@@ -31,6 +31,7 @@ FILE_CHANGED = "file.changed"
 RUN_COMPLETED = "run.completed"
 RUN_FAILED = "run.failed"
 RUN_ABORTED = "run.aborted"
+POLICY_DENIED = "policy.denied"
 TERMINAL_TYPES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_ABORTED})
 
 SUMMARY_LIMIT = 200

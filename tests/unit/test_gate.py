@@ -1,0 +1,183 @@
+"""Paddock's gate for a harness's shell commands: the gate script run by a real bash as a
+hook runs it (a request in, an exit code out), and the operator's answers from the policy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from paddock.agentruns import gating
+from paddock.api.policy import SandboxPolicySpec
+from paddock.harness import claude_code
+from paddock.render import run_scripts as rs
+from paddock.runs import events as ev
+from support.waiting import wait_for
+
+NONCE = "7e" * 32
+POLICY = SandboxPolicySpec.model_validate(
+    {
+        "commands": {
+            "allow": ["echo *", "ls", "ls *"],
+            "ask": ["git push *"],
+            "deny": ["rm *"],
+            "default": "deny",
+        }
+    }
+)
+
+
+def request(command: str, tool: str = "Bash") -> bytes:
+    """A PreToolUse request as Claude Code writes it to its hook's stdin."""
+    return json.dumps({"hook_event_name": "PreToolUse", "tool_name": tool,
+                       "tool_input": {"command": command}}).encode()  # fmt: skip
+
+
+def answered(command: str) -> gating.Answered:
+    return gating.answer({"1-1": request(command)}, POLICY, {}, claude_code.command_of)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["echo hello", "ls -la && echo done", "echo $(ls)"],
+)
+def test_an_allowed_command_is_answered_allow_and_logs_nothing(command: str) -> None:
+    result = answered(command)
+    assert result.answers == {"1-1": "allow\n"}
+    assert result.drafts == []
+
+
+@pytest.mark.parametrize(
+    ("command", "part"),
+    [
+        ("rm -rf build", "rm -rf build"),
+        ("echo ok && rm -rf build", "rm -rf build"),
+        ('sh -c "rm -rf build"', "rm -rf build"),
+        ("eval 'rm -rf build'", "rm -rf build"),
+        ("curl https://example.com", "curl https://example.com"),  # the default
+    ],
+)
+def test_a_denied_command_is_refused_naming_the_part_and_rule(command: str, part: str) -> None:
+    result = answered(command)
+    verdict, _, message = result.answers["1-1"].partition("\n")
+    assert verdict == "deny"
+    assert "Paddock policy" in message
+    assert part in message
+    (event,) = result.drafts
+    assert event.type == ev.POLICY_DENIED
+    assert event.data["command"] == command
+    assert event.data["part"] == part
+    assert event.data["decision"] == "deny"
+    assert event.data["rule"]
+
+
+def test_a_command_that_needs_approval_is_refused_for_now_saying_so() -> None:
+    result = answered("git push origin main")
+    verdict, _, message = result.answers["1-1"].partition("\n")
+    assert verdict == "deny"
+    assert "needs approval" in message
+    assert result.drafts[0].data["decision"] == "ask"
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[]", request("ls", tool="Write")])
+def test_a_request_the_gate_cannot_read_is_refused(raw: bytes) -> None:
+    result = gating.answer({"1-1": raw}, POLICY, {}, claude_code.command_of)
+    assert result.answers["1-1"].startswith("deny\n")
+    assert result.drafts[0].data["reason"] == "Unreadable"
+
+
+# -- the script, as a hook runs it -------------------------------------------------------------
+
+HOOK = """printf '%s' REQUEST | bash "$PADDOCK_RUN/gate" 2> "$PADDOCK_RUN/hook.err"
+echo "gate exited $?"
+"""
+
+
+class Run:
+    def __init__(self, tmp_path: Path, gate_seconds: int = 60) -> None:
+        self.workspace = tmp_path / "workspace"
+        self.workspace.mkdir()
+        self.run_dir = tmp_path / "run"
+        self.env = {
+            **os.environ,
+            "PADDOCK_WORKSPACE": str(self.workspace),
+            "PADDOCK_RUN_DIR": str(self.run_dir),
+            "PADDOCK_FILE_POLL_SECONDS": "0.1",
+        }
+        self.gate_seconds = gate_seconds
+
+    def start(self, command: str) -> None:
+        script = HOOK.replace("REQUEST", _quote(request(command).decode()))
+        env = {"PADDOCK_GATE_SECONDS": str(self.gate_seconds)}
+        payload = rs.launch_payload(NONCE, env, script, "", {"gate": rs.GATE})
+        subprocess.run(rs.launch_argv("r1"), input=payload, text=True, env=self.env,
+                       capture_output=True, check=True, timeout=30)  # fmt: skip
+
+    def poll(self) -> rs.Poll:
+        done = subprocess.run(rs.poll_argv("r1", 0, 0, 1 << 20), capture_output=True,
+                              text=True, env=self.env, check=True, timeout=30)  # fmt: skip
+        return rs.parse_poll(done.stdout)
+
+    def answer(self, answers: dict[str, str]) -> None:
+        subprocess.run(rs.answer_argv("r1"), input=rs.answer_payload(answers), text=True,
+                       env=self.env, check=True, timeout=30)  # fmt: skip
+
+    def outcome(self) -> tuple[str, str]:
+        poll = wait_for(lambda: (p := self.poll()).completion and p, 30, what="the hook")
+        err = (self.run_dir / "r1" / "hook.err").read_text()
+        return poll.stdout.decode().strip(), err
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def test_the_gate_waits_for_the_answer_and_runs_only_on_allow(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.start("echo hi")
+    requests = wait_for(lambda: run.poll().gate_requests, 30, what="the gate's request")
+    ((request_id, raw),) = requests.items()
+    assert json.loads(raw)["tool_input"]["command"] == "echo hi"
+    run.answer({request_id: "allow\n"})
+    assert run.outcome() == ("gate exited 0", "")
+
+
+def test_a_denial_blocks_with_the_message_on_stderr(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.start("rm -rf /")
+    requests = wait_for(lambda: run.poll().gate_requests, 30, what="the gate's request")
+    run.answer(dict.fromkeys(requests, "deny\nPaddock policy: no.\n"))
+    assert run.outcome() == ("gate exited 2", "Paddock policy: no.\n")
+    assert run.poll().gate_requests == {}  # answered requests are not sent again
+
+
+def test_no_answer_in_time_is_a_refusal(tmp_path: Path) -> None:
+    run = Run(tmp_path, gate_seconds=1)
+    run.start("echo hi")
+    out, err = run.outcome()
+    assert out == "gate exited 2"
+    assert "no decision in time" in err
+
+
+def test_an_answer_for_an_id_the_gate_did_not_make_is_not_written(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.start("echo hi")
+    requests = wait_for(lambda: run.poll().gate_requests, 30, what="the gate's request")
+    payload = "../../escape YWxsb3cK\n" + rs.answer_payload(dict.fromkeys(requests, "allow\n"))
+    subprocess.run(rs.answer_argv("r1"), input=payload, text=True, env=run.env,
+                   check=True, timeout=30)  # fmt: skip
+    assert run.outcome()[0] == "gate exited 0"
+    assert not (tmp_path / "escape.ans").exists()
+    assert rs.answer_payload({"../x": "allow\n"}) == ""
+
+
+def test_the_gate_refuses_when_it_cannot_work(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.write_text(rs.GATE)
+    env = {k: v for k, v in os.environ.items() if k != "PADDOCK_RUN"}
+    done = subprocess.run(["bash", str(gate)], input=request("echo hi"), env=env,
+                          capture_output=True, timeout=30)  # fmt: skip
+    assert done.returncode == 2
