@@ -2,10 +2,10 @@
 Responses API (streamed as server-sent events), so the real agent CLIs run a real agent loop
 offline.
 
-The script is one tool call, then an answer: the first request of an agent loop (one that
-offers tools) gets a call of the shell tool with ``command``; once the request carries the tool's
-result, the model answers with ``FINAL_TEXT``. Requests without tools (titles, summaries) get
-a short text. Every request is recorded.
+The script is a tool call per command, then an answer: a request of an agent loop (one that
+offers tools) carrying N tool results gets a call of the shell tool with the N-th command;
+once it carries a result for every command, the model answers with ``FINAL_TEXT``. Requests
+without tools (titles, summaries) get a short text. Every request is recorded.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 class ScriptedModel:
     """The server, in a thread; ``url`` is its base URL."""
 
-    def __init__(self, command: str, *, refuse_with: int | None = None) -> None:
-        self.command = command
+    def __init__(self, command: str | list[str], *, refuse_with: int | None = None) -> None:
+        self.commands = [command] if isinstance(command, str) else command
         self.refuse_with = refuse_with
         self.requests: list[dict[str, Any]] = []
         model = self
@@ -93,18 +93,21 @@ class ScriptedModel:
     def anthropic(self, body: dict[str, Any]) -> Iterator[bytes]:
         messages = body.get("messages") or []
         tools = [t.get("name") for t in body.get("tools") or []]
-        answered = any(
-            isinstance(block, dict) and block.get("type") == "tool_result"
+        answered = sum(
+            1
             for message in messages
             if isinstance(message.get("content"), list)
             for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_result"
         )
         shell = next((name for name in ("Bash", "bash") if name in tools), None)
-        if shell and not answered:
-            block = {"type": "tool_use", "id": "toolu_scripted_1", "name": shell, "input": {}}
+        if shell and answered < len(self.commands):
+            call_id = f"toolu_scripted_{answered + 1}"
+            block = {"type": "tool_use", "id": call_id, "name": shell, "input": {}}
+            command = self.commands[answered]
             delta = {
                 "type": "input_json_delta",
-                "partial_json": json.dumps({"command": self.command, "description": "List"}),
+                "partial_json": json.dumps({"command": command, "description": "Run"}),
             }
             stop = "tool_use"
         else:
@@ -146,22 +149,23 @@ class ScriptedModel:
 
     def openai(self, body: dict[str, Any]) -> Iterator[bytes]:
         items = body.get("input") or []
-        answered = any(
-            isinstance(i, dict) and i.get("type") == "function_call_output" for i in items
+        answered = sum(
+            1 for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
         )
         tools = {t.get("name"): t for t in body.get("tools") or [] if isinstance(t, dict)}
         response_id = f"resp_scripted_{len(self.requests)}"
         shell = next((n for n in ("shell", "shell_command", "exec_command") if n in tools), None)
-        if shell and not answered:
+        if shell and answered < len(self.commands):
+            command = self.commands[answered]
             arguments = {
-                "shell": {"command": ["bash", "-lc", self.command]},
-                "shell_command": {"command": self.command},
-                "exec_command": {"cmd": self.command},
+                "shell": {"command": ["bash", "-lc", command]},
+                "shell_command": {"command": command},
+                "exec_command": {"cmd": command},
             }[shell]
             item: dict[str, Any] = {
                 "type": "function_call",
-                "id": "fc_scripted_1",
-                "call_id": "call_scripted_1",
+                "id": f"fc_scripted_{answered + 1}",
+                "call_id": f"call_scripted_{answered + 1}",
                 "name": shell,
                 "arguments": json.dumps(arguments),
                 "status": "completed",
