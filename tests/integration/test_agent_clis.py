@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 from pathlib import Path
@@ -151,3 +152,63 @@ def test_real_cli_with_an_endpoint_that_cannot_serve_fails_saying_why(
     assert any(expected in message for message in errors), errors
     assert expected in status["message"]
     assert events[-1]["type"] == "run.failed"
+
+
+GATED_POLICY = {
+    "commands": {
+        "allow": ["touch allowed-*", "mkdir *", "echo *", "ls", "ls *"],
+        "deny": ["touch denied-*", "rm *"],
+        "default": "deny",
+    }
+}
+# The workspace file that would switch the CLI's hooks off, if the CLI read it. (The agent can
+# write the workspace; Claude Code refuses to let its own agent write .claude/, so the test
+# writes it, as an agent could by other means.)
+HOOKS_OFF = {"claude-code": (".claude/settings.json", '{"disableAllHooks": true}')}
+DENIED = [
+    "touch denied-1",
+    "touch allowed-2 && touch denied-2",
+    'sh -c "touch denied-3"',
+    "eval 'touch denied-4'",
+]
+
+
+@pytest.mark.parametrize("harness", ["claude-code"])
+def test_the_policy_gates_every_shell_command_of_a_real_cli(
+    cluster: Cluster,
+    namespace: str,
+    operator: Any,
+    agent_clis: Path,
+    tmp_path: Path,
+    harness: str,
+) -> None:
+    ready_sandbox(cluster, namespace, "box", policy=GATED_POLICY)
+    path, content = HOOKS_OFF[harness]
+    cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--", "bash", "-c",
+        f'cd "$PADDOCK_WORKSPACE" && mkdir -p "$(dirname {path})" && '
+        f"printf %s {shlex.quote(content)} > {path}",
+    )  # fmt: skip
+    commands = ["touch allowed-1", *DENIED]
+    with ScriptedModel(commands) as model:
+        fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+        cluster.apply(agent_run("gated", "box", harness, "Touch files.", **fields), namespace)
+        status = wait_for_run(cluster, namespace, "gated", timeout=240)
+        seen = json.dumps(model.requests[-1]["body"])
+
+    events = log_events(cluster, namespace, "gated")
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    listing = cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+        "bash", "-c", 'ls -A "$PADDOCK_WORKSPACE"',
+    ).stdout.split()  # fmt: skip
+    assert "allowed-1" in listing  # an allowed command runs
+    # Nothing of a denied command runs: not its denied part, nor what precedes it.
+    assert [name for name in listing if name.startswith("denied-")] == []
+    assert "allowed-2" not in listing
+    denied = of_type(events, "policy.denied")
+    assert [e["data"]["command"] for e in denied] == DENIED
+    assert {e["data"]["part"] for e in denied} == {f"touch denied-{i}" for i in range(1, 5)}
+    # The agent was told, with the rule that refused it.
+    assert seen.count("Paddock policy") >= len(DENIED)
+    assert "touch denied-*" in seen

@@ -121,9 +121,17 @@ class Run:
                               text=True, env=self.env, check=True, timeout=30)  # fmt: skip
         return rs.parse_poll(done.stdout)
 
-    def answer(self, answers: dict[str, str]) -> None:
-        subprocess.run(rs.answer_argv("r1"), input=rs.answer_payload(answers), text=True,
-                       env=self.env, check=True, timeout=30)  # fmt: skip
+    def answer(self, answers: dict[str, str], payload: str | None = None) -> None:
+        """As the operator's exec does: the payload written, stdin left open."""
+        answering = subprocess.Popen(rs.answer_argv("r1"), stdin=subprocess.PIPE, text=True,
+                                     env=self.env)  # fmt: skip
+        assert answering.stdin is not None
+        answering.stdin.write(rs.answer_payload(answers) if payload is None else payload)
+        answering.stdin.flush()
+        try:
+            assert answering.wait(timeout=30) == 0
+        finally:
+            answering.stdin.close()
 
     def outcome(self) -> tuple[str, str]:
         poll = wait_for(lambda: (p := self.poll()).completion and p, 30, what="the hook")
@@ -167,11 +175,11 @@ def test_an_answer_for_an_id_the_gate_did_not_make_is_not_written(tmp_path: Path
     run.start("echo hi")
     requests = wait_for(lambda: run.poll().gate_requests, 30, what="the gate's request")
     payload = "../../escape YWxsb3cK\n" + rs.answer_payload(dict.fromkeys(requests, "allow\n"))
-    subprocess.run(rs.answer_argv("r1"), input=payload, text=True, env=run.env,
-                   check=True, timeout=30)  # fmt: skip
+    payload += "9-9 YWxsb3cK\n"  # after the end line: not read
+    run.answer({}, payload)
     assert run.outcome()[0] == "gate exited 0"
     assert not (tmp_path / "escape.ans").exists()
-    assert rs.answer_payload({"../x": "allow\n"}) == ""
+    assert rs.answer_payload({"../x": "allow\n"}) == "end -\n"
 
 
 def test_the_gate_refuses_when_it_cannot_work(tmp_path: Path) -> None:

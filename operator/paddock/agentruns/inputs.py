@@ -191,9 +191,11 @@ def answer_gate(
         requests, policy, workspace_scripts(namespace, sandbox), gate.command_of
     )
     payload = run_scripts.answer_payload(answered.answers)
-    kube_exec.run(
+    result = kube_exec.run(
         namespace, sandbox.pod, SANDBOX_CONTAINER, run_scripts.answer_argv(run_id),
         stdin=payload,
     )  # fmt: skip
+    if result.exit_code != 0:  # the step is retried, and the requests come again
+        raise RuntimeError(f"answering the gate exited {result.exit_code}: {result.stderr}")
     metrics.policy_decided(answered.decisions, "harness")
     return answered.drafts

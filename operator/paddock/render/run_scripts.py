@@ -173,10 +173,12 @@ rm -f "$dir/$id.req" "$dir/$id.ans"
 exit 2
 """
 
-# Answers: ``<id> <base64 answer>`` lines on stdin; an id is digits and dashes, as the gate
-# makes them (anything else is not written: the ids come from the sandbox).
+# Answers: ``<id> <base64 answer>`` lines on stdin up to an ``end`` line (exec's stdin is not
+# closed); an id is digits and dashes, as the gate makes them (anything else is not written:
+# the ids come from the sandbox).
 ANSWER = r"""dir=$PADDOCK_RUN_DIR/$1/requests
 while IFS=' ' read -r id value; do
+  [ "$id" = end ] && break
   case $id in *[!0-9-]*|'') continue ;; esac
   [ -f "$dir/$id.req" ] || continue
   printf '%s' "$value" | base64 -d > "$dir/$id.tmp" && mv -f "$dir/$id.tmp" "$dir/$id.ans"
@@ -233,7 +235,8 @@ GATE_ID = re.compile(r"^[0-9]+-[0-9]+$")
 
 def answer_payload(answers: Mapping[str, str]) -> str:
     """The answer script's stdin; ids that are not the gate's own are left out."""
-    return "".join(f"{i} {_b64(text)}\n" for i, text in answers.items() if GATE_ID.match(i))
+    lines = [f"{i} {_b64(text)}\n" for i, text in answers.items() if GATE_ID.match(i)]
+    return "".join(lines) + "end -\n"
 
 
 def _b64(data: str) -> str:
