@@ -198,6 +198,7 @@ def test_the_policy_gates_every_shell_command_of_a_real_cli(
 
     events = log_events(cluster, namespace, "gated")
     assert status["phase"] == "Succeeded", (status, events[-3:])
+    assert of_type(events, "sandbox.ready")[0]["data"]["policy"] == "inline"
     listing = cluster.kubectl(
         "exec", "-n", namespace, "box", "-c", "sandbox", "--",
         "bash", "-c", 'ls -A "$PADDOCK_WORKSPACE"',

@@ -154,7 +154,7 @@ class Execution:
         self.sandbox = ready
         secret_env = self._load_secrets(spec, ready)
         if ev.SANDBOX_READY not in self.summary.types_seen:
-            data = {"sandbox": ready.name, "pod": ready.pod}
+            data = {"sandbox": ready.name, "pod": ready.pod, "policy": ready.policy.label}
             self._append([Draft(ev.SANDBOX_READY, f"sandbox {ready.name} is ready", data)])
         if self._poll().missing:
             # Not launched yet. (A launch an operator stop interrupted left the run directory:

@@ -32,15 +32,16 @@ class Decision(StrEnum):
 
 class CommandRules(ApiModel):
     """Shell command rules, checked by the operator before it runs setup steps and command
-    runs. Rules are globs over one simple command with quotes removed: anchored, * matches
-    any text, nothing else is special; a rule may also name a Workspace script. Precedence:
-    deny > ask > allow > default.
+    runs, and for each shell command of a claude-code agent. Rules are globs over one simple
+    command with quotes removed: anchored, * matches any text, nothing else is special; a rule
+    may also name a Workspace script. Precedence: deny > ask > allow > default.
 
     Every simple command is checked wherever it sits (lists, pipelines, subshells,
     substitutions, here-documents, eval and bash -c text, the command that env, timeout,
     xargs or sudo runs) and the verdict is the strictest of its parts; a command that cannot
     be parsed, or whose name is only known at run time, is denied. ask is not yet a request
-    for approval: a setup step waits and a command run fails with ApprovalRequired.
+    for approval: a setup step waits, a command run fails with ApprovalRequired, and an
+    agent's command is refused, saying so.
     """
 
     allow: list[Glob] = Field(
@@ -53,7 +54,8 @@ class CommandRules(ApiModel):
         default_factory=list,
         max_length=256,
         description="Globs of commands that need a person's approval (not yet asked for: "
-        "such a setup step waits, such a command run fails with ApprovalRequired).",
+        "such a setup step waits, such a command run fails with ApprovalRequired, such an "
+        "agent's command is refused).",
     )
     deny: list[Glob] = Field(
         default_factory=list,
@@ -152,8 +154,9 @@ class NetworkRules(ApiModel):
 
 class SandboxPolicySpec(ApiModel):
     """What may run in a sandbox. The operator checks setup steps and command runs against
-    the command rules and fileWrite before they run, and renders network as the pod's
-    NetworkPolicy. An agent harness's own commands are not checked yet."""
+    the command rules and fileWrite before they run, and the shell commands of a claude-code
+    run through a gate in the sandbox; it renders network as the pod's NetworkPolicy. The
+    other agent harnesses' own commands are not checked yet."""
 
     commands: CommandRules = Field(
         default_factory=CommandRules, description="Shell command allow/ask/deny rules."

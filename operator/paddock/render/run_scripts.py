@@ -18,8 +18,8 @@ of the workspace or its snapshots):
 - ``signal`` sends a signal to the harness's process group.
 - ``gate`` (written into the run directory at launch, when the run has a policy) is what a
   harness's pre-execution hook runs for each shell command: it leaves the hook's request in
-  ``requests/<id>.req`` and waits for the operator's answer in ``requests/<id>.ans`` (the poll brings
-  requests; ``answer``, one exec, writes answers). It exits 0 only on an answer of ``allow``,
+  ``requests/<id>.req`` and waits for the operator's answer in ``requests/<id>.ans`` (the poll
+  brings requests; ``answer``, one exec, writes answers). It exits 0 only on an answer of ``allow``,
   and 2, the hooks' "block", on anything else: a denial, no answer in time, or an error of its
   own (every CLI runs a command whose hook fails any other way).
 """
