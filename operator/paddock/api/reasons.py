@@ -75,6 +75,7 @@ class SandboxReason(Reason):
     VOLUME_REFUSED = "VolumeRefused", W
     FILES_REFUSED = "FilesRefused", W
     NETWORK_POLICY_REFUSED = "NetworkPolicyRefused", W
+    RECONCILE_FAILED = "ReconcileFailed", W
     PAUSED = "Paused"
     IDLE_TIMEOUT = "IdleTimeout"
     STARTING = "Starting"

@@ -14,6 +14,8 @@ from typing import Any
 import kopf
 
 from paddock import GROUP, VERSION, metrics
+from paddock.api.conditions import Notice
+from paddock.api.reasons import SandboxReason
 from paddock.handlers.references import Reference, references_of
 from paddock.handlers.reporting import report
 from paddock.render.names import SANDBOX_LABEL
@@ -24,6 +26,7 @@ from paddock.settings import OperatorSettings
 RESYNC_SECONDS = OperatorSettings.from_env().resync_seconds
 
 Obj = dict[str, Any]
+MESSAGE_LIMIT = 500
 
 
 @kopf.on.event(GROUP, VERSION, "sandboxes")
@@ -93,14 +96,29 @@ def reconcile_named(
 ) -> float | None:
     """Reconcile a Sandbox (from the reconcile queue; ``attempt`` counts its waits in a row):
     the seconds after which to look again, if it waits."""
-    with metrics.reconciling("Sandbox") as result:
-        reconciled = service.reconcile_sandbox_named(namespace, name, config, attempt)
-        if reconciled is not None and reconciled[1].retry_after is not None:
-            result["result"] = "waiting"
+    try:
+        with metrics.reconciling("Sandbox") as result:
+            reconciled = service.reconcile_sandbox_named(namespace, name, config, attempt)
+            if reconciled is not None and reconciled[1].retry_after is not None:
+                result["result"] = "waiting"
+    except Exception as exc:  # the queue tries again, with backoff; a person hears of it
+        _failed(namespace, name, exc)
+        raise
     if reconciled is None:  # deleted, or being garbage-collected with its owner
         return None
     report(*reconciled, retry=False)
     return reconciled[1].retry_after
+
+
+def _failed(namespace: str, name: str, exc: Exception) -> None:
+    """A Warning Event on the Sandbox for a reconcile that raised (a refused read, a bug)."""
+    body = service.known_sandbox(namespace, name)
+    if body is None:
+        return
+    said = str(getattr(exc, "message", "") or exc)[:MESSAGE_LIMIT]
+    message = f"The operator could not reconcile the Sandbox ({type(exc).__name__}: {said}); "
+    message += "it tries again, with backoff."
+    report(body, service.Outcome([Notice(SandboxReason.RECONCILE_FAILED, message)]), retry=False)
 
 
 @kopf.on.event("configmaps", labels={SANDBOX_LABEL: kopf.PRESENT})

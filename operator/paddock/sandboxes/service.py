@@ -119,6 +119,11 @@ def _one_at_a_time(namespace: str, name: str) -> threading.Lock:
     return _LOCKS[hash((namespace, name)) % len(_LOCKS)]
 
 
+def known_sandbox(namespace: str, name: str) -> Obj | None:
+    """The Sandbox as the watch last showed it (no read)."""
+    return CACHE.peek("Sandbox", namespace, name)
+
+
 def reconcile_sandbox_named(
     namespace: str, name: str, config: OperatorSettings, retry: int = 0
 ) -> tuple[Obj, Outcome] | None:
