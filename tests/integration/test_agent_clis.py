@@ -164,7 +164,10 @@ GATED_POLICY = {
 # The workspace file that would switch the CLI's hooks off, if the CLI read it. (The agent can
 # write the workspace; Claude Code refuses to let its own agent write .claude/, so the test
 # writes it, as an agent could by other means.)
-HOOKS_OFF = {"claude-code": (".claude/settings.json", '{"disableAllHooks": true}')}
+HOOKS_OFF = {
+    "claude-code": (".claude/settings.json", '{"disableAllHooks": true}'),
+    "opencode": ("opencode.json", '{"plugin": [], "permission": {"bash": "allow"}}'),
+}
 DENIED = [
     "touch denied-1",
     "touch allowed-2 && touch denied-2",
@@ -173,7 +176,7 @@ DENIED = [
 ]
 
 
-@pytest.mark.parametrize("harness", ["claude-code"])
+@pytest.mark.parametrize("harness", ["claude-code", "opencode"])
 def test_the_policy_gates_every_shell_command_of_a_real_cli(
     cluster: Cluster,
     namespace: str,

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from paddock.agentruns import gating
+from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import SandboxPolicySpec
-from paddock.harness import claude_code
+from paddock.harness import claude_code, opencode
 from paddock.render import run_scripts as rs
 from paddock.runs import events as ev
 from support.waiting import wait_for
@@ -189,3 +190,65 @@ def test_the_gate_refuses_when_it_cannot_work(tmp_path: Path) -> None:
     done = subprocess.run(["bash", str(gate)], input=request("echo hi"), env=env,
                           capture_output=True, timeout=30)  # fmt: skip
     assert done.returncode == 2
+
+
+# -- each harness's side of it -----------------------------------------------------------------
+
+
+def _spec(harness: str, env: dict[str, str] | None = None) -> AgentRunSpec:
+    variables = [{"name": k, "value": v} for k, v in (env or {}).items()]
+    fields = {"sandboxRef": {"name": "box"}, "harness": harness, "prompt": "p", "env": variables}
+    return AgentRunSpec.model_validate(fields)
+
+
+def test_claude_code_runs_the_gate_from_its_own_settings_only() -> None:
+    invocation = claude_code.gated(_spec("claude-code"), POLICY)
+    assert '--setting-sources user --settings "$PADDOCK_RUN/claude-settings.json"' in (
+        invocation.script
+    )
+    settings = json.loads(invocation.files["claude-settings.json"])
+    (entry,) = settings["hooks"]["PreToolUse"]
+    assert entry["matcher"] == "Bash"
+    assert entry["hooks"][0]["timeout"] > int(invocation.env["PADDOCK_GATE_SECONDS"])
+    assert invocation.files["gate"] == rs.GATE
+    assert settings["permissions"]["allow"][0] == "Bash"
+
+
+def test_opencode_gets_the_plugin_merged_into_the_runs_own_config() -> None:
+    provider = {"anthropic": {"options": {"baseURL": "http://127.0.0.1:1/v1"}}}
+    own = json.dumps({"provider": provider, "plugin": ["theirs"], "permission": {"bash": "deny"}})
+    invocation = opencode.gated(_spec("opencode", {"OPENCODE_CONFIG_CONTENT": own}), POLICY)
+    config = json.loads(invocation.files[opencode.CONFIG])
+    assert config["provider"] == provider
+    assert config["plugin"] == ["theirs", f"file://{opencode.RUN_MARK}/{opencode.PLUGIN}"]
+    assert config["permission"] == {"bash": "allow", "edit": "allow", "webfetch": "allow"}
+    assert invocation.env["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
+    assert "throw new Error" in invocation.files[opencode.PLUGIN]
+    broken = opencode.gated(_spec("opencode", {"OPENCODE_CONFIG_CONTENT": "{oops"}), POLICY)
+    assert json.loads(broken.files[opencode.CONFIG])["plugin"]
+
+
+def test_opencode_config_gets_the_run_directory_in_the_sandbox(tmp_path: Path) -> None:
+    invocation = opencode.gated(_spec("opencode"), POLICY)
+    run = tmp_path / "run dir"
+    run.mkdir()
+    (run / opencode.CONFIG).write_text(invocation.files[opencode.CONFIG])
+    # The script up to its exec, then the variable it exports.
+    lines = [*invocation.script.splitlines()[:-1], 'printf %s "$OPENCODE_CONFIG_CONTENT"']
+    env = {**os.environ, "PADDOCK_RUN": str(run)}
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(lines)], env=env, capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout)["plugin"] == [f"file://{run}/{opencode.PLUGIN}"]
+
+
+@pytest.mark.parametrize(
+    ("request_body", "command"),
+    [
+        ({"tool": "bash", "args": {"command": "ls"}}, "ls"),
+        ({"tool": "edit", "args": {"command": "ls"}}, None),
+        ({"tool": "bash", "args": "ls"}, None),
+    ],
+)
+def test_what_opencode_asks_about(request_body: dict[str, object], command: str | None) -> None:
+    assert opencode.command_of(request_body) == command

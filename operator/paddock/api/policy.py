@@ -32,9 +32,9 @@ class Decision(StrEnum):
 
 class CommandRules(ApiModel):
     """Shell command rules, checked by the operator before it runs setup steps and command
-    runs, and for each shell command of a claude-code agent. Rules are globs over one simple
-    command with quotes removed: anchored, * matches any text, nothing else is special; a rule
-    may also name a Workspace script. Precedence: deny > ask > allow > default.
+    runs, and for each shell command of a claude-code or opencode agent. Rules are globs over
+    one simple command with quotes removed: anchored, * matches any text, nothing else is
+    special; a rule may also name a Workspace script. Precedence: deny > ask > allow > default.
 
     Every simple command is checked wherever it sits (lists, pipelines, subshells,
     substitutions, here-documents, eval and bash -c text, the command that env, timeout,
@@ -155,8 +155,8 @@ class NetworkRules(ApiModel):
 class SandboxPolicySpec(ApiModel):
     """What may run in a sandbox. The operator checks setup steps and command runs against
     the command rules and fileWrite before they run, and the shell commands of a claude-code
-    run through a gate in the sandbox; it renders network as the pod's NetworkPolicy. The
-    other agent harnesses' own commands are not checked yet."""
+    or opencode run through a gate in the sandbox; it renders network as the pod's
+    NetworkPolicy. The other agent harnesses' own commands are not checked yet."""
 
     commands: CommandRules = Field(
         default_factory=CommandRules, description="Shell command allow/ask/deny rules."

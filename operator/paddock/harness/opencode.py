@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
+from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
+    GATE_SECONDS,
     PROMPT,
     WORKSPACE,
+    Gate,
     Harness,
     Invocation,
     call_summary,
@@ -15,14 +19,16 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    run_file,
     session,
 )
+from paddock.render import run_scripts
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
 
-def invocation(spec: AgentRunSpec) -> Invocation:
-    argv = command_line(
+def _argv(spec: AgentRunSpec) -> str:
+    return command_line(
         "opencode",
         "run",
         "--format",
@@ -32,8 +38,87 @@ def invocation(spec: AgentRunSpec) -> Invocation:
         *option("-m", spec.model),
         *option("--session", spec.session_id),
     )
+
+
+def invocation(spec: AgentRunSpec) -> Invocation:
     # opencode run takes the message as arguments; a prompt is not secret, so argv is fine.
-    return Invocation(script=f'exec {argv} "$(cat {PROMPT})"\n')
+    return Invocation(script=f'exec {_argv(spec)} "$(cat {PROMPT})"\n')
+
+
+CONFIG = "opencode-config.json"
+PLUGIN = "opencode-gate.mjs"
+RUN_MARK = "@PADDOCK_RUN@"  # the run's directory, known in the sandbox only
+# The plugin: every bash call goes to the gate first (the request as JSON on its stdin); a
+# refusal, or a gate that cannot be started, throws, which blocks the call and shows the
+# agent the message. OpenCode sets no time limit on a plugin.
+GATE_PLUGIN = """import { spawn } from "node:child_process";
+export const PaddockGate = async () => ({
+  "tool.execute.before": async (input, output) => {
+    if (input.tool !== "bash") return;
+    const request = JSON.stringify({ tool: input.tool, args: output.args });
+    const [code, said] = await new Promise((resolve) => {
+      let err = "";
+      const gate = spawn("bash", [process.env.PADDOCK_RUN + "/gate"],
+                         { stdio: ["pipe", "ignore", "pipe"] });
+      gate.stderr.on("data", (chunk) => { err += chunk; });
+      gate.on("error", (e) => resolve([2, "Paddock's gate could not start: " + e.message]));
+      gate.on("close", (c) => resolve([c, err]));
+      gate.stdin.end(request);
+    });
+    if (code !== 0) throw new Error(said.trim() || "Paddock's gate refused the command.");
+  },
+});
+"""
+
+
+def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
+    """OpenCode with Paddock's gate as a plugin (``tool.execute.before`` on bash), from the
+    run's own config, merged into the run's ``OPENCODE_CONFIG_CONTENT``, with project config
+    off (``OPENCODE_DISABLE_PROJECT_CONFIG=1``): an ``opencode.json`` the agent writes into
+    the workspace is never read."""
+    own = next((e.value for e in spec.env if e.name == CONFIG_ENV and e.value), None)
+    try:
+        config = json.loads(own) if own else {}
+    except ValueError:
+        config = {}  # OpenCode would refuse it too; the gate's config stands alone
+    config = config if isinstance(config, dict) else {}
+    config["plugin"] = [*(config.get("plugin") or []), f"file://{RUN_MARK}/{PLUGIN}"]
+    config["permission"] = permissions(policy)
+    script = (
+        f"config=$(cat {run_file(CONFIG)})\n"
+        f'export {CONFIG_ENV}="${{config//{RUN_MARK}/$PADDOCK_RUN}}"\n'
+        f'exec {_argv(spec)} "$(cat {PROMPT})"\n'
+    )
+    return Invocation(
+        script=script,
+        env={"OPENCODE_DISABLE_PROJECT_CONFIG": "1", "PADDOCK_GATE_SECONDS": str(GATE_SECONDS)},
+        files={"gate": run_scripts.GATE, PLUGIN: GATE_PLUGIN, CONFIG: json.dumps(config)},
+    )
+
+
+CONFIG_ENV = "OPENCODE_CONFIG_CONTENT"
+
+
+def permissions(policy: SandboxPolicySpec) -> dict[str, str]:
+    """The policy as OpenCode's own permissions: bash allowed (the gate judges each command),
+    edits per fileWrite and web fetches per network; ``ask`` is denied (``opencode run``
+    rejects an ask and ends the run)."""
+
+    def native(decision: Decision) -> str:
+        return "allow" if decision == Decision.ALLOW else "deny"
+
+    return {
+        "bash": "allow",
+        "edit": native(policy.capabilities.file_write),
+        "webfetch": native(policy.capabilities.network),
+    }
+
+
+def command_of(request: dict[str, Any]) -> str | None:
+    """The command of the plugin's request for bash (``args.command``)."""
+    args = request.get("args")
+    command = args.get("command") if isinstance(args, dict) else None
+    return command if request.get("tool") == "bash" and isinstance(command, str) else None
 
 
 def _tool(part: dict[str, Any]) -> list[Draft]:
@@ -111,4 +196,4 @@ def parse_line(line: str) -> list[Draft]:
     return [other(str(kind), event)]
 
 
-HARNESS = Harness("opencode", invocation, parse_line)
+HARNESS = Harness("opencode", invocation, parse_line, Gate(gated, command_of))
