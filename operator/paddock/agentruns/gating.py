@@ -64,7 +64,7 @@ def _command(raw: bytes, command_of: Callable[[dict[str, Any]], str | None]) -> 
 
 def _refusal(judged: Judged) -> str:
     """What the agent is told: which part and rule refused the command."""
-    return "Paddock policy: " + judged.message("The command").replace(" Nothing ran.", "")
+    return "Paddock policy: " + judged.message("The command", nothing_ran=False)
 
 
 def _denied(judged: Judged, message: str) -> Draft:

@@ -25,15 +25,18 @@ class Judged:
     def decision(self) -> Decision:
         return self.verdict.decision
 
-    def message(self, what: str) -> str:
-        """Why it may not run, for a condition and an Event. ``what``: "Setup step setup[2]"."""
+    def message(self, what: str, *, nothing_ran: bool = True) -> str:
+        """Why it may not run, for a condition and an Event. ``what``: "Setup step setup[2]";
+        ``nothing_ran``: say that nothing of it ran (not for a command refused while its
+        agent runs on)."""
         shown = " ".join(self.command.split())
         if len(shown) > MAX_SHOWN:
             shown = shown[: MAX_SHOWN - 3] + "..."
         part = self.verdict.deciding
         why = f"{part.kind} `{part.text}` is {part.decision} by {part.rule}" if part else ""
         if self.decision == Decision.DENY:
-            return f"{what} `{shown}` is denied by the SandboxPolicy: {why}. Nothing ran."
+            ran = " Nothing ran." if nothing_ran else ""
+            return f"{what} `{shown}` is denied by the SandboxPolicy: {why}.{ran}"
         return (
             f"{what} `{shown}` needs approval: {why}. Paddock cannot ask for approvals yet; "
             "allow the command in the SandboxPolicy, or change it."
