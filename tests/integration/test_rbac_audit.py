@@ -22,9 +22,11 @@ from support.sandboxes import (
     get,
     merge_patch,
     ready_sandbox,
+    sandbox,
     secret,
     status_of,
     wait_for_phase,
+    wait_for_reason,
     workspace,
 )
 from support.waiting import wait_for
@@ -89,7 +91,22 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
         namespace,
     )
     ready_sandbox(cluster, namespace, "box", policyRef={"name": "pol"})
-    # Drift of the files and the fence is put back.
+    # A GitOps repo applies in any order: a Sandbox before its Workspace and policy, whose
+    # reconcile asks the API server for what no watch has shown (get), then Ready once they are.
+    cluster.apply(sandbox("early", "later", policyRef={"name": "later-pol"}), namespace)
+    wait_for_reason(cluster, namespace, "early", "WorkspaceNotFound")
+    cluster.apply(workspace("later"), namespace)
+    cluster.apply(
+        {
+            "apiVersion": "paddock.dev/v1alpha1",
+            "kind": "SandboxPolicy",
+            "metadata": {"name": "later-pol"},
+            "spec": {"commands": {"allow": ["echo *"]}},
+        },
+        namespace,
+    )
+    wait_for_phase(cluster, namespace, "early", "Ready")
+    # Drift of the files and of the fence is put back.
     merge_patch(cluster, namespace, "configmap", "box-files", {"data": {"setup.sh": "x"}})
     wait_for(
         lambda: (
@@ -97,6 +114,17 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
         ),
         60,
         what="the files ConfigMap put back",
+    )
+    merge_patch(
+        cluster, namespace, "networkpolicy", "box-egress", {"spec": {"policyTypes": ["Ingress"]}}
+    )
+    wait_for(
+        lambda: (
+            "Egress"
+            in (get(cluster, namespace, "networkpolicy", "box-egress") or {})["spec"]["policyTypes"]
+        ),
+        60,
+        what="the NetworkPolicy put back",
     )
     cluster.apply(command_run("one", "box", "echo hi"), namespace)
     assert wait_for_run(cluster, namespace, "one")["phase"] == "Succeeded"

@@ -3,6 +3,7 @@ a reconcile is followed by another; a reconcile that waits is run again when it 
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -109,6 +110,27 @@ def test_a_failing_reconcile_is_tried_again_and_does_not_stop_the_queue(
     assert sorted(recorder.wait_for(2)) == ["bad", "good"]  # "bad" again after 1 s
     assert failures == [0]
     assert recorder.attempts[recorder.runs.index("bad")] == 1
+
+
+def test_a_reconcile_tried_again_runs_in_the_context_of_the_handler_that_asked(
+    queues: list[ReconcileQueue[str]],
+) -> None:
+    # kopf.event reads kopf's settings from a context variable that only its handlers have.
+    settings: contextvars.ContextVar[str] = contextvars.ContextVar("settings")
+    seen: list[str | None] = []
+
+    def action(key: str, attempt: int) -> float | None:
+        seen.append(settings.get(None))
+        if attempt == 0:
+            return 0.05  # waits once
+        return recorder(key, attempt)
+
+    recorder = Recorder()
+    queue = ReconcileQueue(action, delay=0, workers=1)
+    queues.append(queue)
+    contextvars.copy_context().run(lambda: (settings.set("kopf's"), queue.ask("a")))
+    recorder.wait_for(1)
+    assert seen == ["kopf's", "kopf's"]
 
 
 def test_a_stopped_queue_takes_nothing_more() -> None:

@@ -55,12 +55,14 @@ class ReconcileQueue(Generic[K]):
     def ask(self, key: K, after: float | None = None) -> None:
         """Reconcile ``key`` in ``after`` seconds (default: the queue's delay): once, however
         often it is asked before its turn."""
+        self._push(key, self._delay if after is None else after, contextvars.copy_context())
+
+    def _push(self, key: K, after: float, context: contextvars.Context) -> None:
         with self._changed:
             if self._stopped or key in self._waiting:
                 return
             self._waiting.add(key)
-            when = time.monotonic() + (self._delay if after is None else after)
-            entry = (when, next(self._order), key, contextvars.copy_context())
+            entry = (time.monotonic() + after, next(self._order), key, context)
             heapq.heappush(self._due, entry)
             self._changed.notify()
 
@@ -103,4 +105,5 @@ class ReconcileQueue(Generic[K]):
             if again is not None:
                 with self._changed:
                     self._attempts[key] = attempt + 1
-                self.ask(key, after=again)
+                # In the context of the handler that asked: a worker thread has none of kopf's.
+                self._push(key, again, context.copy())
