@@ -79,7 +79,11 @@ def test_schema_is_structural(model: Any) -> None:
             "sbx",
             ["Phase", "Workspace", "Ready", "Policy", "Restored", "Pod", "Message", "Age"],
         ),
-        (KINDS[3], "run", ["Phase", "Harness", "Sandbox", "Events", "Session", "Message", "Age"]),
+        (
+            KINDS[3],
+            "run",
+            ["Phase", "Harness", "Sandbox", "Events", "Approvals", "Session", "Message", "Age"],
+        ),
     ],
     ids=lambda v: getattr(v, "__name__", str(v)),
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,13 @@ def request(command: str, tool: str = "Bash") -> bytes:
                        "tool_input": {"command": command}}).encode()  # fmt: skip
 
 
+NOBODY_ASKED = gating.Asking([], {}, datetime(2026, 12, 1, tzinfo=UTC), timedelta(minutes=15))
+
+
 def answered(command: str) -> gating.Answered:
-    return gating.answer({"1-1": request(command)}, POLICY, {}, claude_code.command_of)
+    return gating.answer(
+        {"1-1": request(command)}, POLICY, {}, claude_code.command_of, NOBODY_ASKED
+    )
 
 
 @pytest.mark.parametrize(
@@ -75,17 +81,9 @@ def test_a_denied_command_is_refused_naming_the_part_and_rule(command: str, part
     assert event.data["rule"]
 
 
-def test_a_command_that_needs_approval_is_refused_for_now_saying_so() -> None:
-    result = answered("git push origin main")
-    verdict, _, message = result.answers["1-1"].partition("\n")
-    assert verdict == "deny"
-    assert "needs approval" in message
-    assert result.drafts[0].data["decision"] == "ask"
-
-
 @pytest.mark.parametrize("raw", [b"not json", b"[]", request("ls", tool="Write")])
 def test_a_request_the_gate_cannot_read_is_refused(raw: bytes) -> None:
-    result = gating.answer({"1-1": raw}, POLICY, {}, claude_code.command_of)
+    result = gating.answer({"1-1": raw}, POLICY, {}, claude_code.command_of, NOBODY_ASKED)
     assert result.answers["1-1"].startswith("deny\n")
     assert result.drafts[0].data["reason"] == "Unreadable"
 

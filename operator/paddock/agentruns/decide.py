@@ -15,6 +15,7 @@ from paddock.agentruns.sandbox import ReadySandbox, Unusable, Verdict, Waiting
 from paddock.api.agentrun import (
     AgentRunSpec,
     AgentRunStatus,
+    Approval,
     EventSummary,
     Harness,
     LogBackend,
@@ -125,6 +126,19 @@ def gated(policy: SandboxPolicySpec | str | None, judged: Judged | None) -> Wait
         return None
     reason = R.POLICY_DENIED if judged.decision == Decision.DENY else R.APPROVAL_REQUIRED
     return Ending(RunPhase.FAILED, reason, judged.message("The command"))
+
+
+def awaiting(pending: list[Approval], run: str) -> str | None:
+    """The run's message while approvals are pending (None: none is)."""
+    if not pending:
+        return None
+    first = pending[0]
+    more = f" and {len(pending) - 1} more" if len(pending) > 1 else ""
+    command = ev.one_line(first.target, 120)
+    return (
+        f"waiting for approval of request {first.id}, the command `{command}`{more}: "
+        f"paddock approve {run} {first.id}, or paddock deny {run} {first.id}"
+    )
 
 
 def launch_failure(spec: AgentRunSpec, pod: str, exit_code: int, said: str) -> Ending:

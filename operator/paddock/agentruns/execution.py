@@ -16,34 +16,29 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from paddock import metrics
-from paddock.agentruns import decide, inputs
+from paddock.agentruns import decide, gating, inputs
 from paddock.agentruns.decide import Ending, Progress, Wait
+from paddock.agentruns.record import LogNameTakenError, RunRecord
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, AgentRunStatus, RunPhase, RunResult
 from paddock.api.common import ConditionStatus, stored_status
-from paddock.api.conditions import Notice, get_condition, set_condition
+from paddock.api.conditions import Notice, get_condition
+from paddock.api.fields import parse_duration
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
 from paddock.harness import HARNESSES
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
-from paddock.kube.errors import ConflictError, KubeError, NotFoundError
+from paddock.kube.errors import KubeError, NotFoundError
 from paddock.render import run_scripts
 from paddock.render.names import SANDBOX_CONTAINER
-from paddock.render.ownership import controlled_by
 from paddock.runs import events as ev
 from paddock.runs import journal
 from paddock.runs.events import Draft, RunSummary
 from paddock.runs.log import ConfigMapLog
-from paddock.runs.scrubbing import Scrubber
 from paddock.times import parse_time, utcnow
 
 log = logging.getLogger("paddock.runs")
-
-
-class LogNameTakenError(Exception):
-    """A ConfigMap the run's log needs is held by another object."""
 
 
 IDLE_POLL_SECONDS = 1.0
@@ -54,21 +49,13 @@ Obj = dict[str, Any]
 
 
 @dataclass
-class Execution:
+class Execution(RunRecord):
     """The operator's memory of one run between steps; rebuilt from durable state on start."""
 
-    run: Obj
-    log: ConfigMapLog
-    summary: RunSummary
-    cursor: dict[str, int]
-    status: AgentRunStatus
-    scrubber: Scrubber = field(default_factory=Scrubber)
     sandbox: ReadySandbox | None = None
     signalled: dict[str, datetime] = field(default_factory=dict)
     touched: datetime | None = None
     wrapper_gone_polls: int = 0
-    notices: list[Notice] = field(default_factory=list)
-    written: Obj = field(default_factory=dict)  # the status as last written
 
     @classmethod
     def load(cls, run: Obj) -> Execution:
@@ -82,14 +69,6 @@ class Execution:
         status = stored_status(AgentRunStatus, run)
         written = dict(run.get("status") or {})
         return cls(run, run_log, summary, cursor, status, written=written)
-
-    @property
-    def namespace(self) -> str:
-        return str(self.run["metadata"]["namespace"])
-
-    @property
-    def run_id(self) -> str:
-        return str(self.run["metadata"]["uid"])
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -258,16 +237,43 @@ class Execution:
         )
         followed = decide.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
         self.wrapper_gone_polls = followed.wrapper_gone_polls
-        # Commands the harness waits to run are answered first.
-        drafts = inputs.answer_gate(self.namespace, spec, self.sandbox, self.run_id, poll)
-        drafts += followed.drafts
+        asking = gating.Asking(
+            self.status.approvals,
+            gating.choices(self.run["metadata"].get("annotations") or {}),
+            now,
+            parse_duration(spec.approval_timeout),
+            spec.approval_timeout,
+        )
+        answered = inputs.judge_gate(self.namespace, spec, self.sandbox, poll, asking)
+        drafts = followed.drafts
+        if answered is not None:  # the commands the harness waits to run, logged first
+            drafts = answered.drafts + drafts
+            self._approvals(spec, answered)
         if drafts or followed.cursor != self.cursor:
             self._append(drafts, followed.cursor)
-            self._flush()
+        self._flush()
+        if answered is not None:
+            inputs.send_answers(self.namespace, self.sandbox, self.run_id, answered)
         if followed.ending is not None:
             self._end(spec, followed.ending)
             return None
         return 0 if followed.poll_again_now else IDLE_POLL_SECONDS
+
+    def _approvals(self, spec: AgentRunSpec, answered: gating.Answered) -> None:
+        """The approvals into the status: AwaitingApproval while any is pending."""
+        self.status.approvals = answered.approvals
+        self.status.pending_approvals = len(answered.pending) if answered.approvals else None
+        self.notices.extend(answered.notices)
+        waiting = decide.awaiting(answered.pending, self.run["metadata"]["name"])
+        if waiting is not None:  # (its Event is the request's own: no phase Event)
+            self.status.phase, self.status.message = RunPhase.AWAITING_APPROVAL, waiting
+            self._condition(C.AWAITING_APPROVAL, True, R.AWAITING_APPROVAL, waiting)
+        elif self.status.phase == RunPhase.AWAITING_APPROVAL:
+            assert self.sandbox is not None
+            message = f"{spec.harness} is running in sandbox {self.sandbox.name}"
+            self.status.phase, self.status.message = RunPhase.RUNNING, message
+            said = "No approval is pending."
+            self._condition(C.AWAITING_APPROVAL, False, R.NO_APPROVAL_PENDING, said)
 
     def _signal(self, abort: Ending, now: datetime) -> None:
         assert self.sandbox is not None
@@ -283,7 +289,11 @@ class Execution:
     # -- the end -----------------------------------------------------------------------------
 
     def _end(self, spec: AgentRunSpec, ending: Ending) -> None:
-        self._append([*ending.drafts, decide.terminal_event(ending)])
+        approvals, ended = gating.end_all(self.status.approvals, utcnow())
+        self._append([*ending.drafts, *ended, decide.terminal_event(ending)])
+        if ended:
+            self.status.approvals, self.status.pending_approvals = approvals, 0
+            self._condition(C.AWAITING_APPROVAL, False, R.NO_APPROVAL_PENDING, "The run ended.")
         self._finish(spec)
 
     def _end_without_log(self, spec: AgentRunSpec, ending: Ending, why: str) -> None:
@@ -336,65 +346,3 @@ class Execution:
         self.status.completed_at = parse_time(terminal["time"])
         self.status.result = decide.final_result(self.summary)
         self._flush()
-
-    # -- writing -------------------------------------------------------------------------------
-
-    def _append(self, drafts: list[Draft], cursor: dict[str, int] | None = None) -> None:
-        when = ev.now()
-        events = [
-            ev.stamp(draft, self.summary.next_seq + i, when, self.scrubber)
-            for i, draft in enumerate(drafts)
-        ]
-        cursor = self.cursor if cursor is None else cursor
-        try:
-            self.log.append(events, cursor)
-        except ConflictError:
-            name = self.log.next_chunk_name()
-            held = kube.get("ConfigMap", self.namespace, name)
-            if held is not None and not controlled_by(held, self.run_id):
-                raise LogNameTakenError(
-                    f"ConfigMap {name} exists and does not belong to this run, so its event "
-                    "log cannot be written; Paddock leaves it alone. Delete it, or run under "
-                    "another name."
-                ) from None
-            raise  # written by another operator meanwhile: read the log again
-        metrics.RUN_EVENTS.labels(str(self.run["spec"]["harness"])).inc(len(events))
-        self.cursor = cursor
-        self.summary.add_all(events)
-
-    def _write_status(
-        self,
-        phase: RunPhase,
-        message: str | None,
-        sandbox: str | None = None,
-        reason: R | None = None,
-    ) -> None:
-        """Set the phase (an Event when it changes, with ``reason``, else the phase, as its
-        reason), the message and the sandbox; written by the next ``_flush``."""
-        if self.status.phase != phase:
-            self.notices.append(Notice(reason or R(str(phase)), message or ""))
-        self.status.phase, self.status.message = phase, message
-        if sandbox is not None:
-            self.status.sandbox_name = sandbox
-
-    def _condition(self, type_: C, value: bool, reason: R, message: str) -> None:
-        self.status.conditions = set_condition(
-            self.status.conditions,
-            type_,
-            value,
-            reason,
-            message,
-            generation=self.run["metadata"].get("generation"),
-            now=utcnow(),
-        )
-
-    def _flush(self) -> None:
-        """Write what changed in the status since it was last written."""
-        self.status.observed_generation = self.run["metadata"].get("generation")
-        decide.summarise(self.status, self.summary, self.log.location)
-        new = self.status.to_api()
-        patch = {key: value for key, value in new.items() if self.written.get(key) != value}
-        if patch:
-            meta = self.run["metadata"]
-            kube.patch_status("AgentRun", meta["namespace"], meta["name"], patch)
-            self.written |= patch

@@ -2,30 +2,78 @@
 run's SandboxPolicy with the same engine as setup steps and command runs. Pure.
 
 An answer is ``allow``, or ``deny`` and the message the agent is shown. A request the gate's
-harness cannot read, or a command that needs approval (Paddock cannot ask for one yet), is
-refused. Each refusal is a ``policy.denied`` event in the run's log.
+harness cannot read is refused. A command the policy says to ask about becomes an approval:
+it is left unanswered (the gate waits) until a person approves or denies it through an
+``approval.paddock.dev/<id>`` annotation on the run, or ``spec.approvalTimeout`` passes. Each
+refusal is a ``policy.denied`` event in the run's log; each approval an ``approval.requested``
+and an ``approval.resolved`` one.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
+from paddock.api.agentrun import Approval, ApprovalState
+from paddock.api.conditions import Notice
 from paddock.api.policy import Decision, SandboxPolicySpec
+from paddock.api.reasons import RunReason as R
 from paddock.policy.gate import MAX_SHOWN, Judged, judge_command
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
+ANNOTATION_PREFIX = "approval.paddock.dev/"
+KEPT_RESOLVED = 20  # resolved approvals the status keeps, newest last
+TARGET_CHARS = 1000
+
+
+class Choice(StrEnum):
+    """What a person decided about one approval (an annotation's value)."""
+
+    APPROVE = "approve"
+    ALWAYS = "approve-always"
+    DENY = "deny"
+
+
+def choices(annotations: Mapping[str, str]) -> dict[str, Choice]:
+    """The decisions the run's annotations record, by approval id (other values: none)."""
+    found = {}
+    for key, value in annotations.items():
+        if key.startswith(ANNOTATION_PREFIX) and value in set(Choice):
+            found[key.removeprefix(ANNOTATION_PREFIX)] = Choice(value)
+    return found
+
 
 @dataclass
 class Answered:
-    """The answer to each request id, and the events to log."""
+    """The answer to each request id that is decided, the approvals as they now are, and
+    the events to log and post."""
 
     answers: dict[str, str] = field(default_factory=dict)
     drafts: list[Draft] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    approvals: list[Approval] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+
+    @property
+    def pending(self) -> list[Approval]:
+        return [a for a in self.approvals if a.state == ApprovalState.PENDING]
+
+
+@dataclass(frozen=True)
+class Asking:
+    """Where the run's approvals stand: what the status holds, what people decided, the
+    clock and how long a request may wait."""
+
+    approvals: list[Approval]
+    choices: dict[str, Choice]
+    now: datetime
+    timeout: timedelta
+    timeout_text: str = ""
 
 
 def answer(
@@ -33,8 +81,10 @@ def answer(
     policy: SandboxPolicySpec,
     scripts: dict[str, str],
     command_of: Callable[[dict[str, Any]], str | None],
+    asking: Asking,
 ) -> Answered:
-    answered = Answered()
+    answered = Answered(approvals=list(asking.approvals))
+    expire(answered, asking)
     for request_id, raw in sorted(requests.items()):
         command = _command(raw, command_of)
         if command is None:
@@ -44,6 +94,9 @@ def answer(
             answered.decisions.append(Decision.DENY)
             continue
         judged = judge_command(policy, command, scripts)
+        if judged.decision == Decision.ASK:
+            _ask(answered, request_id, judged, asking)
+            continue
         answered.decisions.append(judged.decision)
         if judged.decision == Decision.ALLOW:
             answered.answers[request_id] = "allow\n"
@@ -51,7 +104,140 @@ def answer(
         message = _refusal(judged)
         answered.answers[request_id] = f"deny\n{message}\n"
         answered.drafts.append(_denied(judged, message))
+    answered.approvals = _kept(answered.approvals)
     return answered
+
+
+def expire(answered: Answered, asking: Asking) -> None:
+    """Pending approvals older than the timeout are denied: also those whose request is
+    gone (its harness stopped waiting), so that none stays pending for ever."""
+    for index, approval in enumerate(answered.approvals):
+        if approval.state == ApprovalState.PENDING and asking.now >= (
+            approval.requested_at + asking.timeout
+        ):
+            message = f"nobody approved it within {asking.timeout_text or asking.timeout}"
+            _resolve(answered, index, ApprovalState.EXPIRED, message, asking.now)
+
+
+def end_all(approvals: list[Approval], now: datetime) -> tuple[list[Approval], list[Draft]]:
+    """The run ended: its pending approvals are denied."""
+    answered = Answered(approvals=list(approvals))
+    for index, approval in enumerate(answered.approvals):
+        if approval.state == ApprovalState.PENDING:
+            _resolve(answered, index, ApprovalState.DENIED, "the run ended", now)
+    return _kept(answered.approvals), answered.drafts
+
+
+def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) -> None:
+    index = next((i for i, a in enumerate(answered.approvals) if a.id == request_id), None)
+    if index is None:
+        index = _request(answered, request_id, judged, asking)
+    approval = answered.approvals[index]
+    choice = asking.choices.get(request_id)
+    if approval.state == ApprovalState.PENDING and choice is not None:
+        state = ApprovalState.DENIED if choice == Choice.DENY else ApprovalState.APPROVED
+        said = {Choice.APPROVE: "approved", Choice.ALWAYS: "approved for the rest of the run"}
+        message = said.get(choice, "denied")
+        _resolve(answered, index, state, message, asking.now, always=choice == Choice.ALWAYS)
+        approval = answered.approvals[index]
+    if approval.state == ApprovalState.PENDING:
+        return  # the gate waits
+    # Decided, now or before (an answer the sandbox did not take is given again).
+    if approval.state == ApprovalState.APPROVED:
+        answered.decisions.append(Decision.ALLOW)
+        answered.answers[request_id] = "allow\n"
+        return
+    answered.decisions.append(Decision.DENY)
+    message = (
+        f"Paddock policy: the command `{_shown(judged.command)}` needed approval "
+        f"(request {request_id}) and was not approved: {approval.message}."
+    )
+    answered.answers[request_id] = f"deny\n{message}\n"
+
+
+def _request(answered: Answered, request_id: str, judged: Judged, asking: Asking) -> int:
+    """Record a new approval request (approved at once when an earlier approve-always covers
+    every rule that asks); its index."""
+    rules = sorted({p.rule for p in judged.verdict.parts if p.decision == Decision.ASK})
+    approval = Approval(
+        id=request_id,
+        kind="command",
+        target=ev.one_line(judged.command, TARGET_CHARS),
+        rules=rules,
+        state=ApprovalState.PENDING,
+        requested_at=asking.now,
+    )
+    answered.approvals.append(approval)
+    index = len(answered.approvals) - 1
+    answered.drafts.append(_requested(approval))
+    if rules and set(rules) <= _always_approved(asking.approvals):
+        message = "approved for the rest of the run by an earlier approve-always"
+        _resolve(answered, index, ApprovalState.APPROVED, message, asking.now)
+    else:
+        answered.notices.append(Notice(R.APPROVAL_REQUESTED, _request_message(approval)))
+    return index
+
+
+def _resolve(
+    answered: Answered,
+    index: int,
+    state: ApprovalState,
+    message: str,
+    now: datetime,
+    *,
+    always: bool = False,
+) -> None:
+    approval = answered.approvals[index].model_copy(
+        update={"state": state, "resolved_at": now, "message": message, "always": always}
+    )
+    answered.approvals[index] = approval
+    data = {"id": approval.id, "state": str(state), "target": approval.target, "message": message}
+    summary = f"{str(state).lower()}: {_shown(approval.target)} ({message})"
+    answered.drafts.append(Draft(ev.APPROVAL_RESOLVED, summary, data))
+    reason = {
+        ApprovalState.APPROVED: R.APPROVED,
+        ApprovalState.DENIED: R.APPROVAL_DENIED,
+        ApprovalState.EXPIRED: R.APPROVAL_EXPIRED,
+    }[state]
+    answered.notices.append(
+        Notice(reason, f"Request {approval.id}, `{_shown(approval.target)}`: {message}.")
+    )
+
+
+def _always_approved(approvals: list[Approval]) -> set[str]:
+    return {
+        rule
+        for a in approvals
+        if a.always and a.state == ApprovalState.APPROVED
+        for rule in a.rules
+    }
+
+
+def _kept(approvals: list[Approval]) -> list[Approval]:
+    """Every pending approval, every approve-always one (it still decides), and the newest
+    resolved others."""
+    lasting = [a for a in approvals if a.state == ApprovalState.PENDING or a.always]
+    resolved = [a for a in approvals if a not in lasting][-KEPT_RESOLVED:]
+    return [a for a in approvals if a in lasting or a in resolved]
+
+
+def _requested(approval: Approval) -> Draft:
+    data = {"id": approval.id, "kind": approval.kind, "target": approval.target,
+            "rules": approval.rules}  # fmt: skip
+    return Draft(ev.APPROVAL_REQUESTED, f"needs approval: {_shown(approval.target)}", data)
+
+
+def _request_message(approval: Approval) -> str:
+    return (
+        f"Request {approval.id}: the command `{_shown(approval.target)}` needs approval "
+        f"({', '.join(approval.rules)}). Approve or deny it with paddock approve or "
+        f"paddock deny, or annotate the run {ANNOTATION_PREFIX}{approval.id}=approve|deny."
+    )
+
+
+def _shown(command: str) -> str:
+    shown = " ".join(command.split())
+    return shown if len(shown) <= MAX_SHOWN else shown[: MAX_SHOWN - 3] + "..."
 
 
 def _command(raw: bytes, command_of: Callable[[dict[str, Any]], str | None]) -> str | None:
@@ -76,5 +262,4 @@ def _denied(judged: Judged, message: str) -> Draft:
     }
     if part is not None:
         data |= {"part": part.text, "kind": part.kind, "rule": part.rule}
-    shown = " ".join(judged.command.split())[:MAX_SHOWN]
-    return Draft(ev.POLICY_DENIED, f"{judged.decision}: {shown}", data)
+    return Draft(ev.POLICY_DENIED, f"{judged.decision}: {_shown(judged.command)}", data)

@@ -17,7 +17,7 @@ from paddock.agentruns import decide, gating
 from paddock.agentruns import sandbox as sandboxes
 from paddock.agentruns.decide import Ending, Wait
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
-from paddock.api.agentrun import AgentRunSpec, Reuse
+from paddock.api.agentrun import AgentRunSpec, ApprovalState, Reuse
 from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.workspace import WorkspaceSpec
@@ -29,7 +29,6 @@ from paddock.policy.gate import judge_command
 from paddock.render import run_scripts
 from paddock.render.names import ACTIVITY_ANNOTATION, SANDBOX_CONTAINER
 from paddock.render.ownership import controlled_by
-from paddock.runs.events import Draft
 from paddock.runs.scrubbing import Scrubber
 from paddock.times import format_time, utcnow
 
@@ -171,25 +170,35 @@ def invocation(namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox) -> Inv
     return harness.invocation(spec)
 
 
-def answer_gate(
+def judge_gate(
     namespace: str,
     spec: AgentRunSpec,
     sandbox: ReadySandbox,
-    run_id: str,
     poll: run_scripts.Poll,
-) -> list[Draft]:
-    """Judge the commands the harness's gate sent (in the poll), and answer them in the
-    sandbox: the events to log (a ``policy.denied`` for each refusal)."""
+    asking: gating.Asking,
+) -> gating.Answered | None:
+    """Judge the commands the harness's gate sent (in the poll), and the approvals pending;
+    None when there is nothing to judge."""
     gate = HARNESSES[spec.harness].gate
     requests = poll.gate_requests
-    policy = command_policy(namespace, sandbox) if requests else None
-    if gate is None or policy is None:
-        return []
+    pending = any(a.state == ApprovalState.PENDING for a in asking.approvals)
+    if gate is None or not (requests or pending):
+        return None
+    policy = command_policy(namespace, sandbox)
+    if policy is None:
+        return None
     if isinstance(policy, str):  # gone or invalid since the launch: nothing is allowed
         policy = SandboxPolicySpec.model_validate({"commands": {"default": "deny"}})
-    answered = gating.answer(
-        requests, policy, workspace_scripts(namespace, sandbox), gate.command_of
-    )
+    scripts = workspace_scripts(namespace, sandbox) if requests else {}
+    return gating.answer(requests, policy, scripts, gate.command_of, asking)
+
+
+def send_answers(
+    namespace: str, sandbox: ReadySandbox, run_id: str, answered: gating.Answered
+) -> None:
+    """Give the gate its answers in the sandbox."""
+    if not answered.answers:
+        return
     payload = run_scripts.answer_payload(answered.answers)
     result = kube_exec.run(
         namespace, sandbox.pod, SANDBOX_CONTAINER, run_scripts.answer_argv(run_id),
@@ -198,4 +207,3 @@ def answer_gate(
     if result.exit_code != 0:  # the step is retried, and the requests come again
         raise RuntimeError(f"answering the gate exited {result.exit_code}: {result.stderr}")
     metrics.policy_decided(answered.decisions, "harness")
-    return answered.drafts

@@ -151,6 +151,12 @@ class AgentRunSpec(ApiModel):
         default=False,
         description="Set to true to stop the run: its processes are killed and it ends Cancelled.",
     )
+    approval_timeout: Duration = Field(
+        default="15m",
+        description="How long a command the policy says to ask about waits for a person to "
+        "approve or deny it (paddock approve / deny, or the approval.paddock.dev/<id> "
+        "annotation); unanswered by then, it is denied.",
+    )
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> AgentRunSpec:
@@ -235,6 +241,31 @@ class LogLocation(ApiModel):
     location: str = Field(description="ConfigMap name prefix, or s3://bucket/key prefix.")
 
 
+class ApprovalState(StrEnum):
+    PENDING = "Pending"
+    APPROVED = "Approved"
+    DENIED = "Denied"
+    EXPIRED = "Expired"
+
+
+class Approval(ApiModel):
+    """A request the policy says to ask a person about, and what became of it."""
+
+    id: str = Field(description="The request's id: name it to paddock approve or deny.")
+    kind: str = Field(description="What is asked for: command.")
+    target: str = Field(description="The command, abridged.")
+    rules: list[str] = Field(default_factory=list, description="The policy rules that said to ask.")
+    state: ApprovalState = Field(description="Pending, Approved, Denied or Expired.")
+    always: bool = Field(
+        default=False,
+        description="Approved for the rest of the run: later requests that only these rules "
+        "ask about are allowed.",
+    )
+    requested_at: datetime = Field(description="When the agent asked.")
+    resolved_at: datetime | None = Field(default=None, description="When it was decided.")
+    message: str | None = Field(default=None, description="How it was decided.")
+
+
 class AgentRunStatus(ApiModel):
     """Observed state of an AgentRun."""
 
@@ -261,6 +292,14 @@ class AgentRunStatus(ApiModel):
         description="SHA-256 of the run's completion nonce: a completion record is accepted "
         "only with the nonce whose digest this is.",
     )
+    approvals: list[Approval] = Field(
+        default_factory=list,
+        description="Requests the policy says to ask about: every pending one and the last "
+        "resolved ones.",
+    )
+    pending_approvals: int | None = Field(
+        default=None, description="How many approvals are pending."
+    )
     started_at: datetime | None = Field(default=None, description="When the harness started.")
     completed_at: datetime | None = Field(default=None, description="When the run ended.")
 
@@ -277,6 +316,9 @@ class AgentRun(Resource):
             PrinterColumn("Harness", ".spec.harness", "Agent CLI or command"),
             PrinterColumn("Sandbox", ".status.sandboxName", "Sandbox it runs in"),
             PrinterColumn("Events", ".status.eventCount", "Events in the log", type="integer"),
+            PrinterColumn(
+                "Approvals", ".status.pendingApprovals", "Pending approvals", type="integer"
+            ),
             PrinterColumn("Session", ".status.sessionId", "Harness session id", priority=1),
             PrinterColumn("Message", ".status.message", "Why it is in its phase", priority=1),
         ),

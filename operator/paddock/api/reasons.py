@@ -45,6 +45,7 @@ class ConditionType(StrEnum):
     SANDBOX_READY = "SandboxReady"
     PROGRESSING = "Progressing"
     COMPLETE = "Complete"
+    AWAITING_APPROVAL = "AwaitingApproval"
     # SandboxPolicy
     VALID = "Valid"
 
@@ -133,6 +134,13 @@ class RunReason(Reason):
     POLICY_DENIED = "PolicyDenied", W
     APPROVAL_REQUIRED = "ApprovalRequired", W
     POLICY_NOT_FOUND = "PolicyNotFound", W
+    # Approvals
+    AWAITING_APPROVAL = "AwaitingApproval"
+    APPROVAL_REQUESTED = "ApprovalRequested"
+    APPROVED = "Approved"
+    APPROVAL_DENIED = "ApprovalDenied", W
+    APPROVAL_EXPIRED = "ApprovalExpired", W
+    NO_APPROVAL_PENDING = "NoApprovalPending"
 
 
 class PolicyReason(Reason):

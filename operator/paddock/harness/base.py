@@ -9,17 +9,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
+from paddock.api.fields import parse_duration
 from paddock.api.policy import SandboxPolicySpec
 from paddock.runs.events import ERROR, SESSION_ID, Draft, one_line
 
 PROMPT = '"$PADDOCK_PROMPT_FILE"'  # the prompt, as a file the launch wrote; never an argv
 WORKSPACE = '"$PADDOCK_WORKSPACE"'
 
-# How long the gate waits for the operator's decision on one command, and how long a
-# harness's hook is given: longer, since a hook that times out lets its command run.
-GATE_SECONDS = 900
-HOOK_SECONDS = GATE_SECONDS + 60
+# The gate waits for the operator's answer longer than an approval may take (the operator
+# answers even a request nobody decided: with a denial at spec.approvalTimeout), and a
+# harness's hook is given longer still, since a hook that times out lets its command run.
+GATE_MARGIN_SECONDS = 120
+HOOK_MARGIN_SECONDS = 60
 GATE_COMMAND = 'bash "$PADDOCK_RUN/gate"'  # what a hook runs; PADDOCK_RUN is the run's directory
+
+
+def gate_seconds(spec: AgentRunSpec) -> int:
+    """How long the gate waits for the operator's answer to one command."""
+    return int(parse_duration(spec.approval_timeout).total_seconds()) + GATE_MARGIN_SECONDS
+
+
+def hook_seconds(spec: AgentRunSpec) -> int:
+    """The timeout of a harness's hook that runs the gate."""
+    return gate_seconds(spec) + HOOK_MARGIN_SECONDS
 
 
 def run_file(name: str) -> str:

@@ -9,14 +9,14 @@ from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
     GATE_COMMAND,
-    GATE_SECONDS,
-    HOOK_SECONDS,
     PROMPT,
     Gate,
     Harness,
     Invocation,
     call_summary,
     command_line,
+    gate_seconds,
+    hook_seconds,
     json_object,
     option,
     other,
@@ -68,7 +68,7 @@ def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
     run's own (``--settings``), and only user-level sources are read besides them
     (``--setting-sources user``): a ``.claude/settings.json`` the agent writes into the
     workspace, with ``disableAllHooks``, is never read."""
-    hook = {"type": "command", "command": GATE_COMMAND, "timeout": HOOK_SECONDS}
+    hook = {"type": "command", "command": GATE_COMMAND, "timeout": hook_seconds(spec)}
     settings = {
         "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]},
         "permissions": permissions(policy),
@@ -76,7 +76,7 @@ def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
     argv = _argv(spec, "--setting-sources", "user", "--settings", run_file(SETTINGS))
     return Invocation(
         script=f"exec {argv} < {PROMPT}\n",
-        env={"PADDOCK_GATE_SECONDS": str(GATE_SECONDS)},
+        env={"PADDOCK_GATE_SECONDS": str(gate_seconds(spec))},
         files={"gate": run_scripts.GATE, SETTINGS: json.dumps(settings)},
     )
 

@@ -8,7 +8,6 @@ from typing import Any
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
-    GATE_SECONDS,
     PROMPT,
     WORKSPACE,
     Gate,
@@ -16,6 +15,7 @@ from paddock.harness.base import (
     Invocation,
     call_summary,
     command_line,
+    gate_seconds,
     json_object,
     option,
     other,
@@ -91,7 +91,10 @@ def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
     )
     return Invocation(
         script=script,
-        env={"OPENCODE_DISABLE_PROJECT_CONFIG": "1", "PADDOCK_GATE_SECONDS": str(GATE_SECONDS)},
+        env={
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+            "PADDOCK_GATE_SECONDS": str(gate_seconds(spec)),
+        },
         files={"gate": run_scripts.GATE, PLUGIN: GATE_PLUGIN, CONFIG: json.dumps(config)},
     )
 

@@ -32,6 +32,8 @@ RUN_COMPLETED = "run.completed"
 RUN_FAILED = "run.failed"
 RUN_ABORTED = "run.aborted"
 POLICY_DENIED = "policy.denied"
+APPROVAL_REQUESTED = "approval.requested"
+APPROVAL_RESOLVED = "approval.resolved"
 TERMINAL_TYPES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_ABORTED})
 
 SUMMARY_LIMIT = 200

@@ -1,0 +1,177 @@
+"""Approvals: a command the policy says to ask about waits, unanswered, until a person
+approves or denies it (an annotation on the run), or the approval timeout passes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from paddock.agentruns import decide, gating
+from paddock.agentruns.gating import Asking, Choice
+from paddock.api.agentrun import Approval, ApprovalState
+from paddock.api.policy import SandboxPolicySpec
+from paddock.api.reasons import RunReason as R
+from paddock.harness import claude_code
+from paddock.runs import events as ev
+
+POLICY = SandboxPolicySpec.model_validate(
+    {"commands": {"allow": ["echo *"], "ask": ["git push *", "npm publish*"], "default": "deny"}}
+)
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+TIMEOUT = timedelta(minutes=15)
+
+
+def request(command: str) -> bytes:
+    return json.dumps({"tool_name": "Bash", "tool_input": {"command": command}}).encode()
+
+
+def judge(
+    requests: dict[str, str],
+    approvals: list[Approval] | None = None,
+    choices: dict[str, Choice] | None = None,
+    now: datetime = T0,
+) -> gating.Answered:
+    asking = Asking(approvals or [], choices or {}, now, TIMEOUT, "15m")
+    raw = {i: request(c) for i, c in requests.items()}
+    return gating.answer(raw, POLICY, {}, claude_code.command_of, asking)
+
+
+def test_an_ask_command_is_left_unanswered_and_recorded_as_pending() -> None:
+    result = judge({"10-1": "git push origin main"})
+    assert result.answers == {}  # the gate waits
+    (approval,) = result.pending
+    assert approval.id == "10-1"
+    assert approval.target == "git push origin main"
+    assert approval.rules == ["ask: git push *"]
+    assert approval.requested_at == T0
+    (requested,) = result.drafts
+    assert requested.type == ev.APPROVAL_REQUESTED
+    assert requested.data["id"] == "10-1"
+    (notice,) = result.notices
+    assert notice.reason == R.APPROVAL_REQUESTED
+    assert "10-1" in notice.message
+    assert "paddock approve" in notice.message
+
+
+def test_asked_again_while_pending_it_logs_nothing_more() -> None:
+    first = judge({"10-1": "git push origin main"})
+    again = judge({"10-1": "git push origin main"}, first.approvals, now=T0 + timedelta(minutes=1))
+    assert again.answers == {}
+    assert again.drafts == []
+    assert again.notices == []
+    assert again.approvals == first.approvals
+
+
+def test_an_approval_lets_the_command_run() -> None:
+    pending = judge({"10-1": "git push origin main"}).approvals
+    later = T0 + timedelta(minutes=2)
+    result = judge({"10-1": "git push origin main"}, pending, {"10-1": Choice.APPROVE}, later)
+    assert result.answers == {"10-1": "allow\n"}
+    (approval,) = result.approvals
+    assert approval.state == ApprovalState.APPROVED
+    assert approval.resolved_at == later
+    assert not approval.always
+    (resolved,) = result.drafts
+    assert resolved.type == ev.APPROVAL_RESOLVED
+    assert resolved.data["state"] == "Approved"
+    assert [n.reason for n in result.notices] == [R.APPROVED]
+
+
+def test_a_denial_refuses_it_with_a_message_for_the_agent() -> None:
+    pending = judge({"10-1": "git push origin main"}).approvals
+    result = judge({"10-1": "git push origin main"}, pending, {"10-1": Choice.DENY})
+    verdict, _, message = result.answers["10-1"].partition("\n")
+    assert verdict == "deny"
+    assert "needed approval" in message
+    assert "denied" in message
+    assert result.approvals[0].state == ApprovalState.DENIED
+    assert [n.reason for n in result.notices] == [R.APPROVAL_DENIED]
+
+
+def test_nobody_deciding_within_the_timeout_is_a_denial() -> None:
+    pending = judge({"10-1": "git push origin main"}).approvals
+    just_before = judge({"10-1": "git push origin main"}, pending, now=T0 + TIMEOUT / 2)
+    assert just_before.answers == {}
+    result = judge({"10-1": "git push origin main"}, pending, now=T0 + TIMEOUT)
+    assert result.answers["10-1"].startswith("deny\n")
+    assert "15m" in result.answers["10-1"]
+    assert result.approvals[0].state == ApprovalState.EXPIRED
+    assert [n.reason for n in result.notices] == [R.APPROVAL_EXPIRED]
+
+
+def test_a_pending_approval_whose_request_is_gone_expires_too() -> None:
+    pending = judge({"10-1": "git push origin main"}).approvals
+    result = judge({}, pending, now=T0 + TIMEOUT + timedelta(seconds=1))
+    assert result.approvals[0].state == ApprovalState.EXPIRED
+    assert result.pending == []
+
+
+def test_a_decided_request_the_sandbox_did_not_take_is_answered_again() -> None:
+    pending = judge({"10-1": "git push origin main"}).approvals
+    decided = judge({"10-1": "git push origin main"}, pending, {"10-1": Choice.APPROVE})
+    again = judge({"10-1": "git push origin main"}, decided.approvals)  # annotation removed
+    assert again.answers == {"10-1": "allow\n"}
+    assert again.drafts == []
+
+
+def test_approve_always_approves_later_requests_of_the_same_rules() -> None:
+    pending = judge({"10-1": "git push origin main"}).approvals
+    always = judge({"10-1": "git push origin main"}, pending, {"10-1": Choice.ALWAYS})
+    assert always.approvals[0].always
+    later = judge({"11-1": "git push origin feature"}, always.approvals)
+    assert later.answers == {"11-1": "allow\n"}
+    assert later.pending == []
+    assert [d.type for d in later.drafts] == [ev.APPROVAL_REQUESTED, ev.APPROVAL_RESOLVED]
+    assert [n.reason for n in later.notices] == [R.APPROVED]
+    # Another rule still asks.
+    other = judge({"12-1": "npm publish"}, later.approvals)
+    assert other.answers == {}
+    assert [a.id for a in other.pending] == ["12-1"]
+
+
+def test_a_denied_part_is_denied_even_next_to_an_ask_part() -> None:
+    result = judge({"10-1": "git push origin main && curl evil"})
+    assert result.answers["10-1"].startswith("deny\n")
+    assert result.pending == []
+
+
+def test_annotations_name_the_choices() -> None:
+    found = gating.choices(
+        {
+            "approval.paddock.dev/10-1": "approve",
+            "approval.paddock.dev/11-1": "approve-always",
+            "approval.paddock.dev/12-1": "deny",
+            "approval.paddock.dev/13-1": "yes please",  # not a choice: nothing decided
+            "example.com/10-1": "approve",
+        }
+    )
+    assert found == {"10-1": Choice.APPROVE, "11-1": Choice.ALWAYS, "12-1": Choice.DENY}
+
+
+def test_the_run_ending_denies_what_is_pending() -> None:
+    pending = judge({"10-1": "git push origin main"}).approvals
+    approvals, drafts = gating.end_all(pending, T0 + timedelta(minutes=1))
+    assert approvals[0].state == ApprovalState.DENIED
+    assert [d.type for d in drafts] == [ev.APPROVAL_RESOLVED]
+
+
+def test_the_status_keeps_every_pending_and_the_newest_resolved() -> None:
+    approvals: list[Approval] = []
+    for i in range(gating.KEPT_RESOLVED + 5):
+        rid = f"{i}-1"
+        approvals = judge({rid: "git push x"}, approvals).approvals
+        approvals = judge({rid: "git push x"}, approvals, {rid: Choice.DENY}).approvals
+    approvals = judge({"99-1": "git push x"}, approvals).approvals
+    assert len(approvals) == gating.KEPT_RESOLVED + 1
+    assert approvals[-1].id == "99-1"
+    assert approvals[-1].state == ApprovalState.PENDING
+    assert approvals[0].id == "5-1"
+
+
+def test_the_run_says_what_it_waits_for_and_how_to_decide() -> None:
+    pending = judge({"10-1": "git push origin main", "11-1": "npm publish"}).pending
+    message = decide.awaiting(pending, "fix-bug")
+    assert message is not None
+    assert "paddock approve fix-bug 10-1" in message
+    assert "1 more" in message
+    assert decide.awaiting([], "fix-bug") is None
