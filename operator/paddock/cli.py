@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from paddock import __version__
+from paddock.cli_approve import add_approvals
 from paddock.cli_policy import add_policy
 
 
@@ -109,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"paddock {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_crds, _add_operator, _add_cluster, _add_logs, _add_policy, _add_dev):
+    for add in (_add_crds, _add_operator, _add_cluster, _add_logs, _add_policy_and_approvals, _add_dev):
         add(commands)
     return parser
 
@@ -207,8 +208,9 @@ def _add_logs(commands: Commands[argparse.ArgumentParser]) -> None:
     logs.set_defaults(func=_logs)
 
 
-def _add_policy(commands: Commands[argparse.ArgumentParser]) -> None:
+def _add_policy_and_approvals(commands: Commands[argparse.ArgumentParser]) -> None:
     add_policy(commands)
+    add_approvals(commands)
 
 
 def _add_dev(commands: Commands[argparse.ArgumentParser]) -> None:

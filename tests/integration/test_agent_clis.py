@@ -17,7 +17,8 @@ import pytest
 from support.kube import ROOT, Cluster
 from support.model_server import FINAL_TEXT, ScriptedModel
 from support.runs import agent_run, log_events, of_type, wait_for_run
-from support.sandboxes import ready_sandbox, secret
+from support.sandboxes import ready_sandbox, secret, status_of
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -216,3 +217,71 @@ def test_the_policy_gates_every_shell_command_of_a_real_cli(
     # The agent was told, with the rule that refused it.
     assert seen.count("Paddock policy") >= len(DENIED)
     assert "touch denied-*" in seen
+
+
+ASKING_POLICY = {"commands": {"allow": ["echo *"], "ask": ["touch asked-*"], "default": "deny"}}
+
+
+def _pending(cluster: Cluster, namespace: str, name: str, count: int) -> dict[str, Any]:
+    """The run's status once it awaits approval of its ``count``-th request."""
+    return wait_for(
+        lambda: (
+            (s := status_of(cluster, namespace, "agentrun", name)).get("phase")
+            == "AwaitingApproval"
+            and len(s.get("approvals", [])) == count
+            and s
+        ),
+        180,
+        what=f"run {name} awaiting approval of request {count}",
+    )
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "opencode"])
+def test_a_command_the_policy_asks_about_waits_for_a_person(
+    cluster: Cluster,
+    namespace: str,
+    operator: Any,
+    agent_clis: Path,
+    tmp_path: Path,
+    harness: str,
+) -> None:
+    ready_sandbox(cluster, namespace, "box", policy=ASKING_POLICY)
+    with ScriptedModel(["touch asked-1", "touch asked-2", "touch asked-3"]) as model:
+        fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+        run = agent_run("asks", "box", harness, "Touch files.", **fields)
+        run["spec"]["approvalTimeout"] = "15s"
+        cluster.apply(run, namespace)
+        # Approved: it runs.
+        status = _pending(cluster, namespace, "asks", 1)
+        assert status["pendingApprovals"] == 1
+        (first,) = status["approvals"]
+        assert first["target"] == "touch asked-1"
+        assert first["rules"] == ["ask: touch asked-*"]
+        described = cluster.kubectl("describe", "agentrun", "asks", "-n", namespace).stdout
+        assert "ApprovalRequested" in described
+        approved = cluster.paddock("approve", "asks", "-n", namespace)
+        assert first["id"] in approved.stdout
+        # Denied: it does not.
+        status = _pending(cluster, namespace, "asks", 2)
+        assert status["approvals"][0]["state"] == "Approved"
+        cluster.paddock("deny", "asks", status["approvals"][1]["id"], "-n", namespace)
+        # Nobody decides: the timeout denies it.
+        _pending(cluster, namespace, "asks", 3)
+        status = wait_for_run(cluster, namespace, "asks", timeout=180)
+        seen = json.dumps(model.requests[-1]["body"])
+
+    events = log_events(cluster, namespace, "asks")
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    assert [a["state"] for a in status["approvals"]] == ["Approved", "Denied", "Expired"]
+    assert status["pendingApprovals"] == 0
+    listing = cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+        "bash", "-c", 'ls -A "$PADDOCK_WORKSPACE"',
+    ).stdout.split()  # fmt: skip
+    assert "asked-1" in listing
+    assert "asked-2" not in listing
+    assert "asked-3" not in listing
+    assert len(of_type(events, "approval.requested")) == 3
+    resolved = of_type(events, "approval.resolved")
+    assert [e["data"]["state"] for e in resolved] == ["Approved", "Denied", "Expired"]
+    assert seen.count("was not approved") >= 2  # the agent was told, both times

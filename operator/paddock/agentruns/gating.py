@@ -15,10 +15,11 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
+from paddock.api.agentrun import APPROVAL_ANNOTATION as ANNOTATION_PREFIX
 from paddock.api.agentrun import Approval, ApprovalState
+from paddock.api.agentrun import ApprovalChoice as Choice
 from paddock.api.conditions import Notice
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import RunReason as R
@@ -26,17 +27,8 @@ from paddock.policy.gate import MAX_SHOWN, Judged, judge_command
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
-ANNOTATION_PREFIX = "approval.paddock.dev/"
 KEPT_RESOLVED = 20  # resolved approvals the status keeps, newest last
 TARGET_CHARS = 1000
-
-
-class Choice(StrEnum):
-    """What a person decided about one approval (an annotation's value)."""
-
-    APPROVE = "approve"
-    ALWAYS = "approve-always"
-    DENY = "deny"
 
 
 def choices(annotations: Mapping[str, str]) -> dict[str, Choice]:

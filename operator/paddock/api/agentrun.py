@@ -241,6 +241,17 @@ class LogLocation(ApiModel):
     location: str = Field(description="ConfigMap name prefix, or s3://bucket/key prefix.")
 
 
+# A person's decision on an approval request: the annotation approval.paddock.dev/<id> on
+# the run, one of ApprovalChoice's values.
+APPROVAL_ANNOTATION = "approval.paddock.dev/"
+
+
+class ApprovalChoice(StrEnum):
+    APPROVE = "approve"
+    ALWAYS = "approve-always"  # also every later request of the same rules in the run
+    DENY = "deny"
+
+
 class ApprovalState(StrEnum):
     PENDING = "Pending"
     APPROVED = "Approved"

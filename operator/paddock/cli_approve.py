@@ -1,0 +1,93 @@
+"""``paddock approve`` and ``paddock deny``: decide a run's pending approval requests.
+
+A decision is the annotation ``approval.paddock.dev/<id>`` on the AgentRun (``approve``,
+``approve-always`` or ``deny``), which the operator reads while the run waits; setting it
+takes the right to patch agentruns. Exit codes: 0 decided, 1 nothing to decide (no such
+pending request, none pending, or several and none named), 2 the run cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from paddock.api.agentrun import APPROVAL_ANNOTATION, ApprovalChoice, ApprovalState
+
+EXIT_DECIDED, EXIT_NOTHING, EXIT_UNREADABLE = 0, 1, 2
+
+
+def add_approvals(commands: Any) -> None:
+    for name, verb in (("approve", "approve"), ("deny", "deny")):
+        parser = commands.add_parser(
+            name,
+            help=f"{verb} an AgentRun's pending approval requests",
+            description=f"{verb.capitalize()} the request IDs named, every pending one "
+            "(--all), or the only one pending. Recorded as the annotation "
+            f"{APPROVAL_ANNOTATION}<id> on the run.",
+        )
+        parser.add_argument("run", help="name of the AgentRun")
+        parser.add_argument("ids", nargs="*", metavar="ID", help="request ids (status.approvals)")
+        parser.add_argument("-n", "--namespace", help="its namespace (default: the context's)")
+        parser.add_argument("--all", action="store_true", help="every pending request")
+        if name == "approve":
+            parser.add_argument(
+                "--always",
+                action="store_true",
+                help="also approve, for the rest of the run, later requests of the same rules",
+            )
+        parser.set_defaults(func=decide, deny=name == "deny")
+
+
+def decide(args: argparse.Namespace) -> int:
+    from paddock.kube import client as kube
+    from paddock.kube.errors import KubeError
+
+    try:
+        kube.load_config()
+        namespace = args.namespace or kube.current_namespace()
+        run = kube.get("AgentRun", namespace, args.run)
+    except KubeError as exc:
+        print(f"paddock: cannot read AgentRun {args.run}: {exc.message}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if run is None:
+        print(f"paddock: AgentRun {args.run} not found in {namespace}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    chosen = choose(run, args.ids, every=args.all)
+    if isinstance(chosen, str):
+        print(f"paddock: {chosen}", file=sys.stderr)
+        return EXIT_NOTHING
+    choice = ApprovalChoice.DENY if args.deny else ApprovalChoice.APPROVE
+    if not args.deny and args.always:
+        choice = ApprovalChoice.ALWAYS
+    annotations = {f"{APPROVAL_ANNOTATION}{rid}": str(choice) for rid in chosen}
+    try:
+        kube.patch("AgentRun", namespace, args.run, {"metadata": {"annotations": annotations}})
+    except KubeError as exc:
+        print(f"paddock: cannot annotate AgentRun {args.run}: {exc.message}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    targets = {a["id"]: a.get("target", "") for a in _approvals(run)}
+    for rid in chosen:
+        print(f"{choice}: request {rid} of {args.run}: {targets.get(rid, '')}")
+    return EXIT_DECIDED
+
+
+def choose(run: dict[str, Any], ids: list[str], *, every: bool) -> list[str] | str:
+    """The pending request ids to decide, or why there is none to."""
+    pending = [a["id"] for a in _approvals(run) if a.get("state") == ApprovalState.PENDING]
+    name = run["metadata"]["name"]
+    if ids:
+        unknown = [i for i in ids if i not in pending]
+        if unknown:
+            listed = ", ".join(pending) or "none"
+            return f"{name} has no pending request {', '.join(unknown)} (pending: {listed})"
+        return ids
+    if not pending:
+        return f"{name} has no pending approval request"
+    if every or len(pending) == 1:
+        return pending
+    return f"{name} has {len(pending)} pending requests ({', '.join(pending)}): name one, or --all"
+
+
+def _approvals(run: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((run.get("status") or {}).get("approvals") or [])
