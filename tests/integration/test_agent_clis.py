@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from support.kube import ROOT, Cluster
 from support.model_server import FINAL_TEXT, ScriptedModel
@@ -285,3 +286,37 @@ def test_a_command_the_policy_asks_about_waits_for_a_person(
     resolved = of_type(events, "approval.resolved")
     assert [e["data"]["state"] for e in resolved] == ["Approved", "Denied", "Expired"]
     assert seen.count("was not approved") >= 2  # the agent was told, both times
+
+
+def test_the_approval_example_runs_end_to_end(
+    cluster: Cluster, namespace: str, operator: Any, agent_clis: Path, tmp_path: Path
+) -> None:
+    """examples/agentrun-approval.yaml under examples/sandboxpolicy.yaml: the agent's commit
+    waits for `paddock approve`, then runs."""
+    examples = ROOT / "examples"
+    policy = yaml.safe_load((examples / "sandboxpolicy.yaml").read_text())
+    run = yaml.safe_load((examples / "agentrun-approval.yaml").read_text())
+    cluster.apply(policy, namespace)
+    ready_sandbox(cluster, namespace, "box", policyRef={"name": policy["metadata"]["name"]})
+    name = run["metadata"]["name"]
+    commit = "git commit -am 'Fix a typo in the README'"
+    with ScriptedModel([commit]) as model:
+        fields = _setup("claude-code", model.url, agent_clis, tmp_path, namespace, cluster)
+        run["spec"] |= {"sandboxRef": {"name": "box"}, **fields}
+        cluster.apply(run, namespace)
+        status = _pending(cluster, namespace, name, 1)
+        assert status["approvals"][0]["target"] == commit
+        table = cluster.kubectl("get", "run", name, "-n", namespace).stdout.splitlines()
+        header, row = table[0].split(), table[1].split()
+        assert row[header.index("PHASE")] == "AwaitingApproval"
+        assert row[header.index("APPROVALS")] == "1"
+        cluster.paddock("approve", name, "-n", namespace)
+        status = wait_for_run(cluster, namespace, name, timeout=120)
+
+    events = log_events(cluster, namespace, name)
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    assert status["approvals"][0]["state"] == "Approved"
+    # It ran: git itself answered (the sandbox's workspace is no repository).
+    results = [json.dumps(e["data"]) for e in of_type(events, "tool.result")]
+    assert any("not a git repository" in r for r in results), results
+    assert not any("Paddock policy" in r for r in results)

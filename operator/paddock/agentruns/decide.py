@@ -119,7 +119,7 @@ def before_launch(
 
 def gated(policy: SandboxPolicySpec | str | None, judged: Judged | None) -> Wait | Ending | None:
     """Whether a ``command`` run may launch: its policy is had and allows the command. A
-    command that needs approval ends the run: Paddock cannot ask for approvals yet."""
+    command that needs approval ends the run: only an agent's own commands are asked about."""
     if isinstance(policy, str):
         return Wait(RunPhase.WAITING_FOR_SANDBOX, C.SANDBOX_READY, R.POLICY_NOT_FOUND, policy)
     if judged is None or judged.decision == Decision.ALLOW:
