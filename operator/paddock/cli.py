@@ -110,7 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"paddock {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_crds, _add_operator, _add_cluster, _add_logs, _add_policy_and_approvals, _add_dev):
+    for add in (
+        _add_crds,
+        _add_operator,
+        _add_cluster,
+        _add_logs,
+        _add_policy_and_approvals,
+        _add_dev,
+    ):
         add(commands)
     return parser
 

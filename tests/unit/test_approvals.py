@@ -12,7 +12,7 @@ from paddock.api.agentrun import Approval, ApprovalState
 from paddock.api.agentrun import ApprovalChoice as Choice
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.reasons import RunReason as R
-from paddock.harness import claude_code
+from paddock.harness import claude_code, opencode
 from paddock.runs import events as ev
 
 POLICY = SandboxPolicySpec.model_validate(
@@ -34,7 +34,7 @@ def judge(
 ) -> gating.Answered:
     asking = Asking(approvals or [], choices or {}, now, TIMEOUT, "15m")
     raw = {i: request(c) for i, c in requests.items()}
-    return gating.answer(raw, POLICY, {}, claude_code.command_of, asking)
+    return gating.answer(raw, POLICY, {}, claude_code.request_of, asking)
 
 
 def test_an_ask_command_is_left_unanswered_and_recorded_as_pending() -> None:
@@ -176,3 +176,49 @@ def test_the_run_says_what_it_waits_for_and_how_to_decide() -> None:
     assert "paddock approve fix-bug 10-1" in message
     assert "1 more" in message
     assert decide.awaiting([], "fix-bug") is None
+
+
+def _capabilities(file_write: str, network: str = "deny") -> SandboxPolicySpec:
+    return SandboxPolicySpec.model_validate(
+        {"capabilities": {"fileWrite": file_write, "network": network}}
+    )
+
+
+def _write(path: str) -> bytes:
+    return json.dumps({"tool_name": "Write", "tool_input": {"file_path": path}}).encode()
+
+
+def test_a_file_write_the_policy_asks_about_is_an_approval_too() -> None:
+    asking = Asking([], {}, T0, TIMEOUT, "15m")
+    policy = _capabilities("ask")
+    result = gating.answer({"10-1": _write("/w/NOTES.md")}, policy, {}, claude_code.request_of,
+                           asking)  # fmt: skip
+    assert result.answers == {}
+    (approval,) = result.pending
+    assert approval.kind == "file-write"
+    assert approval.target == "/w/NOTES.md"
+    assert approval.rules == ["capabilities.fileWrite"]
+    assert "writing the file `/w/NOTES.md` needs approval" in result.notices[0].message
+
+
+def test_a_file_write_the_policy_denies_is_refused_saying_so() -> None:
+    asking = Asking([], {}, T0, TIMEOUT, "15m")
+    policy = _capabilities("deny")
+    result = gating.answer({"10-1": _write("/w/NOTES.md")}, policy, {}, claude_code.request_of,
+                           asking)  # fmt: skip
+    verdict, _, message = result.answers["10-1"].partition("\n")
+    assert verdict == "deny"
+    assert "Writing the file `/w/NOTES.md` is denied" in message
+    assert result.drafts[0].data["rule"] == "capabilities.fileWrite"
+
+
+def test_the_tools_the_policy_asks_about_go_through_the_gate() -> None:
+    asks = _capabilities("ask", network="allow")
+    assert claude_code.gated_tools(asks) == ["Bash", *claude_code.FILE_TOOLS]
+    assert set(claude_code.FILE_TOOLS) <= set(claude_code.permissions(asks)["allow"])
+    assert opencode.gated_tools(asks) == ["bash", "write", "edit"]
+    assert opencode.permissions(asks)["edit"] == "allow"
+    denies = _capabilities("deny")
+    assert claude_code.gated_tools(denies) == ["Bash"]
+    assert set(claude_code.FILE_TOOLS) <= set(claude_code.permissions(denies)["deny"])
+    assert opencode.permissions(denies) == {"bash": "allow", "edit": "deny", "webfetch": "deny"}

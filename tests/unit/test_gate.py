@@ -15,6 +15,7 @@ from paddock.agentruns import gating
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import SandboxPolicySpec
 from paddock.harness import claude_code, opencode
+from paddock.harness.base import Request, RequestKind
 from paddock.render import run_scripts as rs
 from paddock.runs import events as ev
 from support.waiting import wait_for
@@ -43,7 +44,7 @@ NOBODY_ASKED = gating.Asking([], {}, datetime(2026, 12, 1, tzinfo=UTC), timedelt
 
 def answered(command: str) -> gating.Answered:
     return gating.answer(
-        {"1-1": request(command)}, POLICY, {}, claude_code.command_of, NOBODY_ASKED
+        {"1-1": request(command)}, POLICY, {}, claude_code.request_of, NOBODY_ASKED
     )
 
 
@@ -83,7 +84,7 @@ def test_a_denied_command_is_refused_naming_the_part_and_rule(command: str, part
 
 @pytest.mark.parametrize("raw", [b"not json", b"[]", request("ls", tool="Write")])
 def test_a_request_the_gate_cannot_read_is_refused(raw: bytes) -> None:
-    result = gating.answer({"1-1": raw}, POLICY, {}, claude_code.command_of, NOBODY_ASKED)
+    result = gating.answer({"1-1": raw}, POLICY, {}, claude_code.request_of, NOBODY_ASKED)
     assert result.answers["1-1"].startswith("deny\n")
     assert result.drafts[0].data["reason"] == "Unreadable"
 
@@ -240,13 +241,38 @@ def test_opencode_config_gets_the_run_directory_in_the_sandbox(tmp_path: Path) -
     assert json.loads(done.stdout)["plugin"] == [f"file://{run}/{opencode.PLUGIN}"]
 
 
+COMMAND, WRITE, FETCH = RequestKind.COMMAND, RequestKind.FILE_WRITE, RequestKind.NETWORK
+
+
 @pytest.mark.parametrize(
-    ("request_body", "command"),
+    ("request_body", "asked"),
     [
-        ({"tool": "bash", "args": {"command": "ls"}}, "ls"),
+        ({"tool": "bash", "args": {"command": "ls"}}, Request(COMMAND, "ls")),
+        ({"tool": "write", "args": {"filePath": "/w/a"}}, Request(WRITE, "/w/a")),
+        ({"tool": "webfetch", "args": {"url": "https://x"}}, Request(FETCH, "https://x")),
         ({"tool": "edit", "args": {"command": "ls"}}, None),
         ({"tool": "bash", "args": "ls"}, None),
+        ({"tool": "read", "args": {"filePath": "/w/a"}}, None),
     ],
 )
-def test_what_opencode_asks_about(request_body: dict[str, object], command: str | None) -> None:
-    assert opencode.command_of(request_body) == command
+def test_what_opencode_asks_about(request_body: dict[str, object], asked: Request | None) -> None:
+    assert opencode.request_of(request_body) == asked
+
+
+@pytest.mark.parametrize(
+    ("request_body", "asked"),
+    [
+        ({"tool_name": "Bash", "tool_input": {"command": "ls"}}, Request(COMMAND, "ls")),
+        ({"tool_name": "Write", "tool_input": {"file_path": "/w/a"}}, Request(WRITE, "/w/a")),
+        (
+            {"tool_name": "WebFetch", "tool_input": {"url": "https://x"}},
+            Request(FETCH, "https://x"),
+        ),
+        ({"tool_name": "Read", "tool_input": {"file_path": "/w/a"}}, None),
+        ({"tool_name": "Bash", "tool_input": {"cmd": "ls"}}, None),
+    ],
+)
+def test_what_claude_code_asks_about(
+    request_body: dict[str, object], asked: Request | None
+) -> None:
+    assert claude_code.request_of(request_body) == asked

@@ -134,9 +134,9 @@ def awaiting(pending: list[Approval], run: str) -> str | None:
         return None
     first = pending[0]
     more = f" and {len(pending) - 1} more" if len(pending) > 1 else ""
-    command = ev.one_line(first.target, 120)
+    target = ev.one_line(first.target, 120)
     return (
-        f"waiting for approval of request {first.id}, the command `{command}`{more}: "
+        f"waiting for approval of request {first.id}, {first.kind} `{target}`{more}: "
         f"paddock approve {run} {first.id}, or paddock deny {run} {first.id}"
     )
 

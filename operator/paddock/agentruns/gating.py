@@ -23,7 +23,9 @@ from paddock.api.agentrun import ApprovalChoice as Choice
 from paddock.api.conditions import Notice
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import RunReason as R
-from paddock.policy.gate import MAX_SHOWN, Judged, judge_command
+from paddock.harness.base import Request, RequestKind
+from paddock.policy.engine import PartKind
+from paddock.policy.gate import MAX_SHOWN, Judged, judge_capability, judge_command
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
@@ -68,24 +70,29 @@ class Asking:
     timeout_text: str = ""
 
 
+# What the agent is told a request was, by its kind.
+NOUNS = {RequestKind.COMMAND: "The command", RequestKind.FILE_WRITE: "Writing the file",
+         RequestKind.NETWORK: "The web access"}  # fmt: skip
+
+
 def answer(
     requests: dict[str, bytes],
     policy: SandboxPolicySpec,
     scripts: dict[str, str],
-    command_of: Callable[[dict[str, Any]], str | None],
+    request_of: Callable[[dict[str, Any]], Request | None],
     asking: Asking,
 ) -> Answered:
     answered = Answered(approvals=list(asking.approvals))
     expire(answered, asking)
     for request_id, raw in sorted(requests.items()):
-        command = _command(raw, command_of)
-        if command is None:
-            message = "Paddock's gate could not read this command request; it is refused."
+        request = _read(raw, request_of)
+        if request is None:
+            message = "Paddock's gate could not read this request; it is refused."
             answered.answers[request_id] = f"deny\n{message}\n"
             answered.drafts.append(Draft(ev.POLICY_DENIED, message, {"reason": "Unreadable"}))
             answered.decisions.append(Decision.DENY)
             continue
-        judged = judge_command(policy, command, scripts)
+        judged = judge(policy, request, scripts)
         if judged.decision == Decision.ASK:
             _ask(answered, request_id, judged, asking)
             continue
@@ -93,11 +100,17 @@ def answer(
         if judged.decision == Decision.ALLOW:
             answered.answers[request_id] = "allow\n"
             continue
-        message = _refusal(judged)
+        message = "Paddock policy: " + judged.message(NOUNS[request.kind], nothing_ran=False)
         answered.answers[request_id] = f"deny\n{message}\n"
         answered.drafts.append(_denied(judged, message))
     answered.approvals = _kept(answered.approvals)
     return answered
+
+
+def judge(policy: SandboxPolicySpec, request: Request, scripts: dict[str, str]) -> Judged:
+    if request.kind == RequestKind.COMMAND:
+        return judge_command(policy, request.target, scripts)
+    return judge_capability(policy, PartKind(str(request.kind)), request.target)
 
 
 def expire(answered: Answered, asking: Asking) -> None:
@@ -121,6 +134,7 @@ def end_all(approvals: list[Approval], now: datetime) -> tuple[list[Approval], l
 
 
 def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) -> None:
+    """A request to ask about: recorded, left waiting, or answered as it was decided."""
     index = next((i for i, a in enumerate(answered.approvals) if a.id == request_id), None)
     if index is None:
         index = _request(answered, request_id, judged, asking)
@@ -141,7 +155,7 @@ def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) ->
         return
     answered.decisions.append(Decision.DENY)
     message = (
-        f"Paddock policy: the command `{_shown(judged.command)}` needed approval "
+        f"Paddock policy: {_noun(approval)} `{_shown(judged.command)}` needed approval "
         f"(request {request_id}) and was not approved: {approval.message}."
     )
     answered.answers[request_id] = f"deny\n{message}\n"
@@ -153,7 +167,7 @@ def _request(answered: Answered, request_id: str, judged: Judged, asking: Asking
     rules = sorted({p.rule for p in judged.verdict.parts if p.decision == Decision.ASK})
     approval = Approval(
         id=request_id,
-        kind="command",
+        kind=str(judged.where),
         target=ev.one_line(judged.command, TARGET_CHARS),
         rules=rules,
         state=ApprovalState.PENDING,
@@ -221,10 +235,15 @@ def _requested(approval: Approval) -> Draft:
 
 def _request_message(approval: Approval) -> str:
     return (
-        f"Request {approval.id}: the command `{_shown(approval.target)}` needs approval "
+        f"Request {approval.id}: {_noun(approval)} `{_shown(approval.target)}` needs approval "
         f"({', '.join(approval.rules)}). Approve or deny it with paddock approve or "
         f"paddock deny, or annotate the run {ANNOTATION_PREFIX}{approval.id}=approve|deny."
     )
+
+
+def _noun(approval: Approval) -> str:
+    kinds = {str(kind): noun.lower() for kind, noun in NOUNS.items()}
+    return kinds.get(approval.kind, "the request")
 
 
 def _shown(command: str) -> str:
@@ -232,17 +251,12 @@ def _shown(command: str) -> str:
     return shown if len(shown) <= MAX_SHOWN else shown[: MAX_SHOWN - 3] + "..."
 
 
-def _command(raw: bytes, command_of: Callable[[dict[str, Any]], str | None]) -> str | None:
+def _read(raw: bytes, request_of: Callable[[dict[str, Any]], Request | None]) -> Request | None:
     try:
         request = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
-    return command_of(request) if isinstance(request, dict) else None
-
-
-def _refusal(judged: Judged) -> str:
-    """What the agent is told: which part and rule refused the command."""
-    return "Paddock policy: " + judged.message("The command", nothing_ran=False)
+    return request_of(request) if isinstance(request, dict) else None
 
 
 def _denied(judged: Judged, message: str) -> Draft:

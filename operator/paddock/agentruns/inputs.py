@@ -190,7 +190,7 @@ def judge_gate(
     if isinstance(policy, str):  # gone or invalid since the launch: nothing is allowed
         policy = SandboxPolicySpec.model_validate({"commands": {"default": "deny"}})
     scripts = workspace_scripts(namespace, sandbox) if requests else {}
-    return gating.answer(requests, policy, scripts, gate.command_of, asking)
+    return gating.answer(requests, policy, scripts, gate.request_of, asking)
 
 
 def send_answers(

@@ -6,6 +6,7 @@ import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
@@ -49,14 +50,36 @@ class Invocation:
     files: dict[str, str] = field(default_factory=dict)
 
 
+class RequestKind(StrEnum):
+    COMMAND = "command"
+    FILE_WRITE = "file-write"
+    NETWORK = "network"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a hook asks the gate about: a shell command (``kind`` command), a file its tool
+    writes (file-write, the path) or a web access (network, the URL or query)."""
+
+    kind: RequestKind
+    target: str
+
+
 @dataclass(frozen=True)
 class Gate:
-    """How a harness's shell commands reach Paddock's gate: its invocation with the CLI's
+    """How a harness's tools reach Paddock's gate: its invocation with the CLI's
     pre-execution hook running the gate (and its own permissions projected from the policy),
-    and the command a hook's request names (None: not one the gate can read)."""
+    and what a hook's request asks about (None: not one the gate can read)."""
 
     invocation: Callable[[AgentRunSpec, SandboxPolicySpec], Invocation]
-    command_of: Callable[[dict[str, Any]], str | None]
+    request_of: Callable[[dict[str, Any]], Request | None]
+
+
+def string_at(value: Any, *keys: str) -> str | None:
+    """``value[k1][k2]...`` when that is a string, else None."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from paddock.harness.base import (
     Gate,
     Harness,
     Invocation,
+    Request,
+    RequestKind,
     call_summary,
     command_line,
     gate_seconds,
@@ -22,6 +24,7 @@ from paddock.harness.base import (
     other,
     run_file,
     session,
+    string_at,
     text_of,
 )
 from paddock.render import run_scripts
@@ -51,26 +54,52 @@ FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 WEB_TOOLS = ("WebFetch", "WebSearch")
 
 
+# Where each tool Paddock gates names its target, and what it asks for.
+TOOL_TARGETS: dict[str, tuple[RequestKind, str]] = {
+    "Bash": (RequestKind.COMMAND, "command"),
+    "Write": (RequestKind.FILE_WRITE, "file_path"),
+    "Edit": (RequestKind.FILE_WRITE, "file_path"),
+    "MultiEdit": (RequestKind.FILE_WRITE, "file_path"),
+    "NotebookEdit": (RequestKind.FILE_WRITE, "notebook_path"),
+    "WebFetch": (RequestKind.NETWORK, "url"),
+    "WebSearch": (RequestKind.NETWORK, "query"),
+}
+
+
+def _tool_groups(policy: SandboxPolicySpec) -> list[tuple[tuple[str, ...], Decision]]:
+    return [(FILE_TOOLS, policy.capabilities.file_write),
+            (WEB_TOOLS, policy.capabilities.network)]  # fmt: skip
+
+
 def permissions(policy: SandboxPolicySpec) -> dict[str, list[str]]:
     """The policy as Claude Code's own permission rules: Bash is allowed, since the gate
-    judges every command; the file-writing and web tools follow fileWrite and network
-    (``ask`` is denied: a headless CLI cannot ask)."""
+    judges every command; the file-writing and web tools follow fileWrite and network, and
+    those to ask about are allowed too, since the gate asks (a headless CLI cannot)."""
     allow: list[str] = ["Bash"]
     deny: list[str] = []
-    for tools, decision in ((FILE_TOOLS, policy.capabilities.file_write),
-                            (WEB_TOOLS, policy.capabilities.network)):  # fmt: skip
-        (allow if decision == Decision.ALLOW else deny).extend(tools)
+    for tools, decision in _tool_groups(policy):
+        (deny if decision == Decision.DENY else allow).extend(tools)
     return {"allow": allow, "deny": deny}
 
 
+def gated_tools(policy: SandboxPolicySpec) -> list[str]:
+    """The tools whose calls go through the gate: Bash, and those the policy asks about."""
+    tools = ["Bash"]
+    for group, decision in _tool_groups(policy):
+        if decision == Decision.ASK:
+            tools.extend(group)
+    return tools
+
+
 def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
-    """Claude Code with a PreToolUse hook on Bash that runs the gate. The settings are the
-    run's own (``--settings``), and only user-level sources are read besides them
-    (``--setting-sources user``): a ``.claude/settings.json`` the agent writes into the
-    workspace, with ``disableAllHooks``, is never read."""
+    """Claude Code with a PreToolUse hook that runs the gate (on Bash, and on the tools the
+    policy asks about). The settings are the run's own (``--settings``), and only user-level
+    sources are read besides them (``--setting-sources user``): a ``.claude/settings.json``
+    the agent writes into the workspace, with ``disableAllHooks``, is never read."""
     hook = {"type": "command", "command": GATE_COMMAND, "timeout": hook_seconds(spec)}
+    matcher = "|".join(gated_tools(policy))
     settings = {
-        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]},
+        "hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [hook]}]},
         "permissions": permissions(policy),
     }
     argv = _argv(spec, "--setting-sources", "user", "--settings", run_file(SETTINGS))
@@ -81,11 +110,15 @@ def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
     )
 
 
-def command_of(request: dict[str, Any]) -> str | None:
-    """The command of a PreToolUse request for Bash (``tool_input.command``)."""
-    tool_input = request.get("tool_input")
-    command = tool_input.get("command") if isinstance(tool_input, dict) else None
-    return command if request.get("tool_name") == "Bash" and isinstance(command, str) else None
+def request_of(request: dict[str, Any]) -> Request | None:
+    """What a PreToolUse request asks about: ``tool_input.command`` of Bash, the path of a
+    file tool, the URL or query of a web tool."""
+    tool = request.get("tool_name")
+    if not isinstance(tool, str) or tool not in TOOL_TARGETS:
+        return None
+    kind, key = TOOL_TARGETS[tool]
+    target = string_at(request, "tool_input", key)
+    return None if target is None else Request(kind, target)
 
 
 def _assistant(message: dict[str, Any]) -> list[Draft]:
@@ -172,4 +205,4 @@ def parse_line(line: str) -> list[Draft]:
     return [other(str(kind), event)]
 
 
-HARNESS = Harness("claude-code", invocation, parse_line, Gate(gated, command_of))
+HARNESS = Harness("claude-code", invocation, parse_line, Gate(gated, request_of))

@@ -13,6 +13,8 @@ from paddock.harness.base import (
     Gate,
     Harness,
     Invocation,
+    Request,
+    RequestKind,
     call_summary,
     command_line,
     gate_seconds,
@@ -21,6 +23,7 @@ from paddock.harness.base import (
     other,
     run_file,
     session,
+    string_at,
 )
 from paddock.render import run_scripts
 from paddock.runs import events as ev
@@ -48,13 +51,15 @@ def invocation(spec: AgentRunSpec) -> Invocation:
 CONFIG = "opencode-config.json"
 PLUGIN = "opencode-gate.mjs"
 RUN_MARK = "@PADDOCK_RUN@"  # the run's directory, known in the sandbox only
-# The plugin: every bash call goes to the gate first (the request as JSON on its stdin); a
-# refusal, or a gate that cannot be started, throws, which blocks the call and shows the
-# agent the message. OpenCode sets no time limit on a plugin.
+# The plugin: every call of a gated tool (bash, and those the policy asks about) goes to the
+# gate first (the request as JSON on its stdin); a refusal, or a gate that cannot be started,
+# throws, which blocks the call and shows the agent the message. OpenCode sets no time limit
+# on a plugin.
 GATE_PLUGIN = """import { spawn } from "node:child_process";
+const GATED = new Set(@GATED@);
 export const PaddockGate = async () => ({
   "tool.execute.before": async (input, output) => {
-    if (input.tool !== "bash") return;
+    if (!GATED.has(input.tool)) return;
     const request = JSON.stringify({ tool: input.tool, args: output.args });
     const [code, said] = await new Promise((resolve) => {
       let err = "";
@@ -95,20 +100,34 @@ def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
             "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
             "PADDOCK_GATE_SECONDS": str(gate_seconds(spec)),
         },
-        files={"gate": run_scripts.GATE, PLUGIN: GATE_PLUGIN, CONFIG: json.dumps(config)},
+        files={
+            "gate": run_scripts.GATE,
+            PLUGIN: GATE_PLUGIN.replace("@GATED@", json.dumps(gated_tools(policy))),
+            CONFIG: json.dumps(config),
+        },
     )
 
 
 CONFIG_ENV = "OPENCODE_CONFIG_CONTENT"
 
 
+# Where each tool Paddock gates names its target, and what it asks for.
+TOOL_TARGETS: dict[str, tuple[RequestKind, str]] = {
+    "bash": (RequestKind.COMMAND, "command"),
+    "write": (RequestKind.FILE_WRITE, "filePath"),
+    "edit": (RequestKind.FILE_WRITE, "filePath"),
+    "webfetch": (RequestKind.NETWORK, "url"),
+}
+FILE_TOOLS = ("write", "edit")
+
+
 def permissions(policy: SandboxPolicySpec) -> dict[str, str]:
     """The policy as OpenCode's own permissions: bash allowed (the gate judges each command),
-    edits per fileWrite and web fetches per network; ``ask`` is denied (``opencode run``
-    rejects an ask and ends the run)."""
+    edits per fileWrite and web fetches per network, and those to ask about allowed too,
+    since the gate asks (``opencode run`` rejects an ask and ends the run)."""
 
     def native(decision: Decision) -> str:
-        return "allow" if decision == Decision.ALLOW else "deny"
+        return "deny" if decision == Decision.DENY else "allow"
 
     return {
         "bash": "allow",
@@ -117,11 +136,25 @@ def permissions(policy: SandboxPolicySpec) -> dict[str, str]:
     }
 
 
-def command_of(request: dict[str, Any]) -> str | None:
-    """The command of the plugin's request for bash (``args.command``)."""
-    args = request.get("args")
-    command = args.get("command") if isinstance(args, dict) else None
-    return command if request.get("tool") == "bash" and isinstance(command, str) else None
+def gated_tools(policy: SandboxPolicySpec) -> list[str]:
+    """The tools whose calls go through the gate: bash, and those the policy asks about."""
+    tools = ["bash"]
+    if policy.capabilities.file_write == Decision.ASK:
+        tools.extend(FILE_TOOLS)
+    if policy.capabilities.network == Decision.ASK:
+        tools.append("webfetch")
+    return tools
+
+
+def request_of(request: dict[str, Any]) -> Request | None:
+    """What the plugin's request asks about: ``args.command`` of bash, the path of a file
+    tool, the URL of webfetch."""
+    tool = request.get("tool")
+    if not isinstance(tool, str) or tool not in TOOL_TARGETS:
+        return None
+    kind, key = TOOL_TARGETS[tool]
+    target = string_at(request, "args", key)
+    return None if target is None else Request(kind, target)
 
 
 def _tool(part: dict[str, Any]) -> list[Draft]:
@@ -199,4 +232,4 @@ def parse_line(line: str) -> list[Draft]:
     return [other(str(kind), event)]
 
 
-HARNESS = Harness("opencode", invocation, parse_line, Gate(gated, command_of))
+HARNESS = Harness("opencode", invocation, parse_line, Gate(gated, request_of))

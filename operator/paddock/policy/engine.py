@@ -31,6 +31,7 @@ UNRESTRICTED = SandboxPolicySpec(
 class PartKind(StrEnum):
     COMMAND = "command"
     FILE_WRITE = "file-write"
+    NETWORK = "network"
     SYNTAX = "syntax"
 
 

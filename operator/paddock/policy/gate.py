@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.workspace import ParallelGroup, SetupCommand, WorkspaceSpec
-from paddock.policy.engine import UNRESTRICTED, Verdict, evaluate
+from paddock.policy.engine import UNRESTRICTED, Part, PartKind, Verdict, evaluate
 
 MAX_SHOWN = 120  # characters of a command quoted in a message
 
@@ -79,3 +79,14 @@ def judge_command(
     policy: SandboxPolicySpec | None, command: str, scripts: dict[str, str]
 ) -> Judged:
     return Judged("command", command, evaluate(policy or UNRESTRICTED, command, scripts))
+
+
+def judge_capability(policy: SandboxPolicySpec, kind: PartKind, target: str) -> Judged:
+    """A harness tool's own file write (``kind`` file-write, ``target`` its path) or web
+    access (network, the URL or query): decided by ``capabilities`` alone."""
+    if kind == PartKind.FILE_WRITE:
+        decision, rule = policy.capabilities.file_write, "capabilities.fileWrite"
+    else:
+        decision, rule = policy.capabilities.network, "capabilities.network"
+    part = Part(kind, target, decision, rule)
+    return Judged(str(kind), target, Verdict(decision, (part,)))
