@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from support.kube import ROOT, Cluster
-from support.model_server import FINAL_TEXT, ScriptedModel
+from support.model_server import FINAL_TEXT, ScriptedModel, Write
 from support.runs import agent_run, log_events, of_type, wait_for_run
 from support.sandboxes import ready_sandbox, secret, status_of
 from support.waiting import wait_for
@@ -320,3 +320,52 @@ def test_the_approval_example_runs_end_to_end(
     results = [json.dumps(e["data"]) for e in of_type(events, "tool.result")]
     assert any("not a git repository" in r for r in results), results
     assert not any("Paddock policy" in r for r in results)
+
+
+def _workspace_path(cluster: Cluster, namespace: str, sandbox: str) -> str:
+    return cluster.kubectl(
+        "exec", "-n", namespace, sandbox, "-c", "sandbox", "--",
+        "bash", "-c", 'printf %s "$PADDOCK_WORKSPACE"',
+    ).stdout  # fmt: skip
+
+
+@pytest.mark.parametrize("file_write", ["allow", "deny", "ask"])
+@pytest.mark.parametrize("harness", ["claude-code", "opencode"])
+def test_file_write_reaches_the_clis_own_file_tool(
+    cluster: Cluster,
+    namespace: str,
+    operator: Any,
+    agent_clis: Path,
+    tmp_path: Path,
+    harness: str,
+    file_write: str,
+) -> None:
+    policy = {"commands": {"allow": ["echo *"]}, "capabilities": {"fileWrite": file_write}}
+    ready_sandbox(cluster, namespace, "box", policy=policy)
+    path = f"{_workspace_path(cluster, namespace, 'box')}/NOTES.md"
+    with ScriptedModel(Write(path, "written by the agent\n")) as model:
+        fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+        cluster.apply(agent_run("writes", "box", harness, "Write notes.", **fields), namespace)
+        if file_write == "ask":
+            status = _pending(cluster, namespace, "writes", 1)
+            (approval,) = status["approvals"]
+            assert approval["kind"] == "file-write"
+            assert approval["target"] == path
+            cluster.paddock("approve", "writes", "-n", namespace)
+        status = wait_for_run(cluster, namespace, "writes", timeout=240)
+
+    events = log_events(cluster, namespace, "writes")
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    written = cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+        "bash", "-c", f"cat {shlex.quote(path)} 2>/dev/null || echo absent",
+    ).stdout  # fmt: skip
+    if file_write == "deny":
+        assert written.strip() == "absent"
+        # The CLI refused its own tool (OpenCode offers no write tool at all), and the agent
+        # was told.
+        (result,) = of_type(events, "tool.result")
+        said = str(result["data"]["output"])
+        assert result["data"]["isError"] or "unavailable tool" in said, said
+    else:
+        assert written == "written by the agent\n"

@@ -2,10 +2,11 @@
 Responses API (streamed as server-sent events), so the real agent CLIs run a real agent loop
 offline.
 
-The script is a tool call per command, then an answer: a request of an agent loop (one that
-offers tools) carrying N tool results gets a call of the shell tool with the N-th command;
-once it carries a result for every command, the model answers with ``FINAL_TEXT``. Requests
-without tools (titles, summaries) get a short text. Every request is recorded.
+The script is a tool call per step, then an answer: a request of an agent loop (one that
+offers tools) carrying N tool results gets the N-th step: a call of the shell tool with a
+command, or (a ``Write``, Anthropic API only) a call of the CLI's file-writing tool; once it
+carries a result for every step, the model answers with ``FINAL_TEXT``. Requests without
+tools (titles, summaries) get a short text. Every request is recorded.
 """
 
 from __future__ import annotations
@@ -13,21 +14,43 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 FINAL_TEXT = "The listing is done."
 
 
+def _anthropic_call(step: Step, shell: str) -> tuple[str, dict[str, Any]]:
+    """The tool and its input for a step: Claude Code's tools are capitalised (Bash, Write,
+    ``file_path``), OpenCode's are not (bash, write, ``filePath``)."""
+    if isinstance(step, str):
+        return shell, {"command": step, "description": "Run"}
+    if shell == "Bash":
+        return "Write", {"file_path": step.path, "content": step.content}
+    return "write", {"filePath": step.path, "content": step.content}
+
+
 def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+@dataclass(frozen=True)
+class Write:
+    """A step that writes ``content`` to the file at ``path`` with the CLI's own tool."""
+
+    path: str
+    content: str
+
+
+Step = str | Write
 
 
 class ScriptedModel:
     """The server, in a thread; ``url`` is its base URL."""
 
-    def __init__(self, command: str | list[str], *, refuse_with: int | None = None) -> None:
-        self.commands = [command] if isinstance(command, str) else command
+    def __init__(self, command: Step | list[Step], *, refuse_with: int | None = None) -> None:
+        self.commands: list[Step] = command if isinstance(command, list) else [command]
         self.refuse_with = refuse_with
         self.requests: list[dict[str, Any]] = []
         model = self
@@ -102,13 +125,11 @@ class ScriptedModel:
         )
         shell = next((name for name in ("Bash", "bash") if name in tools), None)
         if shell and answered < len(self.commands):
+            step = self.commands[answered]
+            name, arguments = _anthropic_call(step, shell)
             call_id = f"toolu_scripted_{answered + 1}"
-            block = {"type": "tool_use", "id": call_id, "name": shell, "input": {}}
-            command = self.commands[answered]
-            delta = {
-                "type": "input_json_delta",
-                "partial_json": json.dumps({"command": command, "description": "Run"}),
-            }
+            block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
             stop = "tool_use"
         else:
             text = FINAL_TEXT if tools else '{"title": "Scripted run"}'
@@ -157,6 +178,7 @@ class ScriptedModel:
         shell = next((n for n in ("shell", "shell_command", "exec_command") if n in tools), None)
         if shell and answered < len(self.commands):
             command = self.commands[answered]
+            assert isinstance(command, str), "the Responses API script runs commands only"
             arguments = {
                 "shell": {"command": ["bash", "-lc", command]},
                 "shell_command": {"command": command},

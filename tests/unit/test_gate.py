@@ -220,7 +220,8 @@ def test_opencode_gets_the_plugin_merged_into_the_runs_own_config() -> None:
     config = json.loads(invocation.files[opencode.CONFIG])
     assert config["provider"] == provider
     assert config["plugin"] == ["theirs", f"file://{opencode.RUN_MARK}/{opencode.PLUGIN}"]
-    assert config["permission"] == {"bash": "allow", "edit": "allow", "webfetch": "allow"}
+    assert config["permission"] == opencode.permissions(POLICY)
+    assert config["permission"]["edit"] == "allow"
     assert invocation.env["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
     assert "throw new Error" in invocation.files[opencode.PLUGIN]
     broken = opencode.gated(_spec("opencode", {"OPENCODE_CONFIG_CONTENT": "{oops"}), POLICY)

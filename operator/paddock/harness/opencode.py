@@ -133,6 +133,10 @@ def permissions(policy: SandboxPolicySpec) -> dict[str, str]:
         "bash": "allow",
         "edit": native(policy.capabilities.file_write),
         "webfetch": native(policy.capabilities.network),
+        # OpenCode 1.18 asks (so, headless, refuses) before touching a path it takes to be
+        # outside the project, which a workspace that is no git repository was, whole; the
+        # pod is the boundary, and writes are judged by edit and the gate.
+        "external_directory": "allow",
     }
 
 
