@@ -3,7 +3,7 @@
 # the exact versions hack/agent-clis/package.json pins (each CLI pins its own platform
 # binary package exactly), and cache them outside the repository, keyed on that file:
 #
-#   $PADDOCK_CACHE/agent-clis/<lock hash>/node_modules/.bin/{claude,codex,opencode}
+#   $PADDOCK_CACHE/agent-clis/<lock hash>/node_modules/.bin/{claude,codex,opencode,gemini}
 #
 # Idempotent and safe when two runs race (flock). Prints BIN=<dir> on stdout.
 set -euo pipefail
@@ -27,6 +27,7 @@ if [ ! -e "$dir/.complete" ]; then
   "$dir/node_modules/.bin/claude" --version >&2
   "$dir/node_modules/.bin/codex" --version >&2
   "$dir/node_modules/.bin/opencode" --version >&2
+  "$dir/node_modules/.bin/gemini" --version >&2
   touch "$dir/.complete"
 fi
 echo "BIN=$dir/node_modules/.bin"

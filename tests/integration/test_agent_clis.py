@@ -28,7 +28,9 @@ MODELS = {
     "claude-code": "claude-sonnet-4-5",
     "codex": "gpt-5",
     "opencode": "anthropic/claude-sonnet-4-5",
+    "gemini": "gemini-2.5-pro",
 }
+GATED = ["claude-code", "opencode", "gemini"]
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +65,9 @@ def _setup(
         key_name = "ANTHROPIC_API_KEY"
         provider = {"anthropic": {"options": {"baseURL": f"{url}/v1", "maxRetries": 0}}}
         env |= {"OPENCODE_CONFIG_CONTENT": json.dumps({"provider": provider})}
+    elif harness == "gemini":
+        key_name = "GEMINI_API_KEY"
+        env |= {"GOOGLE_GEMINI_BASE_URL": url}
     else:
         key_name = "CODEX_API_KEY"
         codex_home = tmp_path / "codex-home"
@@ -169,6 +174,7 @@ GATED_POLICY = {
 HOOKS_OFF = {
     "claude-code": (".claude/settings.json", '{"disableAllHooks": true}'),
     "opencode": ("opencode.json", '{"plugin": [], "permission": {"bash": "allow"}}'),
+    "gemini": (".gemini/settings.json", '{"hooksConfig": {"enabled": false}}'),
 }
 DENIED = [
     "touch denied-1",
@@ -178,7 +184,7 @@ DENIED = [
 ]
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "opencode"])
+@pytest.mark.parametrize("harness", GATED)
 def test_the_policy_gates_every_shell_command_of_a_real_cli(
     cluster: Cluster,
     namespace: str,
@@ -237,7 +243,7 @@ def _pending(cluster: Cluster, namespace: str, name: str, count: int) -> dict[st
     )
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "opencode"])
+@pytest.mark.parametrize("harness", GATED)
 def test_a_command_the_policy_asks_about_waits_for_a_person(
     cluster: Cluster,
     namespace: str,
@@ -330,7 +336,7 @@ def _workspace_path(cluster: Cluster, namespace: str, sandbox: str) -> str:
 
 
 @pytest.mark.parametrize("file_write", ["allow", "deny", "ask"])
-@pytest.mark.parametrize("harness", ["claude-code", "opencode"])
+@pytest.mark.parametrize("harness", GATED)
 def test_file_write_reaches_the_clis_own_file_tool(
     cluster: Cluster,
     namespace: str,

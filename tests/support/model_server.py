@@ -70,6 +70,10 @@ class ScriptedModel:
                     self._stream(model.anthropic(body))
                 elif self.path.split("?")[0].endswith("/responses"):
                     self._stream(model.openai(body))
+                elif ":streamGenerateContent" in self.path:
+                    self._stream(model.gemini(body))
+                elif ":generateContent" in self.path:
+                    self._json(b"".join(model.gemini(body, sse=False)))
                 else:
                     self.send_error(404)
 
@@ -80,6 +84,13 @@ class ScriptedModel:
                 error = {"type": "server_error", "message": "the scripted model refuses"}
                 payload = json.dumps({"type": "error", "error": error}).encode()
                 self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def _json(self, payload: bytes) -> None:
+                self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))
                 self.end_headers()
@@ -215,3 +226,43 @@ class ScriptedModel:
         }
         done = {**response, "status": "completed", "output": [item], "usage": usage}
         yield _sse("response.completed", {"type": "response.completed", "response": done})
+
+    # -- Gemini generateContent ----------------------------------------------------------------
+
+    def gemini(self, body: dict[str, Any], *, sse: bool = True) -> Iterator[bytes]:
+        contents = body.get("contents") or []
+        answered = sum(
+            1
+            for content in contents
+            for part in content.get("parts") or []
+            if isinstance(part, dict) and "functionResponse" in part
+        )
+        declared = {
+            d.get("name")
+            for tool in body.get("tools") or []
+            for d in tool.get("functionDeclarations") or []
+        }
+        if "run_shell_command" in declared and answered < len(self.commands):
+            step = self.commands[answered]
+            if isinstance(step, str):
+                call = {"name": "run_shell_command", "args": {"command": step}}
+            else:
+                call = {"name": "write_file",
+                        "args": {"file_path": step.path, "content": step.content}}  # fmt: skip
+            part: dict[str, Any] = {"functionCall": call}
+        else:
+            part = {"text": FINAL_TEXT if declared else "{}"}
+        response = {
+            "candidates": [
+                {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120
+            },
+            "modelVersion": body.get("model", "scripted"),
+        }  # fmt: skip
+        yield (
+            f"data: {json.dumps(response)}\r\n\r\n".encode()
+            if sse
+            else json.dumps(response).encode()
+        )

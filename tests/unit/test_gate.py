@@ -13,8 +13,9 @@ import pytest
 
 from paddock.agentruns import gating
 from paddock.api.agentrun import AgentRunSpec
+from paddock.api.common import SecretEnvVar
 from paddock.api.policy import SandboxPolicySpec
-from paddock.harness import claude_code, opencode
+from paddock.harness import claude_code, gemini, opencode
 from paddock.harness.base import Request, RequestKind
 from paddock.render import run_scripts as rs
 from paddock.runs import events as ev
@@ -277,3 +278,37 @@ def test_what_claude_code_asks_about(
     request_body: dict[str, object], asked: Request | None
 ) -> None:
     assert claude_code.request_of(request_body) == asked
+
+
+@pytest.mark.parametrize(
+    ("request_body", "asked"),
+    [
+        ({"tool_name": "run_shell_command", "tool_input": {"command": "l"}}, Request(COMMAND, "l")),
+        ({"tool_name": "write_file", "tool_input": {"file_path": "/w/a"}}, Request(WRITE, "/w/a")),
+        ({"tool_name": "replace", "tool_input": {"file_path": "/w/a"}}, Request(WRITE, "/w/a")),
+        ({"tool_name": "read_file", "tool_input": {"file_path": "/w/a"}}, None),
+    ],
+)  # fmt: skip
+def test_what_gemini_asks_about(request_body: dict[str, object], asked: Request | None) -> None:
+    assert gemini.request_of(request_body) == asked
+
+
+def test_gemini_gets_the_hook_in_user_settings_and_the_policy_as_admin_rules() -> None:
+    spec = _spec("gemini")
+    spec = spec.model_copy(update={"secrets": [SecretEnvVar.model_validate(
+        {"name": "GEMINI_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}})]})  # fmt: skip
+    asks = SandboxPolicySpec.model_validate(
+        {"capabilities": {"fileWrite": "ask", "network": "deny"}}
+    )
+    invocation = gemini.gated(spec, asks)
+    settings = json.loads(invocation.files[gemini.SETTINGS])
+    (entry,) = settings["hooks"]["BeforeTool"]
+    assert entry["matcher"] == "run_shell_command|write_file|replace"
+    assert entry["hooks"][0]["timeout"] > int(invocation.env["PADDOCK_GATE_SECONDS"]) * 1000
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert invocation.env["GEMINI_CLI_TRUST_WORKSPACE"] == "false"
+    rules = invocation.files[gemini.POLICY_FILE]
+    assert 'toolName = "run_shell_command"\ndecision = "allow"' in rules
+    assert 'toolName = "write_file"\ndecision = "allow"' in rules  # the gate asks
+    assert 'toolName = "web_fetch"\ndecision = "deny"' in rules
+    assert "--admin-policy" in invocation.script

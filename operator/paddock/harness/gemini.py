@@ -2,32 +2,148 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from paddock.api.agentrun import AgentRunSpec
+from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
+    GATE_COMMAND,
     PROMPT,
+    Gate,
     Harness,
     Invocation,
+    Request,
+    RequestKind,
     call_summary,
     command_line,
+    gate_seconds,
+    hook_seconds,
     json_object,
     option,
     other,
+    run_file,
     session,
+    string_at,
 )
+from paddock.render import run_scripts
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
+SETTINGS = "gemini-settings.json"
+POLICY_FILE = "gemini-policy.toml"
+FILE_TOOLS = ("write_file", "replace")
+WEB_TOOLS = ("web_fetch", "google_web_search")
+# Where each tool Paddock gates names its target, and what it asks for.
+TOOL_TARGETS: dict[str, tuple[RequestKind, str]] = {
+    "run_shell_command": (RequestKind.COMMAND, "command"),
+    "write_file": (RequestKind.FILE_WRITE, "file_path"),
+    "replace": (RequestKind.FILE_WRITE, "file_path"),
+    "web_fetch": (RequestKind.NETWORK, "prompt"),
+    "google_web_search": (RequestKind.NETWORK, "query"),
+}
+# Gemini CLI reads user settings from $GEMINI_CLI_HOME/.gemini, else $HOME/.gemini (the
+# sandbox's home, Paddock's own emptyDir): the run's settings are copied there at launch.
+USER_SETTINGS = '"${GEMINI_CLI_HOME:-$HOME}/.gemini"'
 
-def invocation(spec: AgentRunSpec) -> Invocation:
-    argv = command_line(
+
+def _argv(spec: AgentRunSpec, *more: str) -> str:
+    return command_line(
         "gemini",
         "--output-format",
         "stream-json",
         "--skip-trust",
+        *more,
         *option("-m", spec.model),
         *option("--resume", spec.session_id),
     )
-    return Invocation(script=f'exec {argv} -p "$(cat {PROMPT})"\n')
+
+
+def _auth(spec: AgentRunSpec) -> dict[str, Any]:
+    """Gemini CLI 0.61 refuses to start headless without an auth type in its settings: the
+    API key's, when the run has GEMINI_API_KEY (Vertex AI's with GOOGLE_GENAI_USE_VERTEXAI)."""
+    names = {e.name for e in spec.env} | {s.name for s in spec.secrets}
+    if "GOOGLE_GENAI_USE_VERTEXAI" in names:
+        return {"security": {"auth": {"selectedType": "vertex-ai"}}}
+    if "GEMINI_API_KEY" in names:
+        return {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+    return {}
+
+
+def _script(spec: AgentRunSpec, settings: dict[str, Any], *more: str) -> tuple[str, str]:
+    script = (
+        f"mkdir -p {USER_SETTINGS}\n"
+        f"cp {run_file(SETTINGS)} {USER_SETTINGS}/settings.json\n"
+        f'exec {_argv(spec, *more)} -p "$(cat {PROMPT})"\n'
+    )
+    return script, json.dumps(settings)
+
+
+def invocation(spec: AgentRunSpec) -> Invocation:
+    auth = _auth(spec)
+    if not auth:
+        return Invocation(script=f'exec {_argv(spec)} -p "$(cat {PROMPT})"\n')
+    script, settings = _script(spec, auth)
+    return Invocation(script=script, files={SETTINGS: settings})
+
+
+def native_policy(policy: SandboxPolicySpec) -> str:
+    """The policy as Gemini CLI admin policy rules (the highest tier, which no user or
+    workspace rule overrides): its shell allowed, since the gate judges each command; the
+    file and web tools per fileWrite and network, those to ask about allowed too, since the
+    gate asks (headless, Gemini's own ask is a refusal)."""
+    decisions = [("run_shell_command", Decision.ALLOW)]
+    decisions += [(tool, policy.capabilities.file_write) for tool in FILE_TOOLS]
+    decisions += [(tool, policy.capabilities.network) for tool in WEB_TOOLS]
+    rules = [
+        f'[[rule]]\ntoolName = "{tool}"\n'
+        f'decision = "{"deny" if decision == Decision.DENY else "allow"}"\npriority = 900\n'
+        for tool, decision in decisions
+    ]
+    return "\n".join(rules)
+
+
+def gated_tools(policy: SandboxPolicySpec) -> list[str]:
+    """The tools whose calls go through the gate: the shell, and those the policy asks about."""
+    tools = ["run_shell_command"]
+    if policy.capabilities.file_write == Decision.ASK:
+        tools.extend(FILE_TOOLS)
+    if policy.capabilities.network == Decision.ASK:
+        tools.extend(WEB_TOOLS)
+    return tools
+
+
+def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
+    """Gemini CLI with a BeforeTool hook that runs the gate, in the user settings it reads,
+    and the policy's rules as an admin policy (``--admin-policy``). The workspace is not
+    trusted (``GEMINI_CLI_TRUST_WORKSPACE=false``): its ``.gemini/settings.json``, which the
+    agent can write (``hooksConfig.enabled: false`` would switch user hooks off), is not read.
+    Gemini's hook timeout is in milliseconds."""
+    hook = {"type": "command", "command": GATE_COMMAND, "timeout": hook_seconds(spec) * 1000}
+    settings = {
+        **_auth(spec),
+        "hooks": {"BeforeTool": [{"matcher": "|".join(gated_tools(policy)), "hooks": [hook]}]},
+    }
+    script, text = _script(spec, settings, "--admin-policy", run_file(POLICY_FILE))
+    return Invocation(
+        script=script,
+        env={
+            "GEMINI_CLI_TRUST_WORKSPACE": "false",
+            "PADDOCK_GATE_SECONDS": str(gate_seconds(spec)),
+        },
+        files={"gate": run_scripts.GATE, SETTINGS: text, POLICY_FILE: native_policy(policy)},
+    )
+
+
+def request_of(request: dict[str, Any]) -> Request | None:
+    """What a BeforeTool request asks about: ``tool_input.command`` of the shell, the path of
+    a file tool, the prompt or query of a web tool."""
+    tool = request.get("tool_name")
+    if not isinstance(tool, str) or tool not in TOOL_TARGETS:
+        return None
+    kind, key = TOOL_TARGETS[tool]
+    target = string_at(request, "tool_input", key)
+    return None if target is None else Request(kind, target)
 
 
 def parse_line(line: str) -> list[Draft]:
@@ -92,4 +208,4 @@ def parse_line(line: str) -> list[Draft]:
     return [other(str(kind), event)]
 
 
-HARNESS = Harness("gemini", invocation, parse_line)
+HARNESS = Harness("gemini", invocation, parse_line, Gate(gated, request_of))
