@@ -30,7 +30,7 @@ MODELS = {
     "opencode": "anthropic/claude-sonnet-4-5",
     "gemini": "gemini-2.5-pro",
 }
-GATED = ["claude-code", "opencode", "gemini"]
+GATED = ["claude-code", "codex", "opencode", "gemini"]
 
 
 @pytest.fixture(scope="session")
@@ -175,6 +175,7 @@ HOOKS_OFF = {
     "claude-code": (".claude/settings.json", '{"disableAllHooks": true}'),
     "opencode": ("opencode.json", '{"plugin": [], "permission": {"bash": "allow"}}'),
     "gemini": (".gemini/settings.json", '{"hooksConfig": {"enabled": false}}'),
+    "codex": (".codex/config.toml", "[features]\ncodex_hooks = false\n"),
 }
 DENIED = [
     "touch denied-1",
@@ -346,7 +347,10 @@ def test_file_write_reaches_the_clis_own_file_tool(
     harness: str,
     file_write: str,
 ) -> None:
-    policy = {"commands": {"allow": ["echo *"]}, "capabilities": {"fileWrite": file_write}}
+    if harness == "codex" and file_write == "ask":
+        pytest.skip("Codex's file writes cannot be asked about: with ask its sandbox is read-only")
+    allowed = ["echo *", "printf *"]  # Codex writes with a shell redirection
+    policy = {"commands": {"allow": allowed}, "capabilities": {"fileWrite": file_write}}
     ready_sandbox(cluster, namespace, "box", policy=policy)
     path = f"{_workspace_path(cluster, namespace, 'box')}/NOTES.md"
     with ScriptedModel(Write(path, "written by the agent\n")) as model:
@@ -368,6 +372,10 @@ def test_file_write_reaches_the_clis_own_file_tool(
     ).stdout  # fmt: skip
     if file_write == "deny":
         assert written.strip() == "absent"
+        if harness == "codex":  # its write is a redirection, which the gate refused
+            (denied,) = of_type(events, "policy.denied")
+            assert denied["data"]["kind"] == "file-write"
+            return
         # The CLI refused its own tool (OpenCode offers no write tool at all), and the agent
         # was told.
         (result,) = of_type(events, "tool.result")

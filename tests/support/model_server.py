@@ -4,7 +4,8 @@ offline.
 
 The script is a tool call per step, then an answer: a request of an agent loop (one that
 offers tools) carrying N tool results gets the N-th step: a call of the shell tool with a
-command, or (a ``Write``, Anthropic API only) a call of the CLI's file-writing tool; once it
+command, or (a ``Write``) a call of the CLI's file-writing tool (a shell redirection for
+Codex); once it
 carries a result for every step, the model answers with ``FINAL_TEXT``. Requests without
 tools (titles, summaries) get a short text. Every request is recorded.
 """
@@ -12,6 +13,7 @@ tools (titles, summaries) get a short text. Every request is recorded.
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -188,8 +190,13 @@ class ScriptedModel:
         response_id = f"resp_scripted_{len(self.requests)}"
         shell = next((n for n in ("shell", "shell_command", "exec_command") if n in tools), None)
         if shell and answered < len(self.commands):
-            command = self.commands[answered]
-            assert isinstance(command, str), "the Responses API script runs commands only"
+            step = self.commands[answered]
+            # Codex's file writes are shell commands (its fallback model has no patch tool).
+            command = (
+                step
+                if isinstance(step, str)
+                else f"printf %s {shlex.quote(step.content)} > {shlex.quote(step.path)}"
+            )
             arguments = {
                 "shell": {"command": ["bash", "-lc", command]},
                 "shell_command": {"command": command},

@@ -15,7 +15,7 @@ from paddock.agentruns import gating
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.common import SecretEnvVar
 from paddock.api.policy import SandboxPolicySpec
-from paddock.harness import claude_code, gemini, opencode
+from paddock.harness import claude_code, codex, gemini, opencode
 from paddock.harness.base import Request, RequestKind
 from paddock.render import run_scripts as rs
 from paddock.runs import events as ev
@@ -312,3 +312,31 @@ def test_gemini_gets_the_hook_in_user_settings_and_the_policy_as_admin_rules() -
     assert 'toolName = "write_file"\ndecision = "allow"' in rules  # the gate asks
     assert 'toolName = "web_fetch"\ndecision = "deny"' in rules
     assert "--admin-policy" in invocation.script
+
+
+def test_codex_gets_the_hook_as_a_session_flag_naming_the_run_directory(tmp_path: Path) -> None:
+    spec = _spec("codex")
+    invocation = codex.gated(spec, POLICY)
+    argv_line = invocation.script.split(" < ")[0].removeprefix("exec ")
+    shown = subprocess.run(
+        ["bash", "-c", f'for word in {argv_line}; do printf "%s\\n" "$word"; done'],
+        env={**os.environ, "PADDOCK_RUN": str(tmp_path), "PADDOCK_WORKSPACE": "/w"},
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert "--dangerously-bypass-hook-trust" in shown
+    (hook,) = [word for word in shown if word.startswith("hooks.PreToolUse=")]
+    assert f'matcher="^Bash$", hooks=[{{type="command", command="bash {tmp_path}/gate"}}]' in hook
+    assert 'sandbox_mode="workspace-write"' in shown  # fileWrite allow (the default)
+    read_only = SandboxPolicySpec.model_validate({"capabilities": {"fileWrite": "deny"}})
+    assert 'sandbox_mode="read-only"' in codex.gated(spec, read_only).script
+
+
+@pytest.mark.parametrize(
+    ("request_body", "asked"),
+    [
+        ({"tool_name": "Bash", "tool_input": {"command": "ls"}}, Request(COMMAND, "ls")),
+        ({"tool_name": "apply_patch", "tool_input": {"command": "x"}}, None),
+    ],
+)
+def test_what_codex_asks_about(request_body: dict[str, object], asked: Request | None) -> None:
+    assert codex.request_of(request_body) == asked

@@ -5,25 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
+from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
     PROMPT,
     WORKSPACE,
+    Gate,
     Harness,
     Invocation,
+    Request,
+    RequestKind,
     call_summary,
     command_line,
+    gate_seconds,
     json_object,
     option,
     other,
     session,
+    string_at,
 )
+from paddock.render import run_scripts
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
 
-def invocation(spec: AgentRunSpec) -> Invocation:
+def _argv(spec: AgentRunSpec, *more: str) -> str:
     resume = ("resume", spec.session_id) if spec.session_id else (None, None)
-    argv = command_line(
+    return command_line(
         "codex",
         "exec",
         "--json",
@@ -31,10 +38,67 @@ def invocation(spec: AgentRunSpec) -> Invocation:
         "-C",
         WORKSPACE,
         *option("-m", spec.model),
+        *more,
         *resume,
         "-",
     )
-    return Invocation(script=f"exec {argv} < {PROMPT}\n")
+
+
+def invocation(spec: AgentRunSpec) -> Invocation:
+    return Invocation(script=f"exec {_argv(spec)} < {PROMPT}\n")
+
+
+# The PreToolUse hook as a config override (``-c``): a session flag, which no config file
+# overrides. Codex runs hooks only from reviewed ("trusted") sources unless told not to
+# check; Paddock writes this one itself. Codex names its exec_command tool Bash in a hook's
+# request. No timeout: Codex waits for the hook (the gate has its own).
+HOOK = (
+    'hooks.PreToolUse=[{matcher="^Bash$", '
+    'hooks=[{type="command", command="bash $PADDOCK_RUN/gate"}]}]'
+)
+
+
+def sandbox_options(policy: SandboxPolicySpec) -> list[str]:
+    """Codex's own sandbox from the policy: the workspace writable with fileWrite allow (else
+    read-only: Codex cannot ask, and its file edits do not reach the gate), network inside
+    it with network allow."""
+    writable = policy.capabilities.file_write == Decision.ALLOW
+    network = "true" if policy.capabilities.network == Decision.ALLOW else "false"
+    mode = "workspace-write" if writable else "read-only"
+    return [
+        "-c",
+        f'sandbox_mode="{mode}"',
+        "-c",
+        f"sandbox_workspace_write.network_access={network}",
+    ]
+
+
+def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
+    """Codex with a PreToolUse hook on its shell tool that runs the gate (hooks switched on
+    by a session flag too, so a config file that switches them off changes nothing)."""
+    more = [
+        "--dangerously-bypass-hook-trust",
+        "-c",
+        "features.codex_hooks=true",
+        *sandbox_options(policy),
+    ]
+    # The hook names the run's directory, known in the sandbox only: quoted around it.
+    before, after = HOOK.split("$PADDOCK_RUN")
+    hook = f"'{before}'\"$PADDOCK_RUN\"'{after}'"
+    script = f"exec {_argv(spec, *more, '-c', '@HOOK@')} < {PROMPT}\n".replace("@HOOK@", hook)
+    return Invocation(
+        script=script,
+        env={"PADDOCK_GATE_SECONDS": str(gate_seconds(spec))},
+        files={"gate": run_scripts.GATE},
+    )
+
+
+def request_of(request: dict[str, Any]) -> Request | None:
+    """The command of a PreToolUse request for Bash (``tool_input.command``)."""
+    command = string_at(request, "tool_input", "command")
+    if request.get("tool_name") != "Bash" or command is None:
+        return None
+    return Request(RequestKind.COMMAND, command)
 
 
 def _call(item: dict[str, Any]) -> Draft | None:
@@ -159,4 +223,4 @@ def parse_line(line: str) -> list[Draft]:
     return [other(str(kind), event)]
 
 
-HARNESS = Harness("codex", invocation, parse_line)
+HARNESS = Harness("codex", invocation, parse_line, Gate(gated, request_of))
