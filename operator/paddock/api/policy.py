@@ -39,9 +39,9 @@ class CommandRules(ApiModel):
     Every simple command is checked wherever it sits (lists, pipelines, subshells,
     substitutions, here-documents, eval and bash -c text, the command that env, timeout,
     xargs or sudo runs) and the verdict is the strictest of its parts; a command that cannot
-    be parsed, or whose name is only known at run time, is denied. ask is not yet a request
-    for approval: a setup step waits, a command run fails with ApprovalRequired, and an
-    agent's command is refused, saying so.
+    be parsed, or whose name is only known at run time, is denied. ask makes an agent's
+    command wait for a person's approval (paddock approve); a setup step that needs one
+    waits, and a command run fails with ApprovalRequired.
     """
 
     allow: list[Glob] = Field(
@@ -154,9 +154,9 @@ class NetworkRules(ApiModel):
 
 class SandboxPolicySpec(ApiModel):
     """What may run in a sandbox. The operator checks setup steps and command runs against
-    the command rules and fileWrite before they run, and the shell commands of a claude-code
-    or opencode run through a gate in the sandbox; it renders network as the pod's
-    NetworkPolicy. The other agent harnesses' own commands are not checked yet."""
+    the command rules and fileWrite before they run, and every agent harness's shell commands
+    (claude-code, codex, opencode, gemini) through a gate in the sandbox; it renders network
+    as the pod's NetworkPolicy."""
 
     commands: CommandRules = Field(
         default_factory=CommandRules, description="Shell command allow/ask/deny rules."
