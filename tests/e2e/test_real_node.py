@@ -4,6 +4,7 @@ Paddock's sandboxes clone, set up and run commands in containers on it."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,12 @@ from paddock.devcluster import images, node
 from paddock.devcluster.node import NodePlan
 from paddock.devcluster.processes import ClusterState, alive, exited
 from support import git_server
+from support.agent_image import agent_image
 from support.helm import CHART, run_helm
-from support.kube import Cluster
-from support.runs import command_run, log_events, of_type, wait_for_run
-from support.sandboxes import get, sandbox, wait_for_phase, workspace
+from support.kube import ROOT, Cluster
+from support.model_server import ScriptedModel
+from support.runs import agent_run, command_run, log_events, of_type, wait_for_run
+from support.sandboxes import get, sandbox, secret, wait_for_phase, workspace
 from support.waiting import wait_for
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
@@ -364,3 +367,59 @@ def test_a_node_that_fails_to_start_leaves_kwok_running_and_says_why(
     finally:
         local.down(directory)
         run_dir.unlink()
+
+
+def _agent_clis() -> Path:
+    done = subprocess.run(
+        [str(ROOT / "hack" / "agent-clis.sh")], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip().rpartition("BIN=")[2])
+
+
+def test_a_real_claude_code_on_the_real_node_goes_through_the_gate(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    """Claude Code in a container on the real node: allowed commands run, a denied one does
+    not, an asked one waits for paddock approve."""
+    claude = (_agent_clis() / "claude").resolve()
+    image = agent_image("claude", claude, local.default_state_dir())
+    host = node.host_ip()
+    assert host is not None
+    commands = ["touch allowed-1", "touch denied-1", "touch asked-1"]
+    with ScriptedModel(commands, host=host) as model:
+        port = int(model.url.rsplit(":", 1)[1])
+        policy = {
+            "commands": {"allow": ["touch allowed-*", "echo *"], "ask": ["touch asked-*"],
+                         "deny": ["touch denied-*"], "default": "deny"},
+            # The model server, on this host's bridge address.
+            "network": {"egress": [{"cidrs": [f"{host}/32"], "ports": [{"port": port}]}]},
+        }  # fmt: skip
+        cluster.apply(workspace("app"), namespace)
+        box = _real_sandbox("real", "app")
+        box["spec"] |= {"image": image, "policy": policy}
+        cluster.apply(box, namespace)
+        wait_for_phase(cluster, namespace, "real", "Ready", timeout=180)
+        cluster.apply(secret("llm", key="sk-scripted-real-node"), namespace)
+        run = agent_run("gated", "real", "claude-code", "Touch files.", model="claude-sonnet-4-5")
+        run["spec"]["env"] = [{"name": "ANTHROPIC_BASE_URL", "value": model.url},
+                              {"name": "CLAUDE_CODE_MAX_RETRIES", "value": "0"}]  # fmt: skip
+        run["spec"]["secrets"] = [
+            {"name": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
+        ]
+        cluster.apply(run, namespace)
+        waiting = wait_for_run(cluster, namespace, "gated", ("AwaitingApproval",), timeout=180)
+        assert waiting["approvals"][0]["target"] == "touch asked-1"
+        cluster.paddock("approve", "gated", "-n", namespace)
+        status = wait_for_run(cluster, namespace, "gated", timeout=180)
+
+    events = log_events(cluster, namespace, "gated")
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    listing = cluster.kubectl(
+        "exec", "-n", namespace, "real", "-c", "sandbox", "--", "ls", "-A", "/workspace"
+    ).stdout.split()
+    assert "allowed-1" in listing
+    assert "asked-1" in listing  # approved
+    assert "denied-1" not in listing
+    (denied,) = of_type(events, "policy.denied")
+    assert denied["data"]["command"] == "touch denied-1"

@@ -51,7 +51,13 @@ Step = str | Write
 class ScriptedModel:
     """The server, in a thread; ``url`` is its base URL."""
 
-    def __init__(self, command: Step | list[Step], *, refuse_with: int | None = None) -> None:
+    def __init__(
+        self,
+        command: Step | list[Step],
+        *,
+        refuse_with: int | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
         self.commands: list[Step] = command if isinstance(command, list) else [command]
         self.refuse_with = refuse_with
         self.requests: list[dict[str, Any]] = []
@@ -112,8 +118,8 @@ class ScriptedModel:
             def log_message(self, *_: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> ScriptedModel:
