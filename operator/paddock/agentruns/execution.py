@@ -145,7 +145,8 @@ class Execution(RunRecord):
             if failure is not None:
                 self._end(spec, failure)
                 return None
-        data = {"harness": str(spec.harness), "sandbox": ready.name, "pod": ready.pod}
+        data = {"harness": str(spec.harness), "sandbox": ready.name, "pod": ready.pod,
+                "policy": ready.policy.label}  # fmt: skip
         self._append(
             [Draft(ev.RUN_STARTED, f"{spec.harness} started in sandbox {ready.name}", data)]
         )
