@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
+from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
+from paddock.harness import gemini, opencode
 from paddock.render.network_policy import render_network_policy
-from paddock.render.projections import render_projection
+from paddock.render.projections import mcp_servers, render_projection
 from paddock.render.sandbox import SandboxInputs, render_sandbox
 from paddock.render.workspace_hash import workspace_hash
 from support.golden import assert_golden
@@ -173,6 +175,26 @@ def test_mcp_secret_headers_are_env_references_in_every_harness_config() -> None
     codex = files[".paddock/harness/codex-config.toml"]
     assert 'bearer_token_env_var = "PADDOCK_MCP_DOCS_AUTHORIZATION"' in codex
     assert 'http_headers = { "X-Team" = "platform" }' in codex
+
+
+def test_a_gated_opencode_or_gemini_run_carries_the_workspaces_mcp_servers_itself() -> None:
+    # Gated, neither CLI reads the workspace's config files, where the projection puts them.
+    servers = mcp_servers(WORKSPACE)
+    spec = AgentRunSpec.model_validate(
+        {"sandboxRef": {"name": "b"}, "harness": "opencode", "prompt": "p"}
+    )
+    config = json.loads(
+        opencode.gated(spec, SandboxPolicySpec(), servers["opencode"]).files[opencode.CONFIG]
+    )
+    assert config["mcp"]["docs"]["url"] == "https://mcp.example.com/mcp"
+    assert config["mcp"]["docs"]["headers"]["Authorization"] == (
+        "Bearer {env:PADDOCK_MCP_DOCS_AUTHORIZATION}"  # a reference, never the secret
+    )
+    settings = json.loads(
+        gemini.gated(spec, SandboxPolicySpec(), servers["gemini"]).files[gemini.SETTINGS]
+    )
+    assert settings["mcpServers"]["docs"]["httpUrl"] == "https://mcp.example.com/mcp"
+    assert mcp_servers(WorkspaceSpec()) == {"opencode": {}, "gemini": {}}
 
 
 def test_agents_md_lists_the_workspace_scripts() -> None:

@@ -29,6 +29,7 @@ from paddock.policy.gate import judge_command
 from paddock.render import run_scripts
 from paddock.render.names import ACTIVITY_ANNOTATION, SANDBOX_CONTAINER
 from paddock.render.ownership import controlled_by
+from paddock.render.projections import mcp_servers
 from paddock.runs.scrubbing import Scrubber
 from paddock.times import format_time, utcnow
 
@@ -166,7 +167,8 @@ def invocation(namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox) -> Inv
     harness = HARNESSES[spec.harness]
     policy = command_policy(namespace, sandbox)
     if harness.gate is not None and isinstance(policy, SandboxPolicySpec):
-        return harness.gate.invocation(spec, policy)
+        servers = mcp_servers(_workspace(namespace, sandbox)).get(str(spec.harness), {})
+        return harness.gate.invocation(spec, policy, servers)
     return harness.invocation(spec)
 
 

@@ -71,7 +71,9 @@ class Gate:
     pre-execution hook running the gate (and its own permissions projected from the policy),
     and what a hook's request asks about (None: not one the gate can read)."""
 
-    invocation: Callable[[AgentRunSpec, SandboxPolicySpec], Invocation]
+    # The run, its policy, and the Workspace's MCP servers in this CLI's format (for a CLI
+    # that, gated, does not read the workspace's own config files).
+    invocation: Callable[[AgentRunSpec, SandboxPolicySpec, dict[str, Any]], Invocation]
     request_of: Callable[[dict[str, Any]], Request | None]
 
 

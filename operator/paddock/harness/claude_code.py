@@ -91,7 +91,9 @@ def gated_tools(policy: SandboxPolicySpec) -> list[str]:
     return tools
 
 
-def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
+def gated(
+    spec: AgentRunSpec, policy: SandboxPolicySpec, mcp: dict[str, Any] | None = None
+) -> Invocation:
     """Claude Code with a PreToolUse hook that runs the gate (on Bash, and on the tools the
     policy asks about). The settings are the run's own (``--settings``), and only user-level
     sources are read besides them (``--setting-sources user``): a ``.claude/settings.json``

@@ -73,7 +73,9 @@ def sandbox_options(policy: SandboxPolicySpec) -> list[str]:
     ]
 
 
-def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
+def gated(
+    spec: AgentRunSpec, policy: SandboxPolicySpec, mcp: dict[str, Any] | None = None
+) -> Invocation:
     """Codex with a PreToolUse hook on its shell tool that runs the gate (hooks switched on
     by a session flag too, so a config file that switches them off changes nothing)."""
     more = [

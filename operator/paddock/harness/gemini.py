@@ -113,17 +113,21 @@ def gated_tools(policy: SandboxPolicySpec) -> list[str]:
     return tools
 
 
-def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
+def gated(
+    spec: AgentRunSpec, policy: SandboxPolicySpec, mcp: dict[str, Any] | None = None
+) -> Invocation:
     """Gemini CLI with a BeforeTool hook that runs the gate, in the user settings it reads,
     and the policy's rules as an admin policy (``--admin-policy``). The workspace is not
     trusted (``GEMINI_CLI_TRUST_WORKSPACE=false``): its ``.gemini/settings.json``, which the
     agent can write (``hooksConfig.enabled: false`` would switch user hooks off), is not read.
     Gemini's hook timeout is in milliseconds."""
     hook = {"type": "command", "command": GATE_COMMAND, "timeout": hook_seconds(spec) * 1000}
-    settings = {
+    settings: dict[str, Any] = {
         **_auth(spec),
         "hooks": {"BeforeTool": [{"matcher": "|".join(gated_tools(policy)), "hooks": [hook]}]},
     }
+    if mcp:  # the Workspace's servers, which the untrusted workspace's settings no longer give
+        settings["mcpServers"] = mcp
     script, text = _script(spec, settings, "--admin-policy", run_file(POLICY_FILE))
     return Invocation(
         script=script,

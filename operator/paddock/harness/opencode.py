@@ -76,7 +76,9 @@ export const PaddockGate = async () => ({
 """
 
 
-def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
+def gated(
+    spec: AgentRunSpec, policy: SandboxPolicySpec, mcp: dict[str, Any] | None = None
+) -> Invocation:
     """OpenCode with Paddock's gate as a plugin (``tool.execute.before`` on bash), from the
     run's own config, merged into the run's ``OPENCODE_CONFIG_CONTENT``, with project config
     off (``OPENCODE_DISABLE_PROJECT_CONFIG=1``): an ``opencode.json`` the agent writes into
@@ -89,6 +91,8 @@ def gated(spec: AgentRunSpec, policy: SandboxPolicySpec) -> Invocation:
     config = config if isinstance(config, dict) else {}
     config["plugin"] = [*(config.get("plugin") or []), f"file://{RUN_MARK}/{PLUGIN}"]
     config["permission"] = permissions(policy)
+    if mcp:  # the Workspace's servers; the run's own, by the same name, win
+        config["mcp"] = {**mcp, **(config.get("mcp") or {})}
     script = (
         f"config=$(cat {run_file(CONFIG)})\n"
         f'export {CONFIG_ENV}="${{config//{RUN_MARK}/$PADDOCK_RUN}}"\n'

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from paddock.api.common import SecretKeySelector
 from paddock.api.skills import AgentSkill, McpSkill
@@ -135,6 +136,21 @@ def _mcp_configs(
         "opencode.json": _dump_json({"mcp": opencode}),
         "codex-config.toml": "\n".join(codex_lines),
     }
+
+
+def mcp_servers(spec: WorkspaceSpec) -> dict[str, dict[str, Any]]:
+    """The Workspace's MCP servers in the config format of the harnesses that, gated, do not
+    read the workspace's files (OpenCode's ``mcp``, Gemini CLI's ``mcpServers``), by harness
+    name: their gated configs carry them instead."""
+    projection = render_projection(spec)
+    found: dict[str, dict[str, Any]] = {}
+    for harness, name, key in (
+        ("opencode", "opencode.json", "mcp"),
+        ("gemini", "gemini-settings.json", "mcpServers"),
+    ):
+        text = projection.files.get(f"{HARNESS_DIR}/{name}")
+        found[harness] = json.loads(text)[key] if text else {}
+    return found
 
 
 def render_projection(spec: WorkspaceSpec) -> Projection:
