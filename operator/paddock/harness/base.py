@@ -77,6 +77,23 @@ class Gate:
     request_of: Callable[[dict[str, Any]], Request | None]
 
 
+def tool_request(
+    request: dict[str, Any],
+    targets: dict[str, tuple[RequestKind, str]],
+    tool_key: str = "tool_name",
+    input_key: str = "tool_input",
+) -> Request | None:
+    """What a hook's request asks about: its tool (``request[tool_key]``) looked up in
+    ``targets`` (tool -> the kind of request and the input field naming its target); None
+    for a tool the gate does not judge or a request without its target."""
+    tool = request.get(tool_key)
+    if not isinstance(tool, str) or tool not in targets:
+        return None
+    kind, field_name = targets[tool]
+    target = string_at(request, input_key, field_name)
+    return None if target is None else Request(kind, target)
+
+
 def string_at(value: Any, *keys: str) -> str | None:
     """``value[k1][k2]...`` when that is a string, else None."""
     for key in keys:

@@ -24,8 +24,8 @@ from paddock.harness.base import (
     other,
     run_file,
     session,
-    string_at,
     text_of,
+    tool_request,
 )
 from paddock.render import run_scripts
 from paddock.runs import events as ev
@@ -115,12 +115,7 @@ def gated(
 def request_of(request: dict[str, Any]) -> Request | None:
     """What a PreToolUse request asks about: ``tool_input.command`` of Bash, the path of a
     file tool, the URL or query of a web tool."""
-    tool = request.get("tool_name")
-    if not isinstance(tool, str) or tool not in TOOL_TARGETS:
-        return None
-    kind, key = TOOL_TARGETS[tool]
-    target = string_at(request, "tool_input", key)
-    return None if target is None else Request(kind, target)
+    return tool_request(request, TOOL_TARGETS)
 
 
 def _assistant(message: dict[str, Any]) -> list[Draft]:

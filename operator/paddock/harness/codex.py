@@ -21,7 +21,7 @@ from paddock.harness.base import (
     option,
     other,
     session,
-    string_at,
+    tool_request,
 )
 from paddock.render import run_scripts
 from paddock.runs import events as ev
@@ -97,10 +97,7 @@ def gated(
 
 def request_of(request: dict[str, Any]) -> Request | None:
     """The command of a PreToolUse request for Bash (``tool_input.command``)."""
-    command = string_at(request, "tool_input", "command")
-    if request.get("tool_name") != "Bash" or command is None:
-        return None
-    return Request(RequestKind.COMMAND, command)
+    return tool_request(request, {"Bash": (RequestKind.COMMAND, "command")})
 
 
 def _call(item: dict[str, Any]) -> Draft | None:

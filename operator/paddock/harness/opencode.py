@@ -23,7 +23,7 @@ from paddock.harness.base import (
     other,
     run_file,
     session,
-    string_at,
+    tool_request,
 )
 from paddock.render import run_scripts
 from paddock.runs import events as ev
@@ -157,12 +157,7 @@ def gated_tools(policy: SandboxPolicySpec) -> list[str]:
 def request_of(request: dict[str, Any]) -> Request | None:
     """What the plugin's request asks about: ``args.command`` of bash, the path of a file
     tool, the URL of webfetch."""
-    tool = request.get("tool")
-    if not isinstance(tool, str) or tool not in TOOL_TARGETS:
-        return None
-    kind, key = TOOL_TARGETS[tool]
-    target = string_at(request, "args", key)
-    return None if target is None else Request(kind, target)
+    return tool_request(request, TOOL_TARGETS, "tool", "args")
 
 
 def _tool(part: dict[str, Any]) -> list[Draft]:
