@@ -8,6 +8,7 @@
 #   $PADDOCK_CACHE/snapshot-crds/<version>/     (the VolumeSnapshot CRDs)
 #   $PADDOCK_CACHE/kubelet/<version>/kubelet    (the real node, same release as the control plane)
 #   $PADDOCK_CACHE/local-path-provisioner/<version>/local-path-provisioner   (its storage)
+#   $PADDOCK_CACHE/network-policies/<version>/paddock-network-policies   (its NetworkPolicies)
 #
 # Idempotent (a component already built is skipped) and safe when two runs race (flock).
 # A cold build takes many minutes on two cores; progress goes to stderr.
@@ -19,6 +20,7 @@ ETCD_VERSION="${PADDOCK_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${PADDOCK_KWOK_VERSION:-v0.7.0}"
 SNAPSHOTTER_VERSION="${PADDOCK_SNAPSHOTTER_VERSION:-v8.2.0}"
 LOCAL_PATH_VERSION="${PADDOCK_LOCAL_PATH_VERSION:-v0.0.30}"
+NETWORK_POLICIES_VERSION="${PADDOCK_NETWORK_POLICIES_VERSION:-v0.8.0}"
 CACHE="${PADDOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/paddock}"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -32,6 +34,9 @@ kwok_dir="$CACHE/kwok/$KWOK_VERSION-paddock.1"
 snapshot_dir="$CACHE/snapshot-crds/$SNAPSHOTTER_VERSION"
 kubelet_dir="$CACHE/kubelet/$K8S_VERSION"
 local_path_dir="$CACHE/local-path-provisioner/$LOCAL_PATH_VERSION"
+network_policies_source="$(cd "$(dirname "$0")" && pwd)/network-policies"
+network_policies_dir="$CACHE/network-policies/$NETWORK_POLICIES_VERSION-$(cat "$network_policies_source"/main.go \
+  "$network_policies_source"/go.mod "$network_policies_source"/patch/*.go | sha256sum | cut -c1-8)"
 mkdir -p "$CACHE"
 
 exec 9>"$CACHE/.build.lock"
@@ -165,6 +170,34 @@ build_local_path_provisioner() {
   log "local-path-provisioner $LOCAL_PATH_VERSION: done"
 }
 
+# The real node's NetworkPolicy enforcement: kube-network-policies' controller, run by a small
+# command of Paddock's own (hack/network-policies/main.go) that names its nftables table after
+# the cluster and reads a kubeconfig (the upstream command does neither). Its rules' queue
+# statement needs CONFIG_NFT_QUEUE, which not every kernel has (this project's CI machine's does
+# not); one added file (hack/network-policies/patch) gives them the x_tables NFQUEUE target.
+build_network_policies() {
+  [ -f "$network_policies_dir/.complete" ] && { log "kube-network-policies $NETWORK_POLICIES_VERSION: cached"; return; }
+  log "kube-network-policies $NETWORK_POLICIES_VERSION: building, with its queue as an x_tables target (cold: 1-2 min)"
+  local work src; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  src="$(module_dir "sigs.k8s.io/kube-network-policies@$NETWORK_POLICIES_VERSION")"
+  cp -r "$src" "$work/kube-network-policies" && chmod -R u+w "$work/kube-network-policies"
+  local package="$work/kube-network-policies/pkg/networkpolicy"
+  cp "$network_policies_source"/patch/*.go "$package/"
+  local queue='queue := &expr.Queue{Num: uint16(c.config.QueueID)}'
+  [ "$(grep -cF "$queue" "$package/controller.go")" -eq 2 ] \
+    || { log "kube-network-policies $NETWORK_POLICIES_VERSION: queue statements not found; update the patch"; exit 1; }
+  # Each of the two queue statements, with its fail-open flag, becomes the x_tables target.
+  perl -0pi -e 's/queue := &expr\.Queue\{Num: uint16\(c\.config\.QueueID\)\}\n\tif c\.config\.FailOpen \{\n\t\tqueue\.Flag = expr\.QueueFlagBypass\n\t\}/queue := xtQueue(c.config.QueueID, c.config.FailOpen)/g' \
+    "$package/controller.go"
+  cp "$network_policies_source"/main.go "$network_policies_source"/go.mod "$work/"
+  echo "replace sigs.k8s.io/kube-network-policies => ./kube-network-policies" >>"$work/go.mod"
+  mkdir -p "$network_policies_dir"
+  (cd "$work" && go build -trimpath -buildvcs=false -ldflags "-s -w" \
+      -o "$network_policies_dir/paddock-network-policies" .)
+  touch "$network_policies_dir/.complete"
+  log "kube-network-policies $NETWORK_POLICIES_VERSION: done"
+}
+
 fetch_snapshot_crds() {
   [ -f "$snapshot_dir/.complete" ] && { log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: cached"; return; }
   log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: fetching"
@@ -185,8 +218,9 @@ real_node_off() { case "${PADDOCK_REAL_NODE:-auto}" in 0|false|off|no) return 0 
 if [ "$(id -u)" -eq 0 ] && ! real_node_off; then
   build_k8s_commands kubelet "$kubelet_dir" kubelet
   build_local_path_provisioner
+  build_network_policies
 else
-  log "kubelet, local-path-provisioner: skipped (the real node needs root; PADDOCK_REAL_NODE=${PADDOCK_REAL_NODE:-auto})"
+  log "kubelet, local-path-provisioner, kube-network-policies: skipped (the real node needs root; PADDOCK_REAL_NODE=${PADDOCK_REAL_NODE:-auto})"
 fi
 fetch_snapshot_crds
 log "all binaries ready after $((SECONDS - start))s ($(du -sh "$CACHE" | cut -f1) in $CACHE)"
@@ -197,3 +231,4 @@ echo "KWOK_BIN=$kwok_dir"
 echo "SNAPSHOT_CRDS=$snapshot_dir"
 echo "KUBELET_BIN=$kubelet_dir"
 echo "LOCAL_PATH_BIN=$local_path_dir"
+echo "NETWORK_POLICIES_BIN=$network_policies_dir"

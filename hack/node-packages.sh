@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install, from Debian's packages, what the local cluster's real node runs on: containerd, runc,
-# the CNI plugins and iptables; debootstrap and a static C library build its images.
+# the CNI plugins, iptables, and nftables (for its NetworkPolicy controller); debootstrap and a
+# static C library build its images.
 # Idempotent. Without root it installs nothing and says so: the cluster then runs kwok only.
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins iptables debootstrap gcc libc6-dev git)
+packages=(containerd runc containernetworking-plugins iptables nftables debootstrap gcc libc6-dev git)
 
 log() { printf '[node-packages %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 

@@ -26,6 +26,7 @@ class Binaries:
     snapshot_crds: Path
     kubelet_dir: Path
     local_path_dir: Path
+    network_policies_dir: Path
 
     @property
     def kubelet(self) -> Path:
@@ -34,6 +35,10 @@ class Binaries:
     @property
     def local_path_provisioner(self) -> Path:
         return self.local_path_dir / "local-path-provisioner"
+
+    @property
+    def network_policies(self) -> Path:
+        return self.network_policies_dir / "paddock-network-policies"
 
     @property
     def kube_apiserver(self) -> Path:
@@ -84,4 +89,5 @@ def ensure_binaries() -> Binaries:
         snapshot_crds=Path(paths["SNAPSHOT_CRDS"]),
         kubelet_dir=Path(paths["KUBELET_BIN"]),
         local_path_dir=Path(paths["LOCAL_PATH_BIN"]),
+        network_policies_dir=Path(paths["NETWORK_POLICIES_BIN"]),
     )

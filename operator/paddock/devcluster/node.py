@@ -8,6 +8,7 @@ recorded in ``state.json`` before it is created, so ``down`` removes exactly tha
   and the containers' shims and processes (found by their cgroup and containerd address);
 - mounts under the state directory (container root filesystems, volumes, network namespaces);
 - a Linux bridge ``pdk<id>`` with its veths, and one MASQUERADE rule for the pod subnet;
+- the NetworkPolicy controller, its nftables table and one rule (``network_policies``);
 - a cgroup ``/paddock-<id>`` in each hierarchy, the kubelet's cgroup root.
 
 The node is tainted (``paddock.dev/node=real:NoSchedule``), so only pods that ask for it run
@@ -35,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from paddock.devcluster import images
+from paddock.devcluster import images, network_policies
 from paddock.devcluster.binaries import Binaries
 from paddock.devcluster.certs import issue_client_cert
 from paddock.devcluster.processes import (
@@ -55,12 +56,21 @@ STORAGE_CLASS = "paddock-node-local"
 PROVISIONER = "paddock.dev/node-local-path"
 PROVISIONER_NAMESPACE = "paddock-node"
 CNI_BIN = Path("/usr/lib/cni")
-HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "iptables", "mount")
+HOST_TOOLS = (
+    "containerd",
+    "containerd-shim-runc-v2",
+    "runc",
+    "ctr",
+    "ip",
+    "iptables",
+    "nft",
+    "mount",
+)
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
 # Pods of the node and the (pretend) pods of kwok use different ranges.
 SUBNET_BASE = ipaddress.ip_network("10.245.0.0/16")
 RUN_ROOT = Path("/run/paddock")
-COMPONENTS = ("containerd", "kubelet", "local-path-provisioner")  # in start order
+COMPONENTS = ("containerd", "kubelet", "local-path-provisioner", network_policies.COMPONENT)
 
 Kubectl = Callable[..., str]  # kubectl(*args, stdin=None) against the cluster, as admin
 
@@ -82,8 +92,11 @@ def unavailable_reason() -> str | None:
     if missing:
         return (
             f"{', '.join(missing)} not found (hack/node-packages.sh installs containerd, runc, "
-            "the CNI plugins and iptables from Debian's packages)"
+            "the CNI plugins, iptables and nftables from Debian's packages)"
         )
+    fence = network_policies.unavailable_reason()
+    if fence is not None:
+        return f"its NetworkPolicies could not be enforced: {fence}"
     if host_ip() is None:
         return "the host has no non-loopback IPv4 address for the kubelet"
     return None
@@ -512,6 +525,7 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
         state, "kubelet", kubelet, lambda: _node_condition(kubectl) == "True",
         f"node {NODE_NAME} Ready",
     )  # fmt: skip
+    network_policies.start(binaries, state, node, kubectl)
 
 
 def _create_bridge(node: NodePlan) -> None:
@@ -582,6 +596,7 @@ def stop(state: ClusterState) -> None:
         pid = state.pids.get(component)
         if pid is not None and alive(state, component):
             terminate([pid])
+    network_policies.remove_rules(node)
     _kill(cgroup_processes(node.cgroup))
     _kill(_processes_naming(f"-address {node.socket}"))
     pid = state.pids.get("containerd")
