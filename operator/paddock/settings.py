@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from paddock.render.network_policy import PRIVATE_V4, PRIVATE_V6
 
 ENV_PREFIX = "PADDOCK_"
 
@@ -62,6 +65,51 @@ class OperatorSettings(BaseModel):
         description="Refuse sandboxes that name no policy when no default is set (the "
         "Sandbox reports PolicyRequired and no pod is made).",
     )
+
+    network_internal_cidrs: list[str] = Field(
+        default=[*PRIVATE_V4, *PRIVATE_V6],
+        description="Ranges a sandbox with capabilities.network: allow never reaches (unless its "
+        "policy's network.egress names them): the cluster's pod, service and node ranges and "
+        "the link-local range of the metadata address. Comma-separated. The nodes' and the API "
+        "server's own addresses are left out as well, as the operator learns them from the API.",
+    )
+    dns_servers: list[str] = Field(
+        default=[],
+        description="Addresses, besides the cluster's DNS pods, that sandboxes may send DNS "
+        "queries to (port 53) when their policy allows DNS: a node-local DNS cache, or the "
+        "resolver of pods that do not use the cluster's DNS. Comma-separated.",
+    )
+    dns_namespace: str = Field(
+        default="kube-system", description="Namespace of the cluster's DNS pods."
+    )
+    dns_pod_labels: dict[str, str] = Field(
+        default={"k8s-app": "kube-dns"},
+        description="Labels of the cluster's DNS pods, as KEY=VALUE[,KEY=VALUE].",
+    )
+
+    @field_validator("network_internal_cidrs", "dns_servers", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("dns_pod_labels", mode="before")
+    @classmethod
+    def _labels(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            pairs = [item.strip() for item in value.split(",") if item.strip()]
+            if not all("=" in pair for pair in pairs):
+                raise ValueError("expected KEY=VALUE[,KEY=VALUE]")
+            return dict(pair.split("=", 1) for pair in pairs)
+        return value
+
+    @field_validator("network_internal_cidrs", "dns_servers")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            ipaddress.ip_network(item)  # ValueError names the item
+        return value
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorSettings:

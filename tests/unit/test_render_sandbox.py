@@ -13,7 +13,7 @@ from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.harness import gemini, opencode
-from paddock.render.network_policy import render_network_policy
+from paddock.render.network_policy import ClusterNetwork, render_network_policy
 from paddock.render.projections import mcp_servers, render_projection
 from paddock.render.sandbox import SandboxInputs, render_sandbox
 from paddock.render.workspace_hash import workspace_hash
@@ -104,7 +104,9 @@ def test_network_policy_matches_golden() -> None:
     policy = SandboxPolicySpec.model_validate(
         {"network": {"egress": [{"cidrs": ["10.1.0.0/16"], "ports": [{"port": 5432}]}]}}
     )
-    assert_golden("sandbox-network-policy.yaml", render_network_policy("app-1", "team", policy))
+    cluster = ClusterNetwork(addresses=frozenset({"203.0.113.7", "10.0.0.5"}))
+    rendered = render_network_policy("app-1", "team", policy, cluster)
+    assert_golden("sandbox-network-policy.yaml", rendered)
 
 
 def test_pod_is_restricted_and_has_no_service_account_token(
@@ -227,14 +229,64 @@ def test_hash_changes_with_setup_and_image_not_with_secret_rotation() -> None:
 
 def test_network_policy_denies_ingress_and_fences_egress() -> None:
     deny = render_network_policy(
-        "s", "ns", SandboxPolicySpec.model_validate({"capabilities": {"network": "deny"}})
+        "s",
+        "ns",
+        SandboxPolicySpec.model_validate({"capabilities": {"network": "deny"}}),
+        ClusterNetwork(),
     )
     assert deny["spec"]["ingress"] == []
-    assert deny["spec"]["egress"] == [
-        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
-    ]
-    allow = render_network_policy("s", "ns", SandboxPolicySpec())
+    [dns] = deny["spec"]["egress"]  # DNS only: nothing else under deny
+    assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    allow = render_network_policy("s", "ns", SandboxPolicySpec(), ClusterNetwork())
     internet = allow["spec"]["egress"][1]["to"][0]["ipBlock"]
     assert internet["cidr"] == "0.0.0.0/0"
     assert "169.254.0.0/16" in internet["except"]
     assert "10.0.0.0/8" in internet["except"]
+
+
+def test_dns_goes_only_to_the_cluster_dns_pods_and_the_named_resolvers() -> None:
+    cluster = ClusterNetwork(
+        dns_namespace="dns", dns_pod_labels={"app": "coredns"}, dns_servers=("169.254.20.10",)
+    )
+    [dns] = render_network_policy(
+        "s", "ns", SandboxPolicySpec.model_validate({"capabilities": {"network": "deny"}}), cluster
+    )["spec"]["egress"]
+    assert dns["to"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "dns"}},
+            "podSelector": {"matchLabels": {"app": "coredns"}},
+        },
+        {"ipBlock": {"cidr": "169.254.20.10/32"}},
+    ]
+    no_dns = SandboxPolicySpec.model_validate(
+        {"capabilities": {"network": "deny"}, "network": {"dns": False}}
+    )
+    assert render_network_policy("s", "ns", no_dns, cluster)["spec"]["egress"] == []
+
+
+def test_allow_leaves_out_the_nodes_and_the_api_server_outside_the_internal_ranges() -> None:
+    cluster = ClusterNetwork(
+        addresses=frozenset({"192.0.2.2", "10.1.2.3", "198.51.100.9", "2001:db8::1", "fd00::1"})
+    )
+    egress = render_network_policy("s", "ns", SandboxPolicySpec(), cluster)["spec"]["egress"]
+    v4, v6 = (peer["ipBlock"] for peer in egress[1]["to"])
+    # 10.1.2.3 and fd00::1 are inside ranges already left out; the others are listed alone.
+    assert v4["except"][-2:] == ["192.0.2.2/32", "198.51.100.9/32"]
+    assert "10.1.2.3/32" not in v4["except"]
+    assert v6["except"][-1] == "2001:db8::1/128"
+    assert "fd00::1/128" not in v6["except"]
+    # The same addresses in another order render the same policy: no needless patch.
+    again = ClusterNetwork(addresses=frozenset(sorted(cluster.addresses, reverse=True)))
+    assert render_network_policy("s", "ns", SandboxPolicySpec(), again)["spec"]["egress"] == egress
+
+
+def test_an_egress_rule_may_name_a_cluster_address() -> None:
+    policy = SandboxPolicySpec.model_validate(
+        {"network": {"egress": [{"cidrs": ["192.0.2.2/32"], "ports": [{"port": 6443}]}]}}
+    )
+    cluster = ClusterNetwork(addresses=frozenset({"192.0.2.2"}))
+    egress = render_network_policy("s", "ns", policy, cluster)["spec"]["egress"]
+    assert egress[-1] == {
+        "to": [{"ipBlock": {"cidr": "192.0.2.2/32"}}],
+        "ports": [{"protocol": "TCP", "port": 6443}],
+    }

@@ -74,3 +74,27 @@ def test_every_phase_series_exists_from_the_start_and_no_created_series() -> Non
             assert f'paddock_agentruns{{harness="{harness}",phase="{phase}"}}' in text
     assert f'paddock_build_info{{version="{__version__}"}} 1.0' in text
     assert "_created" not in text
+
+
+def test_network_settings_read_comma_separated_values() -> None:
+    settings = OperatorSettings.from_env(
+        {
+            "PADDOCK_NETWORK_INTERNAL_CIDRS": "10.0.0.0/8, fd00::/8",
+            "PADDOCK_DNS_SERVERS": "169.254.20.10",
+            "PADDOCK_DNS_POD_LABELS": "app=coredns,tier=dns",
+        }
+    )
+    assert settings.network_internal_cidrs == ["10.0.0.0/8", "fd00::/8"]
+    assert settings.dns_servers == ["169.254.20.10"]
+    assert settings.dns_pod_labels == {"app": "coredns", "tier": "dns"}
+    # Unset: the private and link-local ranges, and the usual labels of the cluster's DNS.
+    default = OperatorSettings.from_env({})
+    assert "169.254.0.0/16" in default.network_internal_cidrs
+    assert default.dns_pod_labels == {"k8s-app": "kube-dns"}
+
+
+def test_network_settings_refuse_what_is_not_a_network() -> None:
+    with pytest.raises(ValidationError, match=r"10\.0\.0\.300"):
+        OperatorSettings.from_env({"PADDOCK_DNS_SERVERS": "10.0.0.300"})
+    with pytest.raises(ValidationError, match="KEY=VALUE"):
+        OperatorSettings.from_env({"PADDOCK_DNS_POD_LABELS": "coredns"})

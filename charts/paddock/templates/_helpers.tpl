@@ -79,6 +79,12 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, list, watch, create, patch]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
 {{- if .Values.highAvailability.enabled }}
 - apiGroups: [kopf.dev]
   resources: [kopfpeerings]

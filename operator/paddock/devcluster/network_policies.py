@@ -84,7 +84,7 @@ def _rbac() -> str:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {"name": "paddock-network-policies"},
-        "roleRef": {"apiGroup": role["apiVersion"].split("/")[0], "kind": "ClusterRole",
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                     "name": "paddock-network-policies"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
     }  # fmt: skip

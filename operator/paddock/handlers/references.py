@@ -57,6 +57,11 @@ class References:
     def forget(self, sandbox: Named) -> None:
         self.update(sandbox, set())
 
+    def all(self) -> list[Named]:
+        """Every Sandbox with a valid spec."""
+        with self._lock:
+            return sorted(self._made_from)
+
     def sandboxes(self, reference: Reference) -> list[Named]:
         with self._lock:
             return sorted(self._sandboxes.get(reference, ()))

@@ -15,9 +15,12 @@ from paddock import GROUP
 from paddock.handlers import sandbox
 from paddock.handlers.coalescing import ReconcileQueue
 from paddock.handlers.diffbase import CompactDiffBaseStorage
+from paddock.handlers.network import API_NAMESPACE
 from paddock.handlers.references import References
 from paddock.kube import client as kube
+from paddock.render.names import SANDBOX_LABEL
 from paddock.sandboxes import service
+from paddock.sandboxes.network import API_SERVICE_LABEL
 from paddock.settings import OperatorSettings
 
 FINALIZER = f"{GROUP}/finalizer"
@@ -73,6 +76,17 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = config.request_timeout_seconds
     settings.networking.connect_timeout = 10
+
+    # Server-side filters: the operator hears only of the objects its handlers are for, not of
+    # every pod, ConfigMap or EndpointSlice of the cluster.
+    for resource in ("pods", "persistentvolumeclaims", "configmaps", "networkpolicies"):
+        settings.watching.label_selectors[resource] = SANDBOX_LABEL
+    settings.watching.label_selectors["discovery.k8s.io", "endpointslices"] = (
+        f"{API_SERVICE_LABEL}=kubernetes"
+    )
+    settings.watching.field_selectors["discovery.k8s.io", "endpointslices"] = (
+        f"metadata.namespace={API_NAMESPACE}"
+    )
 
     settings.queueing.worker_limit = config.worker_limit
     settings.execution.max_workers = config.worker_limit

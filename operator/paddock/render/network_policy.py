@@ -1,7 +1,11 @@
-"""The NetworkPolicy that fences a sandbox pod in, from its SandboxPolicy."""
+"""The NetworkPolicy that fences a sandbox pod in, from its SandboxPolicy and what the cluster's
+network is made of."""
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from paddock.api.policy import Decision, SandboxPolicySpec
@@ -10,24 +14,53 @@ from paddock.render import names
 # "Internet" excludes what an agent must not reach by default: private and cluster-internal
 # ranges (pods, services, nodes) and link-local addresses, which hold the cloud metadata
 # service (169.254.169.254).
-PRIVATE_V4 = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"]
-PRIVATE_V6 = ["fc00::/7", "fe80::/10"]
+PRIVATE_V4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16")
+PRIVATE_V6 = ("fc00::/7", "fe80::/10")
+DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-def render_network_policy(name: str, namespace: str, policy: SandboxPolicySpec) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ClusterNetwork:
+    """What a sandbox's fence needs to know of the cluster: the ranges ``network: allow`` never
+    reaches, the cluster's own addresses outside them (its nodes' and the API server's, which
+    the operator learns from the API), and where DNS may go."""
+
+    internal: tuple[str, ...] = PRIVATE_V4 + PRIVATE_V6
+    addresses: frozenset[str] = frozenset()
+    dns_namespace: str = "kube-system"
+    dns_pod_labels: dict[str, str] = field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    dns_servers: tuple[str, ...] = ()
+
+    def excluded(self, version: int) -> list[str]:
+        """CIDRs of one IP version that ``network: allow`` leaves out: the internal ranges and
+        every cluster address none of them covers, in a stable order."""
+        ranges = [n for n in map(ipaddress.ip_network, self.internal) if n.version == version]
+        hosts = [
+            ipaddress.ip_network(address)
+            for address in self.addresses
+            if ipaddress.ip_address(address).version == version
+        ]
+        hosts = [host for host in hosts if not any(host.network_address in r for r in ranges)]
+        return [str(n) for n in _sorted(ranges) + _sorted(hosts)]
+
+
+def _sorted(networks: Iterable[Network]) -> list[Network]:
+    return sorted(set(networks), key=lambda n: (int(n.network_address), n.prefixlen))
+
+
+def render_network_policy(
+    name: str, namespace: str, policy: SandboxPolicySpec, cluster: ClusterNetwork
+) -> dict[str, Any]:
     """No ingress at all; egress per ``capabilities.network`` plus the listed rules."""
     egress: list[dict[str, Any]] = []
     if policy.network.dns:
-        egress.append({"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]})
+        egress.append({"to": _dns_peers(cluster), "ports": DNS_PORTS})
     if policy.capabilities.network == Decision.ALLOW:
-        egress.append(
-            {
-                "to": [
-                    {"ipBlock": {"cidr": "0.0.0.0/0", "except": PRIVATE_V4}},
-                    {"ipBlock": {"cidr": "::/0", "except": PRIVATE_V6}},
-                ]
-            }
-        )
+        everything = (("0.0.0.0/0", 4), ("::/0", 6))
+        egress.append({"to": [_everything_but(c, cluster.excluded(v)) for c, v in everything]})
     for rule in policy.network.egress:
         entry: dict[str, Any] = {"to": [{"ipBlock": {"cidr": cidr}} for cidr in rule.cidrs]}
         if rule.ports:
@@ -48,3 +81,24 @@ def render_network_policy(name: str, namespace: str, policy: SandboxPolicySpec) 
             "egress": egress,
         },
     }
+
+
+def _everything_but(cidr: str, excluded: list[str]) -> dict[str, Any]:
+    block: dict[str, Any] = {"cidr": cidr}
+    if excluded:
+        block["except"] = excluded
+    return {"ipBlock": block}
+
+
+def _dns_peers(cluster: ClusterNetwork) -> list[dict[str, Any]]:
+    """The cluster's DNS pods (a Service's address is translated to theirs before a policy
+    sees the packet) and the resolvers the operator is told of, nothing else on port 53."""
+    peers: list[dict[str, Any]] = [
+        {
+            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: cluster.dns_namespace}},
+            "podSelector": {"matchLabels": dict(cluster.dns_pod_labels)},
+        }
+    ]
+    for server in cluster.dns_servers:
+        peers.append({"ipBlock": {"cidr": str(ipaddress.ip_network(server))}})
+    return peers

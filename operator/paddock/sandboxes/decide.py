@@ -185,7 +185,9 @@ def _owned_objects(
     spec is immutable once bound: it is never patched."""
     writes: list[Write] = []
     network_policy = owned_by(
-        render_network_policy(inputs.name, inputs.namespace, policy or SandboxPolicySpec()),
+        render_network_policy(
+            inputs.name, inputs.namespace, policy or SandboxPolicySpec(), world.network
+        ),
         world.sandbox,
     )
     for existing, wanted, field_name in (

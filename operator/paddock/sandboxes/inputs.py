@@ -13,6 +13,7 @@ from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.policy.choice import PolicyChoice
+from paddock.render.network_policy import ClusterNetwork
 from paddock.render.sandbox import SandboxInputs
 from paddock.render.workspace_hash import workspace_hash
 from paddock.sandboxes.plan import Loaded
@@ -38,6 +39,7 @@ class SandboxWorld:
     pvc: Obj | None = None
     configmap: Obj | None = None
     network_policy: Obj | None = None
+    network: ClusterNetwork = field(default_factory=ClusterNetwork)  # what the fence leaves out
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ at any time, as often as the handlers like; a second run creates nothing twice."
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -23,6 +23,7 @@ from paddock.policy.choice import choose_policy
 from paddock.render import names
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
+from paddock.sandboxes.network import ClusterAddresses, cluster_network
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Write
 from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused
@@ -33,6 +34,7 @@ from paddock.times import utcnow
 Obj = dict[str, Any]
 RETRY_REFUSED = 10.0  # seconds before the first retry of a refused write, doubling after
 MAX_RETRY_REFUSED = 600.0
+ADDRESSES = ClusterAddresses()
 
 
 @dataclass
@@ -56,6 +58,13 @@ def watched(event_type: str | None, obj: Obj) -> Obj | None:
 def forget_watched() -> None:
     """At start-up: the watches fill the cache again from their first listing."""
     CACHE.clear()
+    ADDRESSES.clear()
+
+
+def cluster_address_seen(event_type: str | None, obj: Obj) -> bool:
+    """A watch event of a Node or of the API server's EndpointSlice: whether the cluster's own
+    addresses, which every sandbox's fence leaves out, changed."""
+    return ADDRESSES.seen(event_type, obj)
 
 
 def reconcile_workspace(body: Obj, default_image: str) -> Outcome:
@@ -88,6 +97,7 @@ def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Ou
 
 def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: bool) -> Outcome:
     world = gather_sandbox(body, config.policy_default, config.policy_required, new=new)
+    world = replace(world, network=cluster_network(config, ADDRESSES.all()))
     plan = decide_sandbox(world, config.sandbox_image, utcnow())
     for write in plan.writes:
         try:
