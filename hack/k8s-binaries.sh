@@ -36,7 +36,7 @@ kubelet_dir="$CACHE/kubelet/$K8S_VERSION"
 local_path_dir="$CACHE/local-path-provisioner/$LOCAL_PATH_VERSION"
 network_policies_source="$(cd "$(dirname "$0")" && pwd)/network-policies"
 network_policies_dir="$CACHE/network-policies/$NETWORK_POLICIES_VERSION-$(cat "$network_policies_source"/main.go \
-  "$network_policies_source"/go.mod "$network_policies_source"/patch/*.go | sha256sum | cut -c1-8)"
+  "$network_policies_source"/go.mod "$network_policies_source"/patch/*.go | sha256sum | cut -c1-8)-paddock.2"
 mkdir -p "$CACHE"
 
 exec 9>"$CACHE/.build.lock"
@@ -188,6 +188,13 @@ build_network_policies() {
     || { log "kube-network-policies $NETWORK_POLICIES_VERSION: queue statements not found; update the patch"; exit 1; }
   # Each of the two queue statements, with its fail-open flag, becomes the x_tables target.
   perl -0pi -e 's/queue := &expr\.Queue\{Num: uint16\(c\.config\.QueueID\)\}\n\tif c\.config\.FailOpen \{\n\t\tqueue\.Flag = expr\.QueueFlagBypass\n\t\}/queue := xtQueue(c.config.QueueID, c.config.FailOpen)/g' \
+    "$package/controller.go"
+  # With NRI off, the controller has no NRI plugin, yet asks it about every address that is no
+  # pod's (a pod's connection to the node): a nil dereference. Ask only a plugin that exists.
+  local nri='podKey := c.nriPlugin.GetPodFromIP(podIP)'
+  [ "$(grep -cF "$nri" "$package/controller.go")" -eq 1 ] \
+    || { log "kube-network-policies $NETWORK_POLICIES_VERSION: NRI lookup not found; update the patch"; exit 1; }
+  perl -0pi -e 's/(\t+)podKey := c\.nriPlugin\.GetPodFromIP\(podIP\)/$1if c.nriPlugin == nil {\n$1\treturn nil\n$1}\n$1podKey := c.nriPlugin.GetPodFromIP(podIP)/' \
     "$package/controller.go"
   cp "$network_policies_source"/main.go "$network_policies_source"/go.mod "$work/"
   echo "replace sigs.k8s.io/kube-network-policies => ./kube-network-policies" >>"$work/go.mod"

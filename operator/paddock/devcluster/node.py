@@ -154,6 +154,11 @@ class NodePlan:
         return f"pdk{self.ident}"  # interface names are at most 15 characters
 
     @property
+    def gateway(self) -> str:
+        """The bridge's own address: the host, as its pods see it."""
+        return str(next(ipaddress.ip_network(self.subnet).hosts()))
+
+    @property
     def cgroup(self) -> str:
         return f"paddock-{self.ident}"
 
@@ -531,10 +536,9 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
 def _create_bridge(node: NodePlan) -> None:
     """The pods' bridge with its gateway address, made now rather than by the CNI plugin at the
     first pod: its route then marks the subnet as taken for any other cluster's plan."""
-    gateway = next(ipaddress.ip_network(node.subnet).hosts())
     prefix = ipaddress.ip_network(node.subnet).prefixlen
     _run(["ip", "link", "add", "name", node.bridge, "type", "bridge"])
-    _run(["ip", "address", "add", f"{gateway}/{prefix}", "dev", node.bridge])
+    _run(["ip", "address", "add", f"{node.gateway}/{prefix}", "dev", node.bridge])
     _run(["ip", "link", "set", node.bridge, "up"])
 
 
