@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from paddock.devcluster import cluster as local
-from paddock.devcluster import images, node
+from paddock.devcluster import images, network_policies, node
 from paddock.devcluster.node import NodePlan
 from paddock.devcluster.processes import ClusterState, alive, exited
 from support import git_server
@@ -191,7 +191,12 @@ def test_sandbox_clones_and_sets_up_then_a_run_executes_in_it(
 ) -> None:
     setup = ["export GREETING=hello", 'echo "$GREETING, $(head -1 README.md)" > built.txt']
     cluster.apply(workspace("app", source={"git": {"url": repository}}, setup=setup), namespace)
-    cluster.apply(_real_sandbox("real", "app"), namespace)
+    box = _real_sandbox("real", "app")
+    # The git server is on the node's own address, which a fence leaves out unless named.
+    host, port = repository.removeprefix("git://").split("/", 1)[0].rsplit(":", 1)
+    egress = [{"cidrs": [f"{host}/32"], "ports": [{"port": int(port)}]}]
+    box["spec"]["policy"] = {"commands": {"default": "allow"}, "network": {"egress": egress}}
+    cluster.apply(box, namespace)
     status = wait_for_phase(cluster, namespace, "real", "Ready", timeout=180)
     assert status["timings"]["setupSeconds"] > 0
 
@@ -269,6 +274,9 @@ def test_down_removes_what_its_node_created_and_nothing_else(
         assert _mounted_under(directories), "no container mount under the node's directories"
         assert Path(f"/sys/class/net/{mine.bridge}").is_dir()
         assert node.rule_exists(node.masquerade_rule(mine))
+        assert network_policies.table_exists(network_policies.controller_table(mine))
+        assert network_policies.input_rule_exists(mine)
+        started.append(state.pids[network_policies.COMPONENT])
     finally:
         local.down(directory)
 
@@ -277,6 +285,8 @@ def test_down_removes_what_its_node_created_and_nothing_else(
     assert _mounted_under(directories) == []
     assert not Path(f"/sys/class/net/{mine.bridge}").exists()
     assert not node.rule_exists(node.masquerade_rule(mine))
+    assert not network_policies.table_exists(network_policies.controller_table(mine))
+    assert not network_policies.input_rule_exists(mine)
     assert not any(d.exists() for d in node.cgroup_dirs(mine.cgroup))
     assert not mine.run_dir.exists()
     assert not directory.exists()
@@ -288,7 +298,9 @@ def test_down_removes_what_its_node_created_and_nothing_else(
     ).stdout  # fmt: skip
     assert ready == "True"
     assert node.rule_exists(node.masquerade_rule(first_node))
-    assert all(alive(first, c) for c in ("containerd", "kubelet"))
+    assert network_policies.table_exists(network_policies.controller_table(first_node))
+    assert network_policies.input_rule_exists(first_node)
+    assert all(alive(first, c) for c in ("containerd", "kubelet", network_policies.COMPONENT))
 
 
 def test_operator_image_runs_in_the_cluster_and_runs_an_agent(

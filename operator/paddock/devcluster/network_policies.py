@@ -105,7 +105,7 @@ def _kubeconfig(state: ClusterState, cert: Path, key: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _table_exists(table: str) -> bool:
+def table_exists(table: str) -> bool:
     listed = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True)
     return listed.returncode == 0
 
@@ -129,17 +129,22 @@ def start(binaries: Binaries, state: ClusterState, node: NodePlan, kubectl: Any)
         ],
     )
     table = controller_table(node)
-    wait_until(state, COMPONENT, process, lambda: _table_exists(table), f"nftables table {table}")
+    wait_until(state, COMPONENT, process, lambda: table_exists(table), f"nftables table {table}")
     added = subprocess.run(["iptables", "-A", *input_rule(node)], capture_output=True, text=True)
     if added.returncode != 0:
         raise ClusterError(f"real node: iptables refused the node's rule: {added.stderr.strip()}")
 
 
+def input_rule_exists(node: NodePlan) -> bool:
+    return (
+        subprocess.run(["iptables", "-C", *input_rule(node)], capture_output=True).returncode == 0
+    )
+
+
 def remove_rules(node: NodePlan) -> None:
     """Delete the node's rule and the controller's table (the controller deletes it as it
     stops; this is for when it could not)."""
-    rule = input_rule(node)
-    while subprocess.run(["iptables", "-C", *rule], capture_output=True).returncode == 0:
-        subprocess.run(["iptables", "-D", *rule], capture_output=True)
-    if _table_exists(controller_table(node)):
+    while input_rule_exists(node):
+        subprocess.run(["iptables", "-D", *input_rule(node)], capture_output=True)
+    if table_exists(controller_table(node)):
         subprocess.run(["nft", "delete", "table", "inet", controller_table(node)])
