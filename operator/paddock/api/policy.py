@@ -80,8 +80,9 @@ class Capabilities(ApiModel):
     network: Decision = Field(
         default=Decision.ALLOW,
         description="Network access of the sandbox pod, as its NetworkPolicy: allow gives "
-        "egress to any address but cluster-internal ranges and the metadata address; ask and "
-        "deny give none beyond network.egress and DNS.",
+        "egress to any address but cluster-internal ranges, the metadata address and the "
+        "cluster's nodes and API server; ask and deny give none beyond network.egress and DNS. "
+        "Enforced only where the cluster's network plugin enforces NetworkPolicies.",
     )
 
 
@@ -140,11 +141,15 @@ class NetworkRules(ApiModel):
     """Egress of the sandbox pod, enforced as a Kubernetes NetworkPolicy.
 
     The baseline comes from capabilities.network: allow reaches any public address but not
-    cluster-internal ranges or the cloud metadata address; ask and deny give no egress. The
-    rules here add destinations to either baseline.
+    cluster-internal ranges, the cloud metadata address or the cluster's nodes and API server;
+    ask and deny give no egress. The rules here add destinations to either baseline.
     """
 
-    dns: bool = Field(default=True, description="Allow DNS lookups (UDP and TCP port 53).")
+    dns: bool = Field(
+        default=True,
+        description="Allow DNS lookups (UDP and TCP port 53) to the cluster's DNS pods and the "
+        "resolvers the operator is configured with, and nowhere else.",
+    )
     egress: list[EgressRule] = Field(
         default_factory=list,
         max_length=MAX_LIST,
