@@ -262,6 +262,7 @@ def test_a_sandbox_reaches_only_what_its_policy_names(
     _change_policy(cluster, namespace, "box", fenced)
     assert _connects(cluster, namespace, "box", here, one)
     assert not _connects(cluster, namespace, "box", here, other)
+    assert not _connects(cluster, namespace, "box", api_address, api_port)
 
     # Back to deny: the port closes again.
     _change_policy(cluster, namespace, "box", {"capabilities": {"network": "deny"}})
