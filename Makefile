@@ -25,7 +25,7 @@ k8s-binaries: ## Build and cache the local control plane's binaries (cold: many 
 	hack/k8s-binaries.sh
 
 .PHONY: node-packages
-node-packages: ## Install the real node's Debian packages (containerd, runc, CNI plugins; needs root)
+node-packages: ## Install the real node's Debian packages (containerd, runc, CNI plugins, nftables; needs root)
 	hack/node-packages.sh
 
 .PHONY: helm
