@@ -6,6 +6,7 @@
 #   $PADDOCK_CACHE/etcd/<version>/etcd
 #   $PADDOCK_CACHE/kwok/<version>/kwok          (and kwok's own CRDs, under crds/)
 #   $PADDOCK_CACHE/snapshot-crds/<version>/     (the VolumeSnapshot CRDs)
+#   $PADDOCK_CACHE/snapshot-controller/<version>/snapshot-controller   (serves VolumeSnapshots)
 #   $PADDOCK_CACHE/kubelet/<version>/kubelet    (the real node, same release as the control plane)
 #   $PADDOCK_CACHE/local-path-provisioner/<version>/local-path-provisioner   (its storage)
 #   $PADDOCK_CACHE/network-policies/<version>/paddock-network-policies   (its NetworkPolicies)
@@ -18,7 +19,7 @@ set -euo pipefail
 K8S_VERSION="${PADDOCK_K8S_VERSION:-v1.34.4}"
 ETCD_VERSION="${PADDOCK_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${PADDOCK_KWOK_VERSION:-v0.7.0}"
-SNAPSHOTTER_VERSION="${PADDOCK_SNAPSHOTTER_VERSION:-v8.2.0}"
+SNAPSHOTTER_VERSION="${PADDOCK_SNAPSHOTTER_VERSION:-v8.7.0}"
 LOCAL_PATH_VERSION="${PADDOCK_LOCAL_PATH_VERSION:-v0.0.30}"
 NETWORK_POLICIES_VERSION="${PADDOCK_NETWORK_POLICIES_VERSION:-v0.8.0}"
 CACHE="${PADDOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/paddock}"
@@ -32,6 +33,7 @@ k8s_dir="$CACHE/k8s/$K8S_VERSION"
 etcd_dir="$CACHE/etcd/$ETCD_VERSION"
 kwok_dir="$CACHE/kwok/$KWOK_VERSION-paddock.1"
 snapshot_dir="$CACHE/snapshot-crds/$SNAPSHOTTER_VERSION"
+snapshot_controller_dir="$CACHE/snapshot-controller/$SNAPSHOTTER_VERSION"
 kubelet_dir="$CACHE/kubelet/$K8S_VERSION"
 local_path_dir="$CACHE/local-path-provisioner/$LOCAL_PATH_VERSION"
 network_policies_source="$(cd "$(dirname "$0")" && pwd)/network-policies"
@@ -205,6 +207,29 @@ build_network_policies() {
   log "kube-network-policies $NETWORK_POLICIES_VERSION: done"
 }
 
+# external-snapshotter's snapshot controller. Its go.mod replaces its client module with the
+# directory next to it and pins Kubernetes' staging modules; go install refuses replace
+# directives, so a wrapper repeats them, with the client module at the same release.
+build_snapshot_controller() {
+  [ -f "$snapshot_controller_dir/.complete" ] && { log "snapshot-controller $SNAPSHOTTER_VERSION: cached"; return; }
+  log "snapshot-controller $SNAPSHOTTER_VERSION: building (cold: 1-3 min)"
+  local work src module=github.com/kubernetes-csi/external-snapshotter
+  work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  src="$(module_dir "$module/v8@$SNAPSHOTTER_VERSION")"
+  {
+    echo "module paddock.dev/snapshot-controller-wrapper"
+    echo "go 1.26.0"
+    echo "require $module/v8 $SNAPSHOTTER_VERSION"
+    echo "replace $module/client/v8 => $module/client/v8 $SNAPSHOTTER_VERSION"
+    grep '^replace ' "$src/go.mod" | grep -v '=> \./'
+  } >"$work/go.mod"
+  mkdir -p "$snapshot_controller_dir"
+  (cd "$work" && go build -trimpath -buildvcs=false -ldflags "-s -w" \
+      -o "$snapshot_controller_dir/snapshot-controller" "$module/v8/cmd/snapshot-controller")
+  touch "$snapshot_controller_dir/.complete"
+  log "snapshot-controller $SNAPSHOTTER_VERSION: done"
+}
+
 fetch_snapshot_crds() {
   [ -f "$snapshot_dir/.complete" ] && { log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: cached"; return; }
   log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: fetching"
@@ -230,12 +255,14 @@ else
   log "kubelet, local-path-provisioner, kube-network-policies: skipped (the real node needs root; PADDOCK_REAL_NODE=${PADDOCK_REAL_NODE:-auto})"
 fi
 fetch_snapshot_crds
+build_snapshot_controller
 log "all binaries ready after $((SECONDS - start))s ($(du -sh "$CACHE" | cut -f1) in $CACHE)"
 
 echo "K8S_BIN=$k8s_dir"
 echo "ETCD_BIN=$etcd_dir"
 echo "KWOK_BIN=$kwok_dir"
 echo "SNAPSHOT_CRDS=$snapshot_dir"
+echo "SNAPSHOT_CONTROLLER_BIN=$snapshot_controller_dir"
 echo "KUBELET_BIN=$kubelet_dir"
 echo "LOCAL_PATH_BIN=$local_path_dir"
 echo "NETWORK_POLICIES_BIN=$network_policies_dir"

@@ -24,6 +24,7 @@ class Binaries:
     etcd_dir: Path
     kwok_dir: Path
     snapshot_crds: Path
+    snapshot_controller_dir: Path
     kubelet_dir: Path
     local_path_dir: Path
     network_policies_dir: Path
@@ -35,6 +36,10 @@ class Binaries:
     @property
     def local_path_provisioner(self) -> Path:
         return self.local_path_dir / "local-path-provisioner"
+
+    @property
+    def snapshot_controller(self) -> Path:
+        return self.snapshot_controller_dir / "snapshot-controller"
 
     @property
     def network_policies(self) -> Path:
@@ -87,6 +92,7 @@ def ensure_binaries() -> Binaries:
         etcd_dir=Path(paths["ETCD_BIN"]),
         kwok_dir=Path(paths["KWOK_BIN"]),
         snapshot_crds=Path(paths["SNAPSHOT_CRDS"]),
+        snapshot_controller_dir=Path(paths["SNAPSHOT_CONTROLLER_BIN"]),
         kubelet_dir=Path(paths["KUBELET_BIN"]),
         local_path_dir=Path(paths["LOCAL_PATH_BIN"]),
         network_policies_dir=Path(paths["NETWORK_POLICIES_BIN"]),

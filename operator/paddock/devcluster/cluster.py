@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from paddock.devcluster import images, node
+from paddock.devcluster import images, local_snapshots, node
 from paddock.devcluster.binaries import Binaries, ensure_binaries
 from paddock.devcluster.certs import Pki, generate_pki
 from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
@@ -178,7 +178,7 @@ def _storage_class_manifest() -> str:
         # The node is known only once a pod using the claim is scheduled.
         "volumeBindingMode": "WaitForFirstConsumer",
     }
-    return yaml.safe_dump(storage_class)
+    return yaml.safe_dump_all([storage_class, *local_snapshots.manifests()])
 
 
 # --- up / down / status ------------------------------------------------------------------------
@@ -273,6 +273,15 @@ def _control_plane_argv(
             f"--cidr={POD_CIDR}",
             "--node-lease-duration-seconds=40",
         ],
+        "snapshot-controller": [
+            str(b.snapshot_controller),
+            f"--kubeconfig={s.kubeconfig}",
+            "--leader-election=false",
+            # No VolumeGroupSnapshot CRDs here: without this it waits 30 s for them first.
+            "--feature-gates=CSIVolumeGroupSnapshot=false",
+            f"--http-endpoint=127.0.0.1:{p['snapshot-controller']}",
+            "--v=2",
+        ],
         "kwok-agent": [
             sys.executable,
             "-m",
@@ -308,7 +317,7 @@ def status(directory: Path) -> dict[str, bool]:
 
 # Bumped when the control plane's flags change: a cluster started by an older revision is
 # restarted by the next ``up`` rather than reused.
-REVISION = 2
+REVISION = 4
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -375,7 +384,15 @@ def up(directory: Path, *, real_node: bool | None = None) -> Path:
     directory.mkdir(parents=True)
     state = ClusterState(directory)
     state.ports = free_ports(
-        ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+        (
+            "etcd",
+            "etcd-peer",
+            "apiserver",
+            "controller-manager",
+            "scheduler",
+            "kwok",
+            "snapshot-controller",
+        )
     )
     state.pods_dir.mkdir()
     state.volumes_dir.mkdir()
@@ -412,6 +429,7 @@ def up(directory: Path, *, real_node: bool | None = None) -> Path:
             "--timeout=60s",
             "crd/execs.kwok.x-k8s.io",
         )
+        spawn(state, "snapshot-controller", argv["snapshot-controller"])
         kwok = spawn(state, "kwok", argv["kwok"])
         kubectl(binaries, state, "apply", "-f", "-", stdin=_storage_class_manifest())
         spawn(state, "kwok-agent", argv["kwok-agent"])

@@ -8,9 +8,12 @@
   other volume as a directory), and its literal env vars are passed on with any value naming a
   mount path translated, so ``$PADDOCK_WORKSPACE`` names the pod's workspace volume. It stands
   in for a container's filesystem without any isolation: processes run on the host.
-- Volumes: PVCs of the ``paddock-local`` StorageClass (the default) get a hostPath
-  PersistentVolume under ``<root>/volumes`` once the scheduler has picked the node
-  (``WaitForFirstConsumer``); the volume and its directory go when the claim does.
+- Volumes: PVCs of the ``paddock-local`` StorageClass (the default) get a PersistentVolume of
+  the CSI driver ``local-path.paddock.dev`` whose handle is a directory under ``<root>/volumes``
+  once the scheduler has picked the node (``WaitForFirstConsumer``); the volume and its
+  directory go when the claim does. kwok mounts nothing, so no CSI node plugin is needed; the
+  driver's snapshots are ``local_snapshots``'s, and a claim whose ``dataSource`` is a
+  VolumeSnapshot starts as a copy of it (it waits until the snapshot is ready).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
+
+from paddock.devcluster import local_snapshots
 
 log = logging.getLogger("paddock.kwok_agent")
 
@@ -164,7 +169,7 @@ def volume_object(pvc: Any, node: str, directory: Path) -> dict[str, Any]:
             "accessModes": pvc.spec.access_modes,
             "persistentVolumeReclaimPolicy": "Delete",
             "storageClassName": STORAGE_CLASS,
-            "hostPath": {"path": str(directory), "type": "DirectoryOrCreate"},
+            "csi": {"driver": local_snapshots.DRIVER, "volumeHandle": str(directory)},
             "claimRef": {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid},
             "nodeAffinity": {
                 "required": {
@@ -190,31 +195,68 @@ def provision_volumes(node: str, root: Path) -> None:
     for event in watch.Watch().stream(core.list_persistent_volume_claim_for_all_namespaces):
         pvc = event["object"]
         name = f"pvc-{pvc.metadata.uid}"
-        directory = root / "volumes" / name
         if event["type"] == "DELETED":
             try:
                 core.delete_persistent_volume(name)
             except ApiException as exc:
                 if exc.status != 404:
                     log.warning("volume %s not deleted: %s", name, exc.reason)
-            shutil.rmtree(directory, ignore_errors=True)
+            shutil.rmtree(root / "volumes" / name, ignore_errors=True)
             continue
-        annotations = pvc.metadata.annotations or {}
-        if (
-            pvc.status.phase != "Pending"
-            or pvc.spec.storage_class_name != STORAGE_CLASS
-            or annotations.get(SELECTED_NODE) != node
-        ):
-            continue
-        directory.mkdir(parents=True, exist_ok=True)
-        directory.chmod(0o777)  # any pod user may write, as on a fresh volume
-        try:
-            volume: Any = volume_object(pvc, node, directory)  # the client takes plain dicts
-            core.create_persistent_volume(volume)
-            log.info("volume %s for %s/%s", name, pvc.metadata.namespace, pvc.metadata.name)
-        except ApiException as exc:
-            if exc.status != 409:
-                log.warning("volume %s not created: %s", name, exc.reason)
+        provision(core, pvc, node, root)
+
+
+RESTORE_WAIT = 600.0  # seconds a claim waits for its snapshot to become ready
+
+
+def provision(core: client.CoreV1Api, pvc: Any, node: str, root: Path, waited: float = 0) -> None:
+    """A volume for a pending claim of ours on this node; one from a snapshot once it is ready
+    (looked at again every second: a snapshot becoming ready changes nothing on the claim)."""
+    annotations = pvc.metadata.annotations or {}
+    if (
+        pvc.status.phase != "Pending"
+        or pvc.spec.storage_class_name != STORAGE_CLASS
+        or annotations.get(SELECTED_NODE) != node
+    ):
+        return
+    name = f"pvc-{pvc.metadata.uid}"
+    directory = root / "volumes" / name
+    source = pvc.spec.data_source
+    snapshot: Path | None = None
+    if source is not None and source.kind == "VolumeSnapshot":
+        snapshot = local_snapshots.snapshot_directory(pvc.metadata.namespace, source.name)
+        if snapshot is None:
+            if waited < RESTORE_WAIT:
+                retry = threading.Timer(1.0, _provision_again, (pvc, node, root, waited + 1.0))
+                retry.daemon = True
+                retry.start()
+            else:
+                log.warning("volume %s: snapshot %s never became ready", name, source.name)
+            return
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o777)  # any pod user may write, as on a fresh volume
+    if snapshot is not None:
+        local_snapshots.restore(snapshot, directory)
+    try:
+        volume: Any = volume_object(pvc, node, directory)  # the client takes plain dicts
+        core.create_persistent_volume(volume)
+        restored = f" from snapshot {source.name}" if snapshot is not None else ""
+        log.info("volume %s for %s/%s%s", name, pvc.metadata.namespace, pvc.metadata.name, restored)
+    except ApiException as exc:
+        if exc.status != 409:
+            log.warning("volume %s not created: %s", name, exc.reason)
+
+
+def _provision_again(pvc: Any, node: str, root: Path, waited: float) -> None:
+    core = client.CoreV1Api()
+    try:
+        fresh: Any = core.read_namespaced_persistent_volume_claim(
+            pvc.metadata.name, pvc.metadata.namespace
+        )
+    except ApiException:
+        return  # gone
+    if fresh.metadata.uid == pvc.metadata.uid:
+        provision(core, fresh, node, root, waited)
 
 
 def watch_pods(node: str, root: Path) -> None:
@@ -259,6 +301,12 @@ def main() -> None:
         daemon=True,
     )
     volumes.start()
+    snapshots = threading.Thread(
+        target=run_forever,
+        args=("snapshots", local_snapshots.Snapshotter(args.root).watch),
+        daemon=True,
+    )
+    snapshots.start()
     run_forever("exec directories", lambda: watch_pods(args.node, args.root))
 
 
