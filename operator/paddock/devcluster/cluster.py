@@ -317,7 +317,7 @@ def status(directory: Path) -> dict[str, bool]:
 
 # Bumped when the control plane's flags change: a cluster started by an older revision is
 # restarted by the next ``up`` rather than reused.
-REVISION = 4
+REVISION = 5
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]

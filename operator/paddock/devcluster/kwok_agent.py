@@ -36,7 +36,8 @@ log = logging.getLogger("paddock.kwok_agent")
 
 KWOK_GROUP, KWOK_VERSION = "kwok.x-k8s.io", "v1alpha1"
 STORAGE_CLASS = "paddock-local"
-PROVISIONER = "paddock.dev/local-path"
+# A CSI driver provisions under its own name, which the matching VolumeSnapshotClass names too.
+PROVISIONER = local_snapshots.DRIVER
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
@@ -169,7 +170,7 @@ def volume_object(pvc: Any, node: str, directory: Path) -> dict[str, Any]:
             "accessModes": pvc.spec.access_modes,
             "persistentVolumeReclaimPolicy": "Delete",
             "storageClassName": STORAGE_CLASS,
-            "csi": {"driver": local_snapshots.DRIVER, "volumeHandle": str(directory)},
+            "csi": {"driver": PROVISIONER, "volumeHandle": str(directory)},
             "claimRef": {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid},
             "nodeAffinity": {
                 "required": {
