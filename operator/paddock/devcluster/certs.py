@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -193,3 +194,24 @@ def issue_client_cert(pki: Pki, common_name: str, organization: str, cert: Path,
             usages=(ExtendedKeyUsageOID.CLIENT_AUTH,),
         ),
     )
+
+
+def client_kubeconfig(server: str, pki: Pki, user: str, cert: Path, key: Path) -> str:
+    """A kubeconfig (YAML) naming ``server``, the cluster's CA and a client certificate by path
+    (a node component's: the kubelet's, the NetworkPolicy controller's)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {"server": server, "certificate-authority": str(pki.ca_cert)},
+            }
+        ],
+        "users": [
+            {"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}
+        ],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+        "current-context": "local",
+    }
+    return yaml.safe_dump(config)

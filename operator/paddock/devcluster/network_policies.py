@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from paddock.devcluster.certs import issue_client_cert
+from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
 from paddock.devcluster.processes import ClusterError, ClusterState, spawn, wait_until
 
 if TYPE_CHECKING:
@@ -91,20 +91,6 @@ def _rbac() -> str:
     return yaml.safe_dump_all([role, binding])
 
 
-def _kubeconfig(state: ClusterState, cert: Path, key: Path) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {
-            "server": f"https://127.0.0.1:{state.ports['apiserver']}",
-            "certificate-authority": str(state.pki.ca_cert)}}],
-        "users": [{"name": USER, "user": {"client-certificate": str(cert),
-                                          "client-key": str(key)}}],
-        "contexts": [{"name": "local", "context": {"cluster": "local", "user": USER}}],
-        "current-context": "local",
-    }  # fmt: skip
-
-
 def table_exists(table: str) -> bool:
     listed = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True)
     return listed.returncode == 0
@@ -115,7 +101,9 @@ def start(binaries: Binaries, state: ClusterState, node: NodePlan, kubectl: Any)
     root = node.root
     cert, key = root / "pki" / "network-policies.crt", root / "pki" / "network-policies.key"
     issue_client_cert(state.pki, USER, "paddock:node-components", cert, key)
-    (root / "network-policies.kubeconfig").write_text(yaml.safe_dump(_kubeconfig(state, cert, key)))
+    server = f"https://127.0.0.1:{state.ports['apiserver']}"
+    kubeconfig = client_kubeconfig(server, state.pki, USER, cert, key)
+    (root / "network-policies.kubeconfig").write_text(kubeconfig)
     kubectl("apply", "-f", "-", stdin=_rbac())
     process = spawn(
         state,

@@ -38,7 +38,7 @@ import yaml
 
 from paddock.devcluster import images, network_policies
 from paddock.devcluster.binaries import Binaries
-from paddock.devcluster.certs import issue_client_cert
+from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
 from paddock.devcluster.processes import (
     ClusterError,
     ClusterState,
@@ -301,27 +301,6 @@ def _kubelet_config(state: ClusterState, node: NodePlan) -> dict[str, Any]:
     }
 
 
-def _kubelet_kubeconfig(state: ClusterState, cert: Path, key: Path) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "local",
-                "cluster": {
-                    "server": f"https://127.0.0.1:{state.ports['apiserver']}",
-                    "certificate-authority": str(state.pki.ca_cert),
-                },
-            }
-        ],
-        "users": [
-            {"name": "kubelet", "user": {"client-certificate": str(cert), "client-key": str(key)}}
-        ],
-        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "kubelet"}}],
-        "current-context": "local",
-    }
-
-
 def _provisioner_files(node: NodePlan) -> tuple[dict[str, Any], dict[str, Any], str]:
     """local-path-provisioner's config, its helper pod, and the ConfigMap of its scripts."""
     config = {"nodePathMap": [{"node": NODE_NAME, "paths": [str(node.root / "volumes")]}]}
@@ -484,7 +463,9 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
 
     cert, key = root / "pki" / "kubelet-client.crt", root / "pki" / "kubelet-client.key"
     issue_client_cert(state.pki, f"system:node:{NODE_NAME}", "system:nodes", cert, key)
-    (root / "kubelet.kubeconfig").write_text(yaml.safe_dump(_kubelet_kubeconfig(state, cert, key)))
+    server = f"https://127.0.0.1:{state.ports['apiserver']}"
+    kubeconfig = client_kubeconfig(server, state.pki, "kubelet", cert, key)
+    (root / "kubelet.kubeconfig").write_text(kubeconfig)
     (root / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(state, node)))
     config, helper, manifests = _provisioner_files(node)
     (root / "local-path.json").write_text(json.dumps(config))
