@@ -54,6 +54,21 @@ class OperatorSettings(BaseModel):
         "its pod, PVC, files, NetworkPolicy, Workspace or SandboxPolicy act at once.",
     )
 
+    snapshots_kept: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="Most ready snapshots kept per Workspace (the newest); older ones, and "
+        "those of a superseded workspace hash or past their snapshotMaxAge, are deleted once no "
+        "sandbox is being restored from them.",
+    )
+    restore_timeout_seconds: float = Field(
+        default=300,
+        gt=0,
+        description="How long a sandbox's volume may take to be restored from a snapshot before "
+        "the sandbox gives up on it and is set up from scratch (a cold start).",
+    )
+
     policy_default: str | None = Field(
         default=None,
         pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",

@@ -91,6 +91,29 @@ def test_a_reconcile_that_waits_runs_again_after_the_time_it_gave(
     assert queue.waiting() == 0
 
 
+def test_an_event_brings_forward_a_reconcile_that_waits_long(
+    queues: list[ReconcileQueue[str]],
+) -> None:
+    recorder = Recorder(again=lambda _, runs: 3600.0 if runs == 1 else None)
+    queue = ReconcileQueue(recorder, delay=0, workers=1)
+    queues.append(queue)
+    queue.ask("a")
+    recorder.wait_for(1)
+    wait_for_waiting(queue)  # queued again, for an hour from now
+    start = time.monotonic()
+    queue.ask("a")  # a change: looked at now, not in an hour
+    assert recorder.wait_for(2) == ["a", "a"]
+    assert time.monotonic() - start < TIMEOUT
+    assert queue.waiting() == 0  # the hour's entry is dropped when it comes up
+
+
+def wait_for_waiting(queue: ReconcileQueue[str]) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while queue.waiting() == 0:
+        assert time.monotonic() < deadline, "never queued again"
+        time.sleep(0.01)
+
+
 def test_a_failing_reconcile_is_tried_again_and_does_not_stop_the_queue(
     queues: list[ReconcileQueue[str]],
 ) -> None:

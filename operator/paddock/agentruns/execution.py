@@ -341,6 +341,7 @@ class Execution(RunRecord):
         assert terminal is not None
         data = terminal["data"]
         inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
+        inputs.ended_in(self.run, self.status.sandbox_name)
         phase, reason = RunPhase(data["phase"]), R(data.get("reason") or data["phase"])
         self._write_status(phase, data["message"], reason=reason)
         self._condition(C.COMPLETE, True, reason, data["message"])

@@ -27,7 +27,7 @@ from paddock.kube import exec as kube_exec
 from paddock.kube.cache import CACHE
 from paddock.policy.gate import judge_command
 from paddock.render import run_scripts
-from paddock.render.names import ACTIVITY_ANNOTATION, SANDBOX_CONTAINER
+from paddock.render.names import ACTIVITY_ANNOTATION, LAST_RUN_ANNOTATION, SANDBOX_CONTAINER
 from paddock.render.ownership import controlled_by
 from paddock.render.projections import mcp_servers
 from paddock.runs.scrubbing import Scrubber
@@ -154,6 +154,19 @@ def remove_own_sandbox(run: Obj, spec: AgentRunSpec, name: str | None) -> None:
     found = CACHE.get("Sandbox", meta["namespace"], name)
     if found is not None and controlled_by(found, meta["uid"]):
         kube.delete("Sandbox", meta["namespace"], name, found["metadata"]["uid"])
+
+
+def ended_in(run: Obj, name: str | None) -> None:
+    """Mark the end of the run on its sandbox, when that is snapshotted after each run: the
+    sandbox's reconcile takes the snapshot."""
+    namespace = run["metadata"]["namespace"]
+    found = CACHE.get("Sandbox", namespace, name) if name else None
+    if found is None or found["metadata"].get("deletionTimestamp"):
+        return
+    if ((found.get("spec") or {}).get("lifecycle") or {}).get("snapshot") != "after-run":
+        return
+    annotations = {LAST_RUN_ANNOTATION: run["metadata"]["uid"][:8]}
+    kube.patch("Sandbox", namespace, str(name), {"metadata": {"annotations": annotations}})
 
 
 def kill(namespace: str, run_uid: str, pod: str) -> None:

@@ -39,6 +39,8 @@ class ConditionType(StrEnum):
     VOLUME_BOUND = "VolumeBound"
     PAUSED = "Paused"
     UP_TO_DATE = "UpToDate"
+    SNAPSHOT_READY = "SnapshotReady"
+    RESTORED = "Restored"
     # AgentRun
     SECRETS_FOUND = "SecretsFound"
     PROMPT_FOUND = "PromptFound"
@@ -56,6 +58,7 @@ class WorkspaceReason(Reason):
     SECRET_NOT_FOUND = "SecretNotFound", W
     SUPPORTED = "Supported"
     HARNESS_LIMITS = "HarnessLimits"
+    SNAPSHOT_DELETED = "SnapshotDeleted"
 
 
 class SandboxReason(Reason):
@@ -98,6 +101,18 @@ class SandboxReason(Reason):
     VOLUME_PENDING = "Pending"
     UP_TO_DATE = "UpToDate"
     WORKSPACE_CHANGED = "WorkspaceChanged"
+    # Snapshots and restores
+    SNAPSHOT_TAKING = "SnapshotTaking"
+    SNAPSHOT_TAKEN = "SnapshotTaken"
+    SNAPSHOT_FAILED = "SnapshotFailed", W
+    SNAPSHOT_GONE = "SnapshotDeleted"
+    SNAPSHOTS_UNSUPPORTED = "SnapshotsUnsupported"
+    SNAPSHOT_CLASS_NOT_FOUND = "SnapshotClassNotFound", W
+    RESTORING = "Restoring"
+    RESTORED = "Restored"
+    NO_SNAPSHOT = "NoSnapshot"
+    RESTORE_FAILED = "RestoreFailed", W
+    SNAPSHOT_NOT_READY = "SnapshotNotReady"
 
 
 class RunReason(Reason):

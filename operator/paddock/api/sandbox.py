@@ -109,6 +109,38 @@ class Lifecycle(ApiModel):
     )
 
 
+ONE_SOURCE_MESSAGE = "set exactly one of volumeSnapshotName and sandboxName"
+
+
+class RestoreFrom(ApiModel):
+    """Where a forked sandbox's volume comes from: a VolumeSnapshot, or another Sandbox's
+    latest ready snapshot. Exactly one of the two."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel("has(self.volumeSnapshotName) != has(self.sandboxName)", ONE_SOURCE_MESSAGE)
+        )
+    )
+
+    volume_snapshot_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="A VolumeSnapshot in the Sandbox's namespace (one Paddock took, or any "
+        "other of a volume the sandbox's StorageClass can restore).",
+    )
+    sandbox_name: str | None = Field(
+        default=None,
+        max_length=63,
+        description="A Sandbox in the same namespace: its newest ready snapshot.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RestoreFrom:
+        if (self.volume_snapshot_name is None) == (self.sandbox_name is None):
+            raise ValueError(ONE_SOURCE_MESSAGE)
+        return self
+
+
 ONE_POLICY_MESSAGE = "set policyRef or an inline policy, not both"
 
 
@@ -158,6 +190,12 @@ class SandboxSpec(ApiModel):
     storage: Storage = Field(default_factory=Storage, description="The workspace volume.")
     lifecycle: Lifecycle = Field(
         default_factory=Lifecycle, description="Snapshots, idle timeout and pausing."
+    )
+    restore_from: RestoreFrom | None = Field(
+        default=None,
+        description="Fork: start the workspace volume from this snapshot (whatever its age and "
+        "workspace hash) instead of from the newest matching one or from setup. Read when the "
+        "volume is created.",
     )
 
     @model_validator(mode="after")
@@ -211,6 +249,11 @@ class SandboxStatus(ApiModel):
     )
     restored_from: str | None = Field(
         default=None, description="VolumeSnapshot the volume was restored from, if any."
+    )
+    snapshot: str | None = Field(
+        default=None,
+        description="The latest VolumeSnapshot taken of this sandbox's volume (it belongs to the "
+        "Workspace and outlives the sandbox).",
     )
     timings: SandboxTimings | None = Field(default=None, description="Start-up timings.")
     last_activity_time: datetime | None = Field(

@@ -1,5 +1,5 @@
 """kopf handlers, one module per kind. Importing this package registers them all."""
 
-from paddock.handlers import agentrun, network, policy, sandbox, startup, workspace
+from paddock.handlers import agentrun, network, policy, sandbox, snapshots, startup, workspace
 
-__all__ = ["agentrun", "network", "policy", "sandbox", "startup", "workspace"]
+__all__ = ["agentrun", "network", "policy", "sandbox", "snapshots", "startup", "workspace"]

@@ -40,7 +40,7 @@ class ReconcileQueue(Generic[K]):
         # the handler that asked for it (kopf's settings and event queue, which kopf.event
         # needs), as kopf's own executor runs its handlers.
         self._due: list[tuple[float, int, K, contextvars.Context]] = []
-        self._waiting: set[K] = set()
+        self._waiting: dict[K, float] = {}  # when each queued key is due
         self._attempts: dict[K, int] = {}  # waits in a row, per key; only while it waits
         self._order = itertools.count()
         self._changed = threading.Condition()
@@ -54,16 +54,18 @@ class ReconcileQueue(Generic[K]):
 
     def ask(self, key: K, after: float | None = None) -> None:
         """Reconcile ``key`` in ``after`` seconds (default: the queue's delay): once, however
-        often it is asked before its turn."""
+        often it is asked before its turn; a key queued for later (a reconcile that waits) is
+        brought forward."""
         self._push(key, self._delay if after is None else after, contextvars.copy_context())
 
     def _push(self, key: K, after: float, context: contextvars.Context) -> None:
         with self._changed:
-            if self._stopped or key in self._waiting:
+            due = time.monotonic() + after
+            if self._stopped or self._waiting.get(key, due + 1) <= due:
                 return
-            self._waiting.add(key)
-            entry = (time.monotonic() + after, next(self._order), key, context)
-            heapq.heappush(self._due, entry)
+            # An entry it replaces stays in the heap, and is skipped when it comes up.
+            self._waiting[key] = due
+            heapq.heappush(self._due, (due, next(self._order), key, context))
             self._changed.notify()
 
     def waiting(self) -> int:
@@ -86,8 +88,10 @@ class ReconcileQueue(Generic[K]):
             while not self._stopped:
                 now = time.monotonic()
                 if self._due and self._due[0][0] <= now:
-                    _, _, key, context = heapq.heappop(self._due)
-                    self._waiting.discard(key)  # asked again from now on: queued again
+                    due, _, key, context = heapq.heappop(self._due)
+                    if self._waiting.get(key) != due:
+                        continue  # replaced by an earlier entry, which has run
+                    del self._waiting[key]  # asked again from now on: queued again
                     return key, context
                 self._changed.wait(self._due[0][0] - now if self._due else None)
             return None

@@ -12,13 +12,13 @@ import kopf
 import prometheus_client
 
 from paddock import GROUP
-from paddock.handlers import sandbox
+from paddock.handlers import sandbox, snapshots
 from paddock.handlers.coalescing import ReconcileQueue
 from paddock.handlers.diffbase import CompactDiffBaseStorage
 from paddock.handlers.network import API_NAMESPACE
 from paddock.handlers.references import References
 from paddock.kube import client as kube
-from paddock.render.names import SANDBOX_LABEL
+from paddock.render.names import SANDBOX_LABEL, WORKSPACE_LABEL
 from paddock.sandboxes import service
 from paddock.sandboxes.network import API_SERVICE_LABEL
 from paddock.settings import OperatorSettings
@@ -56,6 +56,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
         delay=config.coalesce_seconds,
         workers=config.worker_limit,
     )
+    memo.workspace_snapshots = ReconcileQueue[tuple[str, str]](
+        lambda named, attempt: snapshots.workspace_snapshots_named(*named, config, attempt),
+        delay=config.coalesce_seconds,
+        workers=1,
+    )
     service.forget_watched()  # filled again by the event handlers from their watches
     kube.load_config()
     memo.metrics_server = None
@@ -81,6 +86,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     # every pod, ConfigMap or EndpointSlice of the cluster.
     for resource in ("pods", "persistentvolumeclaims", "configmaps", "networkpolicies"):
         settings.watching.label_selectors[resource] = SANDBOX_LABEL
+    settings.watching.label_selectors[snapshots.SNAPSHOT_GROUP, "volumesnapshots"] = WORKSPACE_LABEL
     settings.watching.label_selectors["discovery.k8s.io", "endpointslices"] = (
         f"{API_SERVICE_LABEL}=kubernetes"
     )
@@ -99,9 +105,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 
 @kopf.on.cleanup()
 def stop(memo: kopf.Memo, **_: Any) -> None:
-    reconciles = memo.get("reconciles")
-    if reconciles is not None:
-        reconciles.stop()
+    for queue in ("reconciles", "workspace_snapshots"):
+        reconciles = memo.get(queue)
+        if reconciles is not None:
+            reconciles.stop()
     server = memo.get("metrics_server")
     if server is not None:
         server.shutdown()

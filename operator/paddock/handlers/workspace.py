@@ -25,6 +25,7 @@ def workspace_changed(
         outcome = service.reconcile_workspace(dict(body), memo.config.sandbox_image)
         if outcome.retry_after is not None:
             result["result"] = "waiting"
+    memo.workspace_snapshots.ask((body["metadata"]["namespace"], body["metadata"]["name"]))
     if reason != kopf.Reason.RESUME:  # at start-up every Sandbox is resumed anyway
         meta = body["metadata"]
         reference = ("Workspace", meta["namespace"], meta["name"])

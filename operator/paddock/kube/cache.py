@@ -1,5 +1,6 @@
 """What the watches have shown of the objects a reconcile reads: Sandboxes, Workspaces,
-SandboxPolicies and the pods, PVCs, ConfigMaps and NetworkPolicies labelled as a sandbox's.
+SandboxPolicies, the pods, PVCs, ConfigMaps and NetworkPolicies labelled as a sandbox's, the
+VolumeSnapshots Paddock took, and the cluster's StorageClasses and VolumeSnapshotClasses.
 
 kopf's event handlers put and drop objects as their watches see them; a reconcile reads here
 first and asks the API server only on a miss (an object not made yet, or not seen yet since
@@ -23,6 +24,7 @@ class ObjectCache:
 
     def __init__(self, remembered_deletions: int = 10_000) -> None:
         self._objects: dict[Key, Obj] = {}
+        self._kinds: dict[str, set[Key]] = {}  # the keys of each kind, for listing
         # Objects a watch saw deleted, so that the events of a sandbox's parts going away
         # after it read nothing; the oldest are forgotten first.
         self._deleted: OrderedDict[Key, None] = OrderedDict()
@@ -36,6 +38,7 @@ class ObjectCache:
         with self._lock:
             if event_type == "DELETED":
                 self._objects.pop(key, None)
+                self._kinds.get(key[0], set()).discard(key)
                 self._deleted[key] = None
                 self._deleted.move_to_end(key)
                 while len(self._deleted) > self._remembered:
@@ -44,6 +47,7 @@ class ObjectCache:
                 known = self._objects.get(key)
                 if known is None or not _older(obj, known):
                     self._objects[key] = _slim(obj)
+                    self._kinds.setdefault(key[0], set()).add(key)
                 self._deleted.pop(key, None)
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
@@ -61,6 +65,13 @@ class ObjectCache:
         with self._lock:
             return self._objects.get((kind, namespace, name))
 
+    def listed(self, kind: str, namespace: str = "") -> list[Obj]:
+        """The objects of a kind a watch has shown, in one namespace (cluster-scoped: "");
+        never asks the API server, so only for kinds that are watched."""
+        with self._lock:
+            keys = [key for key in self._kinds.get(kind, ()) if key[1] == namespace]
+            return [self._objects[key] for key in sorted(keys)]
+
     def freshest(self, obj: Obj) -> Obj:
         """``obj``, or the copy seen since if that is newer (a handler's body can predate a
         status the operator wrote a moment ago)."""
@@ -72,6 +83,7 @@ class ObjectCache:
     def clear(self) -> None:
         with self._lock:
             self._objects.clear()
+            self._kinds.clear()
             self._deleted.clear()
 
 

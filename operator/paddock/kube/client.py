@@ -105,6 +105,10 @@ PADDOCK_PLURALS = {
     "Sandbox": "sandboxes",
     "AgentRun": "agentruns",
 }
+# Custom kinds, by group, version and plural: Paddock's own, and the snapshots it takes.
+_CUSTOM = {kind: (GROUP, VERSION, plural) for kind, plural in PADDOCK_PLURALS.items()} | {
+    "VolumeSnapshot": ("snapshot.storage.k8s.io", "v1", "volumesnapshots"),
+}
 
 
 def _builtin(kind: str, verb: str) -> Callable[..., Any]:
@@ -127,7 +131,7 @@ def _get(kind: str, namespace: str, name: str) -> Obj:
         return _decode(_builtin(kind, "read")(name, namespace, _preload_content=False))
     return _decode(
         _custom().get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name, _preload_content=False
+            *_CUSTOM[kind][:2], namespace, _CUSTOM[kind][2], name, _preload_content=False
         )
     )
 
@@ -145,9 +149,10 @@ def _create(obj: Obj) -> Obj:
     kind, namespace = obj["kind"], obj["metadata"]["namespace"]
     if kind in _BUILTIN:
         return _decode(_builtin(kind, "create")(namespace, obj, _preload_content=False))
+    group, version, plural = _CUSTOM[kind]
     return _decode(
         _custom().create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], obj, _preload_content=False
+            group, version, namespace, plural, obj, _preload_content=False
         )
     )
 
@@ -166,9 +171,8 @@ def patch(kind: str, namespace: str, name: str, body: Obj) -> None:
     if kind in _BUILTIN:
         _builtin(kind, "patch")(name, namespace, body)
     else:
-        _custom().patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name, body
-        )
+        group, version, plural = _CUSTOM[kind]
+        _custom().patch_namespaced_custom_object(group, version, namespace, plural, name, body)
 
 
 @converting
@@ -177,9 +181,9 @@ def _delete(kind: str, namespace: str, name: str, uid: str | None) -> None:
     if kind in _BUILTIN:
         _builtin(kind, "delete")(name, namespace, body=body)
     else:
-        _custom().delete_namespaced_custom_object(
-            GROUP, VERSION, namespace, PADDOCK_PLURALS[kind], name, body=body
-        )
+        group, version, plural = _CUSTOM[kind]
+        custom = _custom()
+        custom.delete_namespaced_custom_object(group, version, namespace, plural, name, body=body)
 
 
 def delete(kind: str, namespace: str, name: str, uid: str | None = None) -> bool:

@@ -9,8 +9,13 @@ SANDBOX_LABEL = f"{GROUP}/sandbox"
 WORKSPACE_HASH_LABEL = f"{GROUP}/workspace-hash"
 PREPARED_ANNOTATION = f"{GROUP}/prepared"
 ACTIVITY_ANNOTATION = f"{GROUP}/last-activity"
+LAST_RUN_ANNOTATION = f"{GROUP}/last-run"  # the run that ended last in a sandbox (uid prefix)
 THREAD_KEY_LABEL = f"{GROUP}/thread-key"
 RUN_LABEL = f"{GROUP}/run"
+WORKSPACE_LABEL = f"{GROUP}/workspace"  # a snapshot's Workspace
+SNAPSHOT_OF_LABEL = f"{GROUP}/snapshot-of"  # the Sandbox whose volume a snapshot is of
+MAX_AGE_ANNOTATION = f"{GROUP}/max-age-seconds"  # how long a snapshot is restored from
+STORAGE_CLASS_ANNOTATION = f"{GROUP}/storage-class"  # the StorageClass of a snapshot's volume
 SANDBOX_CONTAINER = "sandbox"  # the sandbox pod's main container, where runs exec
 
 
@@ -32,3 +37,9 @@ def files_configmap_name(sandbox: str) -> str:
 
 def network_policy_name(sandbox: str) -> str:
     return f"{sandbox}-egress"
+
+
+def snapshot_name(sandbox: str, sandbox_uid: str, moment: str) -> str:
+    """A snapshot of a sandbox's volume at one moment ("setup", or a run's): unique to the
+    sandbox (its uid), since snapshots outlive it and a new Sandbox may take its name."""
+    return f"{sandbox}-{sandbox_uid[:8]}-{moment}"

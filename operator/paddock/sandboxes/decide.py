@@ -8,7 +8,6 @@ Workspace, policy, Secrets, size), then its owned objects, pause, and the pod's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -18,14 +17,13 @@ from paddock.api.common import (
     ConditionStatus,
     stored_status,
 )
-from paddock.api.conditions import Notice, get_condition, is_true, set_condition
+from paddock.api.conditions import get_condition, is_true
 from paddock.api.fields import (
     parse_duration,
 )
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import SandboxReason as R
-from paddock.api.reasons import Severity
 from paddock.api.sandbox import SandboxPhase, SandboxSpec, SandboxStatus, SandboxTimings
 from paddock.policy.gate import Judged, blocking, judge_setup
 from paddock.render import names
@@ -38,55 +36,18 @@ from paddock.render.sandbox import (
     configmap_size,
     render_files_configmap,
     render_sandbox_pod,
-    render_workspace_pvc,
 )
+from paddock.render.snapshot import restored_from
+from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import Blocked, SandboxWorld, resolve_inputs
 from paddock.sandboxes.observe import observe
 from paddock.sandboxes.plan import Create, Delete, Patch, Plan, Write
+from paddock.sandboxes.volume import plan_volume, take_snapshots, volume_hash
 from paddock.times import parse_time
 
 Obj = dict[str, Any]
 RETRY_CONFLICT = 30.0  # seconds before looking again at a name another object holds
 M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass
-class StatusDraft:
-    """The status being decided, starting from the conditions already stored."""
-
-    old: SandboxStatus
-    generation: int | None
-    now: datetime
-    status: SandboxStatus
-
-    def condition(self, type_: C, value: bool | None, reason: R, message: str) -> None:
-        self.status.conditions = set_condition(
-            self.status.conditions,
-            type_,
-            value,
-            reason,
-            message,
-            generation=self.generation,
-            now=self.now,
-        )
-
-    def finish(
-        self,
-        phase: SandboxPhase,
-        reason: R,
-        message: str,
-        writes: list[Write] | None = None,
-        retry_after: float | None = None,
-    ) -> Plan:
-        self.status.phase, self.status.message = phase, message
-        # An Event per transition: a new phase, or a new problem within one (not each step
-        # of progress, which the status shows).
-        before = get_condition(self.old.conditions, C.READY)
-        warned = reason.severity == Severity.WARNING and (before is None or before.reason != reason)
-        changed = self.old.phase != phase or warned
-        return Plan(
-            self.status, writes or [], [Notice(reason, message)] if changed else [], retry_after
-        )
 
 
 def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Plan:
@@ -125,15 +86,19 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
         )
         draft.condition(C.READY, False, R.WORKSPACE_TOO_LARGE, message)
         return draft.finish(SandboxPhase.FAILED, R.WORKSPACE_TOO_LARGE, message)
-    writes = _owned_objects(world, sandbox_inputs, policy, configmap)
+    pvc = plan_volume(draft, world, sandbox_inputs)
+    if isinstance(pvc, Plan):
+        return pvc
+    writes = _owned_objects(world, sandbox_inputs, policy, configmap, pvc)
     draft.status.pvc_name = names.pvc_name(sandbox_inputs.name)
     draft.status.pod_name = names.pod_name(sandbox_inputs.name)
-    _record_preparation(draft, sandbox_inputs.workspace_hash)
+    current_hash = sandbox_inputs.workspace_hash
+    _record_preparation(draft, volume_hash(pvc, draft, current_hash), current_hash)
     pause = _pause_reason(sandbox_inputs.sandbox, meta, draft)
     if pause is not None:
         return _paused(draft, world, sandbox_inputs.sandbox, pause, writes)
     draft.condition(C.PAUSED, False, R.RUNNING, "The sandbox is not paused.")
-    plan = _progress(draft, world, sandbox_inputs, projection, writes)
+    plan = _progress(draft, world, sandbox_inputs, projection, pvc, writes)
     if any(isinstance(w, Create) and w.obj["kind"] == "Pod" for w in plan.writes):
         plan.policy_decisions = [item.decision for item in judged]  # setup runs in this pod
     return plan
@@ -179,7 +144,11 @@ def _name_conflict(world: SandboxWorld) -> str | None:
 
 
 def _owned_objects(
-    world: SandboxWorld, inputs: SandboxInputs, policy: SandboxPolicySpec | None, configmap: Obj
+    world: SandboxWorld,
+    inputs: SandboxInputs,
+    policy: SandboxPolicySpec | None,
+    configmap: Obj,
+    pvc: Obj,
 ) -> list[Write]:
     """Create the ConfigMap, NetworkPolicy and PVC, or bring the first two in line. A PVC's
     spec is immutable once bound: it is never patched."""
@@ -202,7 +171,7 @@ def _owned_objects(
             body = {"metadata": {"resourceVersion": version}, field_name: wanted[field_name]}
             writes.append(Patch(wanted["kind"], name, body))
     if world.pvc is None:
-        writes.append(Create(owned_by(render_workspace_pvc(inputs), world.sandbox)))
+        writes.append(Create(pvc))
     return writes
 
 
@@ -222,15 +191,15 @@ def _delete(obj: Obj) -> Delete:
     return Delete(obj["kind"], meta["name"], meta["uid"])
 
 
-def _record_preparation(draft: StatusDraft, current_hash: str) -> None:
-    """The hash the volume was prepared from, and whether that is the current Workspace."""
-    prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
-    prepared_hash = draft.old.workspace_hash if prepared else current_hash
+def _record_preparation(draft: StatusDraft, prepared_hash: str, current_hash: str) -> None:
+    """The hash the volume was prepared from (or restored at), and whether that is the
+    current Workspace's."""
     draft.status.workspace_hash = prepared_hash
-    if prepared and prepared_hash != current_hash:
+    if prepared_hash != current_hash:
         message = (
-            "The Workspace changed after this sandbox was prepared; its volume keeps the old "
-            "result. Delete and recreate the Sandbox to prepare it again."
+            f"The volume holds workspace hash {prepared_hash} (as prepared, or as restored from "
+            f"its snapshot); the Workspace's is now {current_hash}. The volume keeps its result: "
+            "delete and recreate the Sandbox to prepare it again."
         )
         draft.condition(C.UP_TO_DATE, False, R.WORKSPACE_CHANGED, message)
     else:
@@ -284,14 +253,17 @@ def _progress(
     world: SandboxWorld,
     inputs: SandboxInputs,
     projection: Projection,
+    pvc: Obj,
     writes: list[Write],
 ) -> Plan:
     """The pod's progress: create or replace it, and say where setup stands."""
-    pvc = world.pvc or render_workspace_pvc(inputs)
     prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
+    restored = restored_from(pvc)
     pod = world.pod
     if pod is None:
-        pod = owned_by(render_sandbox_pod(inputs, projection, prepared=prepared), world.sandbox)
+        # A restored volume holds the prepared workspace: no clone, projection or setup.
+        ready_made = prepared or restored is not None
+        pod = owned_by(render_sandbox_pod(inputs, projection, prepared=ready_made), world.sandbox)
         writes.append(Create(pod))
     # A pod created by this plan is observed as created (starting): the status is written
     # after the create, and the pod's next event would only say that.
@@ -307,7 +279,12 @@ def _progress(
     if seen.setup_complete is not None and not prepared:
         reason = R.PREPARED if seen.setup_complete else seen.reason
         message = "The workspace is cloned and set up." if seen.setup_complete else seen.message
+        if seen.setup_complete and restored is not None:
+            reason = R.RESTORED
+            message = f"Restored from VolumeSnapshot {restored}: setup did not run."
         draft.condition(C.SETUP_COMPLETE, seen.setup_complete, reason, message)
+    snapshot_writes, seen = take_snapshots(draft, world, inputs, pvc, seen)
+    writes += snapshot_writes
     draft.condition(C.READY, seen.ready, seen.reason, seen.message)
     timings = draft.old.timings
     if seen.ready and (timings is None or timings.ready_at is None):

@@ -17,6 +17,7 @@ from paddock.render.network_policy import ClusterNetwork
 from paddock.render.sandbox import SandboxInputs
 from paddock.render.workspace_hash import workspace_hash
 from paddock.sandboxes.plan import Loaded
+from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
 
 Obj = dict[str, Any]
@@ -40,6 +41,12 @@ class SandboxWorld:
     configmap: Obj | None = None
     network_policy: Obj | None = None
     network: ClusterNetwork = field(default_factory=ClusterNetwork)  # what the fence leaves out
+    snapshots: SnapshotCluster = field(default_factory=SnapshotCluster)
+    forked: Obj | None = None  # the VolumeSnapshot spec.restoreFrom names, if any
+    restore_timeout: float = 300.0  # seconds a restore may take before a cold start
+
+    def workspace_uid(self) -> str | None:
+        return None if self.workspace is None else self.workspace.uid
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ class Loaded(Generic[M]):
     name: str
     spec: M | None = None
     error: str | None = None
+    uid: str | None = None  # of the object read (valid or not)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from paddock.api.common import stored_status
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxStatus
-from paddock.sandboxes.decide import StatusDraft
+from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.plan import Create, Patch, Plan, Write
 

@@ -21,12 +21,15 @@ from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError, InvalidError, KubeError
 from paddock.policy.choice import choose_policy
 from paddock.render import names
+from paddock.render.ownership import controlled_by
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.network import ClusterAddresses, cluster_network
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Write
 from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused
+from paddock.sandboxes.snapshot_lifetime import decide_lifetime
+from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import decide_workspace, load_spec
 from paddock.settings import OperatorSettings
 from paddock.times import utcnow
@@ -77,6 +80,32 @@ def reconcile_workspace(body: Obj, default_image: str) -> Outcome:
     return _report("Workspace", body, plan)
 
 
+def reconcile_workspace_snapshots(
+    namespace: str, name: str, config: OperatorSettings
+) -> tuple[Obj, Outcome] | None:
+    """Delete the Workspace's snapshots it no longer wants and list the rest in its status:
+    the Workspace as read and the outcome; None when it is gone (its snapshots go with it)."""
+    body = CACHE.get("Workspace", namespace, name)
+    if body is None:
+        return None
+    uid = body["metadata"]["uid"]
+    snapshots = [s for s in CACHE.listed("VolumeSnapshot", namespace) if controlled_by(s, uid)]
+    pvcs = CACHE.listed("PersistentVolumeClaim", namespace)
+    current = (body.get("status") or {}).get("hash")
+    lifetime = decide_lifetime(snapshots, current, pvcs, utcnow(), config.snapshots_kept)
+    for delete in lifetime.deletes:
+        try:
+            kube.delete(delete.kind, namespace, delete.name, delete.uid)
+        except ConflictError:  # the name is another snapshot's now: not ours to delete
+            continue
+    listed = [item.to_api() for item in lifetime.listed]
+    if (body.get("status") or {}).get("snapshots", []) != listed:
+        stored = kube.patch_status("Workspace", namespace, name, {"snapshots": listed})
+        if stored is not None:
+            CACHE.seen("MODIFIED", stored)
+    return body, Outcome(lifetime.notices, lifetime.retry_after)
+
+
 def reconcile_policy(body: Obj) -> Outcome:
     return _report("SandboxPolicy", body, decide_policy(body, utcnow()))
 
@@ -97,7 +126,13 @@ def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Ou
 
 def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: bool) -> Outcome:
     world = gather_sandbox(body, config.policy_default, config.policy_required, new=new)
-    world = replace(world, network=cluster_network(config, ADDRESSES.all()))
+    namespace = body["metadata"]["namespace"]
+    world = replace(
+        world,
+        network=cluster_network(config, ADDRESSES.all()),
+        snapshots=snapshot_cluster(namespace),
+        restore_timeout=config.restore_timeout_seconds,
+    )
     plan = decide_sandbox(world, config.sandbox_image, utcnow())
     for write in plan.writes:
         try:
@@ -143,14 +178,25 @@ def reconcile_sandbox_named(
     return None if body is None else (body, reconcile_sandbox(body, config, retry))
 
 
+def snapshot_cluster(namespace: str) -> SnapshotCluster:
+    """The StorageClasses, VolumeSnapshotClasses and Paddock's VolumeSnapshots of the
+    namespace, as the watches show them."""
+    return SnapshotCluster(
+        tuple(CACHE.listed("StorageClass")),
+        tuple(CACHE.listed("VolumeSnapshotClass")),
+        tuple(CACHE.listed("VolumeSnapshot", namespace)),
+    )
+
+
 def _load(kind: str, model: type[Any], namespace: str, name: str) -> Loaded[Any]:
     obj = CACHE.get(kind, namespace, name)
     if obj is None:
         return Loaded(name)
+    uid = obj["metadata"].get("uid")
     try:
-        return Loaded(name, model.model_validate(obj.get("spec") or {}))
+        return Loaded(name, model.model_validate(obj.get("spec") or {}), uid=uid)
     except ValidationError as exc:
-        return Loaded(name, error="; ".join(describe(exc)))
+        return Loaded(name, error="; ".join(describe(exc)), uid=uid)
 
 
 def gather_sandbox(
@@ -176,6 +222,7 @@ def gather_sandbox(
         kube.missing_secret_keys(namespace, workspace.spec.secret_refs()) if workspace.spec else []
     )
     part = CACHE.peek if new else CACHE.get
+    fork = spec.restore_from.volume_snapshot_name if spec.restore_from else None
     return SandboxWorld(
         body,
         Loaded(name, spec),
@@ -188,6 +235,7 @@ def gather_sandbox(
         pvc=part("PersistentVolumeClaim", namespace, names.pvc_name(name)),
         configmap=part("ConfigMap", namespace, names.files_configmap_name(name)),
         network_policy=part("NetworkPolicy", namespace, names.network_policy_name(name)),
+        forked=CACHE.get("VolumeSnapshot", namespace, fork) if fork else None,
     )
 
 
@@ -219,6 +267,11 @@ def _write(namespace: str, write: Write) -> bool:
 
 
 def _changed(old: Obj, status: BaseModel) -> Obj:
-    """The fields of the new status that differ from the stored one (a merge patch)."""
+    """The fields of the new status that differ from the stored one (a merge patch); a field
+    set to None on purpose is removed."""
     new: Obj = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    for name in status.model_fields_set:
+        alias = type(status).model_fields[name].alias or name
+        if getattr(status, name) is None and old.get(alias) is not None:
+            new[alias] = None
     return {key: value for key, value in new.items() if old.get(key) != value}

@@ -43,7 +43,10 @@ def decide_workspace(
     meta = body["metadata"]
     generation = meta.get("generation")
     old = stored_status(WorkspaceStatus, body)
-    status = WorkspaceStatus(observed_generation=generation, conditions=old.conditions)
+    # The snapshots are listed by their own reconcile (service.reconcile_workspace_snapshots).
+    status = WorkspaceStatus(
+        observed_generation=generation, conditions=old.conditions, snapshots=old.snapshots
+    )
 
     def condition(type_: C, value: bool, reason: R, message: str) -> None:
         status.conditions = set_condition(

@@ -1,0 +1,59 @@
+"""The status a Sandbox's reconcile is deciding, and the plan it finishes as."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from paddock.api.conditions import Notice, get_condition, set_condition
+from paddock.api.reasons import ConditionType as C
+from paddock.api.reasons import SandboxReason as R
+from paddock.api.reasons import Severity
+from paddock.api.sandbox import SandboxPhase, SandboxStatus
+from paddock.sandboxes.plan import Plan, Write
+
+
+@dataclass
+class StatusDraft:
+    """The status being decided, starting from the conditions already stored."""
+
+    old: SandboxStatus
+    generation: int | None
+    now: datetime
+    status: SandboxStatus
+    notices: list[Notice] = field(default_factory=list)  # besides the phase's own
+
+    def condition(self, type_: C, value: bool | None, reason: R, message: str) -> None:
+        self.status.conditions = set_condition(
+            self.status.conditions,
+            type_,
+            value,
+            reason,
+            message,
+            generation=self.generation,
+            now=self.now,
+        )
+
+    def noted(self, type_: C, value: bool | None, reason: R, message: str) -> None:
+        """Set a condition, with an Event when its reason is new."""
+        before = get_condition(self.old.conditions, type_)
+        if before is None or before.reason != reason:
+            self.notices.append(Notice(reason, message))
+        self.condition(type_, value, reason, message)
+
+    def finish(
+        self,
+        phase: SandboxPhase,
+        reason: R,
+        message: str,
+        writes: list[Write] | None = None,
+        retry_after: float | None = None,
+    ) -> Plan:
+        self.status.phase, self.status.message = phase, message
+        # An Event per transition: a new phase, or a new problem within one (not each step
+        # of progress, which the status shows).
+        before = get_condition(self.old.conditions, C.READY)
+        warned = reason.severity == Severity.WARNING and (before is None or before.reason != reason)
+        changed = self.old.phase != phase or warned
+        notices = [Notice(reason, message)] if changed else []
+        return Plan(self.status, writes or [], notices + self.notices, retry_after)

@@ -1,0 +1,163 @@
+"""The workspace volume of a Sandbox: created empty or restored from a snapshot, given up on
+when a restore fails (for a cold start), and snapshotted after setup or runs. Pure: part of
+``decide.py``'s decision."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from paddock import GROUP, VERSION
+from paddock.api.conditions import get_condition, is_true
+from paddock.api.reasons import ConditionType as C
+from paddock.api.reasons import SandboxReason as R
+from paddock.api.sandbox import SandboxPhase, SnapshotWhen
+from paddock.render import names
+from paddock.render.ownership import owned_by
+from paddock.render.sandbox import SandboxInputs, render_workspace_pvc
+from paddock.render.snapshot import restored_from
+from paddock.sandboxes.draft import StatusDraft
+from paddock.sandboxes.inputs import SandboxWorld
+from paddock.sandboxes.observe import Observation
+from paddock.sandboxes.plan import Create, Delete, Plan, Write
+from paddock.sandboxes.snapshots import (
+    Moment,
+    Wanted,
+    restore_failure,
+    restore_source,
+    snapshot_step,
+    storage_class_of,
+)
+
+Obj = dict[str, Any]
+RETRY_WANTED = 10.0  # seconds between looks at a fork's snapshot that is not ready
+
+
+def _delete(obj: Obj) -> Delete:
+    meta = obj["metadata"]
+    return Delete(obj["kind"], meta["name"], meta["uid"])
+
+
+def plan_volume(draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs) -> Obj | Plan:
+    """The workspace PVC (as it is, or to be created when it has no resourceVersion), or the
+    plan while there can be none: a fork waiting for its snapshot, an old volume going away, a
+    failed restore being given up."""
+    pvc = world.pvc
+    if pvc is None:
+        return _new_volume(draft, world, inputs)
+    if pvc["metadata"].get("deletionTimestamp"):
+        message = "Waiting for the previous workspace volume to be deleted."
+        draft.condition(C.READY, False, R.STARTING, message)
+        writes: list[Write] = [] if world.pod is None else [_delete(world.pod)]
+        return draft.finish(SandboxPhase.PROVISIONING, R.STARTING, message, writes)
+    source = restored_from(pvc)
+    if source is None:
+        return pvc
+    draft.status.restored_from = source
+    snapshot = next((s for s in world.snapshots.snapshots if s["metadata"]["name"] == source), None)
+    if snapshot is None and world.forked and world.forked["metadata"]["name"] == source:
+        snapshot = world.forked
+    failure = restore_failure(pvc, snapshot, draft.now, world.restore_timeout)
+    if failure is not None:
+        message = f"{failure} Setting the workspace up from scratch instead."
+        draft.condition(C.RESTORED, False, R.RESTORE_FAILED, message)
+        draft.condition(C.READY, False, R.RESTORE_FAILED, message)
+        draft.status.restored_from = None
+        given_up: list[Write] = [_delete(pvc)]
+        given_up += [] if world.pod is None else [_delete(world.pod)]
+        return draft.finish(SandboxPhase.PROVISIONING, R.RESTORE_FAILED, message, given_up)
+    if (pvc.get("status") or {}).get("phase") == "Bound":
+        draft.condition(C.RESTORED, True, R.RESTORED, f"Restored from VolumeSnapshot {source}.")
+    else:
+        draft.condition(C.RESTORED, None, R.RESTORING, f"Restoring from VolumeSnapshot {source}.")
+    return pvc
+
+
+def _new_volume(draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs) -> Obj | Plan:
+    spec = inputs.sandbox
+    restored = get_condition(draft.old.conditions, C.RESTORED)
+    gave_up = restored is not None and restored.reason == R.RESTORE_FAILED
+    storage_class = storage_class_of(spec, None, world.snapshots)
+    source = None
+    if not gave_up:
+        source = restore_source(
+            spec, inputs.workspace_hash, storage_class, world.snapshots, world.forked, draft.now
+        )
+    if isinstance(source, Wanted):
+        draft.condition(C.READY, False, R.SNAPSHOT_NOT_READY, source.message)
+        return draft.finish(
+            SandboxPhase.PENDING, R.SNAPSHOT_NOT_READY, source.message, retry_after=RETRY_WANTED
+        )
+    if is_true(draft.status.conditions, C.SETUP_COMPLETE):  # its volume is gone: prepare anew
+        message = "The workspace volume is new: it is prepared again."
+        draft.condition(C.SETUP_COMPLETE, False, R.SETTING_UP, message)
+    if source is not None:
+        name = source["metadata"]["name"]
+        draft.status.restored_from = name
+        draft.condition(C.RESTORED, None, R.RESTORING, f"Restoring from VolumeSnapshot {name}.")
+    elif not gave_up:
+        if spec.lifecycle.snapshot == SnapshotWhen.NONE:
+            message = "spec.lifecycle.snapshot is none: the workspace is set up from scratch."
+        else:
+            message = (
+                f"No ready snapshot of workspace hash {inputs.workspace_hash} younger than "
+                f"{spec.lifecycle.snapshot_max_age}: the workspace is set up from scratch."
+            )
+        draft.condition(C.RESTORED, False, R.NO_SNAPSHOT, message)
+    return owned_by(render_workspace_pvc(inputs, source), world.sandbox)
+
+
+def volume_hash(pvc: Obj, draft: StatusDraft, current: str) -> str:
+    """The workspace hash the volume holds: the one recorded when it was prepared, else its
+    label (set when it was made: the snapshot's hash for a restored volume)."""
+    if is_true(draft.status.conditions, C.SETUP_COMPLETE) and draft.old.workspace_hash:
+        return draft.old.workspace_hash
+    labelled = (pvc["metadata"].get("labels") or {}).get(names.WORKSPACE_HASH_LABEL)
+    return str(labelled or current)
+
+
+def take_snapshots(
+    draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs, pvc: Obj, seen: Observation
+) -> tuple[list[Write], Observation]:
+    """The snapshot to take now, if any, and the observation with Ready held while a
+    snapshot after setup is being cut (so no run changes the volume before it is)."""
+    timings = draft.old.timings
+    setup = get_condition(draft.status.conditions, C.SETUP_COMPLETE)
+    just_set_up = (
+        seen.ready
+        and (timings is None or timings.ready_at is None)
+        and setup is not None
+        and setup.reason == R.PREPARED
+    )
+    annotations = world.sandbox["metadata"].get("annotations") or {}
+    moment = Moment(
+        taken=draft.old.snapshot,
+        just_set_up=just_set_up,
+        last_run=annotations.get(names.LAST_RUN_ANNOTATION),
+        volume_hash=volume_hash(pvc, draft, inputs.workspace_hash),
+        storage_class=storage_class_of(inputs.sandbox, pvc, world.snapshots),
+    )
+    workspace = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Workspace",
+        "metadata": {"name": inputs.sandbox.workspace_ref.name, "uid": world.workspace_uid()},
+    }
+    step = snapshot_step(
+        world.sandbox,
+        workspace,
+        inputs.sandbox,
+        moment,
+        world.snapshots,
+        draft.now,
+        world.restore_timeout,
+    )
+    draft.status.snapshot = step.name
+    if step.condition is not None:
+        draft.noted(C.SNAPSHOT_READY, *step.condition)
+    writes: list[Write] = [] if step.create is None else [Create(step.create)]
+    if step.hold is not None:
+        seen = replace(
+            seen, phase=SandboxPhase.SETTING_UP, reason=R.SNAPSHOT_TAKING, message=step.hold
+        )
+        seen = replace(seen, ready=False, ready_at=None)
+    return writes, seen
