@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from support.kube import Cluster
-from support.runs import command_run, wait_for_run
+from support.runs import command_run, log_events, of_type, wait_for_run
 from support.sandboxes import (
     condition,
     events_for,
@@ -92,6 +93,7 @@ def test_the_next_sandbox_of_a_workspace_is_restored_without_setup(
     ]
 
     cluster.kubectl("delete", "sandbox", "first", "-n", namespace, "--wait=true")
+    restored_before = _restored_starts()
     cluster.apply(sandbox("second", "app", storage={"size": "1Gi"}), namespace)
     second = wait_for_phase(cluster, namespace, "second", "Ready")
     assert second["restoredFrom"] == taken
@@ -103,6 +105,19 @@ def test_the_next_sandbox_of_a_workspace_is_restored_without_setup(
     assert pvc["spec"]["dataSource"]["name"] == taken
     assert "snapshot" not in second  # a copy of a snapshot is not snapshotted again
     assert any(e["reason"] == "SnapshotTaken" for e in events_for(cluster, namespace, "first"))
+    wait_for(lambda: _restored_starts() > restored_before, 30, what="the restored start counted")
+    # A run in it hears how its sandbox started.
+    cluster.apply(command_run("check", "second", "echo hi"), namespace)
+    assert wait_for_run(cluster, namespace, "check")["phase"] == "Succeeded"
+    (ready,) = of_type(log_events(cluster, namespace, "check"), "sandbox.ready")
+    assert ready["data"]["outcome"] == "sandbox.restored"
+    assert ready["data"]["restoredFrom"] == taken
+
+
+def _restored_starts() -> float:
+    """Sandboxes Ready from a snapshot, as the in-process operator's histogram counts them."""
+    count = REGISTRY.get_sample_value("paddock_sandbox_ready_seconds_count", {"start": "restored"})
+    return count or 0.0
 
 
 def test_an_expired_snapshot_is_deleted_and_the_next_sandbox_starts_cold(

@@ -134,6 +134,10 @@ class Execution(RunRecord):
         secret_env = self._load_secrets(spec, ready)
         if ev.SANDBOX_READY not in self.summary.types_seen:
             data = {"sandbox": ready.name, "pod": ready.pod, "policy": ready.policy.label}
+            # How the sandbox started: restored from a snapshot (no setup), or set up.
+            data["outcome"] = "sandbox.restored" if ready.restored_from else "sandbox.prepared"
+            if ready.restored_from:
+                data["restoredFrom"] = ready.restored_from
             self._append([Draft(ev.SANDBOX_READY, f"sandbox {ready.name} is ready", data)])
         if self._poll().missing:
             # Not launched yet. (A launch an operator stop interrupted left the run directory:

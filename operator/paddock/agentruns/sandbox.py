@@ -37,6 +37,7 @@ class ReadySandbox:
     workspace: str
     uid: str = ""  # the Sandbox's: its pod must be controlled by it
     policy: PolicyChoice = field(default_factory=PolicyChoice)  # what its commands must pass
+    restored_from: str | None = None  # the VolumeSnapshot its volume started from, if any
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,8 @@ def _by_phase(name: str, sandbox: Sandbox) -> Verdict:
         pod = status.pod_name or name
         uid = str(sandbox.metadata.get("uid") or "")
         policy = policy_of(sandbox)
-        return Verdict(ReadySandbox(name, pod, sandbox.spec.workspace_ref.name, uid, policy))
+        workspace = sandbox.spec.workspace_ref.name
+        return Verdict(ReadySandbox(name, pod, workspace, uid, policy, status.restored_from))
     if phase == SandboxPhase.FAILED:
         return Verdict(Unusable(name, R.SANDBOX_FAILED, f"Sandbox {name} failed: {message}"))
     if phase == SandboxPhase.PAUSED:
