@@ -1,9 +1,9 @@
 """Least privilege, proven both ways: the operator, running with config/rbac's ClusterRole,
 is driven through every path it has (a sandbox set up, drifted and put back, paused and
-resumed; runs that succeed, make their own sandbox, and are deleted mid-run), and the API
-server's audit log must show it using every verb on every resource the role grants, or the
-grant must be listed below with the reason it is needed anyway. Nothing it asked for may have
-been refused."""
+resumed, snapshotted and forked; runs that succeed, make their own sandbox, and are deleted
+mid-run; a snapshot superseded), and the API server's audit log must show it using every verb
+on every resource the role grants, or the grant must be listed below with the reason it is
+needed anyway. Nothing it asked for may have been refused."""
 
 from __future__ import annotations
 
@@ -145,6 +145,21 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
         lambda: status_of(cluster, namespace, "workspace", "with-secret").get("hash"),
         60,
         what="the Workspace with a Secret validated",
+    )
+    # Snapshots: box's, taken after its setup; a fork names it (get); a changed Workspace
+    # supersedes it (delete).
+    taken = wait_for(
+        lambda: status_of(cluster, namespace, "sandbox", "box").get("snapshot"),
+        60,
+        what="box's snapshot",
+    )
+    cluster.apply(sandbox("fork", "app", restoreFrom={"volumeSnapshotName": taken}), namespace)
+    wait_for_phase(cluster, namespace, "fork", "Ready")
+    cluster.apply(workspace("app", setup=["true"]), namespace)
+    wait_for(
+        lambda: get(cluster, namespace, "volumesnapshot", taken) is None,
+        60,
+        what="the superseded snapshot deleted",
     )
 
 
