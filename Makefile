@@ -85,6 +85,7 @@ test-e2e: install ## End-to-end tests (kind, where a Docker engine runs)
 bench: install ## Benchmarks against the local control plane, printed as ratios to a baseline
 	$(BIN)/python bench/bench_runs.py
 	$(BIN)/python bench/bench_sandboxes.py --sandboxes $(or $(SANDBOXES),200)
+	$(BIN)/python bench/bench_snapshots.py
 
 ##@ Run
 

@@ -39,6 +39,9 @@ local_path_dir="$CACHE/local-path-provisioner/$LOCAL_PATH_VERSION"
 network_policies_source="$(cd "$(dirname "$0")" && pwd)/network-policies"
 network_policies_dir="$CACHE/network-policies/$NETWORK_POLICIES_VERSION-$(cat "$network_policies_source"/main.go \
   "$network_policies_source"/go.mod "$network_policies_source"/patch/*.go | sha256sum | cut -c1-8)-paddock.2"
+csi_node_source="$(cd "$(dirname "$0")" && pwd)/csi-node"
+csi_node_dir="$CACHE/csi-node/$(cat "$csi_node_source"/main.go "$csi_node_source"/go.mod \
+  "$csi_node_source"/go.sum | sha256sum | cut -c1-8)"
 mkdir -p "$CACHE"
 
 exec 9>"$CACHE/.build.lock"
@@ -207,6 +210,18 @@ build_network_policies() {
   log "kube-network-policies $NETWORK_POLICIES_VERSION: done"
 }
 
+# The real node's CSI node plugin (ours, hack/csi-node): registers with the kubelet and
+# bind-mounts the local driver's volume directories into pods.
+build_csi_node() {
+  [ -f "$csi_node_dir/.complete" ] && { log "csi-node: cached"; return; }
+  log "csi-node: building (cold: about 1 min)"
+  mkdir -p "$csi_node_dir"
+  (cd "$csi_node_source" && go build -trimpath -buildvcs=false -ldflags "-s -w" \
+      -o "$csi_node_dir/paddock-csi-node" .)
+  touch "$csi_node_dir/.complete"
+  log "csi-node: done"
+}
+
 # external-snapshotter's snapshot controller. Its go.mod replaces its client module with the
 # directory next to it and pins Kubernetes' staging modules; go install refuses replace
 # directives, so a wrapper repeats them, with the client module at the same release.
@@ -251,8 +266,9 @@ if [ "$(id -u)" -eq 0 ] && ! real_node_off; then
   build_k8s_commands kubelet "$kubelet_dir" kubelet
   build_local_path_provisioner
   build_network_policies
+  build_csi_node
 else
-  log "kubelet, local-path-provisioner, kube-network-policies: skipped (the real node needs root; PADDOCK_REAL_NODE=${PADDOCK_REAL_NODE:-auto})"
+  log "kubelet, local-path-provisioner, kube-network-policies, csi-node: skipped (the real node needs root; PADDOCK_REAL_NODE=${PADDOCK_REAL_NODE:-auto})"
 fi
 fetch_snapshot_crds
 build_snapshot_controller
@@ -266,3 +282,4 @@ echo "SNAPSHOT_CONTROLLER_BIN=$snapshot_controller_dir"
 echo "KUBELET_BIN=$kubelet_dir"
 echo "LOCAL_PATH_BIN=$local_path_dir"
 echo "NETWORK_POLICIES_BIN=$network_policies_dir"
+echo "CSI_NODE_BIN=$csi_node_dir"

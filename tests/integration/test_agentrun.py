@@ -28,6 +28,7 @@ from support.sandboxes import (
     ready_sandbox,
     secret,
     status_of,
+    wait_for_phase,
     workspace,
 )
 from support.waiting import wait_for
@@ -453,6 +454,9 @@ def test_examples_run_and_kubectl_shows_the_event_count(
     assert warned[0]["type"] == "Warning"
     wide = cluster.kubectl("get", "run", "hello-agent", "-n", namespace, "-o", "wide").stdout
     assert "anthropic/api-key" in wide.splitlines()[1]
+    # The fork starts from hello's snapshot after setup, without setup of its own.
+    fork = wait_for_phase(cluster, namespace, "hello-fork", "Ready")
+    assert fork["restoredFrom"] == status_of(cluster, namespace, "sandbox", "hello")["snapshot"]
 
 
 def test_a_run_waiting_for_its_secret_starts_once_it_exists_and_says_so(

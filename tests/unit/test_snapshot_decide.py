@@ -387,3 +387,17 @@ def test_a_snapshot_being_restored_from_is_kept_until_the_restore_is_done() -> N
     assert waiting.retry_after == 10.0
     bound = restoring_pvc(timedelta(seconds=10), phase="Bound")
     assert [d.name for d in lifetime([expired], [bound]).deletes] == ["s"]
+
+
+def test_sandboxes_set_up_together_take_one_snapshot_not_one_each() -> None:
+    base = ready_world([])
+    other = snapshot("other-sbx-setup", ready=False, hash_=current_hash())
+    del other["status"]["creationTime"]  # being taken by another sandbox
+    plan = decide_sandbox(replace(base, snapshots=replace(CLUSTER, snapshots=(other,))), "img", NOW)
+    assert not [w for w in plan.writes if isinstance(w, Create)]
+    assert plan.status.to_api()["phase"] == "Ready"
+    failed = snapshot("other-sbx-setup", hash_=current_hash(), error={"message": "x"})
+    plan = decide_sandbox(
+        replace(base, snapshots=replace(CLUSTER, snapshots=(failed,))), "img", NOW
+    )
+    assert created(plan, "VolumeSnapshot")  # a failed one stands for nothing

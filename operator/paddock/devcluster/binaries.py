@@ -28,6 +28,7 @@ class Binaries:
     kubelet_dir: Path
     local_path_dir: Path
     network_policies_dir: Path
+    csi_node_dir: Path
 
     @property
     def kubelet(self) -> Path:
@@ -44,6 +45,10 @@ class Binaries:
     @property
     def network_policies(self) -> Path:
         return self.network_policies_dir / "paddock-network-policies"
+
+    @property
+    def csi_node(self) -> Path:
+        return self.csi_node_dir / "paddock-csi-node"
 
     @property
     def kube_apiserver(self) -> Path:
@@ -96,4 +101,5 @@ def ensure_binaries() -> Binaries:
         kubelet_dir=Path(paths["KUBELET_BIN"]),
         local_path_dir=Path(paths["LOCAL_PATH_BIN"]),
         network_policies_dir=Path(paths["NETWORK_POLICIES_BIN"]),
+        csi_node_dir=Path(paths["CSI_NODE_BIN"]),
     )

@@ -11,9 +11,11 @@
 - Volumes: PVCs of the ``paddock-local`` StorageClass (the default) get a PersistentVolume of
   the CSI driver ``local-path.paddock.dev`` whose handle is a directory under ``<root>/volumes``
   once the scheduler has picked the node (``WaitForFirstConsumer``); the volume and its
-  directory go when the claim does. kwok mounts nothing, so no CSI node plugin is needed; the
-  driver's snapshots are ``local_snapshots``'s, and a claim whose ``dataSource`` is a
-  VolumeSnapshot starts as a copy of it (it waits until the snapshot is ready).
+  directory go when the claim does. kwok mounts nothing, so no CSI node plugin is needed. The
+  real node's ``paddock-node-csi`` claims get the same, of the driver ``node-local.paddock.dev``,
+  which the node's CSI node plugin (``hack/csi-node``) bind-mounts into its pods. The drivers'
+  snapshots are ``local_snapshots``'s, and a claim whose ``dataSource`` is a VolumeSnapshot
+  starts as a copy of it (it waits until the snapshot is ready).
 """
 
 from __future__ import annotations
@@ -36,8 +38,12 @@ log = logging.getLogger("paddock.kwok_agent")
 
 KWOK_GROUP, KWOK_VERSION = "kwok.x-k8s.io", "v1alpha1"
 STORAGE_CLASS = "paddock-local"
+NODE_STORAGE_CLASS = "paddock-node-csi"  # the real node's, mounted by its CSI node plugin
 # A CSI driver provisions under its own name, which the matching VolumeSnapshotClass names too.
 PROVISIONER = local_snapshots.DRIVER
+# The StorageClasses this agent provisions, with their drivers: kwok's (claims of pods on the
+# kwok node) and the real node's (claims of pods on it).
+DRIVERS = {STORAGE_CLASS: PROVISIONER, NODE_STORAGE_CLASS: local_snapshots.NODE_DRIVER}
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
@@ -158,19 +164,20 @@ def run_forever(name: str, loop: Callable[[], None]) -> None:
 
 def volume_object(pvc: Any, node: str, directory: Path) -> dict[str, Any]:
     meta = pvc.metadata
+    driver = DRIVERS[pvc.spec.storage_class_name]
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
         "metadata": {
             "name": f"pvc-{meta.uid}",
-            "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER},
+            "annotations": {"pv.kubernetes.io/provisioned-by": driver},
         },
         "spec": {
             "capacity": {"storage": pvc.spec.resources.requests["storage"]},
             "accessModes": pvc.spec.access_modes,
             "persistentVolumeReclaimPolicy": "Delete",
-            "storageClassName": STORAGE_CLASS,
-            "csi": {"driver": PROVISIONER, "volumeHandle": str(directory)},
+            "storageClassName": pvc.spec.storage_class_name,
+            "csi": {"driver": driver, "volumeHandle": str(directory)},
             "claimRef": {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid},
             "nodeAffinity": {
                 "required": {
@@ -211,15 +218,20 @@ RESTORE_WAIT = 600.0  # seconds a claim waits for its snapshot to become ready
 
 
 def provision(core: client.CoreV1Api, pvc: Any, node: str, root: Path, waited: float = 0) -> None:
-    """A volume for a pending claim of ours on this node; one from a snapshot once it is ready
-    (looked at again every second: a snapshot becoming ready changes nothing on the claim)."""
+    """A volume for a pending claim of ours (kwok's on its node, the real node's on that); one
+    from a snapshot once it is ready (looked at again every second: a snapshot becoming ready
+    changes nothing on the claim)."""
     annotations = pvc.metadata.annotations or {}
+    selected = annotations.get(SELECTED_NODE)
+    storage_class = pvc.spec.storage_class_name
     if (
         pvc.status.phase != "Pending"
-        or pvc.spec.storage_class_name != STORAGE_CLASS
-        or annotations.get(SELECTED_NODE) != node
+        or storage_class not in DRIVERS
+        or not selected
+        or (storage_class == STORAGE_CLASS and selected != node)
     ):
         return
+    node = selected
     name = f"pvc-{pvc.metadata.uid}"
     directory = root / "volumes" / name
     source = pvc.spec.data_source

@@ -1,5 +1,6 @@
-"""What a CSI driver's snapshot side would do for the local kwok node's StorageClass, so that the
-real snapshot controller (external-snapshotter's, run by ``up``) serves VolumeSnapshots here.
+"""What a CSI driver's snapshot side would do for the local cluster's two CSI StorageClasses
+(kwok's node's, and the real node's ``paddock-node-csi``), so that the real snapshot controller
+(external-snapshotter's, run by ``up``) serves VolumeSnapshots here.
 
 The snapshot controller turns a VolumeSnapshot into a VolumeSnapshotContent naming the driver
 and the volume's handle; a CSI driver's sidecar then takes the snapshot and fills in the
@@ -11,7 +12,8 @@ content's status. Here that is a copy of the volume's directory under ``<root>/s
 - a content being deleted (the controller marks it) loses its copy (``deletionPolicy:
   Delete``), its status' handle, then the finalizer;
 - ``restore`` copies a ready snapshot into a new volume's directory, for a claim whose
-  ``dataSource`` is a VolumeSnapshot (``kwok_agent`` provisions it).
+  ``dataSource`` is a VolumeSnapshot (``kwok_agent`` provisions it). Copies keep owners and
+  modes, so a restored workspace belongs to the sandbox user as the original did.
 
 Only the standard snapshot API is spoken: the operator cannot tell this from a CSI driver.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -31,28 +34,35 @@ log = logging.getLogger("paddock.local_snapshots")
 
 GROUP, VERSION = "snapshot.storage.k8s.io", "v1"
 DRIVER = "local-path.paddock.dev"  # the CSI driver of the local StorageClass's volumes
+NODE_DRIVER = "node-local.paddock.dev"  # the same, for the real node's (it mounts them)
+DRIVERS = (DRIVER, NODE_DRIVER)
 SNAPSHOT_CLASS = "paddock-local"
+NODE_SNAPSHOT_CLASS = "paddock-node-csi"
 FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"
 BEING_DELETED = "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"
 
 
-def manifests() -> list[dict[str, Any]]:
-    """The CSIDriver (no attach step) and the default VolumeSnapshotClass of the driver."""
+def manifests(driver: str = DRIVER, snapshot_class: str = SNAPSHOT_CLASS) -> list[dict[str, Any]]:
+    """The CSIDriver (no attach step; on the real node the kubelet gives a volume the pod's
+    fsGroup) and the default VolumeSnapshotClass of the driver."""
+    spec: dict[str, Any] = {"attachRequired": False, "podInfoOnMount": False}
+    if driver == NODE_DRIVER:
+        spec["fsGroupPolicy"] = "File"
     return [
         {
             "apiVersion": "storage.k8s.io/v1",
             "kind": "CSIDriver",
-            "metadata": {"name": DRIVER},
-            "spec": {"attachRequired": False, "podInfoOnMount": False},
+            "metadata": {"name": driver},
+            "spec": spec,
         },
         {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "VolumeSnapshotClass",
             "metadata": {
-                "name": SNAPSHOT_CLASS,
+                "name": snapshot_class,
                 "annotations": {"snapshot.storage.kubernetes.io/is-default-class": "true"},
             },
-            "driver": DRIVER,
+            "driver": driver,
             "deletionPolicy": "Delete",
         },
     ]
@@ -63,8 +73,10 @@ def _size(directory: Path) -> int:
 
 
 def _copy(source: Path, target: Path) -> None:
-    """The directory's files, links as links, modes kept; into ``target`` (made or filled)."""
-    shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+    """The directory's files, links as links, owners and modes kept; into ``target`` (made or
+    filled)."""
+    target.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", f"{source}/.", str(target)], check=True)
 
 
 class Snapshotter:
@@ -75,7 +87,7 @@ class Snapshotter:
     def sync(self, content: dict[str, Any]) -> None:
         """Bring one VolumeSnapshotContent of this driver where the sidecar would."""
         meta, spec = content["metadata"], content.get("spec") or {}
-        if spec.get("driver") != DRIVER:
+        if spec.get("driver") not in DRIVERS:
             return
         if meta.get("deletionTimestamp"):
             self._delete(content)
@@ -163,7 +175,7 @@ def snapshot_directory(namespace: str, name: str) -> Path | None:
             return None
         raise
     handle = (content.get("status") or {}).get("snapshotHandle")
-    if content["spec"].get("driver") != DRIVER or not handle:
+    if content["spec"].get("driver") not in DRIVERS or not handle:
         return None
     return Path(handle)
 

@@ -5,15 +5,18 @@ Everything the node creates on the host is named after the cluster's state direc
 recorded in ``state.json`` before it is created, so ``down`` removes exactly that:
 
 - processes: containerd (its own root, state and socket), the kubelet, local-path-provisioner,
-  and the containers' shims and processes (found by their cgroup and containerd address);
+  the CSI node plugin, and the containers' shims and processes (found by their cgroup and
+  containerd address);
 - mounts under the state directory (container root filesystems, volumes, network namespaces);
 - a Linux bridge ``pdk<id>`` with its veths, and one MASQUERADE rule for the pod subnet;
 - the NetworkPolicy controller, its nftables table and one rule (``network_policies``);
 - a cgroup ``/paddock-<id>`` in each hierarchy, the kubelet's cgroup root.
 
 The node is tainted (``paddock.dev/node=real:NoSchedule``), so only pods that ask for it run
-there; it has its own StorageClass, ``paddock-node-local``, served by rancher's
-local-path-provisioner (a host process), whose volumes are directories under the state dir.
+there; it has its own StorageClasses: ``paddock-node-local``, served by rancher's
+local-path-provisioner (a host process), whose volumes are directories under the state dir, and
+``paddock-node-csi``, with snapshots: the local CSI driver's volumes (provisioned and
+snapshotted by the kwok-agent, as kwok's), which the node plugin ``hack/csi-node`` bind-mounts.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from paddock.devcluster import images, network_policies
+from paddock.devcluster import images, local_snapshots, network_policies
 from paddock.devcluster.binaries import Binaries
 from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
 from paddock.devcluster.processes import (
@@ -53,6 +56,7 @@ NODE_NAME = "paddock-node"
 NODE_LABEL = "paddock.dev/node"
 NODE_TAINT = f"{NODE_LABEL}=real:NoSchedule"
 STORAGE_CLASS = "paddock-node-local"
+CSI_STORAGE_CLASS = "paddock-node-csi"  # snapshots: the local CSI driver's, mounted by csi-node
 PROVISIONER = "paddock.dev/node-local-path"
 PROVISIONER_NAMESPACE = "paddock-node"
 CNI_BIN = Path("/usr/lib/cni")
@@ -70,7 +74,14 @@ CNI_PLUGINS = ("bridge", "host-local", "loopback")
 # Pods of the node and the (pretend) pods of kwok use different ranges.
 SUBNET_BASE = ipaddress.ip_network("10.245.0.0/16")
 RUN_ROOT = Path("/run/paddock")
-COMPONENTS = ("containerd", "kubelet", "local-path-provisioner", network_policies.COMPONENT)
+CSI_NODE = "csi-node"
+COMPONENTS = (
+    "containerd",
+    "kubelet",
+    "local-path-provisioner",
+    network_policies.COMPONENT,
+    CSI_NODE,
+)
 
 Kubectl = Callable[..., str]  # kubectl(*args, stdin=None) against the cluster, as admin
 
@@ -512,6 +523,47 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
         f"node {NODE_NAME} Ready",
     )  # fmt: skip
     network_policies.start(binaries, state, node, kubectl)
+    _start_csi_node(binaries, state, node, kubectl)
+
+
+def _start_csi_node(
+    binaries: Binaries, state: ClusterState, node: NodePlan, kubectl: Kubectl
+) -> None:
+    """The node plugin of the local CSI driver, registered with the kubelet, and its
+    StorageClass and VolumeSnapshotClass: volumes the kwok-agent provisions and snapshots, that
+    this plugin mounts into the node's pods."""
+    registry = node.root / "kubelet" / "plugins_registry"
+    process = spawn(
+        state,
+        CSI_NODE,
+        [
+            str(binaries.csi_node),
+            f"--driver-name={local_snapshots.NODE_DRIVER}",
+            f"--node-id={NODE_NAME}",
+            f"--root={state.directory / 'volumes'}",
+            f"--csi-socket={node.run_dir / 'csi.sock'}",
+            f"--registration-socket={registry / 'paddock-csi.sock'}",
+        ],
+    )
+    jsonpath = "jsonpath={.spec.drivers[*].name}"
+
+    def registered() -> bool:
+        found = kubectl("get", "csinode", NODE_NAME, "-o", jsonpath, "--ignore-not-found")
+        return local_snapshots.NODE_DRIVER in found.split()
+
+    wait_until(state, CSI_NODE, process, registered, f"{local_snapshots.NODE_DRIVER} registered")
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": CSI_STORAGE_CLASS},
+        "provisioner": local_snapshots.NODE_DRIVER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    manifests = local_snapshots.manifests(
+        local_snapshots.NODE_DRIVER, local_snapshots.NODE_SNAPSHOT_CLASS
+    )
+    kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([storage_class, *manifests]))
 
 
 def _create_bridge(node: NodePlan) -> None:

@@ -219,6 +219,8 @@ def snapshot_step(
         run_label = f"run-{moment.last_run}"
         if snapshot_name(meta["name"], meta["uid"], run_label) != moment.taken:
             label = run_label
+    if label == "setup" and _covered(spec, moment, cluster, now):
+        label = None  # another sandbox's snapshot of the same setup is there, or being taken
     if label is None:
         return _state(moment, cluster, now, timeout)
     chosen = snapshot_class(spec, moment.storage_class, cluster)
@@ -237,6 +239,26 @@ def snapshot_step(
     message = f"Taking VolumeSnapshot {name} of the workspace volume."
     hold = message if label == "setup" else None
     return SnapshotStep(snapshot, (False, R.SNAPSHOT_TAKING, message), name, hold)
+
+
+def _covered(spec: SandboxSpec, moment: Moment, cluster: SnapshotCluster, now: datetime) -> bool:
+    """Whether a snapshot after setup would repeat one that exists: of the same workspace hash
+    and StorageClass, young enough to be restored from, and not failed (many sandboxes of one
+    workspace set up at once take one snapshot, not one each)."""
+    max_age = parse_duration(spec.lifecycle.snapshot_max_age)
+    for snapshot in cluster.snapshots:
+        meta = snapshot["metadata"]
+        status = snapshot.get("status") or {}
+        annotations = meta.get("annotations") or {}
+        if (
+            snapshot_hash(snapshot) == moment.volume_hash
+            and annotations.get(STORAGE_CLASS_ANNOTATION) == moment.storage_class
+            and not meta.get("deletionTimestamp")
+            and not status.get("error")
+            and (taken_at(snapshot) or now) >= now - max_age
+        ):
+            return True
+    return False
 
 
 def _state(moment: Moment, cluster: SnapshotCluster, now: datetime, timeout: float) -> SnapshotStep:
