@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the operator's test identity (support/identity.py)
+
+from bench_sandboxes import Operator, wait  # noqa: E402  (run as bench/bench_snapshots.py)
 
 from paddock.devcluster import cluster as local  # noqa: E402
 from paddock.devcluster import images, node  # noqa: E402
@@ -49,16 +49,6 @@ def status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     out = cluster.kubectl("get", "sandbox", name, "-n", namespace, "-o", "json").stdout
     found: dict[str, Any] = json.loads(out).get("status") or {}
     return found
-
-
-def wait(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.5)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def sandbox(name: str) -> dict[str, Any]:
@@ -104,12 +94,7 @@ def main() -> int:
     operator_config = identity.operator_kubeconfig(cluster, scratch)
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", namespace)
-    env = {**os.environ, "KUBECONFIG": str(operator_config), "PADDOCK_METRICS_PORT": "0"}
-    log = (scratch / "operator.log").open("w")
-    operator = subprocess.Popen(
-        [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    operator = Operator(namespace, operator_config, scratch / "operator.log")
     try:
         setup = [f"sleep {args.setup_seconds}", "echo prepared > prepared.txt"]
         workspace = {
@@ -136,8 +121,7 @@ def main() -> int:
         apply(cluster, namespace, sandbox("restored"))
         restored = ready(cluster, namespace, "restored", timeout)
     finally:
-        operator.terminate()
-        operator.wait(timeout=60)
+        operator.stop()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")
         if started_here:
             local.down(directory)
