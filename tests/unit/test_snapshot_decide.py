@@ -74,6 +74,7 @@ def snapshot(
             "annotations": {
                 names.STORAGE_CLASS_ANNOTATION: klass,
                 names.MAX_AGE_ANNOTATION: str(max_age),
+                names.IMAGE_ANNOTATION: "img",
             },
         },
         "status": {"readyToUse": ready, "creationTime": stamp(ago), **status},
@@ -361,7 +362,8 @@ def test_after_run_snapshots_each_finished_run_once() -> None:
 
 
 def lifetime(snapshots: list[Obj], pvcs: list[Obj] = (), keep: int = 3) -> Any:  # type: ignore[assignment]
-    return decide_lifetime(snapshots, HASH, list(pvcs), NOW, keep)
+    # The Workspace's hash now, for the image each snapshot was set up in.
+    return decide_lifetime(snapshots, lambda image: HASH, list(pvcs), NOW, keep)
 
 
 def test_expired_superseded_and_surplus_snapshots_are_deleted() -> None:
@@ -377,6 +379,16 @@ def test_expired_superseded_and_surplus_snapshots_are_deleted() -> None:
     assert {n.reason for n in result.notices} == {"SnapshotDeleted"}
     # The next look: when the oldest kept one expires (a day after it was taken).
     assert result.retry_after == (timedelta(days=1) - timedelta(minutes=3)).total_seconds()
+
+
+def test_staleness_is_judged_for_the_image_the_snapshot_was_set_up_in() -> None:
+    hashes = {"img": HASH, "other-img": "hash-for-other-img"}
+    kept = snapshot("same-spec-other-image", hash_="hash-for-other-img")
+    kept["metadata"]["annotations"][names.IMAGE_ANNOTATION] = "other-img"
+    result = decide_lifetime([kept], hashes.get, [], NOW, 3)
+    assert result.deletes == []
+    unknown = decide_lifetime([snapshot("s", hash_="x")], lambda image: None, [], NOW, 3)
+    assert unknown.deletes == []  # an invalid Workspace: nothing is judged stale
 
 
 def test_a_snapshot_being_restored_from_is_kept_until_the_restore_is_done() -> None:

@@ -16,6 +16,7 @@ WORKSPACE_LABEL = f"{GROUP}/workspace"  # a snapshot's Workspace
 SNAPSHOT_OF_LABEL = f"{GROUP}/snapshot-of"  # the Sandbox whose volume a snapshot is of
 MAX_AGE_ANNOTATION = f"{GROUP}/max-age-seconds"  # how long a snapshot is restored from
 STORAGE_CLASS_ANNOTATION = f"{GROUP}/storage-class"  # the StorageClass of a snapshot's volume
+IMAGE_ANNOTATION = f"{GROUP}/image"  # the image a snapshot's volume was set up in
 SANDBOX_CONTAINER = "sandbox"  # the sandbox pod's main container, where runs exec
 
 

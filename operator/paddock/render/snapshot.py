@@ -22,6 +22,7 @@ def render_volume_snapshot(
     snapshot_class: str,
     storage_class: str,
     max_age_seconds: int,
+    image: str,
 ) -> Obj:
     """A snapshot of ``sandbox``'s workspace PVC, controlled by ``workspace`` so that it
     outlives the sandbox; the Workspace's reconcile deletes it when it is no longer wanted."""
@@ -43,6 +44,8 @@ def render_volume_snapshot(
             "annotations": {
                 names.MAX_AGE_ANNOTATION: str(max_age_seconds),
                 names.STORAGE_CLASS_ANNOTATION: storage_class,
+                # With the Workspace's spec, the image gives the hash it would have now.
+                names.IMAGE_ANNOTATION: image,
             },
             "ownerReferences": [owner],
         },

@@ -22,6 +22,7 @@ from paddock.kube.errors import ConflictError, InvalidError, KubeError
 from paddock.policy.choice import choose_policy
 from paddock.render import names
 from paddock.render.ownership import controlled_by
+from paddock.render.workspace_hash import workspace_hash
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.network import ClusterAddresses, cluster_network
@@ -91,8 +92,14 @@ def reconcile_workspace_snapshots(
     uid = body["metadata"]["uid"]
     snapshots = [s for s in CACHE.listed("VolumeSnapshot", namespace) if controlled_by(s, uid)]
     pvcs = CACHE.listed("PersistentVolumeClaim", namespace)
-    current = (body.get("status") or {}).get("hash")
-    lifetime = decide_lifetime(snapshots, current, pvcs, utcnow(), config.snapshots_kept)
+    spec = load_spec(body).spec
+
+    def hash_now(image: str | None) -> str | None:
+        if spec is None or image is None:
+            return None  # an invalid Workspace, or a snapshot not of Paddock's: none is stale
+        return workspace_hash(spec, image)
+
+    lifetime = decide_lifetime(snapshots, hash_now, pvcs, utcnow(), config.snapshots_kept)
     for delete in lifetime.deletes:
         try:
             kube.delete(delete.kind, namespace, delete.name, delete.uid)

@@ -4,6 +4,7 @@ to look again. Pure; a snapshot a volume is being restored from is never deleted
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +19,7 @@ from paddock.sandboxes.snapshots import taken_at
 from paddock.times import parse_time
 
 Obj = dict[str, Any]
+HashNow = Callable[[str | None], str | None]
 RETRY_IN_USE = 10.0  # seconds before looking again at a snapshot a restore still reads
 MIN_RETRY = 1.0
 
@@ -55,9 +57,11 @@ def _in_use(snapshot: Obj, pvcs: list[Obj]) -> bool:
 
 
 def _why_unwanted(
-    snapshot: Obj, current_hash: str | None, newer_ready: int, keep: int, now: datetime
+    snapshot: Obj, hash_now: HashNow, newer_ready: int, keep: int, now: datetime
 ) -> str | None:
     name = snapshot["metadata"]["name"]
+    image = (snapshot["metadata"].get("annotations") or {}).get(names.IMAGE_ANNOTATION)
+    current_hash = hash_now(image)
     expires = _expires(snapshot)
     if expires is not None and expires <= now:
         return f"VolumeSnapshot {name} is past its snapshotMaxAge; deleted."
@@ -72,17 +76,18 @@ def _why_unwanted(
 
 
 def decide_lifetime(
-    snapshots: list[Obj], current_hash: str | None, pvcs: list[Obj], now: datetime, keep: int
+    snapshots: list[Obj], hash_now: HashNow, pvcs: list[Obj], now: datetime, keep: int
 ) -> Lifetime:
-    """``snapshots``: the VolumeSnapshots the Workspace controls; ``pvcs``: the PVCs of its
-    namespace that Paddock made."""
+    """``snapshots``: the VolumeSnapshots the Workspace controls; ``hash_now``: the Workspace's
+    hash now for the image a snapshot was set up in (None: not known, nothing is stale);
+    ``pvcs``: the PVCs of its namespace that Paddock made."""
     result = Lifetime()
     newest_first = sorted(snapshots, key=lambda s: (_when(s) or now, s["metadata"]["name"]))[::-1]
     newer_ready = 0
     deferred = False
     for snapshot in newest_first:
         meta = snapshot["metadata"]
-        why = _why_unwanted(snapshot, current_hash, newer_ready, keep, now)
+        why = _why_unwanted(snapshot, hash_now, newer_ready, keep, now)
         if why is not None and not meta.get("deletionTimestamp"):
             if _in_use(snapshot, pvcs):
                 deferred = True

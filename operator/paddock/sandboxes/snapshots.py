@@ -199,6 +199,7 @@ class Moment:
     last_run: str | None
     volume_hash: str
     storage_class: str | None
+    image: str = ""  # the sandbox's image, which its workspace hash includes
 
 
 def snapshot_step(
@@ -235,6 +236,7 @@ def snapshot_step(
         snapshot_class=chosen,
         storage_class=str(moment.storage_class),
         max_age_seconds=int(parse_duration(spec.lifecycle.snapshot_max_age).total_seconds()),
+        image=moment.image,
     )
     message = f"Taking VolumeSnapshot {name} of the workspace volume."
     hold = message if label == "setup" else None

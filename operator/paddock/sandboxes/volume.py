@@ -136,6 +136,7 @@ def take_snapshots(
         last_run=annotations.get(names.LAST_RUN_ANNOTATION),
         volume_hash=volume_hash(pvc, draft, inputs.workspace_hash),
         storage_class=storage_class_of(inputs.sandbox, pvc, world.snapshots),
+        image=inputs.image,
     )
     workspace = {
         "apiVersion": f"{GROUP}/{VERSION}",
