@@ -153,8 +153,24 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
         60,
         what="box's snapshot",
     )
-    cluster.apply(sandbox("fork", "app", restoreFrom={"volumeSnapshotName": taken}), namespace)
-    wait_for_phase(cluster, namespace, "fork", "Ready")
+    # A user's own snapshot (not labelled as Paddock's, so not watched: read by name).
+    mine = {
+        "apiVersion": "snapshot.storage.k8s.io/v1",
+        "kind": "VolumeSnapshot",
+        "metadata": {"name": "mine"},
+        "spec": {"source": {"persistentVolumeClaimName": "box-workspace"}},
+    }
+    cluster.apply(mine, namespace)
+    cluster.apply(sandbox("fork", "app", restoreFrom={"volumeSnapshotName": "mine"}), namespace)
+    assert wait_for_phase(cluster, namespace, "fork", "Ready")["restoredFrom"] == "mine"
+    # A restore that cannot finish (its pod fits no node) is given up: its claim is deleted.
+    stuck = sandbox("stuck", "app", nodeSelector={"paddock.dev/no-such-node": "x"})
+    cluster.apply(stuck, namespace)
+    wait_for(
+        lambda: _restore_given_up(status_of(cluster, namespace, "sandbox", "stuck")),
+        120,
+        what="the restore given up",
+    )
     cluster.apply(workspace("app", setup=["true"]), namespace)
     wait_for(
         lambda: get(cluster, namespace, "volumesnapshot", taken) is None,
@@ -163,12 +179,23 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
     )
 
 
+def _restore_given_up(status: dict[str, Any]) -> bool:
+    restored = [c for c in status.get("conditions") or [] if c["type"] == "Restored"]
+    return bool(restored) and restored[0]["reason"] == "RestoreFailed"
+
+
 def _secret_env() -> dict[str, Any]:
     return {"name": "MCP_TOKEN", "secretKeyRef": {"name": "mcp", "key": "token"}}
 
 
+@pytest.fixture
+def short_restore_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator started after this gives a restore 15 s."""
+    monkeypatch.setenv("PADDOCK_RESTORE_TIMEOUT_SECONDS", "15")
+
+
 def test_the_operator_role_grants_only_what_the_operator_uses(
-    cluster: Cluster, namespace: str, operator: Any
+    cluster: Cluster, namespace: str, short_restore_timeout: None, operator: Any
 ) -> None:
     log = local.audit_log(local.default_state_dir())
     assert log.exists(), f"the local cluster keeps no audit log at {log}: restart it"

@@ -57,6 +57,12 @@ def _status_when(
     return wait_for(check, 120, what=what)
 
 
+def _live(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+    """The object, unless it is missing or being deleted."""
+    found = get(cluster, namespace, kind, name)
+    return None if found is None or found["metadata"].get("deletionTimestamp") else found
+
+
 def _init_containers(cluster: Cluster, namespace: str, pod: str) -> list[str]:
     found = get(cluster, namespace, "pod", pod) or {}
     return [c["name"] for c in found.get("spec", {}).get("initContainers") or []]
@@ -284,3 +290,50 @@ def test_a_paused_sandbox_resumes_from_its_volume_not_a_snapshot(
     resumed = wait_for_phase(cluster, namespace, "box", "Ready")
     assert resumed["snapshot"] == taken  # no second snapshot: the volume was kept
     assert "restoredFrom" not in resumed
+
+
+@pytest.fixture
+def short_restore_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator started after this gives a restore 5 s."""
+    monkeypatch.setenv("PADDOCK_RESTORE_TIMEOUT_SECONDS", "5")
+
+
+def test_a_restore_that_does_not_finish_in_time_falls_back_to_a_cold_start(
+    cluster: Cluster, namespace: str, short_restore_timeout: None, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(sandbox("first", "app"), namespace)
+    taken = _snapshot_ready(cluster, namespace, "first")["snapshot"]
+    # Its pod fits no node, so its claim (WaitForFirstConsumer) is never restored.
+    stuck = sandbox("stuck", "app", nodeSelector={"paddock.dev/no-such-node": "x"})
+    cluster.apply(stuck, namespace)
+    status = _status_when(
+        cluster,
+        namespace,
+        "stuck",
+        lambda s: condition(s, "Restored")["reason"] == "RestoreFailed",
+        "the restore given up",
+    )
+    assert taken in condition(status, "Restored")["message"]
+    assert "within 5s" in condition(status, "Restored")["message"]
+    warned = wait_for(
+        lambda: [
+            e for e in events_for(cluster, namespace, "stuck") if e["reason"] == "RestoreFailed"
+        ],
+        30,
+        what="a RestoreFailed Event",
+    )
+    assert warned[0]["type"] == "Warning"
+    # A new, empty claim replaces the one from the snapshot, and the pod will set it up.
+    wait_for(
+        lambda: (
+            (p := get(cluster, namespace, "pvc", "stuck-workspace"))
+            and "dataSource" not in p["spec"]
+            and not p["metadata"].get("deletionTimestamp")
+        ),
+        60,
+        what="a cold claim",
+    )
+    pod = wait_for(lambda: get(cluster, namespace, "pod", "stuck"), 60, what="the new pod")
+    assert "project" in [c["name"] for c in pod["spec"].get("initContainers") or []]
+    assert "restoredFrom" not in status_of(cluster, namespace, "sandbox", "stuck")

@@ -413,3 +413,10 @@ def test_sandboxes_set_up_together_take_one_snapshot_not_one_each() -> None:
         replace(base, snapshots=replace(CLUSTER, snapshots=(failed,))), "img", NOW
     )
     assert created(plan, "VolumeSnapshot")  # a failed one stands for nothing
+
+
+def test_a_pending_restore_is_looked_at_again_at_its_deadline() -> None:
+    match = snapshot("s", hash_=current_hash())
+    waiting = decide_sandbox(restoring_world(timedelta(seconds=100), [match]), "img", NOW)
+    assert waiting.retry_after == 201.0  # 300 s after the claim was made, and a second
+    assert conditions(waiting)["Restored"]["reason"] == "Restoring"

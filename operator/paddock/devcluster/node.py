@@ -542,7 +542,9 @@ def _start_csi_node(
             f"--node-id={NODE_NAME}",
             f"--root={state.directory / 'volumes'}",
             f"--csi-socket={node.run_dir / 'csi.sock'}",
-            f"--registration-socket={registry / 'paddock-csi.sock'}",
+            # Short: a socket path has at most 107 bytes, and the kubelet's root may be deep
+            # (no longer here than the kubelet's own pod-resources/kubelet.sock).
+            f"--registration-socket={registry / 'p.sock'}",
         ],
     )
     jsonpath = "jsonpath={.spec.drivers[*].name}"

@@ -22,6 +22,7 @@ class StatusDraft:
     now: datetime
     status: SandboxStatus
     notices: list[Notice] = field(default_factory=list)  # besides the phase's own
+    wake_after: float | None = None  # look again then, even if nothing changes (a deadline)
 
     def condition(self, type_: C, value: bool | None, reason: R, message: str) -> None:
         self.status.conditions = set_condition(
@@ -56,4 +57,5 @@ class StatusDraft:
         warned = reason.severity == Severity.WARNING and (before is None or before.reason != reason)
         changed = self.old.phase != phase or warned
         notices = [Notice(reason, message)] if changed else []
-        return Plan(self.status, writes or [], notices + self.notices, retry_after)
+        waits = [t for t in (retry_after, self.wake_after) if t is not None]
+        return Plan(self.status, writes or [], notices + self.notices, min(waits, default=None))

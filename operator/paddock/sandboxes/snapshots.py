@@ -160,6 +160,12 @@ def restore_source(
     return _newest(candidates)
 
 
+def restore_deadline(pvc: Obj, now: datetime, timeout: float) -> float:
+    """Seconds until a restore still pending is given up (a second past the timeout)."""
+    created = parse_time(pvc["metadata"].get("creationTimestamp")) or now
+    return max((created + timedelta(seconds=timeout) - now).total_seconds(), 0.0) + 1.0
+
+
 def restore_failure(pvc: Obj, source: Obj | None, now: datetime, timeout: float) -> str | None:
     """Why the restore of ``pvc`` from its snapshot (``source``, None: gone) will not finish,
     or None while it may still (or has: the PVC is bound)."""

@@ -23,6 +23,7 @@ from paddock.sandboxes.plan import Create, Delete, Plan, Write
 from paddock.sandboxes.snapshots import (
     Moment,
     Wanted,
+    restore_deadline,
     restore_failure,
     restore_source,
     snapshot_step,
@@ -70,6 +71,7 @@ def plan_volume(draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs) 
         draft.condition(C.RESTORED, True, R.RESTORED, f"Restored from VolumeSnapshot {source}.")
     else:
         draft.condition(C.RESTORED, None, R.RESTORING, f"Restoring from VolumeSnapshot {source}.")
+        draft.wake_after = restore_deadline(pvc, draft.now, world.restore_timeout)
     return pvc
 
 
@@ -161,4 +163,6 @@ def take_snapshots(
             seen, phase=SandboxPhase.SETTING_UP, reason=R.SNAPSHOT_TAKING, message=step.hold
         )
         seen = replace(seen, ready=False, ready_at=None)
+    elif just_set_up and step.name is not None:
+        seen = replace(seen, ready_at=None)  # Ready now, after the snapshot: not when the pod was
     return writes, seen
