@@ -73,7 +73,8 @@ class Storage(ApiModel):
     )
     volume_snapshot_class_name: str | None = Field(
         default=None,
-        description="VolumeSnapshotClass for snapshots; the cluster default when empty.",
+        description="VolumeSnapshotClass for snapshots of the volume; when empty, the default "
+        "class of the driver that provisions the volume's StorageClass.",
     )
 
 
@@ -91,12 +92,14 @@ class Lifecycle(ApiModel):
     snapshot: SnapshotWhen = Field(
         default=SnapshotWhen.AFTER_SETUP,
         description="after-setup: snapshot the prepared volume so the next sandbox of the same "
-        "workspace starts without setup (where the cluster supports VolumeSnapshots); "
-        "after-run: snapshot after each run; none: never.",
+        "workspace hash is restored from it without setup (where a VolumeSnapshotClass fits the "
+        "volume's driver); after-run: also after each run that ends in the sandbox; none: "
+        "neither take snapshots nor restore from one.",
     )
     snapshot_max_age: Duration = Field(
         default="24h",
-        description="Oldest snapshot a new sandbox is restored from, e.g. 90s, 30m, 24h, 7d.",
+        description="Oldest snapshot a new sandbox is restored from, e.g. 90s, 30m, 24h, 7d; the "
+        "snapshots this sandbox takes are deleted at that age.",
     )
     idle_timeout: Duration | None = Field(
         default=None,
