@@ -22,6 +22,7 @@ from paddock.kube.errors import ConflictError, InvalidError, KubeError
 from paddock.policy.choice import choose_policy
 from paddock.render import names
 from paddock.render.ownership import controlled_by
+from paddock.render.snapshot import restored_from
 from paddock.render.workspace_hash import workspace_hash
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
@@ -229,7 +230,13 @@ def gather_sandbox(
         kube.missing_secret_keys(namespace, workspace.spec.secret_refs()) if workspace.spec else []
     )
     part = CACHE.peek if new else CACHE.get
+    pvc = part("PersistentVolumeClaim", namespace, names.pvc_name(name))
     fork = spec.restore_from.volume_snapshot_name if spec.restore_from else None
+    # A fork's snapshot matters until its volume is made and restored; a user's own snapshot
+    # is not watched, so it is read by name, and only then.
+    restoring = pvc is None or (
+        restored_from(pvc) == fork and (pvc.get("status") or {}).get("phase") != "Bound"
+    )
     return SandboxWorld(
         body,
         Loaded(name, spec),
@@ -239,10 +246,10 @@ def gather_sandbox(
         policy_required,
         missing,
         pod=part("Pod", namespace, names.pod_name(name)),
-        pvc=part("PersistentVolumeClaim", namespace, names.pvc_name(name)),
+        pvc=pvc,
         configmap=part("ConfigMap", namespace, names.files_configmap_name(name)),
         network_policy=part("NetworkPolicy", namespace, names.network_policy_name(name)),
-        forked=CACHE.get("VolumeSnapshot", namespace, fork) if fork else None,
+        forked=CACHE.get("VolumeSnapshot", namespace, fork) if fork and restoring else None,
     )
 
 
