@@ -117,7 +117,7 @@ def _gate(draft: StatusDraft, world: SandboxWorld, judged: list[Judged]) -> Plan
         phase, reason = SandboxPhase.PENDING, R.APPROVAL_REQUIRED
     message = block.message(f"Setup step {block.where}")
     draft.condition(C.READY, False, reason, message)
-    writes: list[Write] = [] if world.pod is None else [_delete(world.pod)]
+    writes: list[Write] = [] if world.pod is None else [Delete.of(world.pod)]
     plan = draft.finish(phase, reason, message, writes)
     if plan.notices:
         plan.policy_decisions = [block.decision]
@@ -186,11 +186,6 @@ def _pruned(value: Any) -> Any:
     return value
 
 
-def _delete(obj: Obj) -> Delete:
-    meta = obj["metadata"]
-    return Delete(obj["kind"], meta["name"], meta["uid"])
-
-
 def _record_preparation(draft: StatusDraft, prepared_hash: str, current_hash: str) -> None:
     """The hash the volume was prepared from (or restored at), and whether that is the
     current Workspace's."""
@@ -232,7 +227,7 @@ def _paused(
     draft: StatusDraft, world: SandboxWorld, spec: SandboxSpec, reason: R, writes: list[Write]
 ) -> Plan:
     if world.pod is not None:
-        writes.append(_delete(world.pod))
+        writes.append(Delete.of(world.pod))
     if reason == R.PAUSED:
         message = (
             "Paused: the pod is deleted and the workspace volume kept. Set "
@@ -269,7 +264,7 @@ def _progress(
     # after the create, and the pod's next event would only say that.
     seen = observe(pod, pvc)
     if seen.recreate_pod and world.pod is not None:
-        writes.append(_delete(world.pod))
+        writes.append(Delete.of(world.pod))
     pvc_name = names.pvc_name(inputs.name)
     if seen.volume_bound is not None:
         bound = R.BOUND if seen.volume_bound else R.VOLUME_PENDING

@@ -50,6 +50,12 @@ class Delete:
     name: str
     uid: str
 
+    @classmethod
+    def of(cls, obj: Obj) -> Delete:
+        """A delete of ``obj``, as it was read."""
+        meta = obj["metadata"]
+        return cls(obj["kind"], meta["name"], meta["uid"])
+
 
 Write = Create | Patch | Delete
 

@@ -34,11 +34,6 @@ Obj = dict[str, Any]
 RETRY_WANTED = 10.0  # seconds between looks at a fork's snapshot that is not ready
 
 
-def _delete(obj: Obj) -> Delete:
-    meta = obj["metadata"]
-    return Delete(obj["kind"], meta["name"], meta["uid"])
-
-
 def plan_volume(draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs) -> Obj | Plan:
     """The workspace PVC (as it is, or to be created when it has no resourceVersion), or the
     plan while there can be none: a fork waiting for its snapshot, an old volume going away, a
@@ -49,7 +44,7 @@ def plan_volume(draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs) 
     if pvc["metadata"].get("deletionTimestamp"):
         message = "Waiting for the previous workspace volume to be deleted."
         draft.condition(C.READY, False, R.STARTING, message)
-        writes: list[Write] = [] if world.pod is None else [_delete(world.pod)]
+        writes: list[Write] = [] if world.pod is None else [Delete.of(world.pod)]
         return draft.finish(SandboxPhase.PROVISIONING, R.STARTING, message, writes)
     source = restored_from(pvc)
     if source is None:
@@ -64,8 +59,8 @@ def plan_volume(draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs) 
         draft.condition(C.RESTORED, False, R.RESTORE_FAILED, message)
         draft.condition(C.READY, False, R.RESTORE_FAILED, message)
         draft.status.restored_from = None
-        given_up: list[Write] = [_delete(pvc)]
-        given_up += [] if world.pod is None else [_delete(world.pod)]
+        given_up: list[Write] = [Delete.of(pvc)]
+        given_up += [] if world.pod is None else [Delete.of(world.pod)]
         return draft.finish(SandboxPhase.PROVISIONING, R.RESTORE_FAILED, message, given_up)
     if (pvc.get("status") or {}).get("phase") == "Bound":
         draft.condition(C.RESTORED, True, R.RESTORED, f"Restored from VolumeSnapshot {source}.")
