@@ -10,6 +10,7 @@
 #   $PADDOCK_CACHE/kubelet/<version>/kubelet    (the real node, same release as the control plane)
 #   $PADDOCK_CACHE/local-path-provisioner/<version>/local-path-provisioner   (its storage)
 #   $PADDOCK_CACHE/network-policies/<version>/paddock-network-policies   (its NetworkPolicies)
+#   $PADDOCK_CACHE/versitygw/<version>/versitygw   (the S3-compatible object store, POSIX backend)
 #
 # Idempotent (a component already built is skipped) and safe when two runs race (flock).
 # A cold build takes many minutes on two cores; progress goes to stderr.
@@ -22,6 +23,7 @@ KWOK_VERSION="${PADDOCK_KWOK_VERSION:-v0.7.0}"
 SNAPSHOTTER_VERSION="${PADDOCK_SNAPSHOTTER_VERSION:-v8.7.0}"
 LOCAL_PATH_VERSION="${PADDOCK_LOCAL_PATH_VERSION:-v0.0.30}"
 NETWORK_POLICIES_VERSION="${PADDOCK_NETWORK_POLICIES_VERSION:-v0.8.0}"
+VERSITYGW_VERSION="${PADDOCK_VERSITYGW_VERSION:-v1.8.0}"
 CACHE="${PADDOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/paddock}"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -36,6 +38,7 @@ snapshot_dir="$CACHE/snapshot-crds/$SNAPSHOTTER_VERSION"
 snapshot_controller_dir="$CACHE/snapshot-controller/$SNAPSHOTTER_VERSION"
 kubelet_dir="$CACHE/kubelet/$K8S_VERSION"
 local_path_dir="$CACHE/local-path-provisioner/$LOCAL_PATH_VERSION"
+versitygw_dir="$CACHE/versitygw/$VERSITYGW_VERSION"
 network_policies_source="$(cd "$(dirname "$0")" && pwd)/network-policies"
 network_policies_dir="$CACHE/network-policies/$NETWORK_POLICIES_VERSION-$(cat "$network_policies_source"/main.go \
   "$network_policies_source"/go.mod "$network_policies_source"/patch/*.go | sha256sum | cut -c1-8)-paddock.2"
@@ -245,6 +248,18 @@ build_snapshot_controller() {
   log "snapshot-controller $SNAPSHOTTER_VERSION: done"
 }
 
+# The object store of run logs and portable snapshots: Versity's S3 gateway (Apache-2.0) over a
+# directory (its POSIX backend).
+build_versitygw() {
+  [ -f "$versitygw_dir/.complete" ] && { log "versitygw $VERSITYGW_VERSION: cached"; return; }
+  log "versitygw $VERSITYGW_VERSION: building (cold: about 1 min)"
+  mkdir -p "$versitygw_dir"
+  GOBIN="$versitygw_dir" go install -trimpath -ldflags "-s -w" \
+    "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+  touch "$versitygw_dir/.complete"
+  log "versitygw $VERSITYGW_VERSION: done"
+}
+
 fetch_snapshot_crds() {
   [ -f "$snapshot_dir/.complete" ] && { log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: cached"; return; }
   log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: fetching"
@@ -272,6 +287,7 @@ else
 fi
 fetch_snapshot_crds
 build_snapshot_controller
+build_versitygw
 log "all binaries ready after $((SECONDS - start))s ($(du -sh "$CACHE" | cut -f1) in $CACHE)"
 
 echo "K8S_BIN=$k8s_dir"
@@ -283,3 +299,4 @@ echo "KUBELET_BIN=$kubelet_dir"
 echo "LOCAL_PATH_BIN=$local_path_dir"
 echo "NETWORK_POLICIES_BIN=$network_policies_dir"
 echo "CSI_NODE_BIN=$csi_node_dir"
+echo "VERSITYGW_BIN=$versitygw_dir"

@@ -96,7 +96,7 @@ def _logs(args: argparse.Namespace) -> int:
     try:
         for event in logs.events(namespace, args.run, args.from_seq, follow=args.follow):
             print(render(event), flush=True)
-    except logs.RunNotFoundError as exc:
+    except (logs.RunNotFoundError, logs.ObjectStoreError) as exc:
         print(f"paddock logs: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

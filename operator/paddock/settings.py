@@ -7,7 +7,7 @@ import ipaddress
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
 from paddock.render.network_policy import PRIVATE_V4, PRIVATE_V6
 
@@ -38,10 +38,49 @@ class OperatorSettings(BaseModel):
     watch_server_timeout_seconds: int = Field(
         default=300, gt=0, description="Server-side timeout of each watch; watches reconnect."
     )
-    log_backend: Literal["configmap"] = Field(
+    log_backend: Literal["configmap", "s3"] = Field(
         default="configmap",
-        description="Where run event logs go: configmap (ConfigMaps owned by each run). An "
-        "object-store backend is planned; naming it now is an error, not a silent fallback.",
+        description="Where new runs' event logs go: configmap (ConfigMaps owned by each run) "
+        "or s3 (objects in the bucket of the s3_* settings). A run keeps the backend it "
+        "started with.",
+    )
+    log_keep_after_delete: bool = Field(
+        default=False,
+        description="s3: keep a run's log objects when the run is deleted (for the bucket's "
+        "own lifecycle rules to expire); else they are deleted with it.",
+    )
+    s3_endpoint: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        description="URL of the S3-compatible server; unset: AWS S3 of s3_region.",
+    )
+    s3_bucket: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        description="Bucket of run logs (it must exist).",
+    )
+    s3_prefix: str = Field(
+        default="paddock",
+        pattern=r"^[A-Za-z0-9!_.*'()/-]*$",
+        description="Key prefix of everything Paddock stores; run logs are under "
+        "PREFIX/runs/NAMESPACE/RUN/UID/.",
+    )
+    s3_region: str = Field(default="us-east-1", description="Region of the bucket.")
+    s3_path_style: bool = Field(
+        default=False,
+        description="Address the bucket by path (ENDPOINT/BUCKET/KEY), as most self-hosted "
+        "servers want, not by host name (BUCKET.ENDPOINT).",
+    )
+    s3_access_key_id: SecretStr | None = Field(
+        default=None,
+        description="Access key; unset with the secret key: the standard AWS chain (AWS_* "
+        "environment, web identity, instance metadata).",
+    )
+    s3_secret_access_key: SecretStr | None = Field(default=None, description="Secret key.")
+    s3_ca_file: str | None = Field(
+        default=None,
+        description="PEM file of CA certificates the server's certificate is checked "
+        "against, besides the system's.",
     )
     metrics_port: int = Field(
         default=8081, ge=0, le=65535, description="Port of the Prometheus metrics; 0: off."
@@ -101,6 +140,16 @@ class OperatorSettings(BaseModel):
         default={"k8s-app": "kube-dns"},
         description="Labels of the cluster's DNS pods, as KEY=VALUE[,KEY=VALUE].",
     )
+
+    @model_validator(mode="after")
+    def _s3_complete(self) -> OperatorSettings:
+        if self.log_backend == "s3" and not self.s3_bucket:
+            raise ValueError("log_backend s3 needs s3_bucket (PADDOCK_S3_BUCKET)")
+        if (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
+            raise ValueError(
+                "s3_access_key_id and s3_secret_access_key are given together or not at all"
+            )
+        return self
 
     @field_validator("network_internal_cidrs", "dns_servers", mode="before")
     @classmethod

@@ -18,7 +18,6 @@ from paddock.api.agentrun import (
     Approval,
     EventSummary,
     Harness,
-    LogBackend,
     LogLocation,
     RunPhase,
     RunResult,
@@ -318,7 +317,7 @@ def terminal_event(ending: Ending) -> Draft:
     return Draft(kind, ending.message, data)
 
 
-def summarise(status: AgentRunStatus, summary: RunSummary, log_location: str) -> None:
+def summarise(status: AgentRunStatus, summary: RunSummary, log: LogLocation) -> None:
     """The status fields that come from the log: counts, the last events, session, usage,
     changed files, and where the log is."""
     status.event_count = summary.next_seq
@@ -326,7 +325,7 @@ def summarise(status: AgentRunStatus, summary: RunSummary, log_location: str) ->
         EventSummary(seq=e["seq"], type=e["type"], time=e["time"], summary=e["summary"])
         for e in summary.last
     ]
-    status.log = LogLocation(backend=LogBackend.CONFIGMAP, location=log_location)
+    status.log = log
     if summary.session_id:
         status.session_id = summary.session_id
     if summary.usage:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from paddock.agentruns import decide, gating, inputs
+from paddock.agentruns import decide, gating, inputs, logstore
 from paddock.agentruns.decide import Ending, Progress, Wait
 from paddock.agentruns.record import LogNameTakenError, RunRecord
 from paddock.agentruns.sandbox import ReadySandbox
@@ -30,12 +30,13 @@ from paddock.harness import HARNESSES
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.kube.errors import KubeError, NotFoundError
+from paddock.objectstore import errors as store
 from paddock.render import run_scripts
 from paddock.render.names import SANDBOX_CONTAINER
 from paddock.runs import events as ev
 from paddock.runs import journal
 from paddock.runs.events import Draft, RunSummary
-from paddock.runs.log import ConfigMapLog
+from paddock.settings import OperatorSettings
 from paddock.times import parse_time, utcnow
 
 log = logging.getLogger("paddock.runs")
@@ -58,12 +59,16 @@ class Execution(RunRecord):
     wrapper_gone_polls: int = 0
 
     @classmethod
-    def load(cls, run: Obj) -> Execution:
-        """From the log and the run as stored (the status this execution then keeps itself)."""
+    def load(cls, run: Obj, settings: OperatorSettings) -> Execution:
+        """From the log and the run as stored (the status this execution then keeps itself);
+        the log is in the backend the run's status names, else the settings'."""
         meta = run["metadata"]
         run = kube.get("AgentRun", meta["namespace"], meta["name"]) or run
-        run_log = ConfigMapLog(run, kube)
-        events, cursor = run_log.load()
+        try:
+            run_log = logstore.open_log(run, settings)
+            events, cursor = run_log.load()
+        except store.ObjectStoreError as exc:
+            raise logstore.unreadable(run, exc) from exc
         summary = RunSummary()
         summary.add_all(events)
         status = stored_status(AgentRunStatus, run)
@@ -97,6 +102,13 @@ class Execution(RunRecord):
                 self._end_without_log(spec, abort, exc.message)
                 return None
             self._failed(R.API_REFUSED, f"The API server refused a request: {exc.message}")
+            raise
+        except store.ObjectStoreError as exc:
+            abort = decide.abort(spec, created, now)
+            if abort is not None:
+                self._end_without_log(spec, abort, exc.message)
+                return None
+            self._failed(logstore.reason_of(exc), _store_said(exc))
             raise
         except Exception as exc:  # a bug: said where a person looks, then retried
             self._failed(R.STEP_FAILED, f"The step failed ({type(exc).__name__}: {exc})")
@@ -352,3 +364,7 @@ class Execution(RunRecord):
         self.status.completed_at = parse_time(terminal["time"])
         self.status.result = decide.final_result(self.summary)
         self._flush()
+
+
+def _store_said(exc: store.ObjectStoreError) -> str:
+    return f"The run's event log could not be written to the object store: {exc.message}"

@@ -1,16 +1,28 @@
-"""Reading a run's log back: replay from a seq and, on request, follow until the run ends.
+"""Reading a run's log back, from either backend: replay from a seq and, on request, follow
+until the run ends. ``events`` picks the reader from the run's ``status.log``.
 
-Following lists the log's chunks once and then watches them: the API server sends each chunk
-as it is written, so a follower reads every event once, whatever the log's length, and sees a
-new one as soon as the run's write lands (no polling)."""
+- ConfigMap: the log's chunks are listed once and then watched; the API server sends each
+  chunk as it is written, so a follower reads every event once and sees a new one as soon as
+  the run's write lands.
+- Object store: the objects from the one holding ``from_seq`` are read once each. A bucket has
+  no watch, so the follower watches the run instead: each status write that counts more events
+  than it has read brings a listing of the objects after the last one read (no polling).
+  Credentials are the reader's own, from the standard AWS chain (``AWS_ACCESS_KEY_ID``, ...,
+  ``AWS_CA_BUNDLE`` for a private CA); the run's status says where the bucket is.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
-from paddock.api.agentrun import TERMINAL_PHASES
+from paddock.agentruns import logstore
+from paddock.api.agentrun import TERMINAL_PHASES, LogBackend
 from paddock.kube import client as kube
+from paddock.objectstore.client import S3Config
+from paddock.objectstore.errors import ObjectStoreError
+from paddock.runs import objectlog
 from paddock.runs.events import TERMINAL_TYPES
 from paddock.runs.log import chunk_selector, events_of, ordered_events
 
@@ -24,36 +36,116 @@ class RunNotFoundError(LookupError):
     pass
 
 
+__all__ = ["ObjectStoreError", "RunNotFoundError", "events", "reader_for"]
+
+
+class LogReader(Protocol):
+    def events(self, cursor: _Cursor, follow: bool) -> Iterator[Obj]: ...
+
+
 def events(namespace: str, name: str, from_seq: int = 0, *, follow: bool = False) -> Iterator[Obj]:
     """Each event from ``from_seq`` on, once, in order. With ``follow``, keep reading until
     a terminal event has been given; ``RunNotFoundError`` when the run is (or goes) missing."""
-    uid = str(_run(namespace, name)["metadata"]["uid"])
-    cursor = _Cursor(from_seq)
-    while True:  # a listing, then its watch; again when the watch's start has expired
-        configmaps, version = kube.list_configmaps_at(namespace, chunk_selector(uid))
-        yield from cursor.new(ordered_events(configmaps))
+    run = _run(namespace, name)
+    yield from reader_for(run).events(_Cursor(from_seq), follow)
+
+
+def reader_for(run: Obj) -> LogReader:
+    where = (run.get("status") or {}).get("log") or {}
+    if where.get("backend") == LogBackend.S3:
+        return ObjectReader(run, where)
+    return ConfigMapReader(run)
+
+
+class ConfigMapReader:
+    def __init__(self, run: Obj) -> None:
+        self.namespace = str(run["metadata"]["namespace"])
+        self.name = str(run["metadata"]["name"])
+        self.uid = str(run["metadata"]["uid"])
+
+    def events(self, cursor: _Cursor, follow: bool) -> Iterator[Obj]:
+        selector = chunk_selector(self.uid)
+        while True:  # a listing, then its watch; again when the watch's start has expired
+            configmaps, version = kube.list_configmaps_at(self.namespace, selector)
+            yield from cursor.new(ordered_events(configmaps))
+            if not follow or cursor.ended:
+                return
+            try:
+                yield from self._watched(version, cursor)
+                return
+            except kube.WatchExpiredError:
+                continue
+
+    def _watched(self, version: str, cursor: _Cursor) -> Iterator[Obj]:
+        selector = chunk_selector(self.uid)
+        while True:
+            changes = kube.watch_configmaps(self.namespace, selector, version, WATCH_SECONDS)
+            for kind, configmap in changes:
+                version = configmap["metadata"]["resourceVersion"]
+                if kind == "DELETED":  # the log goes with its run
+                    _run(self.namespace, self.name, self.uid)
+                    continue
+                yield from cursor.new(events_of(configmap))
+                if cursor.ended:
+                    return
+            if _ended(_run(self.namespace, self.name, self.uid)):
+                return  # ended without a last event (its log could not be written)
+
+
+class ObjectReader:
+    def __init__(self, run: Obj, where: Obj) -> None:
+        self.run = run
+        bucket, _, self.prefix = str(where["location"]).removeprefix("s3://").partition("/")
+        self.bucket = logstore.bucket(
+            S3Config(
+                bucket=bucket,
+                endpoint=where.get("endpoint"),
+                region=where.get("region") or "us-east-1",
+                path_style=bool(where.get("pathStyle")),
+                ca_file=os.environ.get("AWS_CA_BUNDLE") or None,
+            )
+        )
+        self.last_key: str | None = None
+
+    def events(self, cursor: _Cursor, follow: bool) -> Iterator[Obj]:
+        yield from self._new(cursor)
         if not follow or cursor.ended:
             return
-        try:
-            yield from _watched(namespace, name, uid, version, cursor)
-            return
-        except kube.WatchExpiredError:
-            continue
-
-
-def _watched(namespace: str, name: str, uid: str, version: str, cursor: _Cursor) -> Iterator[Obj]:
-    selector = chunk_selector(uid)
-    while True:
-        for kind, configmap in kube.watch_configmaps(namespace, selector, version, WATCH_SECONDS):
-            version = configmap["metadata"]["resourceVersion"]
-            if kind == "DELETED":  # the log goes with its run
-                _run(namespace, name, uid)
-                continue
-            yield from cursor.new(events_of(configmap))
-            if cursor.ended:
+        meta = self.run["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        version = str(meta["resourceVersion"])
+        while True:
+            try:
+                for kind, run in kube.watch_one(
+                    "AgentRun", namespace, name, version, WATCH_SECONDS
+                ):
+                    version = str(run["metadata"]["resourceVersion"])
+                    if kind == "DELETED" or run["metadata"]["uid"] != uid:
+                        raise RunNotFoundError(f"AgentRun {name} was deleted")
+                    if int((run.get("status") or {}).get("eventCount") or 0) > cursor.next_seq:
+                        yield from self._new(cursor)
+                    if cursor.ended:
+                        return
+            except kube.WatchExpiredError:
+                version = str(_run(namespace, name, uid)["metadata"]["resourceVersion"])
+            yield from self._new(cursor)  # what a restarted watch may have missed
+            if cursor.ended or _ended(_run(namespace, name, uid)):
                 return
-        if (_run(namespace, name, uid).get("status") or {}).get("phase") in TERMINAL_PHASES:
-            return  # ended without a last event (its log could not be written)
+
+    def _new(self, cursor: _Cursor) -> Iterator[Obj]:
+        """The events of the objects after the last one read (the first time: from the one
+        holding the cursor's seq)."""
+        keys = [listed.key for listed in self.bucket.listing(self.prefix, after=self.last_key)]
+        if self.last_key is None:
+            keys = objectlog.keys_from(keys, cursor.next_seq)
+        for key in keys:
+            data, _metadata = self.bucket.get(key)
+            self.last_key = key
+            yield from cursor.new(objectlog.events_of(data))
+
+
+def _ended(run: Obj) -> bool:
+    return (run.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 def _run(namespace: str, name: str, uid: str | None = None) -> Obj:
@@ -64,7 +156,7 @@ def _run(namespace: str, name: str, uid: str | None = None) -> Obj:
 
 
 class _Cursor:
-    """How far the follower has given events: each seq once, in order, from the first asked."""
+    """How far the reader has given events: each seq once, in order, from the first asked."""
 
     def __init__(self, from_seq: int) -> None:
         self.next_seq = from_seq

@@ -17,7 +17,7 @@ from paddock.kube.errors import ConflictError
 from paddock.render.ownership import controlled_by
 from paddock.runs import events as ev
 from paddock.runs.events import Draft, RunSummary
-from paddock.runs.log import ConfigMapLog
+from paddock.runs.log import ConfigMapLog, RunLog
 from paddock.runs.scrubbing import Scrubber
 from paddock.times import utcnow
 
@@ -34,7 +34,7 @@ class RunRecord:
     to post."""
 
     run: Obj
-    log: ConfigMapLog
+    log: RunLog
     summary: RunSummary
     cursor: dict[str, int]
     status: AgentRunStatus
@@ -60,6 +60,8 @@ class RunRecord:
         try:
             self.log.append(events, cursor)
         except ConflictError:
+            if not isinstance(self.log, ConfigMapLog):
+                raise
             name = self.log.next_chunk_name()
             held = kube.get("ConfigMap", self.namespace, name)
             if held is not None and not controlled_by(held, self.run_id):
@@ -102,7 +104,7 @@ class RunRecord:
     def _flush(self) -> None:
         """Write what changed in the status since it was last written."""
         self.status.observed_generation = self.run["metadata"].get("generation")
-        decide.summarise(self.status, self.summary, self.log.location)
+        decide.summarise(self.status, self.summary, self.log.where())
         new = self.status.to_api()
         patch = {key: value for key, value in new.items() if self.written.get(key) != value}
         if patch:

@@ -238,7 +238,17 @@ class LogLocation(ApiModel):
     """Where the run's full event log is kept."""
 
     backend: LogBackend = Field(description="configmap or s3.")
-    location: str = Field(description="ConfigMap name prefix, or s3://bucket/key prefix.")
+    location: str = Field(
+        description="ConfigMap name prefix (chunks PREFIX-00000, -00001, ...), or "
+        "s3://BUCKET/KEY-PREFIX/ (one object a write, named by its first seq)."
+    )
+    endpoint: str | None = Field(
+        default=None, description="s3: the object store's endpoint; unset: AWS S3."
+    )
+    region: str | None = Field(default=None, description="s3: the bucket's region.")
+    path_style: bool | None = Field(
+        default=None, description="s3: whether the bucket is addressed by path, not host name."
+    )
 
 
 # A person's decision on an approval request: the annotation approval.paddock.dev/<id> on

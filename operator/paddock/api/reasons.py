@@ -139,6 +139,9 @@ class RunReason(Reason):
     SANDBOX_FAILED = "SandboxFailed", W
     NAME_CONFLICT = "NameConflict", W
     LOG_NAME_CONFLICT = "LogNameConflict", W
+    LOG_STORE_DENIED = "LogStoreDenied", W
+    LOG_STORE_NOT_FOUND = "LogStoreNotFound", W
+    LOG_STORE_UNAVAILABLE = "LogStoreUnavailable", W
     API_REFUSED = "ApiRefused", W
     STEP_FAILED = "StepFailed", W
     PROMPT_NOT_FOUND = "PromptNotFound", W

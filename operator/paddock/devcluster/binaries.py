@@ -29,6 +29,7 @@ class Binaries:
     local_path_dir: Path
     network_policies_dir: Path
     csi_node_dir: Path
+    versitygw_dir: Path
 
     @property
     def kubelet(self) -> Path:
@@ -49,6 +50,10 @@ class Binaries:
     @property
     def csi_node(self) -> Path:
         return self.csi_node_dir / "paddock-csi-node"
+
+    @property
+    def versitygw(self) -> Path:
+        return self.versitygw_dir / "versitygw"
 
     @property
     def kube_apiserver(self) -> Path:
@@ -102,4 +107,5 @@ def ensure_binaries() -> Binaries:
         local_path_dir=Path(paths["LOCAL_PATH_BIN"]),
         network_policies_dir=Path(paths["NETWORK_POLICIES_BIN"]),
         csi_node_dir=Path(paths["CSI_NODE_BIN"]),
+        versitygw_dir=Path(paths["VERSITYGW_BIN"]),
     )

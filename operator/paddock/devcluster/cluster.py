@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from paddock.devcluster import images, local_snapshots, node
+from paddock.devcluster import images, local_snapshots, node, object_store
 from paddock.devcluster.binaries import Binaries, ensure_binaries
 from paddock.devcluster.certs import Pki, generate_pki
 from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
@@ -317,7 +317,7 @@ def status(directory: Path) -> dict[str, bool]:
 
 # Bumped when the control plane's flags change: a cluster started by an older revision is
 # restarted by the next ``up`` rather than reused.
-REVISION = 5
+REVISION = 6
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -392,6 +392,7 @@ def up(directory: Path, *, real_node: bool | None = None) -> Path:
             "scheduler",
             "kwok",
             "snapshot-controller",
+            object_store.COMPONENT,
         )
     )
     state.pods_dir.mkdir()
@@ -433,6 +434,9 @@ def up(directory: Path, *, real_node: bool | None = None) -> Path:
         kwok = spawn(state, "kwok", argv["kwok"])
         kubectl(binaries, state, "apply", "-f", "-", stdin=_storage_class_manifest())
         spawn(state, "kwok-agent", argv["kwok-agent"])
+        object_store.start(
+            binaries, state, lambda *args, **kw: kubectl(binaries, state, *args, **kw)
+        )
         wait_until(
             state, "kwok", kwok, lambda: _node_ready(binaries, state), f"node {NODE_NAME} Ready"
         )

@@ -10,15 +10,19 @@ from typing import Any
 import kopf
 
 from paddock import GROUP, VERSION, metrics
+from paddock.agentruns import logstore
 from paddock.agentruns.execution import Execution
 from paddock.agentruns.inputs import kill
+from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
 
 MAX_BACKOFF_SECONDS = 30.0
 
 
 @kopf.daemon(GROUP, VERSION, "agentruns", cancellation_timeout=10)
-async def run_daemon(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, **_: Any) -> None:
+async def run_daemon(
+    body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, logger: Any, **_: Any
+) -> None:
     """Step the run until it ends. A failed step is logged and retried from durable state
     (the log, its cursor and the status), with a growing pause; it never ends the daemon.
 
@@ -33,9 +37,14 @@ async def run_daemon(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, 
         snapshot = copy.deepcopy(dict(body))
         try:
             if execution is None:
-                execution = await asyncio.to_thread(Execution.load, snapshot)
+                execution = await asyncio.to_thread(Execution.load, snapshot, memo.config)
             delay = await asyncio.to_thread(execution.step, snapshot)
             backoff = 1.0
+        except LogUnreadableError as exc:
+            logger.warning(f"run log unreadable, retrying in {backoff:.0f}s: {exc}")
+            kopf.event(body, type=exc.notice.type, reason=exc.notice.reason, message=str(exc))
+            execution, delay = None, backoff
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
         except Exception as exc:
             logger.warning(f"run step failed, retrying in {backoff:.0f}s: {_describe(exc)}")
             if execution is not None:
@@ -57,18 +66,21 @@ def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
 
 
 @kopf.on.delete(GROUP, VERSION, "agentruns")
-def run_deleted(status: kopf.Status, meta: kopf.Meta, logger: Any, **_: Any) -> None:
-    """Kill a running harness's process group; its sandbox, if the run made it, is
-    garbage-collected with the run."""
-    if status.get("phase") in TERMINAL_PHASES or not status.get("startedAt"):
-        return
+def run_deleted(
+    body: kopf.Body, status: kopf.Status, meta: kopf.Meta, memo: kopf.Memo, logger: Any, **_: Any
+) -> None:
+    """Kill a running harness's process group; its sandbox, if the run made it, and its
+    ConfigMap log are garbage-collected with the run; its log objects in a bucket are deleted
+    here (a failure is raised: kopf retries, and the run stays until they are gone)."""
     pod = status.get("sandboxName")
-    if not pod:
-        return
-    try:
-        kill(meta["namespace"] or "", meta["uid"] or "", pod)
-    except Exception as exc:
-        logger.warning(f"could not stop the run's processes: {_describe(exc)}")
+    if status.get("phase") not in TERMINAL_PHASES and status.get("startedAt") and pod:
+        try:
+            kill(meta["namespace"] or "", meta["uid"] or "", pod)
+        except Exception as exc:
+            logger.warning(f"could not stop the run's processes: {_describe(exc)}")
+    deleted = logstore.delete_log(dict(body), memo.config)
+    if deleted:
+        logger.info(f"deleted the run's {deleted} log objects")
 
 
 def _post(body: kopf.Body, execution: Execution) -> None:

@@ -319,3 +319,31 @@ def watch_configmaps(
             if exc.status == 410:
                 raise WatchExpiredError(str(exc.reason)) from None
             raise
+
+
+def watch_one(
+    kind: str, namespace: str, name: str, resource_version: str, timeout_seconds: int
+) -> Iterator[tuple[str, Obj]]:
+    """Each change to one Paddock object after ``resource_version``, as ``(type, object)``,
+    until the server ends the watch after ``timeout_seconds``."""
+    group, version, plural = _CUSTOM[kind]
+    stream = watch.Watch().stream(
+        _custom().list_namespaced_custom_object,
+        group,
+        version,
+        namespace,
+        plural,
+        field_selector=f"metadata.name={name}",
+        resource_version=resource_version,
+        allow_watch_bookmarks=False,
+        timeout_seconds=timeout_seconds,
+        deserialize=False,
+    )
+    with converted():
+        try:
+            for event in stream:
+                yield str(event["type"]), event["object"]
+        except ApiException as exc:
+            if exc.status == 410:
+                raise WatchExpiredError(str(exc.reason)) from None
+            raise

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from paddock import GROUP, metrics
+from paddock.api.agentrun import LogBackend, LogLocation
 from paddock.render.names import MANAGED_BY
 from paddock.render.ownership import controller_reference
 from paddock.runs.events import encode
@@ -42,6 +43,19 @@ class ConfigMapStore(Protocol):
     def create_configmap(self, obj: Obj) -> Obj: ...
 
     def replace_configmap(self, obj: Obj) -> Obj: ...
+
+
+class RunLog(Protocol):
+    """What the writer of a run's log needs of either backend (this ConfigMap log, or
+    ``objectlog.ObjectLog``)."""
+
+    writes: int
+
+    def where(self) -> LogLocation: ...
+
+    def load(self) -> tuple[list[Obj], dict[str, int]]: ...
+
+    def append(self, events: list[Obj], cursor: dict[str, int]) -> None: ...
 
 
 def chunk_name(run_name: str, index: int) -> str:
@@ -101,6 +115,9 @@ class ConfigMapLog:
     @property
     def location(self) -> str:
         return chunk_name(self.run["metadata"]["name"], 0).removesuffix("-00000")
+
+    def where(self) -> LogLocation:
+        return LogLocation(backend=LogBackend.CONFIGMAP, location=self.location)
 
     def load(self) -> tuple[list[Obj], dict[str, int]]:
         """Every event so far, and the cursor stored with the last write."""

@@ -1,0 +1,130 @@
+"""Which log a run writes, and where its objects go when it is deleted.
+
+A run keeps the backend its status names (it started with it); a new run takes the operator's
+``log_backend``. The bucket's client is made once per configuration and shared."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any
+
+from paddock.api.agentrun import AgentRunStatus, LogBackend
+from paddock.api.common import stored_status
+from paddock.api.conditions import Notice, set_condition
+from paddock.api.reasons import ConditionType as C
+from paddock.api.reasons import RunReason as R
+from paddock.kube import client as kube
+from paddock.kube.errors import KubeError
+from paddock.objectstore.client import Bucket, S3Config
+from paddock.objectstore.errors import (
+    ObjectStoreDeniedError,
+    ObjectStoreError,
+    ObjectStoreNotFoundError,
+)
+from paddock.runs.log import ConfigMapLog, RunLog
+from paddock.runs.objectlog import ObjectLog, run_prefix
+from paddock.settings import OperatorSettings
+from paddock.times import utcnow
+
+Obj = dict[str, Any]
+RUNS = "runs"
+
+
+class LogStoreNotConfiguredError(ObjectStoreError):
+    """A run's log is in an object store this operator has no settings for."""
+
+    reason = "ObjectStoreNotFound"
+
+
+def s3_config(settings: OperatorSettings) -> S3Config:
+    if not settings.s3_bucket:
+        raise LogStoreNotConfiguredError(
+            "this run's log is in an object store, and the operator has no s3_bucket setting "
+            "(PADDOCK_S3_BUCKET) to reach it"
+        )
+    key, secret = settings.s3_access_key_id, settings.s3_secret_access_key
+    return S3Config(
+        bucket=settings.s3_bucket,
+        endpoint=settings.s3_endpoint,
+        region=settings.s3_region,
+        path_style=settings.s3_path_style,
+        access_key_id=key.get_secret_value() if key else None,
+        secret_access_key=secret.get_secret_value() if secret else None,
+        ca_file=settings.s3_ca_file,
+    )
+
+
+@functools.cache
+def bucket(config: S3Config) -> Bucket:
+    return Bucket(config)
+
+
+def backend_of(run: Obj, settings: OperatorSettings) -> LogBackend:
+    stored = ((run.get("status") or {}).get("log") or {}).get("backend")
+    return LogBackend(stored or settings.log_backend)
+
+
+def open_log(run: Obj, settings: OperatorSettings) -> RunLog:
+    if backend_of(run, settings) == LogBackend.S3:
+        return ObjectLog(run, bucket(s3_config(settings)), logs_prefix(settings))
+    return ConfigMapLog(run, kube)
+
+
+def logs_prefix(settings: OperatorSettings) -> str:
+    return f"{settings.s3_prefix.strip('/')}/{RUNS}".lstrip("/")
+
+
+def delete_log(run: Obj, settings: OperatorSettings) -> int:
+    """Delete a deleted run's log objects (its ConfigMaps go by garbage collection) unless the
+    settings keep them; how many were deleted. Raises ``ObjectStoreError`` for a retry."""
+    if backend_of(run, settings) != LogBackend.S3 or settings.log_keep_after_delete:
+        return 0
+    store = bucket(s3_config(settings))
+    keys = [listed.key for listed in store.listing(run_prefix(logs_prefix(settings), run))]
+    if keys:
+        store.delete(keys)
+    return len(keys)
+
+
+def reason_of(exc: ObjectStoreError) -> R:
+    """The run's reason for a store's answer."""
+    if isinstance(exc, ObjectStoreDeniedError):
+        return R.LOG_STORE_DENIED
+    if isinstance(exc, ObjectStoreNotFoundError | LogStoreNotConfiguredError):
+        return R.LOG_STORE_NOT_FOUND
+    return R.LOG_STORE_UNAVAILABLE
+
+
+class LogUnreadableError(Exception):
+    """The run's log could not be read, so the run cannot go on yet: said on the run as a
+    condition, and by the Event of ``notice``."""
+
+    def __init__(self, notice: Notice) -> None:
+        super().__init__(notice.message)
+        self.notice = notice
+
+
+def unreadable(run: Obj, exc: ObjectStoreError) -> LogUnreadableError:
+    """Set ``Progressing=False`` with the store's answer (only the condition: the rest of the
+    status stays as the last step wrote it) and give the Event to post."""
+    reason = reason_of(exc)
+    message = f"The run's event log could not be read from the object store: {exc.message}"
+    message += "; retrying."
+    status = stored_status(AgentRunStatus, run)
+    conditions = set_condition(
+        status.conditions,
+        C.PROGRESSING,
+        False,
+        reason,
+        message,
+        generation=run["metadata"].get("generation"),
+        now=utcnow(),
+    )
+    if conditions != status.conditions:
+        status.conditions = conditions
+        meta = run["metadata"]
+        with contextlib.suppress(KubeError):
+            patch = {"conditions": status.to_api()["conditions"]}
+            kube.patch_status("AgentRun", meta["namespace"], meta["name"], patch)
+    return LogUnreadableError(Notice(reason, message))

@@ -1,0 +1,138 @@
+"""An S3 bucket (AWS or any S3-compatible server) through obstore: put-if-absent, get, list
+and delete of whole objects, which is all the run log needs. Errors come out as
+``paddock.objectstore.errors``, their messages cut to the server's code and words."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import obstore
+from obstore import exceptions as obstore_errors
+from obstore.store import S3Store
+
+from paddock.objectstore.errors import (
+    ObjectExistsError,
+    ObjectStoreDeniedError,
+    ObjectStoreError,
+    ObjectStoreNotFoundError,
+    ObjectStoreUnavailableError,
+)
+
+# A request that fails is retried briefly here; a store that stays down is the caller's to
+# retry (a run's daemon, with its own backoff), so that no step hangs for minutes.
+RETRY = {
+    "max_retries": 2,
+    "retry_timeout": timedelta(seconds=10),
+    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2)},
+}
+
+
+@dataclass(frozen=True)
+class S3Config:
+    """Where the bucket is and how to reach it. Without keys, the standard AWS chain is used
+    (``AWS_*`` environment, web identity, instance metadata)."""
+
+    bucket: str
+    endpoint: str | None = None
+    region: str = "us-east-1"
+    path_style: bool = False
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    ca_file: str | None = None
+
+
+@dataclass(frozen=True)
+class Listed:
+    key: str
+    size: int
+
+
+class Bucket:
+    """One bucket; safe to share between threads."""
+
+    def __init__(self, config: S3Config) -> None:
+        options: dict[str, Any] = {"connect_timeout": "5s", "timeout": "30s"}
+        if config.endpoint and config.endpoint.startswith("http://"):
+            options["allow_http"] = True
+        if config.ca_file:
+            options["root_certificate"] = Path(config.ca_file).read_bytes()
+        keys: dict[str, str] = {}
+        if config.access_key_id and config.secret_access_key:
+            keys = {
+                "access_key_id": config.access_key_id,
+                "secret_access_key": config.secret_access_key,
+            }
+        self.config = config
+        self._store = S3Store(
+            config.bucket,
+            endpoint=config.endpoint,
+            region=config.region,
+            virtual_hosted_style_request=not config.path_style,
+            client_options=options,  # type: ignore[arg-type]
+            retry_config=RETRY,  # type: ignore[arg-type]
+            **keys,  # type: ignore[arg-type]
+        )
+
+    def create(self, key: str, data: bytes, metadata: dict[str, str]) -> None:
+        """Store a new object; ``ObjectExistsError`` when one is there already."""
+        with _answers(key):
+            obstore.put(self._store, key, data, mode="create", attributes=metadata)
+
+    def get(self, key: str) -> tuple[bytes, dict[str, str]]:
+        """An object's bytes and its user metadata."""
+        with _answers(key):
+            result = obstore.get(self._store, key)
+            data = bytes(result.bytes())
+        metadata = {name: str(value) for name, value in result.attributes.items()}
+        return data, metadata
+
+    def listing(self, prefix: str, after: str | None = None) -> list[Listed]:
+        """The objects under ``prefix`` (after the key ``after``), in key order."""
+        with _answers(prefix):
+            found = obstore.list(self._store, prefix, offset=after).collect()
+        return sorted((Listed(o["path"], int(o["size"])) for o in found), key=lambda o: o.key)
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            with _answers(keys[start]):
+                obstore.delete(self._store, keys[start : start + 1000])
+
+
+_CODE = re.compile(r"<Code>([^<]*)</Code>")
+_WORDS = re.compile(r"<Message>([^<]*)</Message>")
+
+
+@contextmanager
+def _answers(key: str) -> Iterator[None]:
+    try:
+        yield
+    except obstore_errors.AlreadyExistsError:
+        raise ObjectExistsError(f"the object {key} exists already") from None
+    except (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError) as exc:
+        raise ObjectStoreDeniedError(f"the object store refused access: {_said(exc)}") from None
+    except obstore_errors.NotFoundError as exc:
+        raise ObjectStoreNotFoundError(f"not found in the object store: {_said(exc)}") from None
+    except obstore_errors.BaseError as exc:
+        raise ObjectStoreUnavailableError(f"the object store failed: {_said(exc)}") from None
+    except OSError as exc:  # what obstore raises for a missing object (FileNotFoundError)
+        raise ObjectStoreNotFoundError(f"not found in the object store: {_said(exc)}") from None
+
+
+def _said(exc: Exception) -> str:
+    """The server's error code and message, else the first line of the client's; never the
+    request's headers (obstore does not include them, and this keeps it so)."""
+    text = str(exc)
+    code, words = _CODE.search(text), _WORDS.search(text)
+    if code:
+        return f"{code.group(1)}: {words.group(1)}" if words else code.group(1)
+    first = text.split("\n", 1)[0]
+    return first.split(" - ", 1)[-1].strip()[:300] or type(exc).__name__
+
+
+__all__ = ["Bucket", "Listed", "ObjectStoreError", "S3Config"]
