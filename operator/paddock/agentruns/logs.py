@@ -47,11 +47,49 @@ def events(namespace: str, name: str, from_seq: int = 0, *, follow: bool = False
     """Each event from ``from_seq`` on, once, in order. With ``follow``, keep reading until
     a terminal event has been given; ``RunNotFoundError`` when the run is (or goes) missing."""
     run = _run(namespace, name)
+    if follow and not _log_of(run):
+        run = _located(run)
     yield from reader_for(run).events(_Cursor(from_seq), follow)
 
 
+def _log_of(run: Obj) -> Obj:
+    log: Obj = (run.get("status") or {}).get("log") or {}
+    return log
+
+
+def _located(run: Obj) -> Obj:
+    """The run once its status says where its log is (its first status write), or once it
+    has ended without one."""
+    if _log_of(run) or _ended(run):
+        return run
+    for seen in _changes(run):
+        if _log_of(seen) or _ended(seen):
+            return seen
+    raise AssertionError("unreachable: _changes ends only by raising")
+
+
+def _changes(run: Obj) -> Iterator[Obj]:
+    """The run each time it changes after ``run`` (a watch, renewed each time the server ends
+    it, with the run read again then); ``RunNotFoundError`` when it is deleted."""
+    meta = run["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    version = str(meta["resourceVersion"])
+    while True:
+        try:
+            for kind, seen in kube.watch_one("AgentRun", namespace, name, version, WATCH_SECONDS):
+                version = str(seen["metadata"]["resourceVersion"])
+                if kind == "DELETED" or seen["metadata"]["uid"] != uid:
+                    raise RunNotFoundError(f"AgentRun {name} was deleted")
+                yield seen
+        except kube.WatchExpiredError:
+            pass
+        run = _run(namespace, name, uid)
+        version = str(run["metadata"]["resourceVersion"])
+        yield run
+
+
 def reader_for(run: Obj) -> LogReader:
-    where = (run.get("status") or {}).get("log") or {}
+    where = _log_of(run)
     if where.get("backend") == LogBackend.S3:
         return ObjectReader(run, where)
     return ConfigMapReader(run)
@@ -111,26 +149,12 @@ class ObjectReader:
         yield from self._new(cursor)
         if not follow or cursor.ended:
             return
-        meta = self.run["metadata"]
-        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
-        version = str(meta["resourceVersion"])
-        while True:
-            try:
-                for kind, run in kube.watch_one(
-                    "AgentRun", namespace, name, version, WATCH_SECONDS
-                ):
-                    version = str(run["metadata"]["resourceVersion"])
-                    if kind == "DELETED" or run["metadata"]["uid"] != uid:
-                        raise RunNotFoundError(f"AgentRun {name} was deleted")
-                    if int((run.get("status") or {}).get("eventCount") or 0) > cursor.next_seq:
-                        yield from self._new(cursor)
-                    if cursor.ended:
-                        return
-            except kube.WatchExpiredError:
-                version = str(_run(namespace, name, uid)["metadata"]["resourceVersion"])
-            yield from self._new(cursor)  # what a restarted watch may have missed
-            if cursor.ended or _ended(_run(namespace, name, uid)):
-                return
+        for run in _changes(self.run):
+            count = int((run.get("status") or {}).get("eventCount") or 0)
+            if count > cursor.next_seq or _ended(run):
+                yield from self._new(cursor)
+            if cursor.ended or _ended(run):
+                return  # ended, with its last event or without (its log could not be written)
 
     def _new(self, cursor: _Cursor) -> Iterator[Obj]:
         """The events of the objects after the last one read (the first time: from the one

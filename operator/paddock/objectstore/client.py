@@ -106,6 +106,10 @@ class Bucket:
 
 _CODE = re.compile(r"<Code>([^<]*)</Code>")
 _WORDS = re.compile(r"<Message>([^<]*)</Message>")
+_DENIED = re.compile(
+    r"\b(401|403) (Unauthorized|Forbidden)\b"
+    r"|<Code>(AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch)</Code>"
+)
 
 
 @contextmanager
@@ -119,6 +123,8 @@ def _answers(key: str) -> Iterator[None]:
     except obstore_errors.NotFoundError as exc:
         raise ObjectStoreNotFoundError(f"not found in the object store: {_said(exc)}") from None
     except obstore_errors.BaseError as exc:
+        if _DENIED.search(str(exc)):  # some requests (a listing) come back as generic errors
+            raise ObjectStoreDeniedError(f"the object store refused access: {_said(exc)}") from None
         raise ObjectStoreUnavailableError(f"the object store failed: {_said(exc)}") from None
     except OSError as exc:  # what obstore raises for a missing object (FileNotFoundError)
         raise ObjectStoreNotFoundError(f"not found in the object store: {_said(exc)}") from None
