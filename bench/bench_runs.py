@@ -9,9 +9,11 @@ Prints events per second and API writes per event for
   operator's daemon steps (in this process, so its writes can be counted), through exec polls
   of the journal in a kwok sandbox,
 
-and the run's rate as a ratio of the baseline's; then, with the operator running, the p50 of
-apply -> harness started (floor: one exec into the sandbox) and of a line printed in the
-sandbox -> seen by ``paddock logs --follow`` (floor: a ConfigMap write seen by a watch).
+and the run's rate as a ratio of the baseline's; the same run with its log in the local S3
+server (versitygw), its events per second and bytes stored as ratios to the ConfigMap log's;
+then, with the operator running, the p50 of apply -> harness started (floor: one exec into the
+sandbox) and of a line printed in the sandbox -> seen by ``paddock logs --follow`` (floor: a
+ConfigMap write seen by a watch).
 Usage: ``make bench`` (starts the local cluster when it is not up, and stops it again).
 """
 
@@ -29,17 +31,20 @@ from typing import Any
 
 import yaml
 
-from paddock.agentruns import logs
+from paddock.agentruns import logs, logstore
 from paddock.agentruns.execution import Execution
 from paddock.api.agentrun import TERMINAL_PHASES
 from paddock.devcluster import cluster as local
+from paddock.devcluster import object_store
 from paddock.devcluster.binaries import ensure_binaries
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.render.names import SANDBOX_CONTAINER
 from paddock.runs import events as ev
 from paddock.runs.journal import BATCH_BYTES
-from paddock.runs.log import ConfigMapLog, read_log
+from paddock.runs.log import DATA_KEY, ConfigMapLog, chunk_selector, read_log
+from paddock.runs.objectlog import run_prefix
+from paddock.settings import OperatorSettings
 from paddock.times import parse_time
 
 EVENTS = 10_000
@@ -142,10 +147,40 @@ def baseline(namespace: str) -> tuple[float, int]:
     return time.perf_counter() - start, log.writes
 
 
-def full_run(namespace: str) -> tuple[float, int, int, int]:
-    """Seconds from the first step to the end, events, log writes and status writes."""
-    run = make_run(namespace, "chatty", f"seq 1 {EVENTS} | sed 's/^/event /'")
-    execution = Execution.load(run)
+def s3_settings() -> OperatorSettings:
+    """The operator's settings for the local cluster's S3 server, from its Secret."""
+    keys = ("endpoint", "bucket", object_store.ACCESS_KEY, object_store.SECRET_KEY)
+    found = kube.secret_values(object_store.NAMESPACE, [(object_store.SECRET, k) for k in keys])
+    endpoint, bucket, access, secret = (found[(object_store.SECRET, k)] for k in keys)
+    return OperatorSettings(
+        log_backend="s3",
+        s3_endpoint=endpoint,
+        s3_bucket=bucket,
+        s3_path_style=True,
+        s3_prefix=f"bench/{uuid.uuid4().hex[:8]}",
+        s3_access_key_id=access,
+        s3_secret_access_key=secret,
+    )
+
+
+def stored_bytes(run: dict[str, Any], settings: OperatorSettings) -> int:
+    """Bytes the run's log takes where it is kept: ConfigMap data, or object sizes."""
+    meta = run["metadata"]
+    if settings.log_backend == "s3":
+        bucket = logstore.bucket(logstore.s3_config(settings))
+        listed = bucket.listing(run_prefix(logstore.logs_prefix(settings), run))
+        return sum(item.size for item in listed)
+    chunks = kube.list_configmaps(meta["namespace"], chunk_selector(meta["uid"]))
+    return sum(len(chunk["data"][DATA_KEY].encode()) for chunk in chunks)
+
+
+def full_run(
+    namespace: str, name: str, settings: OperatorSettings
+) -> tuple[float, int, int, int, int]:
+    """Seconds from the first step to the end, events, log writes, status writes, and the
+    bytes the log takes."""
+    run = make_run(namespace, name, f"seq 1 {EVENTS} | sed 's/^/event /'")
+    execution = Execution.load(run, settings)
     status_writes = 0
     original = kube.patch_status
 
@@ -165,7 +200,8 @@ def full_run(namespace: str) -> tuple[float, int, int, int]:
     finally:
         kube.patch_status = original
     elapsed = time.perf_counter() - start
-    return elapsed, execution.summary.next_seq, execution.log.writes, status_writes
+    size = stored_bytes(run, settings)
+    return elapsed, execution.summary.next_seq, execution.log.writes, status_writes, size
 
 
 def harness_start(namespace: str, runs: int) -> tuple[list[float], list[float]]:
@@ -266,7 +302,12 @@ def main() -> int:
     try:
         ready_sandbox(kubectl_bin, namespace)
         base_seconds, base_writes = baseline(namespace)
-        run_seconds, run_events, log_writes, status_writes = full_run(namespace)
+        run_seconds, run_events, log_writes, status_writes, run_bytes = full_run(
+            namespace, "chatty", OperatorSettings()
+        )
+        s3_seconds, s3_events, s3_writes, _, s3_bytes = full_run(
+            namespace, "chatty-s3", s3_settings()
+        )
         operator = start_operator(namespace)
         try:
             start, start_floor = harness_start(namespace, LATENCY_RUNS)
@@ -291,6 +332,20 @@ def main() -> int:
         f"{status_writes / run_events:.4f} status writes/event ({run_events} events)"
     )
     print(f"  ratio     run / baseline     : {run_rate / base_rate:9.2f}")
+    s3_rate = s3_events / s3_seconds
+    print(f"AgentRun event log by backend, the same run ({EVENTS} events)")
+    print(
+        f"  configmap (baseline)         : {run_rate:9.0f} events/s, {run_bytes:9d} bytes stored, "
+        f"{log_writes / run_events:.4f} writes/event"
+    )
+    print(
+        f"  s3 (versitygw, local)        : {s3_rate:9.0f} events/s, {s3_bytes:9d} bytes stored, "
+        f"{s3_writes / s3_events:.4f} writes/event"
+    )
+    print(
+        f"  ratio     s3 / configmap     : {s3_rate / run_rate:9.2f} events/s, "
+        f"{s3_bytes / run_bytes:.2f} bytes stored"
+    )
     print(f"AgentRun latency, p50 of {LATENCY_RUNS} (goal: 1 s each)")
     print(
         f"  apply -> harness started       : {p50(start):6.2f} s (p99 {max(start):.2f} s); "

@@ -22,12 +22,35 @@ def test_settings_come_from_paddock_env_vars() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "value"),
-    [("LOG_BACKEND", "s3"), ("METRICS_PORT", "70000"), ("WORKER_LIMIT", "0")],
+    ("env", "said"),
+    [
+        ({"LOG_BACKEND": "s3"}, "needs s3_bucket"),
+        ({"LOG_BACKEND": "s3", "S3_BUCKET": "Not_A_Bucket"}, "s3_bucket"),
+        ({"S3_BUCKET": "logs", "S3_ACCESS_KEY_ID": "AKIA123"}, "together"),
+        ({"S3_ENDPOINT": "s3.example.com"}, "s3_endpoint"),
+        ({"LOG_BACKEND": "gcs"}, "log_backend"),
+        ({"METRICS_PORT": "70000"}, "metrics_port"),
+        ({"WORKER_LIMIT": "0"}, "worker_limit"),
+    ],
 )
-def test_settings_refuse_what_they_cannot_honour(name: str, value: str) -> None:
-    with pytest.raises(ValidationError):
-        OperatorSettings.from_env({f"PADDOCK_{name}": value})
+def test_settings_refuse_what_they_cannot_honour(env: dict[str, str], said: str) -> None:
+    with pytest.raises(ValidationError, match=said):
+        OperatorSettings.from_env({f"PADDOCK_{name}": value for name, value in env.items()})
+
+
+def test_s3_settings_keep_the_secret_key_out_of_their_text() -> None:
+    settings = OperatorSettings.from_env(
+        {
+            "PADDOCK_LOG_BACKEND": "s3",
+            "PADDOCK_S3_BUCKET": "team-logs",
+            "PADDOCK_S3_ENDPOINT": "https://s3.example.internal:9000",
+            "PADDOCK_S3_ACCESS_KEY_ID": "AKIA-visible-id",
+            "PADDOCK_S3_SECRET_ACCESS_KEY": "never-printed-secret",
+        }
+    )
+    assert settings.s3_secret_access_key is not None
+    assert settings.s3_secret_access_key.get_secret_value() == "never-printed-secret"
+    assert "never-printed-secret" not in repr(settings) + str(settings)
 
 
 def test_phase_tracker_moves_one_object_between_phases_and_out() -> None:
