@@ -200,7 +200,14 @@ def _add_cluster(commands: Commands[argparse.ArgumentParser]) -> None:
 
 
 def _add_logs(commands: Commands[argparse.ArgumentParser]) -> None:
-    logs = commands.add_parser("logs", help="print an AgentRun's events (replay, and follow)")
+    logs = commands.add_parser(
+        "logs",
+        help="print an AgentRun's events (replay, and follow)",
+        description="Print an AgentRun's events from its log, wherever the run's status says "
+        "it is: ConfigMaps, or objects in an S3 bucket (read with your own AWS credentials: "
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, and AWS_CA_BUNDLE for a private CA).",
+        epilog="example: paddock logs fix-bug -n team --from-seq 40 --follow",
+    )
     logs.add_argument("run", help="name of the AgentRun")
     logs.add_argument("-n", "--namespace", help="its namespace (default: the context's)")
     logs.add_argument(

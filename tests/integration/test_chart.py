@@ -123,7 +123,21 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str) -> None:
     pod = deployment["spec"]["template"]["spec"]
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
-    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    assert pod["volumes"] == [
+        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        {"name": "object-store-ca", "configMap": {"name": "paddock-object-store-ca"}},
+    ]
+    (container,) = pod["containers"]
+    ca_mount = next(m for m in container["volumeMounts"] if m["name"] == "object-store-ca")
+    assert ca_mount["readOnly"] is True
+    keys = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    assert keys == {
+        "PADDOCK_S3_ACCESS_KEY_ID": {"name": "paddock-object-store", "key": "AWS_ACCESS_KEY_ID"},
+        "PADDOCK_S3_SECRET_ACCESS_KEY": {
+            "name": "paddock-object-store",
+            "key": "AWS_SECRET_ACCESS_KEY",
+        },
+    }
     digest = "sha256:" + "ab" * 32
     pinned = render(helm, "paddock-system", "--set", f"image.digest={digest}")
     (deployment,) = [d for d in pinned if d["kind"] == "Deployment"]

@@ -78,7 +78,12 @@ def run_deleted(
             kill(meta["namespace"] or "", meta["uid"] or "", pod)
         except Exception as exc:
             logger.warning(f"could not stop the run's processes: {_describe(exc)}")
-    deleted = logstore.delete_log(dict(body), memo.config)
+    try:
+        deleted = logstore.delete_log(dict(body), memo.config)
+    except logstore.LogStoreNotConfiguredError as exc:  # nothing to retry: say what is left
+        where = (status.get("log") or {}).get("location")
+        logger.warning(f"the run's log objects are left in {where}: {exc}")
+        return
     if deleted:
         logger.info(f"deleted the run's {deleted} log objects")
 
