@@ -154,6 +154,79 @@ def test_an_expired_snapshot_is_deleted_and_the_next_sandbox_starts_cold(
     assert "project" in _init_containers(cluster, namespace, "second")  # set up again
 
 
+def _deletes_refused(namespace: str) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (and its binding) refusing every VolumeSnapshot delete in
+    ``namespace``: the API server's own refusal, as a cluster's policy engine would give it."""
+    name = f"no-snapshot-deletes-{namespace}"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["snapshot.storage.k8s.io"],
+                        "apiVersions": ["v1"],
+                        "operations": ["DELETE"],
+                        "resources": ["volumesnapshots"],
+                    }
+                ]
+            },
+            "validations": [{"expression": "false", "message": "snapshots are kept here"}],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            },
+        },
+    }
+    return [policy, binding]
+
+
+def test_a_refused_snapshot_delete_is_a_warning_on_the_workspace_and_retried(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    refusing = _deletes_refused(namespace)
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1",
+                                                          "items": refusing}))  # fmt: skip
+    try:
+        cluster.apply(workspace("app"), namespace)
+        cluster.apply(sandbox("first", "app", lifecycle={"snapshotMaxAge": "10s"}), namespace)
+        taken = _snapshot_ready(cluster, namespace, "first")["snapshot"]
+        warned = wait_for(
+            lambda: [
+                e for e in events_for(cluster, namespace, "app")
+                if e["reason"] == "SnapshotDeleteRefused"
+            ],
+            90, what="a Warning that the expired snapshot's delete was refused",
+        )  # fmt: skip
+        assert warned[0]["type"] == "Warning"
+        assert taken in warned[0]["message"]
+        assert "snapshots are kept here" in warned[0]["message"]
+        assert get(cluster, namespace, "volumesnapshot", taken) is not None
+        deleted = [
+            e for e in events_for(cluster, namespace, "app") if e["reason"] == "SnapshotDeleted"
+        ]
+        assert deleted == []  # not said to be deleted while it is not
+    finally:
+        for item in reversed(refusing):
+            cluster.kubectl("delete", item["kind"], item["metadata"]["name"], "--wait=true")
+    wait_for(
+        lambda: get(cluster, namespace, "volumesnapshot", taken) is None,
+        90,
+        what="the snapshot deleted once the API server lets it be",
+    )
+
+
 def test_a_changed_workspace_starts_cold_and_its_old_snapshot_goes(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:

@@ -59,6 +59,7 @@ class WorkspaceReason(Reason):
     SUPPORTED = "Supported"
     HARNESS_LIMITS = "HarnessLimits"
     SNAPSHOT_DELETED = "SnapshotDeleted"
+    SNAPSHOT_DELETE_REFUSED = "SnapshotDeleteRefused", W
 
 
 class SandboxReason(Reason):

@@ -14,6 +14,7 @@ from paddock import metrics
 from paddock.api.conditions import Notice
 from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
+from paddock.api.reasons import WorkspaceReason
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.kube import client as kube
@@ -30,7 +31,7 @@ from paddock.sandboxes.network import ClusterAddresses, cluster_network
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Write
 from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused
-from paddock.sandboxes.snapshot_lifetime import decide_lifetime
+from paddock.sandboxes.snapshot_lifetime import Lifetime, decide_lifetime
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import decide_workspace, load_spec
 from paddock.settings import OperatorSettings
@@ -39,6 +40,7 @@ from paddock.times import utcnow
 Obj = dict[str, Any]
 RETRY_REFUSED = 10.0  # seconds before the first retry of a refused write, doubling after
 MAX_RETRY_REFUSED = 600.0
+DELETE_RETRY = 30.0  # seconds before a refused snapshot delete is tried again
 ADDRESSES = ClusterAddresses()
 
 
@@ -101,17 +103,32 @@ def reconcile_workspace_snapshots(
         return workspace_hash(spec, image)
 
     lifetime = decide_lifetime(snapshots, hash_now, pvcs, utcnow(), config.snapshots_kept)
-    for delete in lifetime.deletes:
-        try:
-            kube.delete(delete.kind, namespace, delete.name, delete.uid)
-        except ConflictError:  # the name is another snapshot's now: not ours to delete
-            continue
+    notices, retry_after = _delete_unwanted(namespace, lifetime)
     listed = [item.to_api() for item in lifetime.listed]
     if (body.get("status") or {}).get("snapshots", []) != listed:
         stored = kube.patch_status("Workspace", namespace, name, {"snapshots": listed})
         if stored is not None:
             CACHE.seen("MODIFIED", stored)
-    return body, Outcome(lifetime.notices, lifetime.retry_after)
+    return body, Outcome(notices, retry_after)
+
+
+def _delete_unwanted(namespace: str, lifetime: Lifetime) -> tuple[list[Notice], float | None]:
+    """Delete the snapshots the Workspace no longer wants: the Event of each deleted, a
+    Warning for each the API server refused (looked at again later), and when to look again."""
+    notices: list[Notice] = []
+    retry_after = lifetime.retry_after
+    for delete, notice in zip(lifetime.deletes, lifetime.notices, strict=True):
+        try:
+            kube.delete(delete.kind, namespace, delete.name, delete.uid)
+        except ConflictError:  # the name is another snapshot's now: not ours to delete
+            continue
+        except KubeError as exc:
+            refused = f"VolumeSnapshot {delete.name} could not be deleted: {exc.message}"
+            notices.append(Notice(WorkspaceReason.SNAPSHOT_DELETE_REFUSED, refused + "; retrying."))
+            retry_after = min(retry_after or DELETE_RETRY, DELETE_RETRY)
+            continue
+        notices.append(notice)
+    return notices, retry_after
 
 
 def reconcile_policy(body: Obj) -> Outcome:
