@@ -274,6 +274,13 @@ def report(count: int, floor: float, r: dict[str, Any], idle_seconds: int) -> No
         f"{renewals} watch renewals; CPU {r['cpu_idle'] / r['idle_wall'] * 100:.2f}% "
         "(baseline 0)"
     )
+    if idle_reads or idle_writes:
+        named = ", ".join(
+            f"{n} {verb} {resource}"
+            for (verb, resource), n in sorted(idle.items())
+            if verb in READS | WRITES
+        )
+        print(f"  idle      requests: {named}")
     print(f"  delete    all gone in {r['to_gone']:.1f} s")
 
 

@@ -29,6 +29,9 @@ class DictBucket:
     def get(self, key: str) -> tuple[bytes, dict[str, str]]:
         return self.objects[key]
 
+    def get_many(self, keys: list[str]) -> list[tuple[bytes, dict[str, str]]]:
+        return [self.objects[key] for key in keys]
+
     def listing(self, prefix: str, after: str | None = None) -> list[Listed]:
         return [
             Listed(key, len(data))

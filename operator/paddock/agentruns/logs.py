@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from paddock.agentruns import logstore
 from paddock.api.agentrun import TERMINAL_PHASES, LogBackend
 from paddock.kube import client as kube
-from paddock.objectstore.client import S3Config
+from paddock.objectstore.client import GETS_AT_ONCE, S3Config
 from paddock.objectstore.errors import ObjectStoreError
 from paddock.runs import objectlog
 from paddock.runs.events import TERMINAL_TYPES
@@ -162,10 +162,11 @@ class ObjectReader:
         keys = [listed.key for listed in self.bucket.listing(self.prefix, after=self.last_key)]
         if self.last_key is None:
             keys = objectlog.keys_from(keys, cursor.next_seq)
-        for key in keys:
-            data, _metadata = self.bucket.get(key)
-            self.last_key = key
-            yield from cursor.new(objectlog.events_of(data))
+        for start in range(0, len(keys), GETS_AT_ONCE):  # in parallel, a page at a time
+            page = keys[start : start + GETS_AT_ONCE]
+            for key, (data, _metadata) in zip(page, self.bucket.get_many(page), strict=True):
+                self.last_key = key
+                yield from cursor.new(objectlog.events_of(data))
 
 
 def _ended(run: Obj) -> bool:

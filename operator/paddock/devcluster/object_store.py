@@ -49,9 +49,8 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
             json.dumps({ACCESS_KEY: secrets.token_hex(10), SECRET_KEY: secrets.token_hex(20)})
         )
     restart(binaries, state)
-    if first:
-        kubectl("apply", "-f", "-", stdin=json.dumps(_namespace()))
-        kubectl("apply", "-f", "-", stdin=json.dumps(_secret(state)))
+    kubectl("apply", "-f", "-", stdin=json.dumps(_namespace()))
+    kubectl("apply", "-f", "-", stdin=json.dumps(_secret(state)))
 
 
 def restart(binaries: Binaries, state: ClusterState) -> None:

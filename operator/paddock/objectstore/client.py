@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,6 +27,7 @@ from paddock.objectstore.errors import (
 
 # A request that fails is retried briefly here; a store that stays down is the caller's to
 # retry (a run's daemon, with its own backoff), so that no step hangs for minutes.
+GETS_AT_ONCE = 16  # objects read in parallel by ``get_many``
 RETRY = {
     "max_retries": 2,
     "retry_timeout": timedelta(seconds=10),
@@ -91,6 +93,14 @@ class Bucket:
             data = bytes(result.bytes())
         metadata = {name: str(value) for name, value in result.attributes.items()}
         return data, metadata
+
+    def get_many(self, keys: list[str]) -> list[tuple[bytes, dict[str, str]]]:
+        """Several objects, read in parallel (a long run's log is many small objects), in the
+        order of ``keys``."""
+        if len(keys) <= 1:
+            return [self.get(key) for key in keys]
+        with ThreadPoolExecutor(max_workers=min(GETS_AT_ONCE, len(keys))) as pool:
+            return list(pool.map(self.get, keys))
 
     def listing(self, prefix: str, after: str | None = None) -> list[Listed]:
         """The objects under ``prefix`` (after the key ``after``), in key order."""

@@ -62,6 +62,8 @@ class ObjectBucket(Protocol):
 
     def get(self, key: str) -> tuple[bytes, dict[str, str]]: ...
 
+    def get_many(self, keys: list[str]) -> list[tuple[bytes, dict[str, str]]]: ...
+
     def listing(self, prefix: str, after: str | None = None) -> list[Any]: ...
 
     def delete(self, keys: list[str]) -> None: ...
@@ -135,11 +137,10 @@ class ObjectLog:
 
     def load(self) -> tuple[list[Obj], dict[str, int]]:
         """Every event so far, and the cursor stored with the last write."""
-        keys = [listed.key for listed in self.bucket.listing(self.key_prefix)]
+        keys = sorted(listed.key for listed in self.bucket.listing(self.key_prefix))
         events: list[Obj] = []
         cursor: dict[str, int] = {}
-        for key in sorted(keys):
-            data, metadata = self.bucket.get(key)
+        for data, metadata in self.bucket.get_many(keys):
             events.extend(events_of(data))
             cursor = json.loads(metadata.get(CURSOR_METADATA) or "{}")
         check_order(events, 0)
