@@ -18,7 +18,14 @@ from paddock.devcluster.audit import requests
 from paddock.devcluster.cluster import audit_log, default_state_dir
 from support import identity
 from support.kube import ROOT, Cluster
-from support.runs import agent_run, command_run, log_events, of_type, wait_for_run
+from support.runs import (
+    agent_run,
+    command_run,
+    log_events,
+    of_type,
+    run_through_kills,
+    wait_for_run,
+)
 from support.sandboxes import (
     assert_never_shown,
     condition,
@@ -397,30 +404,9 @@ def test_operator_killed_mid_run_leaves_a_gap_free_log_without_duplicates(
 ) -> None:
     lines = 300
     command = f"for i in $(seq 0 {lines - 1}); do echo line $i; sleep 0.02; done"
-
-    def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
-            env={**os.environ, "KUBECONFIG": as_operator},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-
-    def count() -> int:
-        return int(status_of(cluster, namespace, "agentrun", "steady").get("eventCount") or 0)
-
-    process = start()
-    try:
-        ready_sandbox(cluster, namespace, "box")
-        cluster.apply(command_run("steady", "box", command), namespace)
-        for threshold in (20, 150):
-            wait_for(lambda t=threshold: count() >= t, 60, what=f"{threshold} events")
-            process.kill()  # SIGKILL: no chance to finish a write or a status patch
-            process.wait()
-            process = start()
-        status = wait_for_run(cluster, namespace, "steady")
-    finally:
-        process.kill()
-        process.wait()
+    ready_sandbox(cluster, namespace, "box")
+    run = command_run("steady", "box", command)
+    status = run_through_kills(cluster, namespace, as_operator, run, (20, 150))
     events = log_events(cluster, namespace, "steady")
     assert status["phase"] == "Succeeded"
     assert [e["seq"] for e in events] == list(range(len(events)))

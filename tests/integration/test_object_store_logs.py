@@ -24,7 +24,7 @@ from paddock.settings import OperatorSettings
 from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import Cluster
 from support.objects import ObjectStore
-from support.runs import command_run, log_events, of_type, wait_for_run
+from support.runs import command_run, log_events, of_type, run_through_kills, wait_for_run
 from support.sandboxes import (
     assert_never_shown,
     condition,
@@ -121,35 +121,14 @@ def test_operator_killed_mid_run_leaves_a_gap_free_s3_log_without_duplicates(
     cluster: Cluster, namespace: str, s3_logs: str, as_operator: str
 ) -> None:
     count = 300
-
-    def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
-            env={**os.environ, "KUBECONFIG": as_operator},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-
-    def events() -> int:
-        return int(status_of(cluster, namespace, "agentrun", "steady").get("eventCount") or 0)
-
-    process = start()
-    try:
-        ready_sandbox(cluster, namespace, "box")
-        cluster.apply(command_run("steady", "box", lines(count, 0.02)), namespace)
-        for threshold in (20, 150):
-            wait_for(lambda t=threshold: events() >= t, 60, what=f"{threshold} events")
-            process.kill()  # SIGKILL: no chance to finish a write or a status patch
-            process.wait()
-            process = start()
-        status = wait_for_run(cluster, namespace, "steady")
-    finally:
-        process.kill()
-        process.wait()
+    ready_sandbox(cluster, namespace, "box")
+    run = command_run("steady", "box", lines(count, 0.02))
+    status = run_through_kills(cluster, namespace, as_operator, run, (20, 150))
     assert status["phase"] == "Succeeded"
     assert status["log"]["backend"] == "s3"
-    events_ = log_events(cluster, namespace, "steady")
-    assert_whole(events_, count)
-    assert status["eventCount"] == len(events_)
+    events = log_events(cluster, namespace, "steady")
+    assert_whole(events, count)
+    assert status["eventCount"] == len(events)
 
 
 @pytest.fixture

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 from support.kube import Cluster
@@ -52,3 +55,39 @@ def log_events(cluster: Cluster, namespace: str, name: str) -> list[dict[str, An
 
 def of_type(events: list[dict[str, Any]], type_: str) -> list[dict[str, Any]]:
     return [e for e in events if e["type"] == type_]
+
+
+def run_through_kills(
+    cluster: Cluster,
+    namespace: str,
+    as_operator: str,
+    run: dict[str, Any],
+    thresholds: tuple[int, ...],
+) -> dict[str, Any]:
+    """Apply ``run`` with ``paddock operator`` running as a process of its own (with this
+    process's environment, so its settings), SIGKILL that process each time the run's event
+    count reaches a threshold and start another, and return the run's final status."""
+    name = run["metadata"]["name"]
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
+            env={**os.environ, "KUBECONFIG": as_operator},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def count() -> int:
+        return int(status_of(cluster, namespace, "agentrun", name).get("eventCount") or 0)
+
+    process = start()
+    try:
+        cluster.apply(run, namespace)
+        for threshold in thresholds:
+            wait_for(lambda t=threshold: count() >= t, 60, what=f"{threshold} events")
+            process.kill()  # SIGKILL: no chance to finish a write or a status patch
+            process.wait()
+            process = start()
+        return wait_for_run(cluster, namespace, name)
+    finally:
+        process.kill()
+        process.wait()

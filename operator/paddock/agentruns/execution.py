@@ -96,19 +96,12 @@ class Execution(RunRecord):
             ending = abort or Ending(RunPhase.FAILED, R.LOG_NAME_CONFLICT, str(taken))
             self._end_without_log(spec, ending, str(taken) if abort else "")
             return None
-        except KubeError as exc:
+        except (KubeError, store.ObjectStoreError) as exc:
             abort = decide.abort(spec, created, now)
             if abort is not None:
                 self._end_without_log(spec, abort, exc.message)
                 return None
-            self._failed(R.API_REFUSED, f"The API server refused a request: {exc.message}")
-            raise
-        except store.ObjectStoreError as exc:
-            abort = decide.abort(spec, created, now)
-            if abort is not None:
-                self._end_without_log(spec, abort, exc.message)
-                return None
-            self._failed(logstore.reason_of(exc), _store_said(exc))
+            self._failed(*_refusal(exc))
             raise
         except Exception as exc:  # a bug: said where a person looks, then retried
             self._failed(R.STEP_FAILED, f"The step failed ({type(exc).__name__}: {exc})")
@@ -366,5 +359,9 @@ class Execution(RunRecord):
         self._flush()
 
 
-def _store_said(exc: store.ObjectStoreError) -> str:
-    return f"The run's event log could not be written to the object store: {exc.message}"
+def _refusal(exc: KubeError | store.ObjectStoreError) -> tuple[R, str]:
+    """The reason and message of a refusal by the API server or the log's object store."""
+    if isinstance(exc, KubeError):
+        return R.API_REFUSED, f"The API server refused a request: {exc.message}"
+    message = f"The run's event log could not be written to the object store: {exc.message}"
+    return logstore.reason_of(exc), message

@@ -302,23 +302,13 @@ def watch_configmaps(
     """Each change to the ConfigMaps the selector picks after ``resource_version``, as
     ``(ADDED|MODIFIED|DELETED, object)``, until the server ends the watch after
     ``timeout_seconds``. Only what changes is sent: nothing already listed is read again."""
-    stream = watch.Watch().stream(
+    return _watched(
         _core().list_namespaced_config_map,
         namespace,
         label_selector=selector,
         resource_version=resource_version,
-        allow_watch_bookmarks=False,
         timeout_seconds=timeout_seconds,
-        deserialize=False,
     )
-    with converted():
-        try:
-            for event in stream:
-                yield str(event["type"]), event["object"]
-        except ApiException as exc:
-            if exc.status == 410:
-                raise WatchExpiredError(str(exc.reason)) from None
-            raise
 
 
 def watch_one(
@@ -327,7 +317,7 @@ def watch_one(
     """Each change to one Paddock object after ``resource_version``, as ``(type, object)``,
     until the server ends the watch after ``timeout_seconds``."""
     group, version, plural = _CUSTOM[kind]
-    stream = watch.Watch().stream(
+    return _watched(
         _custom().list_namespaced_custom_object,
         group,
         version,
@@ -335,9 +325,15 @@ def watch_one(
         plural,
         field_selector=f"metadata.name={name}",
         resource_version=resource_version,
-        allow_watch_bookmarks=False,
         timeout_seconds=timeout_seconds,
-        deserialize=False,
+    )
+
+
+def _watched(list_call: Callable[..., Any], *args: Any, **kwargs: Any) -> Iterator[tuple[str, Obj]]:
+    """The watch of a listing call, its objects as the server sent them; ``WatchExpiredError``
+    when the version it starts from is too old."""
+    stream = watch.Watch().stream(
+        list_call, *args, allow_watch_bookmarks=False, deserialize=False, **kwargs
     )
     with converted():
         try:
