@@ -404,7 +404,6 @@ def test_operator_killed_mid_run_leaves_a_gap_free_log_without_duplicates(
 ) -> None:
     lines = 300
     command = f"for i in $(seq 0 {lines - 1}); do echo line $i; sleep 0.02; done"
-    ready_sandbox(cluster, namespace, "box")
     run = command_run("steady", "box", command)
     status = run_through_kills(cluster, namespace, as_operator, run, (20, 150))
     events = log_events(cluster, namespace, "steady")

@@ -121,7 +121,6 @@ def test_operator_killed_mid_run_leaves_a_gap_free_s3_log_without_duplicates(
     cluster: Cluster, namespace: str, s3_logs: str, as_operator: str
 ) -> None:
     count = 300
-    ready_sandbox(cluster, namespace, "box")
     run = command_run("steady", "box", lines(count, 0.02))
     status = run_through_kills(cluster, namespace, as_operator, run, (20, 150))
     assert status["phase"] == "Succeeded"

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from support.kube import Cluster
-from support.sandboxes import status_of
+from support.sandboxes import ready_sandbox, status_of
 from support.waiting import wait_for
 
 TERMINAL = ("Succeeded", "Failed", "Cancelled", "TimedOut")
@@ -64,9 +64,10 @@ def run_through_kills(
     run: dict[str, Any],
     thresholds: tuple[int, ...],
 ) -> dict[str, Any]:
-    """Apply ``run`` with ``paddock operator`` running as a process of its own (with this
-    process's environment, so its settings), SIGKILL that process each time the run's event
-    count reaches a threshold and start another, and return the run's final status."""
+    """Make the run's sandbox and apply ``run`` with ``paddock operator`` running as a process
+    of its own (with this process's environment, so its settings), SIGKILL that process each
+    time the run's event count reaches a threshold and start another, and return the run's
+    final status."""
     name = run["metadata"]["name"]
 
     def start() -> subprocess.Popen[bytes]:
@@ -81,6 +82,7 @@ def run_through_kills(
 
     process = start()
     try:
+        ready_sandbox(cluster, namespace, run["spec"]["sandboxRef"]["name"])
         cluster.apply(run, namespace)
         for threshold in thresholds:
             wait_for(lambda t=threshold: count() >= t, 60, what=f"{threshold} events")
