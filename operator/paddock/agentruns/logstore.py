@@ -34,8 +34,6 @@ RUNS = "runs"
 class LogStoreNotConfiguredError(ObjectStoreError):
     """A run's log is in an object store this operator has no settings for."""
 
-    reason = "ObjectStoreNotFound"
-
 
 def s3_config(settings: OperatorSettings) -> S3Config:
     if not settings.s3_bucket:

@@ -7,8 +7,6 @@ from __future__ import annotations
 class ObjectStoreError(Exception):
     """The object store refused a request or could not be reached."""
 
-    reason = "ObjectStoreError"
-
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
@@ -17,22 +15,14 @@ class ObjectStoreError(Exception):
 class ObjectExistsError(ObjectStoreError):
     """An object that was to be created exists already (another writer was first)."""
 
-    reason = "ObjectExists"
-
 
 class ObjectStoreDeniedError(ObjectStoreError):
     """The store refused the credentials or their access (HTTP 401/403)."""
-
-    reason = "ObjectStoreDenied"
 
 
 class ObjectStoreNotFoundError(ObjectStoreError):
     """The bucket or the object does not exist."""
 
-    reason = "ObjectStoreNotFound"
-
 
 class ObjectStoreUnavailableError(ObjectStoreError):
     """The store did not answer (down, unreachable, timing out)."""
-
-    reason = "ObjectStoreUnavailable"
