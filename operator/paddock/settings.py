@@ -101,6 +101,19 @@ class OperatorSettings(BaseModel):
         "those of a superseded workspace hash or past their snapshotMaxAge, are deleted once no "
         "sandbox is being restored from them.",
     )
+    snapshot_store: Literal["auto", "volume", "object"] = Field(
+        default="auto",
+        description="Where a sandbox's snapshots go: volume (VolumeSnapshots only), object "
+        "(archives of the volume's files in the bucket of the s3_* settings), or auto "
+        "(a VolumeSnapshot where a VolumeSnapshotClass fits the volume, else an archive when "
+        "s3_bucket is set).",
+    )
+    archive_timeout_seconds: float = Field(
+        default=1800,
+        gt=0,
+        description="How long making an archive of a workspace volume may take before it is "
+        "given up (SnapshotFailed); while it is made, the sandbox is not Ready yet.",
+    )
     restore_timeout_seconds: float = Field(
         default=300,
         gt=0,
@@ -141,10 +154,28 @@ class OperatorSettings(BaseModel):
         description="Labels of the cluster's DNS pods, as KEY=VALUE[,KEY=VALUE].",
     )
 
+    def s3_store(self) -> dict[str, Any] | None:
+        """The bucket of the ``s3_*`` settings, as ``objectstore.S3Config`` takes it; None when
+        no bucket is set."""
+        if not self.s3_bucket:
+            return None
+        key, secret = self.s3_access_key_id, self.s3_secret_access_key
+        return {
+            "bucket": self.s3_bucket,
+            "endpoint": self.s3_endpoint,
+            "region": self.s3_region,
+            "path_style": self.s3_path_style,
+            "access_key_id": key.get_secret_value() if key else None,
+            "secret_access_key": secret.get_secret_value() if secret else None,
+            "ca_file": self.s3_ca_file,
+        }
+
     @model_validator(mode="after")
     def _s3_complete(self) -> OperatorSettings:
         if self.log_backend == "s3" and not self.s3_bucket:
             raise ValueError("log_backend s3 needs s3_bucket (PADDOCK_S3_BUCKET)")
+        if self.snapshot_store == "object" and not self.s3_bucket:
+            raise ValueError("snapshot_store object needs s3_bucket (PADDOCK_S3_BUCKET)")
         if (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
             raise ValueError(
                 "s3_access_key_id and s3_secret_access_key are given together or not at all"

@@ -9,34 +9,13 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster import images, node
+from paddock.devcluster import node
 from support.kube import Cluster
-from support.sandboxes import condition, get, sandbox, status_of, wait_for_phase, workspace
+from support.real_node import exec_in, node_sandbox
+from support.sandboxes import condition, get, status_of, wait_for_phase, workspace
 from support.waiting import wait_for
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
-
-ON_NODE: dict[str, Any] = {
-    "nodeSelector": {node.NODE_LABEL: "real"},
-    "tolerations": [{"key": node.NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
-}
-
-
-def node_sandbox(name: str, storage_class: str = node.CSI_STORAGE_CLASS) -> dict[str, Any]:
-    return sandbox(
-        name,
-        "app",
-        image=images.SANDBOX_IMAGE,
-        storage={"size": "1Gi", "storageClassName": storage_class},
-        policy={"commands": {"default": "allow"}},
-        **ON_NODE,
-    )
-
-
-def exec_in(cluster: Cluster, namespace: str, pod: str, script: str) -> str:
-    return cluster.kubectl(
-        "exec", "-n", namespace, pod, "-c", "sandbox", "--", "bash", "-c", script
-    ).stdout
 
 
 def _with_snapshot(status: dict[str, Any]) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
 from paddock.kube import client as kube
 from paddock.kube.errors import KubeError
-from paddock.objectstore.client import Bucket, S3Config
+from paddock.objectstore.client import Bucket, S3Config, configured_store
 from paddock.objectstore.errors import (
     ObjectStoreDeniedError,
     ObjectStoreError,
@@ -36,21 +36,13 @@ class LogStoreNotConfiguredError(ObjectStoreError):
 
 
 def s3_config(settings: OperatorSettings) -> S3Config:
-    if not settings.s3_bucket:
+    config = configured_store(settings.s3_store())
+    if config is None:
         raise LogStoreNotConfiguredError(
             "this run's log is in an object store, and the operator has no s3_bucket setting "
             "(PADDOCK_S3_BUCKET) to reach it"
         )
-    key, secret = settings.s3_access_key_id, settings.s3_secret_access_key
-    return S3Config(
-        bucket=settings.s3_bucket,
-        endpoint=settings.s3_endpoint,
-        region=settings.s3_region,
-        path_style=settings.s3_path_style,
-        access_key_id=key.get_secret_value() if key else None,
-        secret_access_key=secret.get_secret_value() if secret else None,
-        ca_file=settings.s3_ca_file,
-    )
+    return config
 
 
 @functools.cache

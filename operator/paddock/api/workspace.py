@@ -213,12 +213,16 @@ class WorkspaceSpec(ApiModel):
 
 
 class WorkspaceSnapshot(ApiModel):
-    """A VolumeSnapshot taken of a prepared workspace."""
+    """A snapshot taken of a prepared workspace: a VolumeSnapshot, or an archive of the
+    volume's files in the object store."""
 
-    name: str = Field(description="Name of the VolumeSnapshot.")
+    name: str = Field(description="Name of the VolumeSnapshot, or of the archive.")
     workspace_hash: str = Field(description="Workspace hash the snapshot was taken at.")
     created_at: datetime | None = Field(default=None, description="When it was taken.")
     ready: bool = Field(default=False, description="Whether it can be restored from.")
+    location: str | None = Field(
+        default=None, description="For an archive: its s3:// URL in the operator's bucket."
+    )
 
 
 class WorkspaceStatus(ApiModel):

@@ -37,6 +37,7 @@ def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -
     before = service.watched(type, sandbox)
     if type == "DELETED":
         memo.references.forget(named)
+        service.sandbox_deleted(sandbox)
     else:
         memo.references.update(named, references_of(sandbox, memo.config.policy_default))
         if type is None or before is None or _essence(before) != _essence(sandbox):

@@ -62,6 +62,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
         workers=1,
     )
     service.forget_watched()  # filled again by the event handlers from their watches
+    queues = {"Sandbox": memo.reconciles, "Workspace": memo.workspace_snapshots}
+    service.configure_archives(config, lambda kind, *named: queues[kind].ask(named))
     kube.load_config()
     memo.metrics_server = None
     if config.metrics_port:
@@ -105,6 +107,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 
 @kopf.on.cleanup()
 def stop(memo: kopf.Memo, **_: Any) -> None:
+    service.stop_archives()
     for queue in ("reconciles", "workspace_snapshots"):
         reconciles = memo.get(queue)
         if reconciles is not None:

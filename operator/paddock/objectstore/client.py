@@ -1,9 +1,11 @@
 """An S3 bucket (AWS or any S3-compatible server) through obstore: put-if-absent, get, list
-and delete of whole objects, which is all the run log needs. Errors come out as
+and delete of whole objects (the run log, archive manifests), and streamed writes and reads of
+large ones (workspace archives, never held whole in memory). Errors come out as
 ``paddock.objectstore.errors``, their messages cut to the server's code and words."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +30,8 @@ from paddock.objectstore.errors import (
 # A request that fails is retried briefly here; a store that stays down is the caller's to
 # retry (a run's daemon, with its own backoff), so that no step hangs for minutes.
 GETS_AT_ONCE = 16  # objects read in parallel by ``get_many``
+PART_BYTES = 8 * 1024 * 1024  # a streamed object's parts (and read-ahead)
+PARTS_AT_ONCE = 2  # parts uploaded in parallel: at most ~3 parts held in memory
 RETRY = {
     "max_retries": 2,
     "retry_timeout": timedelta(seconds=10),
@@ -49,6 +53,11 @@ class S3Config:
     ca_file: str | None = None
 
 
+def configured_store(settings: dict[str, Any] | None) -> S3Config | None:
+    """The bucket of the operator's ``s3_*`` settings (``OperatorSettings.s3_store()``)."""
+    return None if settings is None else S3Config(**settings)
+
+
 @dataclass(frozen=True)
 class Listed:
     key: str
@@ -58,8 +67,8 @@ class Listed:
 class Bucket:
     """One bucket; safe to share between threads."""
 
-    def __init__(self, config: S3Config) -> None:
-        options: dict[str, Any] = {"connect_timeout": "5s", "timeout": "30s"}
+    def __init__(self, config: S3Config, request_timeout: float = 30) -> None:
+        options: dict[str, Any] = {"connect_timeout": "5s", "timeout": f"{request_timeout:.0f}s"}
         if config.endpoint and config.endpoint.startswith("http://"):
             options["allow_http"] = True
         if config.ca_file:
@@ -85,6 +94,44 @@ class Bucket:
         """Store a new object; ``ObjectExistsError`` when one is there already."""
         with _answers(key):
             obstore.put(self._store, key, data, mode="create", attributes=metadata)
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store an object, replacing any of that key."""
+        with _answers(key):
+            obstore.put(self._store, key, data)
+
+    @contextmanager
+    def writer(self, key: str) -> Iterator[Writer]:
+        """A file-like sink that stores what is written to it as ``key`` (in parts, as it
+        comes). If the block raises, what was sent may still be stored (obstore completes a
+        multipart upload when it is closed): the caller deletes the key."""
+        with _answers(key):
+            file = obstore.open_writer(
+                self._store, key, buffer_size=PART_BYTES, max_concurrency=PARTS_AT_ONCE
+            )
+        sink = Writer(key, file)
+        try:
+            yield sink
+        except BaseException:
+            with contextlib.suppress(Exception):
+                file.close()
+            raise
+        with _answers(key):
+            file.close()
+
+    @contextmanager
+    def reader(self, key: str) -> Iterator[Reader]:
+        """A file-like source of the object's bytes, read ahead in parts."""
+        with _answers(key):
+            file = obstore.open_reader(self._store, key, buffer_size=PART_BYTES)
+        try:
+            yield Reader(key, file)
+        finally:
+            file.close()
+
+    def size(self, key: str) -> int:
+        with _answers(key):
+            return int(obstore.head(self._store, key)["size"])
 
     def get(self, key: str) -> tuple[bytes, dict[str, str]]:
         """An object's bytes and its user metadata."""
@@ -112,6 +159,29 @@ class Bucket:
         for start in range(0, len(keys), 1000):
             with _answers(keys[start]):
                 obstore.delete(self._store, keys[start : start + 1000])
+
+
+class Writer:
+    """What ``Bucket.writer`` yields: ``write`` bytes (errors as ``ObjectStoreError``)."""
+
+    def __init__(self, key: str, file: Any) -> None:
+        self._key, self._file = key, file
+
+    def write(self, data: bytes) -> int:
+        with _answers(self._key):
+            return int(self._file.write(data))
+
+
+class Reader:
+    """What ``Bucket.reader`` yields: ``read`` bytes, and the object's ``size``."""
+
+    def __init__(self, key: str, file: Any) -> None:
+        self._key, self._file = key, file
+        self.size = int(file.size)
+
+    def read(self, size: int) -> bytes:
+        with _answers(self._key):
+            return bytes(self._file.read(size))
 
 
 _CODE = re.compile(r"<Code>([^<]*)</Code>")
@@ -151,4 +221,4 @@ def _said(exc: Exception) -> str:
     return first.split(" - ", 1)[-1].strip()[:300] or type(exc).__name__
 
 
-__all__ = ["Bucket", "Listed", "ObjectStoreError", "S3Config"]
+__all__ = ["Bucket", "Listed", "ObjectStoreError", "Reader", "S3Config", "Writer"]

@@ -17,6 +17,8 @@ SNAPSHOT_OF_LABEL = f"{GROUP}/snapshot-of"  # the Sandbox whose volume a snapsho
 MAX_AGE_ANNOTATION = f"{GROUP}/max-age-seconds"  # how long a snapshot is restored from
 STORAGE_CLASS_ANNOTATION = f"{GROUP}/storage-class"  # the StorageClass of a snapshot's volume
 IMAGE_ANNOTATION = f"{GROUP}/image"  # the image a snapshot's volume was set up in
+RESTORE_ARCHIVE_ANNOTATION = f"{GROUP}/restore-archive"  # the archive a PVC is filled from
+UNPACKED_ANNOTATION = f"{GROUP}/archive-unpacked"  # "true" once that archive is in the volume
 SANDBOX_CONTAINER = "sandbox"  # the sandbox pod's main container, where runs exec
 
 

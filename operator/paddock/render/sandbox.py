@@ -12,7 +12,7 @@ from paddock.render import names
 from paddock.render.init_scripts import ASKPASS_SCRIPT, CLONE_SCRIPT, render_project_script
 from paddock.render.projections import Projection, render_projection
 from paddock.render.setup_script import render_setup_script
-from paddock.render.snapshot import restore_size, snapshot_hash
+from paddock.render.snapshot import is_archive, restore_size, snapshot_hash
 
 WORKSPACE_DIR = "/workspace"
 HOME_DIR = "/home/paddock"
@@ -91,10 +91,14 @@ def configmap_size(configmap: dict[str, Any]) -> int:
 def render_workspace_pvc(
     inputs: SandboxInputs, restore: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The workspace volume: empty, or restored from the VolumeSnapshot ``restore``. Its
-    label says which workspace hash the volume holds (the snapshot's, for a restore)."""
+    """The workspace volume: empty, restored from the VolumeSnapshot ``restore``, or empty and
+    annotated with the archive ``restore`` to be unpacked into it. Its label says which
+    workspace hash the volume holds (the snapshot's, for a restore)."""
     storage = inputs.sandbox.storage
-    size = str(storage.size) if restore is None else restore_size(storage.size, restore)
+    archive = restore is not None and is_archive(restore)
+    size = str(storage.size)
+    if restore is not None and not archive:
+        size = restore_size(storage.size, restore)
     spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": size}},
@@ -102,26 +106,25 @@ def render_workspace_pvc(
     if storage.storage_class_name:
         spec["storageClassName"] = storage.storage_class_name
     volume_hash = inputs.workspace_hash
+    annotations: dict[str, str] = {}
     if restore is not None:
-        spec["dataSource"] = {
-            "apiGroup": "snapshot.storage.k8s.io",
-            "kind": "VolumeSnapshot",
-            "name": restore["metadata"]["name"],
-        }
         volume_hash = snapshot_hash(restore) or volume_hash
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": names.pvc_name(inputs.name),
-            "namespace": inputs.namespace,
-            "labels": {
-                **names.sandbox_labels(inputs.name),
-                names.WORKSPACE_HASH_LABEL: volume_hash,
-            },
-        },
-        "spec": spec,
+        if archive:
+            annotations[names.RESTORE_ARCHIVE_ANNOTATION] = restore["metadata"]["name"]
+        else:
+            spec["dataSource"] = {
+                "apiGroup": "snapshot.storage.k8s.io",
+                "kind": "VolumeSnapshot",
+                "name": restore["metadata"]["name"],
+            }
+    metadata: dict[str, Any] = {
+        "name": names.pvc_name(inputs.name),
+        "namespace": inputs.namespace,
+        "labels": {**names.sandbox_labels(inputs.name), names.WORKSPACE_HASH_LABEL: volume_hash},
     }
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
 _CONTAINER_SECURITY = {

@@ -1,16 +1,21 @@
-"""The VolumeSnapshot of a sandbox's workspace volume, and the parts of a snapshot that say
-what it can be restored for. Only the workspace PVC is ever snapshotted: HOME, run journals
-and the files ConfigMap are other volumes, and secrets reach the pod as env only."""
+"""The snapshot of a sandbox's workspace volume, and the parts of a snapshot that say what it
+can be restored for. A snapshot is a VolumeSnapshot, or an archive of the volume's files in the
+object store (where VolumeSnapshots are unavailable), described by an object of the same shape
+(kind ``WorkspaceArchive``, never sent to the API server) so that one set of rules decides both.
+Only the workspace PVC is ever snapshotted: HOME, run journals and the files ConfigMap are
+other volumes, and secrets reach the pod as env only."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from paddock import API_VERSION
 from paddock.render import names
 from paddock.render.ownership import controller_reference
 
 Obj = dict[str, Any]
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
+ARCHIVE_KIND = "WorkspaceArchive"
 
 
 def render_volume_snapshot(
@@ -26,12 +31,41 @@ def render_volume_snapshot(
 ) -> Obj:
     """A snapshot of ``sandbox``'s workspace PVC, controlled by ``workspace`` so that it
     outlives the sandbox; the Workspace's reconcile deletes it when it is no longer wanted."""
+    snapshot = _snapshot(name, sandbox, workspace, workspace_hash, max_age_seconds, image)
+    snapshot["metadata"]["annotations"][names.STORAGE_CLASS_ANNOTATION] = storage_class
+    return snapshot | {
+        "apiVersion": SNAPSHOT_API,
+        "kind": "VolumeSnapshot",
+        "spec": {
+            "volumeSnapshotClassName": snapshot_class,
+            "source": {"persistentVolumeClaimName": names.pvc_name(sandbox["metadata"]["name"])},
+        },
+    }
+
+
+def render_archive(
+    *,
+    name: str,
+    sandbox: Obj,
+    workspace: Obj,
+    workspace_hash: str,
+    max_age_seconds: int,
+    image: str,
+) -> Obj:
+    """The archive to make of ``sandbox``'s workspace volume in the object store: what its
+    manifest records once it is stored (then with ``status``). Of any StorageClass: an archive
+    is files, restored into whatever volume the next sandbox has."""
+    archive = _snapshot(name, sandbox, workspace, workspace_hash, max_age_seconds, image)
+    return archive | {"apiVersion": API_VERSION, "kind": ARCHIVE_KIND}
+
+
+def _snapshot(
+    name: str, sandbox: Obj, workspace: Obj, workspace_hash: str, max_age_seconds: int, image: str
+) -> Obj:
     meta = sandbox["metadata"]
     owner = controller_reference(workspace)
     owner["blockOwnerDeletion"] = False  # a Workspace is deleted at once; its snapshots follow
     return {
-        "apiVersion": SNAPSHOT_API,
-        "kind": "VolumeSnapshot",
         "metadata": {
             "name": name,
             "namespace": meta["namespace"],
@@ -43,17 +77,24 @@ def render_volume_snapshot(
             },
             "annotations": {
                 names.MAX_AGE_ANNOTATION: str(max_age_seconds),
-                names.STORAGE_CLASS_ANNOTATION: storage_class,
                 # With the Workspace's spec, the image gives the hash it would have now.
                 names.IMAGE_ANNOTATION: image,
             },
             "ownerReferences": [owner],
         },
-        "spec": {
-            "volumeSnapshotClassName": snapshot_class,
-            "source": {"persistentVolumeClaimName": names.pvc_name(meta["name"])},
-        },
     }
+
+
+def is_archive(snapshot: Obj) -> bool:
+    return snapshot.get("kind") == ARCHIVE_KIND
+
+
+def described(snapshot: Obj | None, name: str = "") -> str:
+    """How a message names the snapshot: "VolumeSnapshot NAME" or "archive NAME"."""
+    if snapshot is None:
+        return f"snapshot {name}"
+    kind = "archive" if is_archive(snapshot) else "VolumeSnapshot"
+    return f"{kind} {snapshot['metadata']['name']}"
 
 
 def snapshot_hash(snapshot: Obj) -> str | None:
@@ -69,11 +110,29 @@ def ready_to_use(snapshot: Obj) -> bool:
 
 
 def restored_from(pvc: Obj | None) -> str | None:
-    """The VolumeSnapshot a PVC's volume is restored from (its immutable ``dataSource``)."""
+    """The snapshot a PVC's volume is restored from: the VolumeSnapshot of its immutable
+    ``dataSource``, or the archive its annotation names."""
     source = ((pvc or {}).get("spec") or {}).get("dataSource") or {}
     if source.get("kind") == "VolumeSnapshot":
         return str(source.get("name"))
-    return None
+    return archive_restored(pvc)
+
+
+def archive_restored(pvc: Obj | None) -> str | None:
+    """The archive a PVC's volume is (being) filled from, if any."""
+    annotations = ((pvc or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(names.RESTORE_ARCHIVE_ANNOTATION)
+
+
+def restoring(pvc: Obj) -> str | None:
+    """The snapshot a PVC's volume is still being restored from (None: restored, or not a
+    restore): a VolumeSnapshot until the claim is bound, an archive until it is unpacked."""
+    annotations = pvc["metadata"].get("annotations") or {}
+    if archive_restored(pvc) is not None:
+        unpacked = annotations.get(names.UNPACKED_ANNOTATION) == "true"
+        return None if unpacked else archive_restored(pvc)
+    bound = (pvc.get("status") or {}).get("phase") == "Bound"
+    return None if bound else restored_from(pvc)
 
 
 _SUFFIXES = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}

@@ -37,12 +37,12 @@ from paddock.render.sandbox import (
     render_files_configmap,
     render_sandbox_pod,
 )
-from paddock.render.snapshot import restored_from
+from paddock.render.snapshot import archive_restored, restored_from
 from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import Blocked, SandboxWorld, resolve_inputs
 from paddock.sandboxes.observe import observe
 from paddock.sandboxes.plan import Create, Delete, Patch, Plan, Write
-from paddock.sandboxes.volume import plan_volume, take_snapshots, volume_hash
+from paddock.sandboxes.volume import plan_volume, take_snapshots, unpack_step, volume_hash
 from paddock.times import parse_time
 
 Obj = dict[str, Any]
@@ -263,6 +263,8 @@ def _progress(
     # A pod created by this plan is observed as created (starting): the status is written
     # after the create, and the pod's next event would only say that.
     seen = observe(pod, pvc)
+    unpack_writes, seen = unpack_step(draft, world, pvc, pod, seen)
+    writes += unpack_writes
     if seen.recreate_pod and world.pod is not None:
         writes.append(Delete.of(world.pod))
     pvc_name = names.pvc_name(inputs.name)
@@ -276,7 +278,8 @@ def _progress(
         message = "The workspace is cloned and set up." if seen.setup_complete else seen.message
         if seen.setup_complete and restored is not None:
             reason = R.RESTORED
-            message = f"Restored from VolumeSnapshot {restored}: setup did not run."
+            kind = "archive" if archive_restored(pvc) else "VolumeSnapshot"
+            message = f"Restored from {kind} {restored}: setup did not run."
         draft.condition(C.SETUP_COMPLETE, seen.setup_complete, reason, message)
     snapshot_writes, seen = take_snapshots(draft, world, inputs, pvc, seen)
     writes += snapshot_writes

@@ -16,7 +16,7 @@ from paddock.policy.choice import PolicyChoice
 from paddock.render.network_policy import ClusterNetwork
 from paddock.render.sandbox import SandboxInputs
 from paddock.render.workspace_hash import workspace_hash
-from paddock.sandboxes.plan import Loaded
+from paddock.sandboxes.plan import Loaded, TransferState
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
 
@@ -44,6 +44,7 @@ class SandboxWorld:
     snapshots: SnapshotCluster = field(default_factory=SnapshotCluster)
     forked: Obj | None = None  # the VolumeSnapshot spec.restoreFrom names, if any
     restore_timeout: float = 300.0  # seconds a restore may take before a cold start
+    transfer: TransferState | None = None  # its last archive made or unpacked, if any
 
     def workspace_uid(self) -> str | None:
         return None if self.workspace is None else self.workspace.uid

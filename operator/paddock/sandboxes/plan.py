@@ -57,7 +57,33 @@ class Delete:
         return cls(obj["kind"], meta["name"], meta["uid"])
 
 
-Write = Create | Patch | Delete
+@dataclass(frozen=True)
+class Transfer:
+    """Copy the workspace volume's files through the sandbox's pod (in the background):
+    ``take`` archives them into the object store as ``archive``; ``unpack`` fills the volume
+    (the PVC of ``pvc_uid``) from it."""
+
+    action: str  # "take" or "unpack"
+    archive: Obj
+    pod: str
+    pvc_uid: str = ""
+
+
+@dataclass(frozen=True)
+class TransferState:
+    """The sandbox's last transfer, as the operator knows it: running, done, or failed."""
+
+    action: str
+    archive: str
+    running: bool
+    error: str | None = None
+
+    def done(self, action: str, archive: str) -> bool:
+        found = (self.action, self.archive) == (action, archive)
+        return found and not self.running and self.error is None
+
+
+Write = Create | Patch | Delete | Transfer
 
 
 @dataclass

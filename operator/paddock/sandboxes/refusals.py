@@ -11,7 +11,7 @@ from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxStatus
 from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import SandboxWorld
-from paddock.sandboxes.plan import Create, Patch, Plan, Write
+from paddock.sandboxes.plan import Create, Patch, Plan, Transfer, Write
 
 _REFUSED = {
     "Pod": R.POD_REFUSED,
@@ -37,6 +37,8 @@ def refused(
     admission webhook, RBAC) leaves it Pending."""
     if isinstance(write, Create):
         verb, kind, name = "create", write.obj["kind"], write.obj["metadata"]["name"]
+    elif isinstance(write, Transfer):  # started in the background, so not refused here
+        verb, kind, name = write.action, write.archive["kind"], write.archive["metadata"]["name"]
     else:
         verb = "update" if isinstance(write, Patch) else "delete"
         kind, name = write.kind, write.name

@@ -20,15 +20,18 @@ from paddock.api.workspace import WorkspaceSpec
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError, InvalidError, KubeError
+from paddock.objectstore.client import Bucket, configured_store
+from paddock.objectstore.errors import ObjectStoreError
 from paddock.policy.choice import choose_policy
 from paddock.render import names
 from paddock.render.ownership import controlled_by
-from paddock.render.snapshot import restored_from
+from paddock.render.snapshot import ARCHIVE_KIND, described, restored_from
 from paddock.render.workspace_hash import workspace_hash
+from paddock.sandboxes.archives import ArchiveStore, Notify
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.network import ClusterAddresses, cluster_network
-from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Write
+from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write
 from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused
 from paddock.sandboxes.snapshot_lifetime import Lifetime, decide_lifetime
@@ -42,6 +45,7 @@ RETRY_REFUSED = 10.0  # seconds before the first retry of a refused write, doubl
 MAX_RETRY_REFUSED = 600.0
 DELETE_RETRY = 30.0  # seconds before a refused snapshot delete is tried again
 ADDRESSES = ClusterAddresses()
+ARCHIVES = ArchiveStore()  # the workspace archives in the object store, where configured
 
 
 @dataclass
@@ -66,6 +70,23 @@ def forget_watched() -> None:
     """At start-up: the watches fill the cache again from their first listing."""
     CACHE.clear()
     ADDRESSES.clear()
+
+
+def configure_archives(config: OperatorSettings, notify: Notify) -> None:
+    """At start-up: snapshots may be archives when the settings allow them and name a bucket
+    (``notify`` asks for a reconcile when a transfer ends)."""
+    store = configured_store(config.s3_store())
+    if config.snapshot_store != "volume" and store is not None:
+        prefix = config.s3_prefix.strip("/")
+        ARCHIVES.configure(Bucket(store), prefix, config.archive_timeout_seconds, notify)
+
+
+def stop_archives() -> None:
+    ARCHIVES.stop()
+
+
+def sandbox_deleted(obj: Obj) -> None:
+    ARCHIVES.forget(obj["metadata"]["uid"])
 
 
 def cluster_address_seen(event_type: str | None, obj: Obj) -> bool:
@@ -94,6 +115,11 @@ def reconcile_workspace_snapshots(
         return None
     uid = body["metadata"]["uid"]
     snapshots = [s for s in CACHE.listed("VolumeSnapshot", namespace) if controlled_by(s, uid)]
+    archives = ARCHIVES.archives(namespace, name) if ARCHIVES.configured else []
+    # An archive of an earlier Workspace of the name is another's: as its VolumeSnapshots
+    # went with it, so do its archives.
+    orphans = [a for a in archives if not controlled_by(a, uid)]
+    snapshots += [a for a in archives if controlled_by(a, uid)]
     pvcs = CACHE.listed("PersistentVolumeClaim", namespace)
     spec = load_spec(body).spec
 
@@ -103,7 +129,15 @@ def reconcile_workspace_snapshots(
         return workspace_hash(spec, image)
 
     lifetime = decide_lifetime(snapshots, hash_now, pvcs, utcnow(), config.snapshots_kept)
-    notices, retry_after = _delete_unwanted(namespace, lifetime)
+    for orphan in orphans:
+        meta = orphan["metadata"]
+        lifetime.deletes.append(Delete(str(orphan["kind"]), meta["name"], meta.get("uid", "")))
+        why = f"{described(orphan)} is of an earlier Workspace named {name}; deleted."
+        lifetime.notices.append(Notice(WorkspaceReason.SNAPSHOT_DELETED, why))
+    notices, retry_after = _delete_unwanted(namespace, name, lifetime)
+    locations = {a["metadata"]["name"]: ARCHIVES.location(a) for a in archives}
+    for item in lifetime.listed:
+        item.location = locations.get(item.name)
     listed = [item.to_api() for item in lifetime.listed]
     if (body.get("status") or {}).get("snapshots", []) != listed:
         stored = kube.patch_status("Workspace", namespace, name, {"snapshots": listed})
@@ -112,18 +146,25 @@ def reconcile_workspace_snapshots(
     return body, Outcome(notices, retry_after)
 
 
-def _delete_unwanted(namespace: str, lifetime: Lifetime) -> tuple[list[Notice], float | None]:
+def _delete_unwanted(
+    namespace: str, workspace: str, lifetime: Lifetime
+) -> tuple[list[Notice], float | None]:
     """Delete the snapshots the Workspace no longer wants: the Event of each deleted, a
-    Warning for each the API server refused (looked at again later), and when to look again."""
+    Warning for each the API server (or the object store) refused (looked at again later),
+    and when to look again."""
     notices: list[Notice] = []
     retry_after = lifetime.retry_after
     for delete, notice in zip(lifetime.deletes, lifetime.notices, strict=True):
+        what = "archive" if delete.kind == ARCHIVE_KIND else delete.kind
         try:
-            kube.delete(delete.kind, namespace, delete.name, delete.uid)
+            if delete.kind == ARCHIVE_KIND:
+                ARCHIVES.delete(namespace, workspace, delete.name)
+            else:
+                kube.delete(delete.kind, namespace, delete.name, delete.uid)
         except ConflictError:  # the name is another snapshot's now: not ours to delete
             continue
-        except KubeError as exc:
-            refused = f"VolumeSnapshot {delete.name} could not be deleted: {exc.message}"
+        except (KubeError, ObjectStoreError) as exc:
+            refused = f"{what} {delete.name} could not be deleted: {exc.message}"
             notices.append(Notice(WorkspaceReason.SNAPSHOT_DELETE_REFUSED, refused + "; retrying."))
             retry_after = min(retry_after or DELETE_RETRY, DELETE_RETRY)
             continue
@@ -152,16 +193,18 @@ def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Ou
 def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: bool) -> Outcome:
     world = gather_sandbox(body, config.policy_default, config.policy_required, new=new)
     namespace = body["metadata"]["namespace"]
+    workspace = world.spec.spec.workspace_ref.name if world.spec.spec else ""
     world = replace(
         world,
         network=cluster_network(config, ADDRESSES.all()),
-        snapshots=snapshot_cluster(namespace),
+        snapshots=snapshot_cluster(namespace, workspace, config),
         restore_timeout=config.restore_timeout_seconds,
+        transfer=ARCHIVES.state(body["metadata"]["uid"]),
     )
     plan = decide_sandbox(world, config.sandbox_image, utcnow())
     for write in plan.writes:
         try:
-            made = _write(body["metadata"]["namespace"], write)
+            made = _write(body, write)
             if new and not made:
                 return _reconcile_sandbox(body, config, retry, new=False)
         except ConflictError:
@@ -203,13 +246,19 @@ def reconcile_sandbox_named(
     return None if body is None else (body, reconcile_sandbox(body, config, retry))
 
 
-def snapshot_cluster(namespace: str) -> SnapshotCluster:
+def snapshot_cluster(namespace: str, workspace: str, config: OperatorSettings) -> SnapshotCluster:
     """The StorageClasses, VolumeSnapshotClasses and Paddock's VolumeSnapshots of the
-    namespace, as the watches show them."""
+    namespace, as the watches show them, and the Workspace's archives, as the index has them."""
+    archives: tuple[Obj, ...] = ()
+    if ARCHIVES.configured and workspace:
+        stored = ARCHIVES.archives(namespace, workspace)
+        archives = tuple(stored + ARCHIVES.being_made(namespace, workspace))
     return SnapshotCluster(
         tuple(CACHE.listed("StorageClass")),
         tuple(CACHE.listed("VolumeSnapshotClass")),
         tuple(CACHE.listed("VolumeSnapshot", namespace)),
+        archives,
+        config.snapshot_store if ARCHIVES.configured else "volume",
     )
 
 
@@ -283,9 +332,12 @@ def _report(kind: str, body: Obj, plan: Plan) -> Outcome:
     return Outcome(plan.notices, plan.retry_after, message)
 
 
-def _write(namespace: str, write: Write) -> bool:
+def _write(sandbox: Obj, write: Write) -> bool:
     """Make the write; False for a create whose name is taken."""
-    if isinstance(write, Create):
+    namespace = sandbox["metadata"]["namespace"]
+    if isinstance(write, Transfer):
+        ARCHIVES.start(namespace, sandbox, write)
+    elif isinstance(write, Create):
         made = kube.create(write.obj)
         if made is None:
             return False

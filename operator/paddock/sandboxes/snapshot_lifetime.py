@@ -13,7 +13,7 @@ from paddock.api.conditions import Notice
 from paddock.api.reasons import WorkspaceReason as R
 from paddock.api.workspace import WorkspaceSnapshot
 from paddock.render import names
-from paddock.render.snapshot import ready_to_use, restored_from, snapshot_hash
+from paddock.render.snapshot import described, ready_to_use, restoring, snapshot_hash
 from paddock.sandboxes.plan import Delete
 from paddock.sandboxes.snapshots import taken_at
 from paddock.times import parse_time
@@ -48,39 +48,37 @@ def _expires(snapshot: Obj) -> datetime | None:
 
 
 def _in_use(snapshot: Obj, pvcs: list[Obj]) -> bool:
-    """Whether a volume is being restored from it (a PVC naming it that is not bound yet)."""
+    """Whether a volume is being restored from it (a PVC naming it that is not bound yet, or
+    not yet filled from the archive)."""
     name = snapshot["metadata"]["name"]
-    return any(
-        restored_from(pvc) == name and (pvc.get("status") or {}).get("phase") != "Bound"
-        for pvc in pvcs
-    )
+    return any(restoring(pvc) == name for pvc in pvcs)
 
 
 def _why_unwanted(
     snapshot: Obj, hash_now: HashNow, newer_ready: int, keep: int, now: datetime
 ) -> str | None:
-    name = snapshot["metadata"]["name"]
+    what = described(snapshot)
     image = (snapshot["metadata"].get("annotations") or {}).get(names.IMAGE_ANNOTATION)
     current_hash = hash_now(image)
     expires = _expires(snapshot)
     if expires is not None and expires <= now:
-        return f"VolumeSnapshot {name} is past its snapshotMaxAge; deleted."
+        return f"{what} is past its snapshotMaxAge; deleted."
     if current_hash is not None and snapshot_hash(snapshot) != current_hash:
         return (
-            f"VolumeSnapshot {name} is of workspace hash {snapshot_hash(snapshot)}, not the "
+            f"{what} is of workspace hash {snapshot_hash(snapshot)}, not the "
             f"current {current_hash}; deleted."
         )
     if ready_to_use(snapshot) and newer_ready >= keep:
-        return f"VolumeSnapshot {name} is older than the {keep} newest kept; deleted."
+        return f"{what} is older than the {keep} newest kept; deleted."
     return None
 
 
 def decide_lifetime(
     snapshots: list[Obj], hash_now: HashNow, pvcs: list[Obj], now: datetime, keep: int
 ) -> Lifetime:
-    """``snapshots``: the VolumeSnapshots the Workspace controls; ``hash_now``: the Workspace's
-    hash now for the image a snapshot was set up in (None: not known, nothing is stale);
-    ``pvcs``: the PVCs of its namespace that Paddock made."""
+    """``snapshots``: the VolumeSnapshots the Workspace controls and its archives;
+    ``hash_now``: the Workspace's hash now for the image a snapshot was set up in (None: not
+    known, nothing is stale); ``pvcs``: the PVCs of its namespace that Paddock made."""
     result = Lifetime()
     newest_first = sorted(snapshots, key=lambda s: (_when(s) or now, s["metadata"]["name"]))[::-1]
     newer_ready = 0
@@ -92,7 +90,8 @@ def decide_lifetime(
             if _in_use(snapshot, pvcs):
                 deferred = True
             else:
-                result.deletes.append(Delete("VolumeSnapshot", meta["name"], meta["uid"]))
+                kind = str(snapshot.get("kind") or "VolumeSnapshot")
+                result.deletes.append(Delete(kind, meta["name"], meta.get("uid", "")))
                 result.notices.append(Notice(R.SNAPSHOT_DELETED, why))
                 continue
         if why is None and ready_to_use(snapshot):

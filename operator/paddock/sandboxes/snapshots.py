@@ -1,10 +1,12 @@
 """Deciding a Sandbox's snapshots: whether the cluster can snapshot its volume, which snapshot
 a new volume is restored from, whether a restore has failed, and when to take a snapshot.
 Pure; the world it reads comes from the watches of StorageClasses, VolumeSnapshotClasses and
-Paddock's VolumeSnapshots.
+Paddock's VolumeSnapshots, and from the operator's index of its archives in the object store.
 
 "Fits" is the CSI rule: a VolumeSnapshotClass can snapshot a volume when its ``driver`` is the
-provisioner of the volume's StorageClass. Nothing here is specific to one driver.
+provisioner of the volume's StorageClass. Nothing here is specific to one driver. Where no class
+fits (or the operator is told to), a snapshot is an archive in the object store instead, of
+the same hash, max age and lifetime, restorable into a volume of any StorageClass.
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from paddock.api.fields import parse_duration
 from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxSpec, SnapshotWhen
 from paddock.render.names import SNAPSHOT_OF_LABEL, STORAGE_CLASS_ANNOTATION, snapshot_name
-from paddock.render.snapshot import ready_to_use, render_volume_snapshot, snapshot_hash
+from paddock.render.snapshot import (
+    described,
+    is_archive,
+    ready_to_use,
+    render_archive,
+    render_volume_snapshot,
+    snapshot_hash,
+)
 from paddock.times import parse_time
 
 Obj = dict[str, Any]
@@ -32,6 +41,21 @@ class SnapshotCluster:
     storage_classes: tuple[Obj, ...] = ()
     snapshot_classes: tuple[Obj, ...] = ()
     snapshots: tuple[Obj, ...] = ()  # Paddock's VolumeSnapshots in the sandbox's namespace
+    archives: tuple[Obj, ...] = ()  # its Workspace's archives: stored, being made, or failed
+    # Where snapshots are taken and restored from: "volume" (VolumeSnapshots only), "object"
+    # (archives only), or "auto" (a VolumeSnapshot where a class fits the volume, else an
+    # archive). "auto" with no object store configured is "volume".
+    store: str = "volume"
+
+    def restorable(self) -> tuple[Obj, ...]:
+        """The snapshots a new volume may start from, as the store setting allows."""
+        volumes = self.snapshots if self.store != "object" else ()
+        return volumes + (self.archives if self.store != "volume" else ())
+
+    def named(self, name: str) -> Obj | None:
+        return next(
+            (s for s in self.snapshots + self.archives if s["metadata"]["name"] == name), None
+        )
 
 
 @dataclass(frozen=True)
@@ -107,6 +131,28 @@ def snapshot_class(
     return str(chosen["metadata"]["name"])
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a snapshot goes: a VolumeSnapshot of ``snapshot_class``, or (None) an archive in
+    the object store."""
+
+    snapshot_class: str | None
+
+
+def snapshot_target(
+    spec: SandboxSpec, storage_class: str | None, cluster: SnapshotCluster
+) -> Target | Unsupported:
+    """Where the sandbox's snapshot goes, or why it cannot be taken."""
+    if cluster.store == "object":
+        return Target(None)
+    chosen = snapshot_class(spec, storage_class, cluster)
+    if isinstance(chosen, Unsupported):
+        if cluster.store == "auto" and chosen.reason == R.SNAPSHOTS_UNSUPPORTED:
+            return Target(None)  # a class that was named and is missing stays an error
+        return chosen
+    return Target(chosen)
+
+
 def taken_at(snapshot: Obj) -> datetime | None:
     """When the snapshot's point in time was cut (the API server's ``creationTime``)."""
     return parse_time((snapshot.get("status") or {}).get("creationTime"))
@@ -140,24 +186,35 @@ def restore_source(
         return forked if ready_to_use(forked) else Wanted(f"VolumeSnapshot {name} is not ready.")
     if source is not None and source.sandbox_name:
         of = [
-            s for s in cluster.snapshots if _labelled(s, SNAPSHOT_OF_LABEL) == source.sandbox_name
+            s
+            for s in cluster.restorable()
+            if _labelled(s, SNAPSHOT_OF_LABEL) == source.sandbox_name
         ]
         newest = _newest([s for s in of if ready_to_use(s)])
         if newest is None:
             return Wanted(f"Sandbox {source.sandbox_name} has no ready snapshot yet.")
         return newest
-    if spec.lifecycle.snapshot == SnapshotWhen.NONE or storage_class is None:
+    if spec.lifecycle.snapshot == SnapshotWhen.NONE:
         return None
     max_age = parse_duration(spec.lifecycle.snapshot_max_age)
     candidates = [
         s
-        for s in cluster.snapshots
+        for s in cluster.restorable()
         if ready_to_use(s)
         and snapshot_hash(s) == workspace_hash
-        and (s["metadata"].get("annotations") or {}).get(STORAGE_CLASS_ANNOTATION) == storage_class
+        and _fits(s, storage_class)
         and (taken_at(s) or now) >= now - max_age
     ]
     return _newest(candidates)
+
+
+def _fits(snapshot: Obj, storage_class: str | None) -> bool:
+    """Whether a volume of ``storage_class`` can start from the snapshot: an archive fits any,
+    a VolumeSnapshot one of the StorageClass it was taken in."""
+    if is_archive(snapshot):
+        return True
+    taken_in = (snapshot["metadata"].get("annotations") or {}).get(STORAGE_CLASS_ANNOTATION)
+    return storage_class is not None and taken_in == storage_class
 
 
 def restore_deadline(pvc: Obj, now: datetime, timeout: float) -> float:
@@ -189,6 +246,7 @@ class SnapshotStep:
     the snapshot the status names, and whether Ready waits for the snapshot to be cut."""
 
     create: Obj | None = None
+    archive: Obj | None = None  # an archive to make, in place of a VolumeSnapshot
     condition: tuple[bool, R, str] | None = None
     name: str | None = None
     hold: str | None = None
@@ -230,23 +288,31 @@ def snapshot_step(
         label = None  # another sandbox's snapshot of the same setup is there, or being taken
     if label is None:
         return _state(moment, cluster, now, timeout)
-    chosen = snapshot_class(spec, moment.storage_class, cluster)
-    if isinstance(chosen, Unsupported):
-        return SnapshotStep(condition=(False, chosen.reason, chosen.message), name=moment.taken)
+    target = snapshot_target(spec, moment.storage_class, cluster)
+    if isinstance(target, Unsupported):
+        return SnapshotStep(condition=(False, target.reason, target.message), name=moment.taken)
     name = snapshot_name(meta["name"], meta["uid"], label)
+    common: Obj = {
+        "name": name,
+        "sandbox": sandbox,
+        "workspace": workspace,
+        "workspace_hash": moment.volume_hash,
+        "max_age_seconds": int(parse_duration(spec.lifecycle.snapshot_max_age).total_seconds()),
+        "image": moment.image,
+    }
+    hold = None
+    if target.snapshot_class is None:
+        message = f"Archiving the workspace volume into the object store as {name}."
+        hold = message if label == "setup" else None
+        return SnapshotStep(
+            None, render_archive(**common), (False, R.SNAPSHOT_TAKING, message), name, hold
+        )
     snapshot = render_volume_snapshot(
-        name=name,
-        sandbox=sandbox,
-        workspace=workspace,
-        workspace_hash=moment.volume_hash,
-        snapshot_class=chosen,
-        storage_class=str(moment.storage_class),
-        max_age_seconds=int(parse_duration(spec.lifecycle.snapshot_max_age).total_seconds()),
-        image=moment.image,
+        **common, snapshot_class=target.snapshot_class, storage_class=str(moment.storage_class)
     )
     message = f"Taking VolumeSnapshot {name} of the workspace volume."
     hold = message if label == "setup" else None
-    return SnapshotStep(snapshot, (False, R.SNAPSHOT_TAKING, message), name, hold)
+    return SnapshotStep(snapshot, None, (False, R.SNAPSHOT_TAKING, message), name, hold)
 
 
 def _covered(spec: SandboxSpec, moment: Moment, cluster: SnapshotCluster, now: datetime) -> bool:
@@ -254,13 +320,12 @@ def _covered(spec: SandboxSpec, moment: Moment, cluster: SnapshotCluster, now: d
     and StorageClass, young enough to be restored from, and not failed (many sandboxes of one
     workspace set up at once take one snapshot, not one each)."""
     max_age = parse_duration(spec.lifecycle.snapshot_max_age)
-    for snapshot in cluster.snapshots:
+    for snapshot in cluster.restorable():
         meta = snapshot["metadata"]
         status = snapshot.get("status") or {}
-        annotations = meta.get("annotations") or {}
         if (
             snapshot_hash(snapshot) == moment.volume_hash
-            and annotations.get(STORAGE_CLASS_ANNOTATION) == moment.storage_class
+            and _fits(snapshot, moment.storage_class)
             and not meta.get("deletionTimestamp")
             and not status.get("error")
             and (taken_at(snapshot) or now) >= now - max_age
@@ -274,19 +339,28 @@ def _state(moment: Moment, cluster: SnapshotCluster, now: datetime, timeout: flo
     name = moment.taken
     if name is None:
         return SnapshotStep()
-    found = next((s for s in cluster.snapshots if s["metadata"]["name"] == name), None)
+    found = cluster.named(name)
     if found is None:
-        message = f"VolumeSnapshot {name} was deleted (expired, superseded, or removed)."
+        message = (
+            f"Snapshot {name} was deleted (expired, superseded, or removed), or its archive "
+            "did not finish before the operator restarted."
+        )
         return SnapshotStep(condition=(False, R.SNAPSHOT_GONE, message), name=name)
+    what = described(found)
     error = (found.get("status") or {}).get("error")
     if error:
-        message = f"VolumeSnapshot {name} failed: {error.get('message') or 'no message'}."
+        message = f"{what} failed: {error.get('message') or 'no message'}."
         return SnapshotStep(condition=(False, R.SNAPSHOT_FAILED, message), name=name)
     if ready_to_use(found):
-        message = f"VolumeSnapshot {name} is ready: new sandboxes of this workspace start from it."
+        message = f"{what} is ready: new sandboxes of this workspace start from it."
         return SnapshotStep(condition=(True, R.SNAPSHOT_TAKEN, message), name=name)
-    message = f"Taking VolumeSnapshot {name} of the workspace volume."
+    if is_archive(found):
+        message = f"Archiving the workspace volume into the object store as {name}."
+    else:
+        message = f"Taking VolumeSnapshot {name} of the workspace volume."
     created = parse_time(found["metadata"].get("creationTimestamp")) or now
     waiting = moment.just_set_up and taken_at(found) is None
-    hold = message if waiting and now - created < timedelta(seconds=timeout) else None
+    # An archive being made holds Ready until it is stored (the transfer has its own limit).
+    in_time = is_archive(found) or now - created < timedelta(seconds=timeout)
+    hold = message if waiting and in_time else None
     return SnapshotStep(condition=(False, R.SNAPSHOT_TAKING, message), name=name, hold=hold)

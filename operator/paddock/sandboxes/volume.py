@@ -1,10 +1,12 @@
-"""The workspace volume of a Sandbox: created empty or restored from a snapshot, given up on
+"""The workspace volume of a Sandbox: created empty or restored from a snapshot (a
+VolumeSnapshot, or an archive unpacked into it through the pod before it is Ready), given up on
 when a restore fails (for a cold start), and snapshotted after setup or runs. Pure: part of
 ``decide.py``'s decision."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from paddock import GROUP, VERSION
@@ -15,11 +17,11 @@ from paddock.api.sandbox import SandboxPhase, SnapshotWhen
 from paddock.render import names
 from paddock.render.ownership import owned_by
 from paddock.render.sandbox import SandboxInputs, render_workspace_pvc
-from paddock.render.snapshot import restored_from
+from paddock.render.snapshot import archive_restored, restored_from, restoring
 from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.observe import Observation
-from paddock.sandboxes.plan import Create, Delete, Plan, Write
+from paddock.sandboxes.plan import Create, Delete, Plan, Transfer, Write
 from paddock.sandboxes.snapshots import (
     Moment,
     Wanted,
@@ -50,10 +52,15 @@ def plan_volume(draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs) 
     if source is None:
         return pvc
     draft.status.restored_from = source
-    snapshot = next((s for s in world.snapshots.snapshots if s["metadata"]["name"] == source), None)
-    if snapshot is None and world.forked and world.forked["metadata"]["name"] == source:
-        snapshot = world.forked
-    failure = restore_failure(pvc, snapshot, draft.now, world.restore_timeout)
+    if archive_restored(pvc) is not None:
+        failure = unpack_failure(pvc, world, draft.now)
+        if failure is None:
+            return pvc
+    else:
+        snapshot = world.snapshots.named(source)
+        if snapshot is None and world.forked and world.forked["metadata"]["name"] == source:
+            snapshot = world.forked
+        failure = restore_failure(pvc, snapshot, draft.now, world.restore_timeout)
     if failure is not None:
         message = f"{failure} Setting the workspace up from scratch instead."
         draft.condition(C.RESTORED, False, R.RESTORE_FAILED, message)
@@ -68,6 +75,59 @@ def plan_volume(draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs) 
         draft.condition(C.RESTORED, None, R.RESTORING, f"Restoring from VolumeSnapshot {source}.")
         draft.wake_after = restore_deadline(pvc, draft.now, world.restore_timeout)
     return pvc
+
+
+def unpacked(pvc: Obj, world: SandboxWorld) -> bool:
+    """Whether the archive the volume is filled from is in it (recorded on the PVC, or the
+    operator's unpack of it has just finished)."""
+    name = archive_restored(pvc)
+    done = world.transfer is not None and world.transfer.done("unpack", str(name))
+    return restoring(pvc) is None or done
+
+
+def unpack_failure(pvc: Obj, world: SandboxWorld, now: datetime) -> str | None:
+    """Why the volume will not be filled from its archive (the unpack failed, the archive is
+    gone, the restore timeout passed), or None while it may still be (or has been)."""
+    if unpacked(pvc, world):
+        return None
+    name = str(archive_restored(pvc))
+    transfer = world.transfer
+    if transfer is not None and (transfer.action, transfer.archive) == ("unpack", name):
+        if transfer.error is not None:
+            return f"Unpacking archive {name} into the volume failed: {transfer.error}."
+        if transfer.running:
+            return None
+    if world.snapshots.named(name) is None:
+        return f"Archive {name} was deleted before the volume was restored from it."
+    if restore_deadline(pvc, now, world.restore_timeout) <= 1.0:
+        return (
+            f"The volume was not restored from archive {name} within {world.restore_timeout:.0f}s."
+        )
+    return None
+
+
+def unpack_step(
+    draft: StatusDraft, world: SandboxWorld, pvc: Obj, pod: Obj, seen: Observation
+) -> tuple[list[Write], Observation]:
+    """While the volume waits for its archive: unpack it once the pod runs (the pod has no
+    setup to do), and hold the sandbox short of Ready until it is in."""
+    name = archive_restored(pvc)
+    if name is None:
+        return [], seen
+    if unpacked(pvc, world):
+        draft.condition(C.RESTORED, True, R.RESTORED, f"Restored from archive {name}.")
+        return [], seen
+    message = f"Restoring the workspace from archive {name} in the object store."
+    draft.condition(C.RESTORED, None, R.RESTORING, message)
+    draft.wake_after = restore_deadline(pvc, draft.now, world.restore_timeout)
+    writes: list[Write] = []
+    running = world.transfer is not None and world.transfer.running
+    archive = world.snapshots.named(name)
+    if seen.ready and not running and archive is not None:
+        writes.append(Transfer("unpack", archive, pod["metadata"]["name"], pvc["metadata"]["uid"]))
+    if seen.ready or seen.phase == SandboxPhase.SETTING_UP:
+        seen = replace(seen, phase=SandboxPhase.SETTING_UP, reason=R.RESTORING, message=message)
+    return writes, replace(seen, ready=False, ready_at=None, setup_complete=None)
 
 
 def _new_volume(draft: StatusDraft, world: SandboxWorld, inputs: SandboxInputs) -> Obj | Plan:
@@ -153,6 +213,8 @@ def take_snapshots(
     if step.condition is not None:
         draft.noted(C.SNAPSHOT_READY, *step.condition)
     writes: list[Write] = [] if step.create is None else [Create(step.create)]
+    if step.archive is not None:
+        writes.append(Transfer("take", step.archive, names.pod_name(inputs.name)))
     if step.hold is not None:
         seen = replace(
             seen, phase=SandboxPhase.SETTING_UP, reason=R.SNAPSHOT_TAKING, message=step.hold
