@@ -63,7 +63,7 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
   verbs: [get, list, watch, create, delete]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [pods/exec]
   verbs: [get, create]

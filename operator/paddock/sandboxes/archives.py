@@ -15,6 +15,7 @@ reconcile of its Sandbox and its Workspace."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import threading
@@ -149,7 +150,10 @@ class ArchiveStore:
             archive = _pending(transfer.archive) if transfer.action == "take" else transfer.archive
             self._transfers[uid] = (TransferState(transfer.action, name, True), archive)
             pool = self._pool
-        pool.submit(self._run, namespace, sandbox["metadata"]["name"], uid, transfer)
+        # In the context of the reconcile that started it: the reconciles its end asks for
+        # post their Events through kopf, which needs that context.
+        context = contextvars.copy_context()
+        pool.submit(context.run, self._run, namespace, sandbox["metadata"]["name"], uid, transfer)
 
     def delete(self, namespace: str, workspace: str, name: str) -> None:
         """Delete an archive (its manifest first: from then on it is not there)."""
