@@ -29,6 +29,8 @@ def test_settings_come_from_paddock_env_vars() -> None:
         ({"S3_BUCKET": "logs", "S3_ACCESS_KEY_ID": "AKIA123"}, "together"),
         ({"S3_ENDPOINT": "s3.example.com"}, "s3_endpoint"),
         ({"LOG_BACKEND": "gcs"}, "log_backend"),
+        ({"SNAPSHOT_STORE": "object"}, "snapshot_store object needs s3_bucket"),
+        ({"SNAPSHOT_STORE": "tape"}, "snapshot_store"),
         ({"METRICS_PORT": "70000"}, "metrics_port"),
         ({"WORKER_LIMIT": "0"}, "worker_limit"),
     ],
