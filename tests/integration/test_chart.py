@@ -95,6 +95,11 @@ def test_values_schema_rejects_a_misspelt_key(helm: str) -> None:
         (["--set", "resources.limts.memory=1Gi"], "limts"),
         (["--set", "affinity.podAntiAfinity.x=y"], "podAntiAfinity"),
         (["--set", "image.digest=latest"], "digest"),
+        (["--set", "snapshots.store=tape"], "store"),
+        (
+            ["--set", "snapshots.store=object"],
+            "objectStore.bucket is required with snapshots.store",
+        ),
     ],
 )
 def test_values_schema_checks_nested_values(helm: str, values: list[str], misspelt: str) -> None:

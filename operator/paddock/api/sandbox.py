@@ -92,9 +92,10 @@ class Lifecycle(ApiModel):
     snapshot: SnapshotWhen = Field(
         default=SnapshotWhen.AFTER_SETUP,
         description="after-setup: snapshot the prepared volume so the next sandbox of the same "
-        "workspace hash is restored from it without setup (where a VolumeSnapshotClass fits the "
-        "volume's driver); after-run: also after each run that ends in the sandbox; none: "
-        "neither take snapshots nor restore from one.",
+        "workspace hash is restored from it without setup (a VolumeSnapshot where a "
+        "VolumeSnapshotClass fits the volume's driver, else an archive of its files in the "
+        "operator's object store when it has one); after-run: also after each run that ends in "
+        "the sandbox; none: neither take snapshots nor restore from one.",
     )
     snapshot_max_age: Duration = Field(
         default="24h",
@@ -251,12 +252,13 @@ class SandboxStatus(ApiModel):
         "'inline' for spec.policy; unset when none applies and commands are not restricted.",
     )
     restored_from: str | None = Field(
-        default=None, description="VolumeSnapshot the volume was restored from, if any."
+        default=None,
+        description="VolumeSnapshot (or object-store archive) the volume was restored from, if any.",
     )
     snapshot: str | None = Field(
         default=None,
-        description="The latest VolumeSnapshot taken of this sandbox's volume (it belongs to the "
-        "Workspace and outlives the sandbox).",
+        description="The latest snapshot (VolumeSnapshot or object-store archive) taken of this "
+        "sandbox's volume (it belongs to the Workspace and outlives the sandbox).",
     )
     timings: SandboxTimings | None = Field(default=None, description="Start-up timings.")
     last_activity_time: datetime | None = Field(
