@@ -253,7 +253,7 @@ class SandboxStatus(ApiModel):
     )
     restored_from: str | None = Field(
         default=None,
-        description="VolumeSnapshot (or object-store archive) the volume was restored from, if any.",
+        description="VolumeSnapshot (or object-store archive) the volume was restored from.",
     )
     snapshot: str | None = Field(
         default=None,
