@@ -1,10 +1,13 @@
 """Benchmark: a sandbox restored from a snapshot against one set up cold, on the local cluster's
-real node (real containers, the node's CSI StorageClass).
+real node (real containers), for each kind of snapshot: a VolumeSnapshot (the node's CSI
+StorageClass) and an archive in the local S3 server (the node's local-path class, which has no
+VolumeSnapshotClass).
 
-A Workspace whose setup takes about ``--setup-seconds`` (60) is applied; the first Sandbox of
-it is set up (cold) and snapshotted; the next one is restored from that snapshot. Prints each
-one's time from creation to Ready (``status.timings.readySeconds``) and the ratio restored /
-cold: the cold start is the baseline measured in the same run.
+For each, a Workspace whose setup takes about ``--setup-seconds`` (60) and writes
+``--archive-mib`` (64) of files is applied; the first Sandbox of it is set up (cold) and
+snapshotted; the next one is restored from that snapshot. Prints each one's time from creation
+to Ready (``status.timings.readySeconds``) and the ratio restored / cold: the cold start is the
+baseline measured in the same run.
 
 Usage: ``make bench`` (after the other benchmarks), or
 ``python bench/bench_snapshots.py --setup-seconds 60``. Skipped, saying why, where the local
@@ -27,7 +30,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the operator's test identity (support/identity.py)
 
-from bench_sandboxes import Operator, wait  # noqa: E402  (run as bench/bench_snapshots.py)
+from bench_runs import s3_env, s3_settings  # noqa: E402  (run as bench/bench_snapshots.py)
+from bench_sandboxes import Operator, wait  # noqa: E402
 
 from paddock.devcluster import cluster as local  # noqa: E402
 from paddock.devcluster import images, node  # noqa: E402
@@ -51,15 +55,15 @@ def status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     return found
 
 
-def sandbox(name: str) -> dict[str, Any]:
+def sandbox(name: str, workspace: str, storage_class: str) -> dict[str, Any]:
     return {
         "apiVersion": "paddock.dev/v1alpha1",
         "kind": "Sandbox",
         "metadata": {"name": name},
         "spec": {
-            "workspaceRef": {"name": "bench"},
+            "workspaceRef": {"name": workspace},
             "image": images.SANDBOX_IMAGE,
-            "storage": {"size": "1Gi", "storageClassName": node.CSI_STORAGE_CLASS},
+            "storage": {"size": "1Gi", "storageClassName": storage_class},
             "policy": {"commands": {"default": "allow"}},
             **ON_NODE,
         },
@@ -76,9 +80,47 @@ def ready(cluster: Cluster, namespace: str, name: str, timeout: float) -> dict[s
     return result
 
 
+def snapshot_ready(cluster: Cluster, namespace: str, name: str) -> bool:
+    found = status(cluster, namespace, name)
+    conditions = found.get("conditions") or []
+    taken = any(c["type"] == "SnapshotReady" and c["status"] == "True" for c in conditions)
+    return bool(found.get("snapshot")) and taken
+
+
+def cold_and_restored(
+    cluster: Cluster, namespace: str, kind: str, storage_class: str, args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The statuses of a cold sandbox of a new Workspace, once snapshotted, and of the next
+    one, restored from that snapshot."""
+    mib = args.archive_mib
+    setup = [
+        f"sleep {args.setup_seconds}",
+        # Incompressible files, so that an archive carries as many bytes as the volume holds.
+        f"mkdir -p build && head -c {mib}M /dev/urandom > build/blob && echo done > prepared.txt",
+    ]
+    workspace = {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "Workspace",
+        "metadata": {"name": f"bench-{kind}"},
+        "spec": {"setup": setup},
+    }
+    apply(cluster, namespace, workspace)
+    timeout = args.setup_seconds + 300
+    apply(cluster, namespace, sandbox(f"{kind}-cold", f"bench-{kind}", storage_class))
+    cold = ready(cluster, namespace, f"{kind}-cold", timeout)
+    wait(
+        lambda: snapshot_ready(cluster, namespace, f"{kind}-cold"),
+        timeout,
+        f"the cold sandbox's {kind} snapshot ready",
+    )
+    apply(cluster, namespace, sandbox(f"{kind}-restored", f"bench-{kind}", storage_class))
+    return cold, ready(cluster, namespace, f"{kind}-restored", timeout)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setup-seconds", type=int, default=60)
+    parser.add_argument("--archive-mib", type=int, default=64)
     args = parser.parse_args()
     reason = node.unavailable_reason()
     if reason:
@@ -94,46 +136,35 @@ def main() -> int:
     operator_config = identity.operator_kubeconfig(cluster, scratch)
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", namespace)
+    # Snapshots "auto": a VolumeSnapshot on the CSI class, an archive on local-path; logs stay
+    # in ConfigMaps.
+    os.environ.update({**s3_env(s3_settings()), "PADDOCK_LOG_BACKEND": "configmap"})
     operator = Operator(namespace, operator_config, scratch / "operator.log")
+    results = {}
     try:
-        setup = [f"sleep {args.setup_seconds}", "echo prepared > prepared.txt"]
-        workspace = {
-            "apiVersion": "paddock.dev/v1alpha1",
-            "kind": "Workspace",
-            "metadata": {"name": "bench"},
-            "spec": {"setup": setup},
-        }
-        apply(cluster, namespace, workspace)
-        timeout = args.setup_seconds + 300
-        apply(cluster, namespace, sandbox("cold"))
-        cold = ready(cluster, namespace, "cold", timeout)
-        wait(
-            lambda: (
-                status(cluster, namespace, "cold").get("snapshot")
-                and any(
-                    c["type"] == "SnapshotReady" and c["status"] == "True"
-                    for c in status(cluster, namespace, "cold").get("conditions") or []
-                )
-            ),
-            timeout,
-            "the cold sandbox's snapshot ready",
-        )
-        apply(cluster, namespace, sandbox("restored"))
-        restored = ready(cluster, namespace, "restored", timeout)
+        for kind, storage_class in (
+            ("volume", node.CSI_STORAGE_CLASS),
+            ("archive", node.STORAGE_CLASS),
+        ):
+            results[kind] = cold_and_restored(cluster, namespace, kind, storage_class, args)
     finally:
         operator.stop()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")
         if started_here:
             local.down(directory)
-    if restored.get("restoredFrom") != cold.get("snapshot"):
-        print(f"snapshots: the second sandbox was not restored: {restored.get('message')}")
-        return 1
-    cold_s = cold["timings"]["readySeconds"]
-    restored_s = restored["timings"]["readySeconds"]
-    print(
-        f"snapshots (real node, setup of {args.setup_seconds} s): cold start to Ready "
-        f"{cold_s:.1f} s (baseline), restored {restored_s:.1f} s: ratio {restored_s / cold_s:.3f}"
-    )
+    for kind, (cold, restored) in results.items():
+        if restored.get("restoredFrom") != cold.get("snapshot"):
+            print(
+                f"snapshots: the second {kind} sandbox was not restored: {restored.get('message')}"
+            )
+            return 1
+        cold_s = cold["timings"]["readySeconds"]
+        restored_s = restored["timings"]["readySeconds"]
+        print(
+            f"snapshots as {kind} (real node, setup of {args.setup_seconds} s, "
+            f"{args.archive_mib} MiB): cold start to Ready {cold_s:.1f} s (baseline), restored "
+            f"{restored_s:.1f} s: ratio {restored_s / cold_s:.3f}"
+        )
     return 0
 
 

@@ -8,6 +8,7 @@ needed anyway. Nothing it asked for may have been refused."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,9 @@ def granted() -> set[tuple[str, str, str]]:
     }
 
 
-def audited(log: Path) -> tuple[set[tuple[str, str, str]], list[str]]:
-    """What the operator's identity did, and what it was refused."""
+def audited(log: Path, since: datetime) -> tuple[set[tuple[str, str, str]], list[str]]:
+    """What the operator's identity did from ``since`` on (this test's own paths, not those of
+    tests run before it on the same cluster), and what it was refused."""
     used, refused = set(), []
     for path in (log.with_name(log.name + ".1"), log):  # a rotated part first, if any
         if not path.exists():
@@ -70,6 +72,8 @@ def audited(log: Path) -> tuple[set[tuple[str, str, str]], list[str]]:
         for line in path.read_text().splitlines():
             entry: dict[str, Any] = json.loads(line)
             if entry.get("user", {}).get("username") != USER or "objectRef" not in entry:
+                continue
+            if datetime.fromisoformat(entry["requestReceivedTimestamp"]) < since:
                 continue
             ref = entry["objectRef"]
             resource = ref.get("resource", "")
@@ -197,13 +201,23 @@ def short_restore_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PADDOCK_RESTORE_TIMEOUT_SECONDS", "15")
 
 
+@pytest.fixture
+def audit_start() -> datetime:
+    """When the audit starts: before the operator of the test does (its fixture comes next)."""
+    return datetime.now(UTC)
+
+
 def test_the_operator_role_grants_only_what_the_operator_uses(
-    cluster: Cluster, namespace: str, short_restore_timeout: None, operator: Any
+    cluster: Cluster,
+    namespace: str,
+    short_restore_timeout: None,
+    audit_start: datetime,
+    operator: Any,
 ) -> None:
     log = local.audit_log(local.default_state_dir())
     assert log.exists(), f"the local cluster keeps no audit log at {log}: restart it"
     drive_every_path(cluster, namespace)
-    used, refused = audited(log)
+    used, refused = audited(log, audit_start)
     assert refused == [], "the operator was refused what it needs"
     unused = granted() - used - set(NEEDED_UNSEEN)
     assert sorted(unused) == [], "granted but never used: remove from config/rbac/role.yaml"

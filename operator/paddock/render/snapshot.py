@@ -89,10 +89,8 @@ def is_archive(snapshot: Obj) -> bool:
     return snapshot.get("kind") == ARCHIVE_KIND
 
 
-def described(snapshot: Obj | None, name: str = "") -> str:
+def described(snapshot: Obj) -> str:
     """How a message names the snapshot: "VolumeSnapshot NAME" or "archive NAME"."""
-    if snapshot is None:
-        return f"snapshot {name}"
     kind = "archive" if is_archive(snapshot) else "VolumeSnapshot"
     return f"{kind} {snapshot['metadata']['name']}"
 

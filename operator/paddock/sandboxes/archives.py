@@ -73,18 +73,29 @@ class ArchiveStore:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
-    def configure(self, bucket: Bucket, prefix: str, timeout: float, notify: Notify) -> None:
+    def configure(
+        self,
+        bucket: Bucket | None,
+        prefix: str = "",
+        timeout: float = 0,
+        notify: Notify | None = None,
+    ) -> None:
+        """Start afresh with ``bucket`` (None: no archives; snapshots are VolumeSnapshots)."""
         self.stop()
         with self._lock:
             self._bucket, self._prefix, self._timeout = bucket, prefix.strip("/"), timeout
-            self._notify = notify
+            self._notify = notify or (lambda kind, namespace, name: None)
             self._index.clear()
             self._refused.clear()
             self._transfers.clear()
-            self._pool = ThreadPoolExecutor(TRANSFERS_AT_ONCE, thread_name_prefix="paddock-archive")
+            if bucket is not None:
+                self._pool = ThreadPoolExecutor(TRANSFERS_AT_ONCE, "paddock-archive")
 
     def stop(self) -> None:
-        pool, self._pool = self._pool, None
+        """At shutdown: no new transfer starts, and those not started are dropped."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            self._bucket = None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -113,8 +124,11 @@ class ArchiveStore:
             if found is None:
                 self._refused[key] = time.monotonic()
                 return []
-            self._index.setdefault(key, found)
-            return list(self._index[key].values())
+            index = self._index.setdefault(key, found)
+            for state, archive in self._transfers.values():  # stored while it was listed
+                if state.done("take", state.archive) and _of(archive, namespace, workspace):
+                    index[state.archive] = archive
+            return list(index.values())
 
     def being_made(self, namespace: str, workspace: str) -> list[Obj]:
         """The archives of the Workspace being taken, or whose taking failed (with
@@ -125,8 +139,7 @@ class ArchiveStore:
                 for state, archive in self._transfers.values()
                 if state.action == "take"
                 and (state.running or state.error is not None)
-                and archive["metadata"]["namespace"] == namespace
-                and archive["metadata"]["labels"][names.WORKSPACE_LABEL] == workspace
+                and _of(archive, namespace, workspace)
             ]
 
     def state(self, sandbox_uid: str) -> TransferState | None:
@@ -248,6 +261,11 @@ class ArchiveStore:
         unpacked = {names.UNPACKED_ANNOTATION: "true"}
         body = {"metadata": {"uid": transfer.pvc_uid, "annotations": unpacked}}
         kube.patch("PersistentVolumeClaim", namespace, names.pvc_name(sandbox), body)
+
+
+def _of(archive: Obj, namespace: str, workspace: str) -> bool:
+    meta = archive["metadata"]
+    return (meta["namespace"], meta["labels"][names.WORKSPACE_LABEL]) == (namespace, workspace)
 
 
 def _name(archive: Obj) -> str:

@@ -76,9 +76,11 @@ def configure_archives(config: OperatorSettings, notify: Notify) -> None:
     """At start-up: snapshots may be archives when the settings allow them and name a bucket
     (``notify`` asks for a reconcile when a transfer ends)."""
     store = configured_store(config.s3_store())
-    if config.snapshot_store != "volume" and store is not None:
-        prefix = config.s3_prefix.strip("/")
-        ARCHIVES.configure(Bucket(store), prefix, config.archive_timeout_seconds, notify)
+    if config.snapshot_store == "volume" or store is None:
+        ARCHIVES.configure(None)
+        return
+    prefix = config.s3_prefix.strip("/")
+    ARCHIVES.configure(Bucket(store), prefix, config.archive_timeout_seconds, notify)
 
 
 def stop_archives() -> None:
