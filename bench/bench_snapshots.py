@@ -36,6 +36,7 @@ from bench_sandboxes import Operator, wait  # noqa: E402
 from paddock.devcluster import cluster as local  # noqa: E402
 from paddock.devcluster import images, node  # noqa: E402
 from paddock.devcluster.binaries import ensure_binaries  # noqa: E402
+from paddock.kube import client as kube  # noqa: E402
 from support import identity  # noqa: E402
 from support.kube import Cluster  # noqa: E402
 
@@ -138,6 +139,7 @@ def main() -> int:
     cluster.kubectl("create", "namespace", namespace)
     # Snapshots "auto": a VolumeSnapshot on the CSI class, an archive on local-path; logs stay
     # in ConfigMaps.
+    kube.load_config()
     os.environ.update({**s3_env(s3_settings()), "PADDOCK_LOG_BACKEND": "configmap"})
     operator = Operator(namespace, operator_config, scratch / "operator.log")
     results = {}
