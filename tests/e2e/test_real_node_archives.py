@@ -43,6 +43,14 @@ def _archived(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | N
     return status if condition(status, "SnapshotReady")["status"] == "True" else None
 
 
+def _first_archived(cluster: Cluster, namespace: str, first: dict[str, Any]) -> dict[str, Any]:
+    """The Workspace "app" and the sandbox ``first`` of it applied: its status once archived."""
+    cluster.apply(workspace("app", setup=SETUP), namespace)
+    cluster.apply(first, namespace)
+    name = first["metadata"]["name"]
+    return wait_for(lambda: _archived(cluster, namespace, name), 180, what=f"{name} archived")
+
+
 def _event(cluster: Cluster, namespace: str, name: str, reason: str, words: str) -> str | None:
     """The message of an Event of ``reason`` about ``name`` that says ``words``, if any."""
     for event in events_for(cluster, namespace, name):
@@ -58,11 +66,7 @@ def _keys(cluster: Cluster, folder: str) -> list[str]:
 def test_an_archive_is_taken_after_setup_and_restored_into_the_next_sandbox(
     cluster: Cluster, namespace: str, archives: str, operator: Any
 ) -> None:
-    cluster.apply(workspace("app", setup=SETUP), namespace)
-    cluster.apply(node_sandbox("first", node.STORAGE_CLASS), namespace)
-    first = wait_for(
-        lambda: _archived(cluster, namespace, "first"), 180, what="the first sandbox archived"
-    )
+    first = _first_archived(cluster, namespace, node_sandbox("first", node.STORAGE_CLASS))
     name = first["snapshot"]
     assert "archive" in condition(first, "SnapshotReady")["message"]
     assert _keys(cluster, archives) == [f"{archives}{name}.json", f"{archives}{name}.tar.gz"]
@@ -94,13 +98,9 @@ def test_an_archive_is_taken_after_setup_and_restored_into_the_next_sandbox(
 def test_an_archive_past_its_max_age_is_deleted_and_the_next_sandbox_starts_cold(
     cluster: Cluster, namespace: str, archives: str, operator: Any
 ) -> None:
-    cluster.apply(workspace("app", setup=SETUP), namespace)
     short = node_sandbox("first", node.STORAGE_CLASS)
     short["spec"]["lifecycle"] = {"snapshotMaxAge": "20s"}
-    cluster.apply(short, namespace)
-    first = wait_for(
-        lambda: _archived(cluster, namespace, "first"), 180, what="the first sandbox archived"
-    )
+    first = _first_archived(cluster, namespace, short)
     wait_for(lambda: not _keys(cluster, archives), 90, what="the expired archive deleted")
     wait_for(
         lambda: _event(cluster, namespace, "app", "SnapshotDeleted", first["snapshot"]),
@@ -118,11 +118,7 @@ def test_an_archive_past_its_max_age_is_deleted_and_the_next_sandbox_starts_cold
 def test_an_archive_gone_from_the_bucket_gives_restore_failed_and_a_cold_start(
     cluster: Cluster, namespace: str, archives: str, operator: Any
 ) -> None:
-    cluster.apply(workspace("app", setup=SETUP), namespace)
-    cluster.apply(node_sandbox("first", node.STORAGE_CLASS), namespace)
-    first = wait_for(
-        lambda: _archived(cluster, namespace, "first"), 180, what="the first sandbox archived"
-    )
+    first = _first_archived(cluster, namespace, node_sandbox("first", node.STORAGE_CLASS))
     # Behind the operator's back: its index still lists the archive, the bytes are gone.
     ObjectStore.of(cluster).bucket_client().delete([f"{archives}{first['snapshot']}.tar.gz"])
 

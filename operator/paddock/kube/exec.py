@@ -92,16 +92,8 @@ def stream_out(
     api = client.CoreV1Api(client.ApiClient())
     try:
         connection = _binary(api, namespace, pod, container, argv, stdin=False)
-        stderr = bytearray()
         deadline = time.monotonic() + timeout_seconds
-        while connection.is_open():
-            connection.update(timeout=1)
-            _drain(connection, sink, stderr)
-            if time.monotonic() > deadline:
-                connection.close()
-                raise TimeoutError(f"{argv[0]} ran longer than {timeout_seconds:.0f}s")
-        _drain(connection, sink, stderr)
-        return _streamed(connection, stderr)
+        return _until_done(connection, sink, bytearray(), deadline, argv, timeout_seconds)
     finally:
         api.api_client.close()
 
@@ -129,14 +121,7 @@ def stream_in(
             _drain(connection, None, stderr)
             if not connection.is_open() or time.monotonic() > deadline:
                 break
-        while connection.is_open() and time.monotonic() <= deadline:
-            connection.update(timeout=1)
-            _drain(connection, None, stderr)
-        if connection.is_open():
-            connection.close()
-            raise TimeoutError(f"{argv[0]} ran longer than {timeout_seconds:.0f}s")
-        _drain(connection, None, stderr)
-        return _streamed(connection, stderr)
+        return _until_done(connection, None, stderr, deadline, argv, timeout_seconds)
     finally:
         api.api_client.close()
 
@@ -167,6 +152,26 @@ def _drain(connection: Any, sink: Sink | None, stderr: bytearray) -> None:
     if connection.peek_stderr():
         stderr.extend(connection.read_stderr())
         del stderr[:-STDERR_KEPT]
+
+
+def _until_done(
+    connection: Any,
+    sink: Sink | None,
+    stderr: bytearray,
+    deadline: float,
+    argv: list[str],
+    timeout_seconds: float,
+) -> Streamed:
+    """Drain the command's output until it ends: its exit code and stderr; ``TimeoutError``
+    (the command stopped) once ``deadline`` passes."""
+    while connection.is_open() and time.monotonic() <= deadline:
+        connection.update(timeout=1)
+        _drain(connection, sink, stderr)
+    if connection.is_open():
+        connection.close()
+        raise TimeoutError(f"{argv[0]} ran longer than {timeout_seconds:.0f}s")
+    _drain(connection, sink, stderr)
+    return _streamed(connection, stderr)
 
 
 def _streamed(connection: Any, stderr: bytearray) -> Streamed:
