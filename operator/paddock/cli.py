@@ -1,4 +1,5 @@
-"""The ``paddock`` command line."""
+"""The ``paddock`` command line (also installed as ``kubectl-paddock``, a kubectl plugin)."""
+# PYTHON_ARGCOMPLETE_OK
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 from paddock import __version__
 from paddock.cli_approve import add_approvals
+from paddock.cli_complete import autocomplete
 from paddock.cli_policy import add_policy
+from paddock.cli_runs import add_runs
 
 
 def _crds(args: argparse.Namespace) -> int:
@@ -104,9 +107,11 @@ def _logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "paddock") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="paddock", description="Run AI coding agents in sandbox pods on Kubernetes."
+        prog=prog,
+        description="Run AI coding agents in sandbox pods on Kubernetes.",
+        epilog="example: paddock exec box -- make test",
     )
     parser.add_argument("--version", action="version", version=f"paddock {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -115,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_operator,
         _add_cluster,
         _add_logs,
+        add_runs,
         _add_policy_and_approvals,
         _add_dev,
     ):
@@ -126,7 +132,11 @@ Commands = argparse._SubParsersAction  # the type add_subparsers() returns
 
 
 def _add_crds(commands: Commands[argparse.ArgumentParser]) -> None:
-    crds = commands.add_parser("crds", help="write the CRDs generated from the API models")
+    crds = commands.add_parser(
+        "crds",
+        help="write the CRDs generated from the API models",
+        epilog="example: paddock crds --check",
+    )
     crds.add_argument("--dir", default="crds", help="directory of the CRD files (default: crds)")
     crds.add_argument(
         "--chart",
@@ -141,7 +151,9 @@ def _add_crds(commands: Commands[argparse.ArgumentParser]) -> None:
 
 
 def _add_operator(commands: Commands[argparse.ArgumentParser]) -> None:
-    operator = commands.add_parser("operator", help="run the operator")
+    operator = commands.add_parser(
+        "operator", help="run the operator", epilog="example: paddock operator -n team --verbose"
+    )
     operator.add_argument(
         "-n",
         "--namespace",
@@ -171,6 +183,7 @@ def _add_cluster(commands: Commands[argparse.ArgumentParser]) -> None:
         "cluster",
         help="a local cluster for tests and development (no Docker needed): a control plane, "
         "kwok's simulated node, and a real node where this machine can run one",
+        epilog="example: paddock cluster up --no-real-node",
     )
     cluster.add_argument(
         "action",
@@ -232,13 +245,18 @@ def _add_dev(commands: Commands[argparse.ArgumentParser]) -> None:
         "dev",
         help="the main job: a cluster (the current one, else a local one), the CRDs, the "
         "examples and the operator",
+        epilog="example: paddock dev --no-operator",
     )
     dev.add_argument("--no-operator", action="store_true", help="stop after applying the examples")
     dev.set_defaults(func=_dev)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    # Installed as kubectl-paddock too: `kubectl paddock ...` is how a person calls it then.
+    called = Path(sys.argv[0]).name
+    parser = build_parser("kubectl paddock" if called.startswith("kubectl-") else "paddock")
+    autocomplete(parser)
+    args = parser.parse_args(argv)
     code: int = args.func(args)
     return code
 

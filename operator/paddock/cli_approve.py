@@ -25,6 +25,7 @@ def add_approvals(commands: Any) -> None:
             description=f"{verb.capitalize()} the request IDs named, every pending one "
             "(--all), or the only one pending. Recorded as the annotation "
             f"{APPROVAL_ANNOTATION}<id> on the run.",
+            epilog=f"example: paddock {name} fix-bug 3 -n team",
         )
         parser.add_argument("run", help="name of the AgentRun")
         parser.add_argument("ids", nargs="*", metavar="ID", help="request ids (status.approvals)")

@@ -28,7 +28,11 @@ class UsageError(Exception):
 
 
 def add_policy(commands: Any) -> None:
-    policy = commands.add_parser("policy", help="test a SandboxPolicy")
+    policy = commands.add_parser(
+        "policy",
+        help="test a SandboxPolicy",
+        epilog="example: paddock policy check -f policy.yaml -- git push --force",
+    )
     actions = policy.add_subparsers(dest="action", required=True, metavar="ACTION")
     check = actions.add_parser(
         "check",
@@ -36,6 +40,7 @@ def add_policy(commands: Any) -> None:
         description="The words after -- are joined with spaces and read as one shell "
         "command, as bash -c would. Exit codes: 0 allow, 1 deny, 3 ask, 2 usage error; "
         "with --stdin, the strictest verdict.",
+        epilog="example: paddock policy check --policy strict -n team -- rm -rf build",
     )
     source = check.add_mutually_exclusive_group(required=True)
     source.add_argument("-f", "--file", help="a YAML file holding a SandboxPolicy")

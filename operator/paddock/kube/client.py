@@ -176,6 +176,18 @@ def patch(kind: str, namespace: str, name: str, body: Obj) -> None:
 
 
 @converting
+@converting
+def names(kind: str, namespace: str) -> list[str]:
+    """The names of one of Paddock's kinds in the namespace, sorted (for completion)."""
+    group, version, plural = _CUSTOM[kind]
+    listed = _decode(
+        _custom().list_namespaced_custom_object(
+            group, version, namespace, plural, _preload_content=False
+        )
+    )
+    return sorted(str(item["metadata"]["name"]) for item in listed.get("items", []))
+
+
 def _delete(kind: str, namespace: str, name: str, uid: str | None) -> None:
     body: Any = {"preconditions": {"uid": uid}} if uid else None
     if kind in _BUILTIN:

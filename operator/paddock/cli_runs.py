@@ -1,0 +1,276 @@
+"""``paddock run``, ``paddock exec``, ``paddock cancel``, ``paddock pause`` and ``paddock resume``:
+runs and sandboxes from a terminal, with the caller's own kubeconfig identity (what it may do
+is what RBAC lets it do).
+
+``exec`` is a ``command`` AgentRun in the sandbox: the operator checks the command against the
+sandbox's SandboxPolicy before anything runs (a denied command never starts), runs it, and
+logs its output; ``exec`` prints that output as it comes and exits with the command's exit
+code. The run is deleted afterwards unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from paddock import API_VERSION
+from paddock.api.agentrun import Harness
+from paddock.runs import events as ev
+from paddock.runs import reader
+
+Obj = dict[str, Any]
+TERMINAL = (ev.RUN_COMPLETED, ev.RUN_FAILED, ev.RUN_ABORTED)
+# Exit codes of exec when the command did not give one: as a shell's.
+EXIT_NOT_RUN, EXIT_TIMED_OUT, EXIT_CANCELLED, EXIT_CLIENT = 126, 124, 130, 2
+
+
+def run_manifest(
+    *,
+    harness: str,
+    prompt: str | None = None,
+    command: str | None = None,
+    sandbox: str | None = None,
+    workspace: str | None = None,
+    model: str | None = None,
+    timeout: str | None = None,
+    prefix: str = "run-",
+) -> Obj:
+    """An AgentRun of ``harness`` in the Sandbox ``sandbox``, or in a fresh one of the
+    Workspace ``workspace``; named by the API server from ``prefix``."""
+    spec: Obj = {"harness": harness}
+    if sandbox:
+        spec["sandboxRef"] = {"name": sandbox}
+    else:
+        spec["sandboxTemplate"] = {"workspaceRef": {"name": workspace}}
+    for key, value in (("prompt", prompt), ("command", command), ("model", model)):
+        if value is not None:
+            spec[key] = value
+    if timeout:
+        spec["timeout"] = timeout
+    meta = {"generateName": prefix, "labels": {"app.kubernetes.io/created-by": "paddock-cli"}}
+    return {"apiVersion": API_VERSION, "kind": "AgentRun", "metadata": meta, "spec": spec}
+
+
+def exit_code(ending: Obj | None) -> int:
+    """What ``exec`` exits with for a run's terminal event (None: the run ended without one)."""
+    data = (ending or {}).get("data") or {}
+    code = data.get("exitCode")
+    if isinstance(code, int):
+        return code
+    phase = data.get("phase")
+    if phase == "TimedOut":
+        return EXIT_TIMED_OUT
+    if phase == "Cancelled":
+        return EXIT_CANCELLED
+    return EXIT_NOT_RUN  # refused by the policy, the sandbox gone, ...
+
+
+def add_runs(commands: Any) -> None:
+    run = commands.add_parser(
+        "run",
+        help="start an AgentRun and follow its events",
+        description="Create an AgentRun in a Sandbox (--sandbox) or in a fresh sandbox of a "
+        "Workspace (--workspace), then print its events until it ends (not with --detach). "
+        "Exits 0 when the run succeeded, 1 otherwise.",
+        epilog="example: paddock run --workspace app --harness claude-code --prompt 'fix the "
+        "failing test'\n         echo 'add a README' | paddock run --sandbox box --harness "
+        "codex --prompt -",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = run.add_mutually_exclusive_group(required=True)
+    where.add_argument("--workspace", help="a Workspace: the run gets a fresh sandbox of it")
+    where.add_argument("--sandbox", help="an existing Sandbox to run in")
+    run.add_argument(
+        "--harness", required=True, choices=[str(h) for h in Harness], help="the agent CLI"
+    )
+    run.add_argument("--prompt", help="the task; - reads it from stdin")
+    run.add_argument("--command", help="the shell command, for --harness command")
+    run.add_argument("--model", help="model name passed to the harness")
+    run.add_argument("--timeout", help="longest the run may take, e.g. 30m (default 1h)")
+    run.add_argument("-d", "--detach", action="store_true", help="print the run's name and return")
+    run.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    run.set_defaults(func=_run)
+    execute = commands.add_parser(
+        "exec",
+        help="run a command in a sandbox, checked by its SandboxPolicy",
+        description="Run CMD in the sandbox as a command AgentRun: the operator checks it "
+        "against the sandbox's SandboxPolicy first (a denied command never runs), then its "
+        "output is printed as it comes, and paddock exits with its exit code (126: it did not "
+        "run, 124: timed out, 130: cancelled).",
+        epilog="example: paddock exec box -n team -- make test",
+    )
+    execute.add_argument("sandbox", help="name of the Sandbox")
+    execute.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="command")
+    execute.add_argument("-n", "--namespace", help="its namespace (default: the context's)")
+    execute.add_argument("--timeout", help="longest the command may take (default 1h)")
+    execute.add_argument("--keep", action="store_true", help="keep the AgentRun afterwards")
+    execute.set_defaults(func=_exec)
+    cancel = commands.add_parser(
+        "cancel",
+        help="stop an AgentRun",
+        description="Set spec.cancel on the run: its processes are killed, it ends Cancelled.",
+        epilog="example: paddock cancel fix-bug -n team",
+    )
+    cancel.add_argument("run", help="name of the AgentRun")
+    cancel.add_argument("-n", "--namespace", help="its namespace (default: the context's)")
+    cancel.set_defaults(func=_cancel)
+    for name, paused in (("pause", True), ("resume", False)):
+        verb = "pause" if paused else "resume"
+        command = commands.add_parser(
+            name,
+            help=f"{verb} a Sandbox",
+            description=f"Set spec.lifecycle.paused to {str(paused).lower()}: "
+            + (
+                "the pod is deleted, the workspace volume kept."
+                if paused
+                else "the pod is made again on the same volume, without setup."
+            ),
+            epilog=f"example: paddock {name} box -n team",
+        )
+        command.add_argument("sandbox", help="name of the Sandbox")
+        command.add_argument("-n", "--namespace", help="its namespace (default: the context's)")
+        command.set_defaults(func=_pause, paused=paused)
+
+
+def _namespace(args: argparse.Namespace) -> str:
+    from paddock.kube import client as kube
+
+    kube.load_config()
+    return str(args.namespace or kube.current_namespace())
+
+
+def _create(namespace: str, manifest: Obj) -> str | None:
+    from paddock.kube import client as kube
+    from paddock.kube.errors import KubeError
+
+    manifest["metadata"]["namespace"] = namespace
+    try:
+        made = kube.create(manifest)
+    except KubeError as exc:
+        print(f"paddock: the API server refused the AgentRun: {exc.message}", file=sys.stderr)
+        return None
+    assert made is not None  # a generated name is never taken
+    return str(made["metadata"]["name"])
+
+
+def _events(namespace: str, name: str) -> Iterator[Obj]:
+    from paddock.agentruns import logs
+
+    yield from logs.events(namespace, name, follow=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    is_command = args.harness == Harness.COMMAND
+    if is_command != (args.command is not None) or (not is_command and not prompt):
+        said = "--command goes with --harness command, --prompt with the others"
+        print(f"paddock run: {said}", file=sys.stderr)
+        return EXIT_CLIENT
+    namespace = _namespace(args)
+    manifest = run_manifest(
+        harness=args.harness,
+        prompt=None if is_command else prompt,
+        command=args.command,
+        sandbox=args.sandbox,
+        workspace=args.workspace,
+        model=args.model,
+        timeout=args.timeout,
+    )
+    name = _create(namespace, manifest)
+    if name is None:
+        return EXIT_CLIENT
+    print(f"agentrun/{name} created", file=sys.stderr if not args.detach else sys.stdout)
+    if args.detach:
+        return 0
+    ending = None
+    try:
+        for event in _events(namespace, name):
+            print(reader.as_text(event), flush=True)
+            ending = event if event["type"] in TERMINAL else ending
+    except KeyboardInterrupt:
+        print(f"paddock: still running; paddock cancel {name} stops it", file=sys.stderr)
+        return EXIT_CANCELLED
+    return 0 if ending is not None and ending["type"] == ev.RUN_COMPLETED else 1
+
+
+def _exec(args: argparse.Namespace) -> int:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        print("paddock exec: no command: paddock exec SANDBOX -- CMD ...", file=sys.stderr)
+        return EXIT_CLIENT
+    namespace = _namespace(args)
+    command = argv[0] if len(argv) == 1 else shlex.join(argv)
+    manifest = run_manifest(
+        harness=Harness.COMMAND,
+        command=command,
+        sandbox=args.sandbox,
+        timeout=args.timeout,
+        prefix="exec-",
+    )
+    name = _create(namespace, manifest)
+    if name is None:
+        return EXIT_CLIENT
+    ending = None
+    try:
+        for event in _events(namespace, name):
+            if event["type"] == ev.OUTPUT:
+                print((event.get("data") or {}).get("text", ""), flush=True)
+            elif event["type"] in TERMINAL:
+                ending = event
+    except KeyboardInterrupt:
+        _patch("AgentRun", namespace, name, {"spec": {"cancel": True}})
+        return EXIT_CANCELLED
+    finally:
+        if not args.keep:
+            _delete_run(namespace, name)
+    data = (ending or {}).get("data") or {}
+    if data.get("stderrTail"):
+        print(data["stderrTail"], file=sys.stderr)
+    code = exit_code(ending)
+    if code == EXIT_NOT_RUN or ending is None:
+        said = data.get("message") or f"AgentRun {name} ended without an outcome"
+        print(f"paddock exec: {said}", file=sys.stderr)
+    return code
+
+
+def _delete_run(namespace: str, name: str) -> None:
+    from paddock.kube import client as kube
+    from paddock.kube.errors import KubeError
+
+    try:
+        kube.delete("AgentRun", namespace, name)
+    except KubeError as exc:
+        print(f"paddock: AgentRun {name} is left: {exc.message}", file=sys.stderr)
+
+
+def _patch(kind: str, namespace: str, name: str, body: Obj) -> bool:
+    from paddock.kube import client as kube
+    from paddock.kube.errors import KubeError, NotFoundError
+
+    try:
+        kube.patch(kind, namespace, name, body)
+    except NotFoundError:
+        print(f"paddock: {kind} {name} not found in {namespace}", file=sys.stderr)
+        return False
+    except KubeError as exc:
+        print(f"paddock: cannot change {kind} {name}: {exc.message}", file=sys.stderr)
+        return False
+    return True
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    done = _patch("AgentRun", _namespace(args), args.run, {"spec": {"cancel": True}})
+    if done:
+        print(f"agentrun/{args.run} cancelled")
+    return 0 if done else 1
+
+
+def _pause(args: argparse.Namespace) -> int:
+    body = {"spec": {"lifecycle": {"paused": args.paused}}}
+    done = _patch("Sandbox", _namespace(args), args.sandbox, body)
+    if done:
+        print(f"sandbox/{args.sandbox} {'paused' if args.paused else 'resumed'}")
+    return 0 if done else 1
