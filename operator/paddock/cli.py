@@ -88,6 +88,15 @@ def _dev(args: argparse.Namespace) -> int:
     return run_dev(operator=not args.no_operator)
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from paddock.kube.client import current_namespace, load_config
+    from paddock.mcpserver import server
+
+    load_config()
+    server.serve(args.namespace or current_namespace(), args.http)
+    return 0
+
+
 def _logs(args: argparse.Namespace) -> int:
     from paddock.agentruns import logs
     from paddock.kube.client import current_namespace, load_config
@@ -121,6 +130,7 @@ def build_parser(prog: str = "paddock") -> argparse.ArgumentParser:
         _add_cluster,
         _add_logs,
         add_runs,
+        _add_mcp,
         _add_policy_and_approvals,
         _add_dev,
     ):
@@ -233,6 +243,23 @@ def _add_logs(commands: Commands[argparse.ArgumentParser]) -> None:
         "-o", "--output", choices=["text", "json"], default="text", help="text, or JSON lines"
     )
     logs.set_defaults(func=_logs)
+
+
+def _add_mcp(commands: Commands[argparse.ArgumentParser]) -> None:
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve Paddock's sandboxes and runs as MCP tools (stdio, or HTTP)",
+        description="An MCP server. Over stdio (the default), for an agent's MCP config: the "
+        "tools act with your kubeconfig's identity. Over streamable HTTP (--http): each caller "
+        "presents a Kubernetes bearer token (checked with TokenReview), and each call is "
+        "authorised for that identity with SubjectAccessReview.",
+        epilog="example: claude mcp add paddock -- paddock mcp -n team",
+    )
+    mcp.add_argument(
+        "-n", "--namespace", help="the tools' default namespace (default: the context's)"
+    )
+    mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at HOST:PORT/mcp")
+    mcp.set_defaults(func=_mcp)
 
 
 def _add_policy_and_approvals(commands: Commands[argparse.ArgumentParser]) -> None:

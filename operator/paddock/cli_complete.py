@@ -26,7 +26,8 @@ def names_of(kind: str) -> Callable[..., list[str]]:
         try:
             kube.load_config()
             namespace = getattr(parsed_args, "namespace", None) or kube.current_namespace()
-            return [name for name in kube.names(kind, namespace) if name.startswith(prefix)]
+            names = [str(obj["metadata"]["name"]) for obj in kube.listed(kind, namespace)]
+            return [name for name in names if name.startswith(prefix)]
         except (KubeError, OSError, ValueError):
             return []
 

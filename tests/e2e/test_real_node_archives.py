@@ -1,9 +1,9 @@
 """Portable snapshots on the local cluster's real node, against the local S3 server: a sandbox of
 the node's StorageClass without VolumeSnapshots is set up in a container and archived into the
 bucket; the next sandbox of the same workspace is filled from that archive before it is Ready
-(setup not run again); an archive past its snapshotMaxAge is deleted, and the next sandbox is
-set up from scratch; an archive gone from the bucket gives a clear RestoreFailed and a cold
-start, not a broken sandbox."""
+(setup not run again), and the archive goes with its Workspace; an archive past its
+snapshotMaxAge is deleted, and the next sandbox is set up from scratch; an archive gone from
+the bucket gives a clear RestoreFailed and a cold start, not a broken sandbox."""
 
 from __future__ import annotations
 
@@ -93,6 +93,9 @@ def test_an_archive_is_taken_after_setup_and_restored_into_the_next_sandbox(
     assert owner == "1000\n"  # the sandbox user's, and writable
     pvc = get(cluster, namespace, "pvc", "second-workspace") or {}
     assert "dataSource" not in pvc["spec"]
+    # The Workspace's archives go with it, as its VolumeSnapshots would.
+    cluster.kubectl("delete", "workspace", "app", "-n", namespace)
+    wait_for(lambda: not _keys(cluster, archives), 60, what="the Workspace's archives deleted")
 
 
 def test_an_archive_past_its_max_age_is_deleted_and_the_next_sandbox_starts_cold(

@@ -41,3 +41,5 @@ def made_from_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any)
         meta = body["metadata"]
         reference = (str(body["kind"]), meta["namespace"], meta["name"])
         reach_sandboxes(memo, reference)
+        if body["kind"] == "Workspace":  # its archives go, as its VolumeSnapshots do
+            memo.workspace_snapshots.ask((meta["namespace"], meta["name"]))

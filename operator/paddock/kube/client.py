@@ -77,6 +77,11 @@ def _client() -> client.ApiClient:
         return _shared
 
 
+def server_url() -> str:
+    """The API server's URL, as the loaded configuration has it."""
+    return str(_client().configuration.host)
+
+
 def current_namespace() -> str:
     """The namespace of the current kubeconfig context, or ``default``."""
     try:
@@ -177,15 +182,17 @@ def patch(kind: str, namespace: str, name: str, body: Obj) -> None:
 
 @converting
 @converting
-def names(kind: str, namespace: str) -> list[str]:
-    """The names of one of Paddock's kinds in the namespace, sorted (for completion)."""
+def listed(kind: str, namespace: str) -> list[Obj]:
+    """The objects of one of Paddock's kinds in the namespace, by name (a read for a person's
+    tools; the operator reads from its watches)."""
     group, version, plural = _CUSTOM[kind]
-    listed = _decode(
+    found = _decode(
         _custom().list_namespaced_custom_object(
             group, version, namespace, plural, _preload_content=False
         )
     )
-    return sorted(str(item["metadata"]["name"]) for item in listed.get("items", []))
+    items: list[Obj] = found.get("items", [])
+    return sorted(items, key=lambda item: str(item["metadata"]["name"]))
 
 
 def _delete(kind: str, namespace: str, name: str, uid: str | None) -> None:

@@ -4,6 +4,7 @@ at any time, as often as the handlers like; a second run creates nothing twice."
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,6 +46,7 @@ RETRY_REFUSED = 10.0  # seconds before the first retry of a refused write, doubl
 MAX_RETRY_REFUSED = 600.0
 DELETE_RETRY = 30.0  # seconds before a refused snapshot delete is tried again
 ADDRESSES = ClusterAddresses()
+log = logging.getLogger("paddock.sandboxes")
 ARCHIVES = ArchiveStore()  # the workspace archives in the object store, where configured
 
 
@@ -114,6 +116,7 @@ def reconcile_workspace_snapshots(
     the Workspace as read and the outcome; None when it is gone (its snapshots go with it)."""
     body = CACHE.get("Workspace", namespace, name)
     if body is None:
+        _delete_archives_of(namespace, name)
         return None
     uid = body["metadata"]["uid"]
     snapshots = [s for s in CACHE.listed("VolumeSnapshot", namespace) if controlled_by(s, uid)]
@@ -146,6 +149,24 @@ def reconcile_workspace_snapshots(
         if stored is not None:
             CACHE.seen("MODIFIED", stored)
     return body, Outcome(notices, retry_after)
+
+
+def _delete_archives_of(namespace: str, workspace: str) -> None:
+    """A deleted Workspace's archives (its VolumeSnapshots go by garbage collection); one the
+    store refuses is left, and logged (the Workspace is gone: no object to report on)."""
+    if not ARCHIVES.configured:
+        return
+    for archive in ARCHIVES.archives(namespace, workspace):
+        try:
+            ARCHIVES.delete(namespace, workspace, archive["metadata"]["name"])
+        except ObjectStoreError as exc:
+            log.warning(
+                "archive %s of deleted Workspace %s/%s left: %s",
+                archive["metadata"]["name"],
+                namespace,
+                workspace,
+                exc.message,
+            )
 
 
 def _delete_unwanted(

@@ -1,0 +1,1 @@
+"""paddock mcp: the sandboxes and runs of Paddock as MCP tools."""

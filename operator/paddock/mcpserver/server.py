@@ -1,0 +1,277 @@
+"""The MCP server: the tools of ``tools.py`` on the official SDK, over stdio (``paddock mcp``:
+the tools act with the kubeconfig of the person who runs it) or streamable HTTP
+(``paddock mcp --http ADDR``: each caller presents a bearer token, checked with TokenReview,
+and each call is authorised for its identity with SubjectAccessReview)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from paddock import __version__
+from paddock.api.agentrun import ApprovalChoice
+from paddock.kube import client as kube
+from paddock.kube import review
+from paddock.kube.errors import KubeError
+from paddock.kube.review import Identity
+from paddock.mcpserver import tools
+from paddock.mcpserver.access import Caller
+from paddock.objectstore.errors import ObjectStoreError
+
+Obj = dict[str, Any]
+F = TypeVar("F", bound=Callable[..., Any])
+TOKEN_CACHE_SECONDS = 60.0  # how long a reviewed token's identity is trusted without asking again
+INSTRUCTIONS = (
+    "Paddock's sandboxes (isolated, prepared workspaces in Kubernetes pods) and agent runs. "
+    "exec runs a shell command in a Ready sandbox, checked by its SandboxPolicy; files are "
+    "read and written under /workspace. Every call acts with the caller's Kubernetes identity."
+)
+
+
+class TokenReviewVerifier:
+    """Bearer tokens checked with the API server's TokenReview; identities cached briefly (by
+    the token's hash, never the token itself)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[float, Identity]] = {}
+        self._lock = threading.Lock()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        import anyio.to_thread
+
+        identity = await anyio.to_thread.run_sync(self._identity, token)
+        if identity is None:
+            return None
+        claims = {"uid": identity.uid, "groups": list(identity.groups), "extra": identity.extra}
+        return AccessToken(
+            token=token, client_id=identity.username, scopes=[], subject=identity.username,
+            claims=claims,
+        )  # fmt: skip
+
+    def _identity(self, token: str) -> Identity | None:
+        key = hashlib.sha256(token.encode()).hexdigest()
+        now = time.monotonic()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is not None and now - seen[0] < TOKEN_CACHE_SECONDS:
+                return seen[1]
+        try:
+            identity = review.token_identity(token)
+        except KubeError:
+            return None
+        if identity is not None:
+            with self._lock:
+                self._seen = {
+                    k: v for k, v in self._seen.items() if now - v[0] < TOKEN_CACHE_SECONDS
+                }
+                self._seen[key] = (now, identity)
+        return identity
+
+
+def current_caller(http: bool) -> Caller:
+    """The caller of this tool call: over HTTP the token's identity, over stdio the
+    kubeconfig's (checked by the API server itself)."""
+    if not http:
+        return Caller(None)
+    token = get_access_token()
+    if token is None or not token.subject:
+        raise ToolError("unauthenticated: present a Kubernetes bearer token")
+    claims = token.claims or {}
+    identity = Identity(
+        username=token.subject,
+        uid=str(claims.get("uid") or ""),
+        groups=tuple(claims.get("groups") or ()),
+        extra=dict(claims.get("extra") or {}),
+    )
+    return Caller(identity)
+
+
+def _answering(function: F) -> F:
+    """A refusal of the API server or the object store is the tool's error, in its words."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except KubeError as exc:
+            raise ToolError(f"the API server refused: {exc.message}") from None
+        except ObjectStoreError as exc:
+            raise ToolError(f"the run's log could not be read: {exc.message}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def build(namespace: str, http_url: str | None = None) -> MCPServer:
+    """The server, its tools defaulting to ``namespace``; with ``http_url`` (the URL callers
+    reach it at), bearer tokens are required."""
+    http = http_url is not None
+    auth = None
+    verifier = None
+    if http:
+        auth = AuthSettings(
+            issuer_url=kube.server_url(), resource_server_url=http_url, required_scopes=None
+        )
+        verifier = TokenReviewVerifier()
+    server = MCPServer(
+        "paddock",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        token_verifier=verifier,
+        auth=auth,
+    )
+
+    def caller() -> Caller:
+        return current_caller(http)
+
+    def ns(given: str | None) -> str:
+        return given or namespace
+
+    @server.tool()
+    @_answering
+    def list_sandboxes(namespace: str | None = None) -> list[Obj]:
+        """The Sandboxes of a namespace: name, workspace, phase, policy, conditions."""
+        return tools.list_sandboxes(caller(), ns(namespace))
+
+    @server.tool()
+    @_answering
+    def get_sandbox(name: str, namespace: str | None = None) -> Obj:
+        """One Sandbox: its phase, reason, message, policy and conditions."""
+        return tools.get_sandbox(caller(), ns(namespace), name)
+
+    @server.tool()
+    @_answering
+    def create_sandbox(
+        name: str, workspace: str, policy: str | None = None, namespace: str | None = None
+    ) -> Obj:
+        """Create a Sandbox of a Workspace (optionally under a named SandboxPolicy); it is
+        prepared in the background: get_sandbox says when it is Ready."""
+        return tools.create_sandbox(caller(), ns(namespace), name, workspace, policy)
+
+    @server.tool()
+    @_answering
+    def delete_sandbox(name: str, namespace: str | None = None) -> Obj:
+        """Delete a Sandbox, with its pod and workspace volume."""
+        return tools.delete_sandbox(caller(), ns(namespace), name)
+
+    @server.tool()
+    @_answering
+    def pause_sandbox(name: str, namespace: str | None = None) -> Obj:
+        """Pause a Sandbox: its pod is deleted, its workspace volume kept."""
+        return tools.set_paused(caller(), ns(namespace), name, True)
+
+    @server.tool()
+    @_answering
+    def resume_sandbox(name: str, namespace: str | None = None) -> Obj:
+        """Resume a paused Sandbox on its volume, without setup."""
+        return tools.set_paused(caller(), ns(namespace), name, False)
+
+    @server.tool(name="exec")
+    @_answering
+    def exec_(
+        sandbox: str, command: str, timeout_seconds: int = 300, namespace: str | None = None
+    ) -> Obj:
+        """Run a shell command in a Ready sandbox, checked first by its SandboxPolicy (a
+        denied command never runs, and the error names the rule): its stdout, stderr and
+        exit code."""
+        return tools.exec_command(caller(), ns(namespace), sandbox, command, timeout_seconds)
+
+    @server.tool()
+    @_answering
+    def read_file(
+        sandbox: str, path: str, max_bytes: int = 1048576, namespace: str | None = None
+    ) -> Obj:
+        """Read a text file of the sandbox's workspace (a path relative to /workspace; at most
+        1 MiB): its size, content, and whether the content was cut short."""
+        return tools.read_file(caller(), ns(namespace), sandbox, path, max_bytes)
+
+    @server.tool()
+    @_answering
+    def write_file(sandbox: str, path: str, content: str, namespace: str | None = None) -> Obj:
+        """Write a text file in the sandbox's workspace (at most 1 MiB; its directories made),
+        as the sandbox's policy for file writes allows."""
+        return tools.write_file(caller(), ns(namespace), sandbox, path, content)
+
+    @server.tool()
+    @_answering
+    def list_files(sandbox: str, path: str = ".", namespace: str | None = None) -> Obj:
+        """The entries of a directory of the sandbox's workspace: name, type and size."""
+        return tools.list_files(caller(), ns(namespace), sandbox, path)
+
+    @server.tool()
+    @_answering
+    def start_run(
+        harness: str,
+        prompt: str | None = None,
+        command: str | None = None,
+        sandbox: str | None = None,
+        workspace: str | None = None,
+        model: str | None = None,
+        namespace: str | None = None,
+    ) -> Obj:
+        """Start an AgentRun: an agent harness (claude-code, codex, opencode, gemini) with a
+        prompt, or harness command with a command; in an existing sandbox, or a fresh one of
+        a workspace. Returns the run; read_events follows it."""
+        return tools.start_run(
+            caller(), ns(namespace), harness, prompt, command, sandbox, workspace, model
+        )
+
+    @server.tool()
+    @_answering
+    def get_run(name: str, namespace: str | None = None) -> Obj:
+        """One AgentRun: phase, reason, message, exit code, event count, approvals."""
+        return tools.get_run(caller(), ns(namespace), name)
+
+    @server.tool()
+    @_answering
+    def read_events(
+        name: str, from_seq: int = 0, wait_seconds: int = 0, namespace: str | None = None
+    ) -> Obj:
+        """A run's normalised events from a seq (at most 500); with wait_seconds, waits that
+        long for new ones when there are none yet. nextSeq is where to read on from; ended
+        says the run is over and every event was read."""
+        return tools.read_events(caller(), ns(namespace), name, from_seq, wait_seconds)
+
+    @server.tool()
+    @_answering
+    def cancel_run(name: str, namespace: str | None = None) -> Obj:
+        """Cancel a run: its processes are killed and it ends Cancelled."""
+        return tools.cancel_run(caller(), ns(namespace), name)
+
+    @server.tool()
+    @_answering
+    def approve(
+        run: str, ids: list[str] | None = None, always: bool = False, namespace: str | None = None
+    ) -> Obj:
+        """Approve a run's pending approval requests (by id; none given: the only one
+        pending); always: also later requests of the same rules, for the rest of the run."""
+        choice = ApprovalChoice.ALWAYS if always else ApprovalChoice.APPROVE
+        return tools.decide(caller(), ns(namespace), run, ids or [], choice)
+
+    @server.tool()
+    @_answering
+    def deny(run: str, ids: list[str] | None = None, namespace: str | None = None) -> Obj:
+        """Deny a run's pending approval requests (by id; none given: the only one pending)."""
+        return tools.decide(caller(), ns(namespace), run, ids or [], ApprovalChoice.DENY)
+
+    return server
+
+
+def serve(namespace: str, http: str | None = None) -> None:
+    """Serve over stdio, or over streamable HTTP at ``http`` (HOST:PORT) under /mcp."""
+    if http is None:
+        build(namespace).run()
+        return
+    host, _, port = http.rpartition(":")
+    host = host or "127.0.0.1"
+    url = f"http://{host}:{port}/mcp"
+    build(namespace, url).run("streamable-http", host=host, port=int(port))
