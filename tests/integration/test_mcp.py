@@ -1,0 +1,236 @@
+"""``paddock mcp`` with the SDK's real MCP client, against the local cluster and a running
+operator. Over stdio (the tools act with the admin's kubeconfig): the tools and their schemas,
+a sandbox created and used (an allowed command's output and exit code, a denied one refused
+with its rule, a file written and read back, paths and symlinks out of the workspace refused),
+a command run started and its events read to the end. Over streamable HTTP (the server acts
+with its own identity for callers who present a token): no token is refused, and each call of
+an identity that may not do it is refused, while what it may do works."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from kubernetes import client as k8s
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from support.kube import Cluster
+from support.sandboxes import ready_sandbox, wait_for_phase, workspace
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+DENY_RM = {"commands": {"default": "allow", "deny": ["rm"]}}
+TOOLS = {
+    "list_sandboxes", "get_sandbox", "create_sandbox", "delete_sandbox", "pause_sandbox",
+    "resume_sandbox", "exec", "read_file", "write_file", "list_files", "start_run", "get_run",
+    "read_events", "cancel_run", "approve", "deny",
+}  # fmt: skip
+
+
+def stdio(cluster: Cluster, namespace: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "paddock.cli", "mcp", "-n", namespace],
+        env={"KUBECONFIG": str(cluster.kubeconfig), "PATH": os.environ["PATH"]},
+    )
+
+
+def text(result: Any) -> str:
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> Any:
+    """A tool's structured result; a failed call fails the test with the tool's words."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, f"{tool}: {text(result)}"
+    return result.structured_content
+
+
+async def refused(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, f"{tool} was not refused: {result.structured_content}"
+    return text(result)
+
+
+def test_over_stdio_a_sandbox_is_made_and_used_through_the_tools(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(
+        {
+            "apiVersion": "paddock.dev/v1alpha1",
+            "kind": "SandboxPolicy",
+            "metadata": {"name": "no-rm"},
+            "spec": DENY_RM,
+        },
+        namespace,
+    )
+
+    async def scenario() -> None:
+        async with Client(stdio(cluster, namespace)) as mcp:
+            listed = await mcp.list_tools()
+            assert {tool.name for tool in listed.tools} == TOOLS
+            schema = next(t for t in listed.tools if t.name == "exec").input_schema
+            assert {"sandbox", "command"} <= set(schema["required"])
+
+            made = await call(mcp, "create_sandbox", name="box", workspace="app", policy="no-rm")
+            assert made["name"] == "box"
+            await asyncio.to_thread(wait_for_phase, cluster, namespace, "box", "Ready")
+            box = await call(mcp, "get_sandbox", name="box")
+            assert (box["phase"], box["policy"]) == ("Ready", "no-rm")
+            names = [s["name"] for s in (await call(mcp, "list_sandboxes"))["result"]]
+            assert names == ["box"]
+
+            ran = await call(mcp, "exec", sandbox="box", command="echo hi; echo oops >&2; exit 3")
+            assert (ran["exitCode"], ran["stdout"]) == (3, "hi\n")
+            assert "oops" in ran["stderr"]
+            denied = await refused(mcp, "exec", sandbox="box", command="rm -rf src")
+            assert "denied" in denied
+            assert "rm" in denied
+
+            wrote = await call(
+                mcp, "write_file", sandbox="box", path="notes/a.txt", content="x\ny\n"
+            )
+            assert wrote["written"] == 4
+            read = await call(mcp, "read_file", sandbox="box", path="notes/a.txt")
+            assert (read["content"], read["size"], read["truncated"]) == ("x\ny\n", 4, False)
+            entries = (await call(mcp, "list_files", sandbox="box", path="notes"))["entries"]
+            assert entries == [{"name": "a.txt", "type": "file", "size": 4}]
+            assert "outside the workspace" in await refused(
+                mcp, "read_file", sandbox="box", path="../../etc/hostname"
+            )
+            await call(mcp, "exec", sandbox="box", command="ln -s /etc escape")
+            assert "resolves outside the workspace" in await refused(
+                mcp, "read_file", sandbox="box", path="escape/hostname"
+            )
+            assert "resolves outside the workspace" in await refused(
+                mcp, "write_file", sandbox="box", path="escape/x", content="no"
+            )
+
+            run = await call(
+                mcp, "start_run", harness="command", command="echo one; echo two", sandbox="box"
+            )
+            events: list[dict[str, Any]] = []
+            seq, ended = 0, False
+            while not ended:
+                page = await call(
+                    mcp, "read_events", name=run["name"], from_seq=seq, wait_seconds=20
+                )
+                events += page["events"]
+                seq, ended = page["nextSeq"], page["ended"]
+            texts = [e["data"].get("text") for e in events if e["type"] == "output"]
+            assert texts == ["one", "two"]
+            assert events[-1]["type"] == "run.completed"
+            assert [e["seq"] for e in events] == list(range(len(events)))
+            assert (await call(mcp, "get_run", name=run["name"]))["phase"] == "Succeeded"
+
+    asyncio.run(scenario())
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[str]:
+    """``paddock mcp --http`` as its own process, with the admin's kubeconfig standing in for
+    the identity the chart gives it; its URL."""
+    port = _free_port()
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    address = f"127.0.0.1:{port}"
+    with (tmp_path / "mcp.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "paddock.cli", "mcp", "-n", namespace, "--http", address],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: _listening(port), 30, what="the MCP server listening")
+        yield f"http://{address}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _token(cluster: Cluster, namespace: str, account: str, rules: list[dict[str, Any]]) -> str:
+    """A token of a new ServiceAccount of the namespace, bound to a Role of ``rules``."""
+    docs = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": account},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": account},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        },
+    ]
+    for doc in docs:
+        cluster.apply(doc, namespace)
+    request = k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=[]))
+    api = k8s.CoreV1Api(cluster.api)
+    return str(
+        api.create_namespaced_service_account_token(account, namespace, request).status.token
+    )
+
+
+def _as(url: str, token: str) -> Client:
+    headers = {"Authorization": f"Bearer {token}"}
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)))
+
+
+def test_over_http_each_call_is_authorised_for_the_token_it_carries(
+    cluster: Cluster, namespace: str, operator: Any, http_server: str
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    reader = _token(
+        cluster, namespace, "reader",
+        [{"apiGroups": ["paddock.dev"], "resources": ["sandboxes"], "verbs": ["get", "list"]}],
+    )  # fmt: skip
+    nobody = _token(cluster, namespace, "nobody", [])
+    anonymous = httpx2.post(http_server, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert anonymous.status_code == 401
+
+    async def scenario() -> None:
+        async with _as(http_server, reader) as mcp:
+            listed = await call(mcp, "list_sandboxes")
+            assert [s["name"] for s in listed["result"]] == ["box"]
+            said = await refused(mcp, "exec", sandbox="box", command="true")
+            assert f"system:serviceaccount:{namespace}:reader may not create agentruns" in said
+            assert "may not patch sandboxes" in await refused(mcp, "pause_sandbox", name="box")
+        async with _as(http_server, nobody) as mcp:
+            said = await refused(mcp, "list_sandboxes")
+            assert f"system:serviceaccount:{namespace}:nobody may not list sandboxes" in said
+            other = await refused(mcp, "get_sandbox", name="box", namespace="default")
+            assert "may not get sandboxes in namespace default" in other
+
+    asyncio.run(scenario())
+    assert (
+        json.loads(cluster.kubectl("get", "sandbox", "box", "-n", namespace, "-o", "json").stdout)[
+            "spec"
+        ]
+        .get("lifecycle", {})
+        .get("paused")
+        is not True
+    )  # the refused pause changed nothing
