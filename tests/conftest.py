@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from kopf.testing import KopfRunner
@@ -20,7 +22,7 @@ os.environ.setdefault("PADDOCK_RESYNC_SECONDS", "1")
 os.environ["PADDOCK_METRICS_PORT"] = "0"
 from support import identity
 from support.helm import helm_binary
-from support.kube import Cluster
+from support.kube import ROOT, Cluster
 from support.waiting import wait_for
 
 
@@ -51,6 +53,17 @@ def cluster() -> Iterator[Cluster]:
 def helm() -> str:
     """The helm CLI, built through the Go module proxy and cached (hack/helm.sh)."""
     return helm_binary()
+
+
+@pytest.fixture(scope="session")
+def agent_clis() -> Path:
+    """The real agent CLIs' bin directory (installed once by hack/agent-clis.sh, cached
+    outside the repository)."""
+    done = subprocess.run(
+        [str(ROOT / "hack" / "agent-clis.sh")], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip().rpartition("BIN=")[2])
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import json
 import os
 import shlex
 import socket
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +30,6 @@ MODELS = {
     "gemini": "gemini-2.5-pro",
 }
 GATED = ["claude-code", "codex", "opencode", "gemini"]
-
-
-@pytest.fixture(scope="session")
-def agent_clis() -> Path:
-    """The CLIs' bin directory (installed once, cached outside the repository)."""
-    done = subprocess.run(
-        [str(ROOT / "hack" / "agent-clis.sh")], capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, done.stderr
-    return Path(done.stdout.strip().rpartition("BIN=")[2])
 
 
 @pytest.fixture

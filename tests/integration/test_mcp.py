@@ -25,6 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from support.kube import Cluster
+from support.model_server import Call, ScriptedModel
 from support.sandboxes import ready_sandbox, wait_for_phase, workspace
 from support.waiting import wait_for
 
@@ -234,3 +235,58 @@ def test_over_http_each_call_is_authorised_for_the_token_it_carries(
         .get("paused")
         is not True
     )  # the refused pause changed nothing
+
+
+def test_claude_code_runs_a_command_in_a_sandbox_through_paddock_mcp(
+    cluster: Cluster, namespace: str, operator: Any, agent_clis: Path, tmp_path: Path
+) -> None:
+    """The real Claude Code CLI, with ``paddock mcp`` in its MCP config, told by the scripted
+    model to call the exec tool: the command runs in the sandbox, and its output is the tool
+    result in Claude Code's stream."""
+    ready_sandbox(cluster, namespace, "box")
+    cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+        "bash", "-c", 'echo only-in-the-sandbox > "$PADDOCK_WORKSPACE/marker.txt"',
+    )  # fmt: skip
+    server = {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": ["-m", "paddock.cli", "mcp", "-n", namespace],
+        "env": {"KUBECONFIG": str(cluster.kubeconfig)},
+    }
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"paddock": server}}))
+    home = tmp_path / "home"
+    home.mkdir()
+    step = Call("mcp__paddock__exec", {"sandbox": "box", "command": "cat marker.txt"})
+    with ScriptedModel(step) as model:
+        env = {
+            "PATH": f"{agent_clis}:{os.environ['PATH']}",
+            "HOME": str(home),
+            "ANTHROPIC_BASE_URL": model.url,
+            "ANTHROPIC_API_KEY": "sk-scripted-mcp",
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+        }
+        done = subprocess.run(
+            [
+                "claude", "-p", "--output-format", "stream-json", "--verbose",
+                "--model", "claude-sonnet-4-5", "--mcp-config", str(config),
+                "--strict-mcp-config", "--allowedTools", "mcp__paddock__exec",
+            ],
+            input="What is in marker.txt?", capture_output=True, text=True, env=env,
+            timeout=240, cwd=tmp_path,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    offered = [t.get("name") for r in model.requests for t in r["body"].get("tools") or []]
+    assert "mcp__paddock__exec" in offered
+    stream = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    results = [
+        block
+        for item in stream
+        if item.get("type") == "user"
+        for block in item["message"]["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+    assert len(results) == 1
+    assert not results[0].get("is_error"), results[0]
+    assert "only-in-the-sandbox" in json.dumps(results[0]["content"])

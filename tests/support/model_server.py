@@ -26,6 +26,8 @@ FINAL_TEXT = "The listing is done."
 def _anthropic_call(step: Step, shell: str) -> tuple[str, dict[str, Any]]:
     """The tool and its input for a step: Claude Code's tools are capitalised (Bash, Write,
     ``file_path``), OpenCode's are not (bash, write, ``filePath``)."""
+    if isinstance(step, Call):
+        return step.tool, step.arguments
     if isinstance(step, str):
         return shell, {"command": step, "description": "Run"}
     if shell == "Bash":
@@ -45,7 +47,16 @@ class Write:
     content: str
 
 
-Step = str | Write
+@dataclass(frozen=True)
+class Call:
+    """A step that calls the tool ``tool`` (one the request offers, an MCP server's say) with
+    ``arguments``."""
+
+    tool: str
+    arguments: dict[str, Any]
+
+
+Step = str | Write | Call
 
 
 class ScriptedModel:
@@ -143,9 +154,10 @@ class ScriptedModel:
             if isinstance(block, dict) and block.get("type") == "tool_result"
         )
         shell = next((name for name in ("Bash", "bash") if name in tools), None)
-        if shell and answered < len(self.commands):
-            step = self.commands[answered]
-            name, arguments = _anthropic_call(step, shell)
+        step = self.commands[answered] if answered < len(self.commands) else None
+        offered = isinstance(step, Call) and step.tool in tools
+        if step is not None and (offered or (shell and not isinstance(step, Call))):
+            name, arguments = _anthropic_call(step, shell or "Bash")
             call_id = f"toolu_scripted_{answered + 1}"
             block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
