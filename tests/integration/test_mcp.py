@@ -20,10 +20,13 @@ from typing import Any
 
 import httpx2
 import pytest
+import yaml
 from kubernetes import client as k8s
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from support import identity
+from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import Cluster
 from support.model_server import Call, ScriptedModel
 from support.sandboxes import ready_sandbox, wait_for_phase, workspace
@@ -144,12 +147,46 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _chart_identity(cluster: Cluster, helm: str, namespace: str, directory: Path) -> Path:
+    """A kubeconfig of a ServiceAccount holding the ClusterRole the chart gives the MCP
+    server (bound in the test's namespace only): the server's own identity, as deployed."""
+    text = run_helm(
+        helm, "template", KUBE_VERSION, "paddock", str(CHART), "-n", namespace,
+        "--set", "mcp.enabled=true",
+    )  # fmt: skip
+    (role,) = [
+        d for d in yaml.safe_load_all(text)
+        if d and d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-mcp")
+    ]  # fmt: skip
+    account = "mcp-server"
+    name = f"{namespace}-mcp-server"
+    docs = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
+        {**role, "metadata": {"name": name}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        },
+    ]
+    for doc in docs:
+        cluster.apply(doc, namespace)
+    return identity.account_kubeconfig(cluster, namespace, account, directory / "mcp-kubeconfig")
+
+
 @pytest.fixture
-def http_server(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[str]:
-    """``paddock mcp --http`` as its own process, with the admin's kubeconfig standing in for
-    the identity the chart gives it; its URL."""
+def http_server(cluster: Cluster, namespace: str, helm: str, tmp_path: Path) -> Iterator[str]:
+    """``paddock mcp --http`` as its own process, with the identity the chart gives it; its
+    URL."""
     port = _free_port()
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    kubeconfig = _chart_identity(cluster, helm, namespace, tmp_path)
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     address = f"127.0.0.1:{port}"
     with (tmp_path / "mcp.log").open("w") as log:
         process = subprocess.Popen(
@@ -162,6 +199,8 @@ def http_server(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[st
     finally:
         process.terminate()
         process.wait(timeout=30)
+        for kind in ("clusterrolebinding", "clusterrole"):
+            cluster.kubectl("delete", kind, f"{namespace}-mcp-server", "--ignore-not-found")
 
 
 def _listening(port: int) -> bool:
@@ -210,6 +249,14 @@ def test_over_http_each_call_is_authorised_for_the_token_it_carries(
         [{"apiGroups": ["paddock.dev"], "resources": ["sandboxes"], "verbs": ["get", "list"]}],
     )  # fmt: skip
     nobody = _token(cluster, namespace, "nobody", [])
+    runner = _token(
+        cluster, namespace, "runner",
+        [
+            {"apiGroups": ["paddock.dev"], "resources": ["agentruns"],
+             "verbs": ["get", "create", "delete"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]},
+        ],
+    )  # fmt: skip
     anonymous = httpx2.post(http_server, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert anonymous.status_code == 401
 
@@ -220,6 +267,9 @@ def test_over_http_each_call_is_authorised_for_the_token_it_carries(
             said = await refused(mcp, "exec", sandbox="box", command="true")
             assert f"system:serviceaccount:{namespace}:reader may not create agentruns" in said
             assert "may not patch sandboxes" in await refused(mcp, "pause_sandbox", name="box")
+        async with _as(http_server, runner) as mcp:  # the server's own rights do the rest
+            ran = await call(mcp, "exec", sandbox="box", command="echo via-http")
+            assert (ran["exitCode"], ran["stdout"]) == (0, "via-http\n")
         async with _as(http_server, nobody) as mcp:
             said = await refused(mcp, "list_sandboxes")
             assert f"system:serviceaccount:{namespace}:nobody may not list sandboxes" in said

@@ -12,6 +12,21 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The MCP server's pods: a name of their own, so the operator's selectors never match them. */}}
+{{- define "paddock.mcpSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-mcp
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "paddock.mcpLabels" -}}
+{{ include "paddock.mcpSelectorLabels" . }}
+app.kubernetes.io/component: mcp
+app.kubernetes.io/part-of: paddock
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
 {{- define "paddock.labels" -}}
 {{ include "paddock.selectorLabels" . }}
 app.kubernetes.io/component: operator
