@@ -278,12 +278,24 @@ def _add_dev(commands: Commands[argparse.ArgumentParser]) -> None:
     dev.set_defaults(func=_dev)
 
 
+def _parsed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The arguments; for ``exec``, every word after the first ``--`` is the command's, as
+    it is (argparse would take the sandbox and the command as one run of positionals, before
+    options such as ``-n`` that come between them)."""
+    if argv[:1] == ["exec"] and "--" in argv:
+        cut = argv.index("--")
+        args = parser.parse_args(argv[:cut])
+        args.argv = [*args.argv, *argv[cut + 1 :]]
+        return args
+    return parser.parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Installed as kubectl-paddock too: `kubectl paddock ...` is how a person calls it then.
     called = Path(sys.argv[0]).name
     parser = build_parser("kubectl paddock" if called.startswith("kubectl-") else "paddock")
     autocomplete(parser)
-    args = parser.parse_args(argv)
+    args = _parsed(parser, list(sys.argv[1:] if argv is None else argv))
     code: int = args.func(args)
     return code
 

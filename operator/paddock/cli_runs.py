@@ -103,7 +103,7 @@ def add_runs(commands: Any) -> None:
         epilog="example: paddock exec box -n team -- make test",
     )
     execute.add_argument("sandbox", help="name of the Sandbox")
-    execute.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="command")
+    execute.add_argument("argv", nargs="*", metavar="CMD", help="the command, after --")
     execute.add_argument("-n", "--namespace", help="its namespace (default: the context's)")
     execute.add_argument("--timeout", help="longest the command may take (default 1h)")
     execute.add_argument("--keep", action="store_true", help="keep the AgentRun afterwards")
@@ -197,11 +197,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _exec(args: argparse.Namespace) -> int:
-    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    argv = args.argv
     if not argv:
         print("paddock exec: no command: paddock exec SANDBOX -- CMD ...", file=sys.stderr)
         return EXIT_CLIENT
     namespace = _namespace(args)
+    if not _exists("Sandbox", namespace, args.sandbox):
+        return EXIT_CLIENT
     command = argv[0] if len(argv) == 1 else shlex.join(argv)
     manifest = run_manifest(
         harness=Harness.COMMAND,
@@ -234,6 +236,20 @@ def _exec(args: argparse.Namespace) -> int:
         said = data.get("message") or f"AgentRun {name} ended without an outcome"
         print(f"paddock exec: {said}", file=sys.stderr)
     return code
+
+
+def _exists(kind: str, namespace: str, name: str) -> bool:
+    from paddock.kube import client as kube
+    from paddock.kube.errors import KubeError
+
+    try:
+        found = kube.get(kind, namespace, name)
+    except KubeError as exc:
+        print(f"paddock: cannot read {kind} {name}: {exc.message}", file=sys.stderr)
+        return False
+    if found is None:
+        print(f"paddock: {kind} {name} not found in namespace {namespace}", file=sys.stderr)
+    return found is not None
 
 
 def _delete_run(namespace: str, name: str) -> None:

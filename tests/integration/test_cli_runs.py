@@ -19,7 +19,7 @@ from support.runs import wait_for_run
 from support.sandboxes import ready_sandbox, wait_for_phase
 
 pytestmark = pytest.mark.integration
-DENY_RM = {"commands": {"default": "allow", "deny": ["rm"]}}
+DENY_RM = {"commands": {"default": "allow", "deny": ["rm *"]}}
 
 
 def paddock(cluster: Cluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -33,7 +33,7 @@ from support.sandboxes import ready_sandbox, wait_for_phase, workspace
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-DENY_RM = {"commands": {"default": "allow", "deny": ["rm"]}}
+DENY_RM = {"commands": {"default": "allow", "deny": ["rm *"]}}
 TOOLS = {
     "list_sandboxes", "get_sandbox", "create_sandbox", "delete_sandbox", "pause_sandbox",
     "resume_sandbox", "exec", "read_file", "write_file", "list_files", "start_run", "get_run",

@@ -85,3 +85,14 @@ def test_each_name_argument_completes_its_kind() -> None:
 
 def test_as_a_kubectl_plugin_the_usage_says_kubectl_paddock() -> None:
     assert build_parser("kubectl paddock").format_usage().startswith("usage: kubectl paddock")
+
+
+def test_exec_takes_every_word_after_the_first_double_dash_as_the_command() -> None:
+    from paddock.cli import _parsed
+
+    args = _parsed(build_parser(), ["exec", "box", "-n", "team", "--", "sh", "-c", "x", "--", "-n"])
+    assert (args.sandbox, args.namespace, args.argv) == (
+        "box",
+        "team",
+        ["sh", "-c", "x", "--", "-n"],
+    )
