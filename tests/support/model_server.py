@@ -21,6 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 FINAL_TEXT = "The listing is done."
+WAIT_FOR_MCP = "WaitForMcpServers"  # Claude Code's tool that waits for its MCP servers
+WAITED = "toolu_wait_"
 
 
 def _anthropic_call(step: Step, shell: str) -> tuple[str, dict[str, Any]]:
@@ -146,19 +148,25 @@ class ScriptedModel:
     def anthropic(self, body: dict[str, Any]) -> Iterator[bytes]:
         messages = body.get("messages") or []
         tools = [t.get("name") for t in body.get("tools") or []]
-        answered = sum(
-            1
+        results = [
+            block
             for message in messages
             if isinstance(message.get("content"), list)
             for block in message["content"]
             if isinstance(block, dict) and block.get("type") == "tool_result"
-        )
+        ]
+        answered = sum(1 for r in results if not str(r.get("tool_use_id")).startswith(WAITED))
         shell = next((name for name in ("Bash", "bash") if name in tools), None)
         step = self.commands[answered] if answered < len(self.commands) else None
         offered = isinstance(step, Call) and step.tool in tools
+        if isinstance(step, Call) and not offered and WAIT_FOR_MCP in tools:
+            # Claude Code starts a turn before its MCP servers are up, and offers a tool that
+            # waits for them: called (not counted as a step) until the step's tool is offered.
+            step, offered = Call(WAIT_FOR_MCP, {}), True
         if step is not None and (offered or (shell and not isinstance(step, Call))):
             name, arguments = _anthropic_call(step, shell or "Bash")
-            call_id = f"toolu_scripted_{answered + 1}"
+            waiting = isinstance(step, Call) and step.tool == WAIT_FOR_MCP
+            call_id = f"{WAITED}{len(results)}" if waiting else f"toolu_scripted_{answered + 1}"
             block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
             stop = "tool_use"
