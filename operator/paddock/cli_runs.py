@@ -69,6 +69,12 @@ def exit_code(ending: Obj | None) -> int:
 
 
 def add_runs(commands: Any) -> None:
+    _add_run(commands)
+    _add_exec(commands)
+    _add_cancel_pause_resume(commands)
+
+
+def _add_run(commands: Any) -> None:
     run = commands.add_parser(
         "run",
         help="start an AgentRun and follow its events",
@@ -93,6 +99,9 @@ def add_runs(commands: Any) -> None:
     run.add_argument("-d", "--detach", action="store_true", help="print the run's name and return")
     run.add_argument("-n", "--namespace", help="namespace (default: the context's)")
     run.set_defaults(func=_run)
+
+
+def _add_exec(commands: Any) -> None:
     execute = commands.add_parser(
         "exec",
         help="run a command in a sandbox, checked by its SandboxPolicy",
@@ -108,6 +117,9 @@ def add_runs(commands: Any) -> None:
     execute.add_argument("--timeout", help="longest the command may take (default 1h)")
     execute.add_argument("--keep", action="store_true", help="keep the AgentRun afterwards")
     execute.set_defaults(func=_exec)
+
+
+def _add_cancel_pause_resume(commands: Any) -> None:
     cancel = commands.add_parser(
         "cancel",
         help="stop an AgentRun",

@@ -111,105 +111,89 @@ def _answering(function: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def build(namespace: str, http_url: str | None = None) -> MCPServer:
-    """The server, its tools defaulting to ``namespace``; with ``http_url`` (the URL callers
-    reach it at), bearer tokens are required."""
-    http = http_url is not None
-    auth = None
-    verifier = None
-    if http:
-        auth = AuthSettings(
-            issuer_url=kube.server_url(), resource_server_url=http_url, required_scopes=None
-        )
-        verifier = TokenReviewVerifier()
-    server = MCPServer(
-        "paddock",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        token_verifier=verifier,
-        auth=auth,
-    )
+class Tools:
+    """The tools as the server offers them: each names its arguments (the SDK makes its JSON
+    schema from them) and acts for the caller of the call, in ``namespace`` when it names
+    none."""
 
-    def caller() -> Caller:
-        return current_caller(http)
+    def __init__(self, namespace: str, http: bool) -> None:
+        self.namespace = namespace
+        self.http = http
 
-    def ns(given: str | None) -> str:
-        return given or namespace
+    def caller(self) -> Caller:
+        return current_caller(self.http)
 
-    @server.tool()
+    def ns(self, given: str | None) -> str:
+        return given or self.namespace
+
     @_answering
-    def list_sandboxes(namespace: str | None = None) -> list[Obj]:
+    def list_sandboxes(self, namespace: str | None = None) -> list[Obj]:
         """The Sandboxes of a namespace: name, workspace, phase, policy, conditions."""
-        return tools.list_sandboxes(caller(), ns(namespace))
+        return tools.list_sandboxes(self.caller(), self.ns(namespace))
 
-    @server.tool()
     @_answering
-    def get_sandbox(name: str, namespace: str | None = None) -> Obj:
+    def get_sandbox(self, name: str, namespace: str | None = None) -> Obj:
         """One Sandbox: its phase, reason, message, policy and conditions."""
-        return tools.get_sandbox(caller(), ns(namespace), name)
+        return tools.get_sandbox(self.caller(), self.ns(namespace), name)
 
-    @server.tool()
     @_answering
     def create_sandbox(
-        name: str, workspace: str, policy: str | None = None, namespace: str | None = None
+        self, name: str, workspace: str, policy: str | None = None, namespace: str | None = None
     ) -> Obj:
         """Create a Sandbox of a Workspace (optionally under a named SandboxPolicy); it is
         prepared in the background: get_sandbox says when it is Ready."""
-        return tools.create_sandbox(caller(), ns(namespace), name, workspace, policy)
+        return tools.create_sandbox(self.caller(), self.ns(namespace), name, workspace, policy)
 
-    @server.tool()
     @_answering
-    def delete_sandbox(name: str, namespace: str | None = None) -> Obj:
+    def delete_sandbox(self, name: str, namespace: str | None = None) -> Obj:
         """Delete a Sandbox, with its pod and workspace volume."""
-        return tools.delete_sandbox(caller(), ns(namespace), name)
+        return tools.delete_sandbox(self.caller(), self.ns(namespace), name)
 
-    @server.tool()
     @_answering
-    def pause_sandbox(name: str, namespace: str | None = None) -> Obj:
+    def pause_sandbox(self, name: str, namespace: str | None = None) -> Obj:
         """Pause a Sandbox: its pod is deleted, its workspace volume kept."""
-        return tools.set_paused(caller(), ns(namespace), name, True)
+        return tools.set_paused(self.caller(), self.ns(namespace), name, True)
 
-    @server.tool()
     @_answering
-    def resume_sandbox(name: str, namespace: str | None = None) -> Obj:
+    def resume_sandbox(self, name: str, namespace: str | None = None) -> Obj:
         """Resume a paused Sandbox on its volume, without setup."""
-        return tools.set_paused(caller(), ns(namespace), name, False)
+        return tools.set_paused(self.caller(), self.ns(namespace), name, False)
 
-    @server.tool(name="exec")
     @_answering
     def exec_(
-        sandbox: str, command: str, timeout_seconds: int = 300, namespace: str | None = None
+        self, sandbox: str, command: str, timeout_seconds: int = 300, namespace: str | None = None
     ) -> Obj:
         """Run a shell command in a Ready sandbox, checked first by its SandboxPolicy (a
         denied command never runs, and the error names the rule): its stdout, stderr and
         exit code."""
-        return tools.exec_command(caller(), ns(namespace), sandbox, command, timeout_seconds)
+        return tools.exec_command(
+            self.caller(), self.ns(namespace), sandbox, command, timeout_seconds
+        )
 
-    @server.tool()
     @_answering
     def read_file(
-        sandbox: str, path: str, max_bytes: int = 1048576, namespace: str | None = None
+        self, sandbox: str, path: str, max_bytes: int = 1048576, namespace: str | None = None
     ) -> Obj:
         """Read a text file of the sandbox's workspace (a path relative to /workspace; at most
         1 MiB): its size, content, and whether the content was cut short."""
-        return tools.read_file(caller(), ns(namespace), sandbox, path, max_bytes)
+        return tools.read_file(self.caller(), self.ns(namespace), sandbox, path, max_bytes)
 
-    @server.tool()
     @_answering
-    def write_file(sandbox: str, path: str, content: str, namespace: str | None = None) -> Obj:
+    def write_file(
+        self, sandbox: str, path: str, content: str, namespace: str | None = None
+    ) -> Obj:
         """Write a text file in the sandbox's workspace (at most 1 MiB; its directories made),
         as the sandbox's policy for file writes allows."""
-        return tools.write_file(caller(), ns(namespace), sandbox, path, content)
+        return tools.write_file(self.caller(), self.ns(namespace), sandbox, path, content)
 
-    @server.tool()
     @_answering
-    def list_files(sandbox: str, path: str = ".", namespace: str | None = None) -> Obj:
+    def list_files(self, sandbox: str, path: str = ".", namespace: str | None = None) -> Obj:
         """The entries of a directory of the sandbox's workspace: name, type and size."""
-        return tools.list_files(caller(), ns(namespace), sandbox, path)
+        return tools.list_files(self.caller(), self.ns(namespace), sandbox, path)
 
-    @server.tool()
     @_answering
     def start_run(
+        self,
         harness: str,
         prompt: str | None = None,
         command: str | None = None,
@@ -222,47 +206,79 @@ def build(namespace: str, http_url: str | None = None) -> MCPServer:
         prompt, or harness command with a command; in an existing sandbox, or a fresh one of
         a workspace. Returns the run; read_events follows it."""
         return tools.start_run(
-            caller(), ns(namespace), harness, prompt, command, sandbox, workspace, model
+            self.caller(), self.ns(namespace), harness, prompt, command, sandbox, workspace, model
         )
 
-    @server.tool()
     @_answering
-    def get_run(name: str, namespace: str | None = None) -> Obj:
+    def get_run(self, name: str, namespace: str | None = None) -> Obj:
         """One AgentRun: phase, reason, message, exit code, event count, approvals."""
-        return tools.get_run(caller(), ns(namespace), name)
+        return tools.get_run(self.caller(), self.ns(namespace), name)
 
-    @server.tool()
     @_answering
     def read_events(
-        name: str, from_seq: int = 0, wait_seconds: int = 0, namespace: str | None = None
+        self, name: str, from_seq: int = 0, wait_seconds: int = 0, namespace: str | None = None
     ) -> Obj:
         """A run's normalised events from a seq (at most 500); with wait_seconds, waits that
         long for new ones when there are none yet. nextSeq is where to read on from; ended
         says the run is over and every event was read."""
-        return tools.read_events(caller(), ns(namespace), name, from_seq, wait_seconds)
+        return tools.read_events(self.caller(), self.ns(namespace), name, from_seq, wait_seconds)
 
-    @server.tool()
     @_answering
-    def cancel_run(name: str, namespace: str | None = None) -> Obj:
+    def cancel_run(self, name: str, namespace: str | None = None) -> Obj:
         """Cancel a run: its processes are killed and it ends Cancelled."""
-        return tools.cancel_run(caller(), ns(namespace), name)
+        return tools.cancel_run(self.caller(), self.ns(namespace), name)
 
-    @server.tool()
     @_answering
     def approve(
-        run: str, ids: list[str] | None = None, always: bool = False, namespace: str | None = None
+        self,
+        run: str,
+        ids: list[str] | None = None,
+        always: bool = False,
+        namespace: str | None = None,
     ) -> Obj:
         """Approve a run's pending approval requests (by id; none given: the only one
         pending); always: also later requests of the same rules, for the rest of the run."""
         choice = ApprovalChoice.ALWAYS if always else ApprovalChoice.APPROVE
-        return tools.decide(caller(), ns(namespace), run, ids or [], choice)
+        return tools.decide(self.caller(), self.ns(namespace), run, ids or [], choice)
 
-    @server.tool()
     @_answering
-    def deny(run: str, ids: list[str] | None = None, namespace: str | None = None) -> Obj:
+    def deny(self, run: str, ids: list[str] | None = None, namespace: str | None = None) -> Obj:
         """Deny a run's pending approval requests (by id; none given: the only one pending)."""
-        return tools.decide(caller(), ns(namespace), run, ids or [], ApprovalChoice.DENY)
+        return tools.decide(self.caller(), self.ns(namespace), run, ids or [], ApprovalChoice.DENY)
 
+
+# Each tool's name, and the method that serves it.
+SERVED = {
+    "list_sandboxes": "list_sandboxes", "get_sandbox": "get_sandbox",
+    "create_sandbox": "create_sandbox", "delete_sandbox": "delete_sandbox",
+    "pause_sandbox": "pause_sandbox", "resume_sandbox": "resume_sandbox", "exec": "exec_",
+    "read_file": "read_file", "write_file": "write_file", "list_files": "list_files",
+    "start_run": "start_run", "get_run": "get_run", "read_events": "read_events",
+    "cancel_run": "cancel_run", "approve": "approve", "deny": "deny",
+}  # fmt: skip
+
+
+def build(namespace: str, http_url: str | None = None) -> MCPServer:
+    """The server, its tools defaulting to ``namespace``; with ``http_url`` (the URL callers
+    reach it at), bearer tokens are required."""
+    http = http_url is not None
+    auth = None
+    verifier = None
+    if http_url is not None:
+        auth = AuthSettings(
+            issuer_url=kube.server_url(), resource_server_url=http_url, required_scopes=None
+        )
+        verifier = TokenReviewVerifier()
+    server = MCPServer(
+        "paddock",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        token_verifier=verifier,
+        auth=auth,
+    )
+    served = Tools(namespace, http)
+    for name, method in SERVED.items():
+        server.add_tool(getattr(served, method), name=name)
     return server
 
 
