@@ -124,7 +124,20 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str) -> None:
         assert labels.get("helm.sh/chart", "").startswith("paddock-"), where
     (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
     assert pdb["spec"] == {"maxUnavailable": 1, "selector": pdb["spec"]["selector"]}
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    deployments = {
+        d["metadata"]["labels"]["app.kubernetes.io/component"]: d
+        for d in docs
+        if d["kind"] == "Deployment"
+    }
+    assert set(deployments) == {"operator", "mcp"}
+    deployment, mcp = deployments["operator"], deployments["mcp"]
+    # The MCP server's pods are not the operator's: no selector of the one matches the other.
+    operator_selector = deployment["spec"]["selector"]["matchLabels"]
+    mcp_labels = mcp["spec"]["template"]["metadata"]["labels"]
+    assert not operator_selector.items() <= mcp_labels.items()
+    (server,) = mcp["spec"]["template"]["spec"]["containers"]
+    assert server["command"] == ["paddock", "mcp"]
+    assert server["args"] == ["--http=0.0.0.0:8090", "--namespace=paddock-a"]
     pod = deployment["spec"]["template"]["spec"]
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
