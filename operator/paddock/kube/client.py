@@ -181,7 +181,6 @@ def patch(kind: str, namespace: str, name: str, body: Obj) -> None:
 
 
 @converting
-@converting
 def listed(kind: str, namespace: str) -> list[Obj]:
     """The objects of one of Paddock's kinds in the namespace, by name (a read for a person's
     tools; the operator reads from its watches)."""
@@ -195,6 +194,7 @@ def listed(kind: str, namespace: str) -> list[Obj]:
     return sorted(items, key=lambda item: str(item["metadata"]["name"]))
 
 
+@converting
 def _delete(kind: str, namespace: str, name: str, uid: str | None) -> None:
     body: Any = {"preconditions": {"uid": uid}} if uid else None
     if kind in _BUILTIN:
