@@ -232,6 +232,8 @@ def _exec(args: argparse.Namespace) -> int:
         for event in _events(namespace, name):
             if event["type"] == ev.OUTPUT:
                 print((event.get("data") or {}).get("text", ""), flush=True)
+            elif event["type"] == ev.APPROVAL_REQUESTED:
+                print(_asked(namespace, name, event), file=sys.stderr, flush=True)
             elif event["type"] in TERMINAL:
                 ending = event
     except KeyboardInterrupt:
@@ -248,6 +250,16 @@ def _exec(args: argparse.Namespace) -> int:
         said = data.get("message") or f"AgentRun {name} ended without an outcome"
         print(f"paddock exec: {said}", file=sys.stderr)
     return code
+
+
+def _asked(namespace: str, run: str, requested: Obj) -> str:
+    """What ``exec`` says while its command waits for a person's approval."""
+    request = (requested.get("data") or {}).get("id")
+    return (
+        f"paddock exec: the SandboxPolicy says to ask before this command runs; waiting "
+        f"(approve it: paddock approve {run} {request} -n {namespace}; or deny it: "
+        f"paddock deny {run} {request} -n {namespace})"
+    )
 
 
 def _exists(kind: str, namespace: str, name: str) -> bool:

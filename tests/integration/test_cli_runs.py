@@ -1,7 +1,7 @@
 """The run and sandbox commands against the local cluster, as a person runs them (a separate
 process, with the cluster admin's kubeconfig): ``exec``'s output and exit code, a command the
-policy denies never run, ``run`` followed to its end or detached and then cancelled, ``pause``
-and ``resume``, and the shell completion of names."""
+policy denies never run, one it asks about run once approved, ``run`` followed to its end or
+detached and then cancelled, ``pause`` and ``resume``, and the shell completion of names."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ import pytest
 from support.kube import Cluster
 from support.runs import wait_for_run
 from support.sandboxes import ready_sandbox, wait_for_phase
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 DENY_RM = {"commands": {"default": "allow", "deny": ["rm *"]}}
+ASK_TOUCH = {"commands": {"default": "allow", "ask": ["touch *"]}}
 
 
 def paddock(cluster: Cluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -63,6 +65,27 @@ def test_exec_of_a_denied_command_runs_nothing_and_says_which_rule(
     assert "denied" in done.stderr
     assert "rm" in done.stderr
     assert done.stdout == ""
+
+
+def test_exec_of_a_command_to_ask_about_waits_for_approval_then_runs(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    ready_sandbox(cluster, namespace, "box", policy=ASK_TOUCH)
+    environ = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    argv = ["exec", "box", "-n", namespace, "--", "touch x && echo made"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "paddock.cli", *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ,
+    ) as process:  # fmt: skip
+        (name,) = wait_for(lambda: agentruns(cluster, namespace), 30, what="exec's AgentRun")
+        wait_for_run(cluster, namespace, name, ("AwaitingApproval",))
+        assert process.poll() is None  # still waiting
+        approved = paddock(cluster, "approve", name, "-n", namespace)
+        assert approved.returncode == 0, approved.stderr
+        stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr
+    assert stdout == "made\n"
+    assert f"paddock approve {name} command -n {namespace}" in stderr
 
 
 def test_run_follows_the_events_to_the_end_and_a_detached_run_can_be_cancelled(

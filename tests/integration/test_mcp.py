@@ -1,8 +1,9 @@
 """``paddock mcp`` with the SDK's real MCP client, against the local cluster and a running
 operator. Over stdio (the tools act with the admin's kubeconfig): the tools and their schemas,
 a sandbox created and used (an allowed command's output and exit code, a denied one refused
-with its rule, a file written and read back, paths and symlinks out of the workspace refused),
-a command run started and its events read to the end. Over streamable HTTP (the server acts
+with its rule, one to ask about pending until approved, a file written and read back, paths
+and symlinks out of the workspace refused), a command run started and its events read to the
+end. Over streamable HTTP (the server acts
 with its own identity for callers who present a token): no token is refused, and each call of
 an identity that may not do it is refused, while what it may do works."""
 
@@ -33,7 +34,7 @@ from support.sandboxes import ready_sandbox, wait_for_phase, workspace
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-DENY_RM = {"commands": {"default": "allow", "deny": ["rm *"]}}
+CAREFUL = {"commands": {"default": "allow", "deny": ["rm *"], "ask": ["touch *"]}}
 TOOLS = {
     "list_sandboxes", "get_sandbox", "create_sandbox", "delete_sandbox", "pause_sandbox",
     "resume_sandbox", "exec", "read_file", "write_file", "list_files", "start_run", "get_run",
@@ -66,6 +67,17 @@ async def refused(client: Client, tool: str, **arguments: Any) -> str:
     return text(result)
 
 
+async def read_to_end(client: Client, run: str) -> list[dict[str, Any]]:
+    """Every event of the run, read with read_events (waiting for new ones) to its end."""
+    events: list[dict[str, Any]] = []
+    seq, ended = 0, False
+    while not ended:
+        page = await call(client, "read_events", name=run, from_seq=seq, wait_seconds=20)
+        events += page["events"]
+        seq, ended = page["nextSeq"], page["ended"]
+    return events
+
+
 def test_over_stdio_a_sandbox_is_made_and_used_through_the_tools(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
@@ -75,7 +87,7 @@ def test_over_stdio_a_sandbox_is_made_and_used_through_the_tools(
             "apiVersion": "paddock.dev/v1alpha1",
             "kind": "SandboxPolicy",
             "metadata": {"name": "no-rm"},
-            "spec": DENY_RM,
+            "spec": CAREFUL,
         },
         namespace,
     )
@@ -121,17 +133,19 @@ def test_over_stdio_a_sandbox_is_made_and_used_through_the_tools(
                 mcp, "write_file", sandbox="box", path="escape/x", content="no"
             )
 
+            asked = await call(mcp, "exec", sandbox="box", command="touch ok.txt && echo made")
+            pending = asked["pendingApproval"]
+            assert (pending["id"], pending["command"]) == ("command", "touch ok.txt && echo made")
+            assert "ok.txt" not in str(await call(mcp, "list_files", sandbox="box"))
+            await call(mcp, "approve", run=pending["run"], ids=[pending["id"]])
+            after = await read_to_end(mcp, pending["run"])
+            assert [e["data"].get("text") for e in after if e["type"] == "output"] == ["made"]
+            assert after[-1]["data"]["exitCode"] == 0
+
             run = await call(
                 mcp, "start_run", harness="command", command="echo one; echo two", sandbox="box"
             )
-            events: list[dict[str, Any]] = []
-            seq, ended = 0, False
-            while not ended:
-                page = await call(
-                    mcp, "read_events", name=run["name"], from_seq=seq, wait_seconds=20
-                )
-                events += page["events"]
-                seq, ended = page["nextSeq"], page["ended"]
+            events = await read_to_end(mcp, run["name"])
             texts = [e["data"].get("text") for e in events if e["type"] == "output"]
             assert texts == ["one", "two"]
             assert events[-1]["type"] == "run.completed"

@@ -125,17 +125,58 @@ def test_an_allowed_compound_run_succeeds(cluster: Cluster, namespace: str, oper
     assert status["phase"] == "Succeeded", status
 
 
-def test_an_ask_command_run_ends_waiting_for_no_one(
+def test_an_ask_command_run_waits_for_a_person_and_runs_once_approved(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
-    cluster.apply(policy("careful", allow=SETUP_ALLOWED, ask=["git push*"]), namespace)
+    cluster.apply(policy("careful", allow=SETUP_ALLOWED, ask=["touch*"]), namespace)
     cluster.apply(workspace("app"), namespace)
     cluster.apply(sandbox("box", "app", policyRef={"name": "careful"}), namespace)
     wait_for_phase(cluster, namespace, "box", "Ready")
-    cluster.apply(command_run("push", "box", "git push origin main"), namespace)
-    status = wait_for_run(cluster, namespace, "push")
+    cluster.apply(command_run("mark", "box", "touch marker-c41 && echo marked"), namespace)
+
+    waiting = wait_for_run(cluster, namespace, "mark", ("AwaitingApproval",))
+    (approval,) = waiting["approvals"]
+    assert (approval["id"], approval["state"]) == ("command", "Pending")
+    assert approval["target"] == "touch marker-c41 && echo marked"
+    assert "paddock approve mark command" in waiting["message"]
+    assert condition(waiting, "AwaitingApproval")["status"] == "True"
+    assert "ApprovalRequested" in [e["reason"] for e in events_for(cluster, namespace, "mark")]
+    types = [e["type"] for e in log_events(cluster, namespace, "mark")]
+    assert types == ["sandbox.ready", "approval.requested"]  # nothing ran
+
+    cluster.paddock("approve", "mark", "-n", namespace)
+    status = wait_for_run(cluster, namespace, "mark")
+    assert status["phase"] == "Succeeded", status
+    events = log_events(cluster, namespace, "mark")
+    assert [e["data"]["state"] for e in of_type(events, "approval.resolved")] == ["Approved"]
+    assert [e["data"]["text"] for e in of_type(events, "output")] == ["marked"]
+    assert condition(status, "AwaitingApproval")["status"] == "False"
+
+
+def test_a_denied_ask_command_run_fails_and_never_runs(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(policy("careful", allow=SETUP_ALLOWED, ask=["touch*"]), namespace)
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(sandbox("box", "app", policyRef={"name": "careful"}), namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready")
+    cluster.apply(command_run("mark", "box", "touch marker-d52"), namespace)
+    wait_for_run(cluster, namespace, "mark", ("AwaitingApproval",))
+
+    cluster.paddock("deny", "mark", "command", "-n", namespace)
+    status = wait_for_run(cluster, namespace, "mark")
     assert status["phase"] == "Failed"
-    assert condition(status, "Complete").get("reason") == "ApprovalRequired"
+    assert condition(status, "Complete")["reason"] == "ApprovalDenied"
+    assert "needed approval (request command) and was not approved: denied" in status["message"]
+    types = [e["type"] for e in log_events(cluster, namespace, "mark")]
+    assert "run.started" not in types
+    assert types[-2:] == ["approval.resolved", "run.failed"]
+
+    look = "test -e marker-d52 && echo present || echo absent"
+    cluster.apply(command_run("look", "box", look), namespace)
+    looked = wait_for_run(cluster, namespace, "look")
+    said = [e["data"]["text"] for e in of_type(log_events(cluster, namespace, "look"), "output")]
+    assert (looked["phase"], said) == ("Succeeded", ["absent"])
 
 
 def test_a_policy_reports_rules_that_cannot_work(

@@ -4,14 +4,17 @@ policy a sandbox runs under, a SandboxPolicy's Valid condition, and `paddock pol
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from paddock.agentruns.decide import Ending, Wait, gated
+from paddock.agentruns.decide import Asked, Ending, Wait, gated
+from paddock.agentruns.gating import Asking
 from paddock.agentruns.sandbox import policy_of
+from paddock.api.agentrun import ApprovalChoice
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.sandbox import Sandbox, SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
@@ -150,18 +153,20 @@ def test_a_run_is_checked_against_the_policy_its_sandbox_records() -> None:
     assert policy_of(Sandbox.model_validate(body)).inline is not None
 
 
+NOBODY_ASKED = Asking([], {}, NOW, timedelta(minutes=15), "15m")
+
+
 @pytest.mark.parametrize(
     ("command", "expected", "reason"),
     [
         ("make test && echo ok", None, None),
         ("make test; curl x", Ending, "PolicyDenied"),
-        ("git commit -am wip", Ending, "ApprovalRequired"),
     ],
 )
 def test_a_command_run_launches_only_when_allowed(
     command: str, expected: type | None, reason: str | None
 ) -> None:
-    result = gated(CAREFUL, judge_command(CAREFUL, command, {}))
+    result = gated(CAREFUL, judge_command(CAREFUL, command, {}), NOBODY_ASKED)
     if expected is None:
         assert result is None
         return
@@ -170,8 +175,54 @@ def test_a_command_run_launches_only_when_allowed(
     assert result.phase == "Failed"
 
 
+def test_a_command_run_that_needs_approval_waits_as_a_request_of_its_own() -> None:
+    judged = judge_command(CAREFUL, "git commit -am wip", {})
+    asked = gated(CAREFUL, judged, NOBODY_ASKED)
+    assert isinstance(asked, Asked)
+    assert asked.pending
+    assert asked.ending is None
+    (approval,) = asked.answered.approvals
+    assert (approval.id, approval.kind, approval.state) == ("command", "command", "Pending")
+    assert approval.rules == ["ask: git commit*"]
+    assert [d.type for d in asked.answered.drafts] == ["approval.requested"]
+    again = gated(CAREFUL, judged, replace(NOBODY_ASKED, approvals=asked.answered.approvals))
+    assert isinstance(again, Asked)
+    assert again.pending
+    assert again.answered.drafts == []
+    assert again.answered.notices == []
+
+
+@pytest.mark.parametrize(
+    ("choice", "later", "reason"),
+    [
+        ("approve", timedelta(0), None),
+        ("approve-always", timedelta(0), None),
+        ("deny", timedelta(0), "ApprovalDenied"),
+        (None, timedelta(minutes=15), "ApprovalExpired"),
+    ],
+)
+def test_a_command_run_launches_once_approved_and_fails_when_refused(
+    choice: str | None, later: timedelta, reason: str | None
+) -> None:
+    judged = judge_command(CAREFUL, "git commit -am wip", {})
+    first = gated(CAREFUL, judged, NOBODY_ASKED)
+    assert isinstance(first, Asked)
+    choices = {"command": ApprovalChoice(choice)} if choice else {}
+    asking = Asking(first.answered.approvals, choices, NOW + later, timedelta(minutes=15), "15m")
+    decided = gated(CAREFUL, judged, asking)
+    assert isinstance(decided, Asked)
+    assert not decided.pending
+    assert [d.type for d in decided.answered.drafts] == ["approval.resolved"]
+    if reason is None:
+        assert decided.ending is None
+        return
+    assert decided.ending is not None
+    assert (decided.ending.phase, decided.ending.reason) == ("Failed", reason)
+    assert decided.ending.message.startswith("The command `git commit -am wip` needed approval")
+
+
 def test_a_command_run_waits_while_its_policy_cannot_be_had() -> None:
-    result = gated("SandboxPolicy careful is not found", None)
+    result = gated("SandboxPolicy careful is not found", None, NOBODY_ASKED)
     assert isinstance(result, Wait)
     assert result.reason == "PolicyNotFound"
 

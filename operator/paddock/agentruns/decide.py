@@ -11,11 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from paddock.agentruns import gating
 from paddock.agentruns.sandbox import ReadySandbox, Unusable, Verdict, Waiting
 from paddock.api.agentrun import (
     AgentRunSpec,
     AgentRunStatus,
     Approval,
+    ApprovalState,
     EventSummary,
     Harness,
     LogLocation,
@@ -116,15 +118,38 @@ def before_launch(
     return state
 
 
-def gated(policy: SandboxPolicySpec | str | None, judged: Judged | None) -> Wait | Ending | None:
-    """Whether a ``command`` run may launch: its policy is had and allows the command. A
-    command that needs approval ends the run: only an agent's own commands are asked about."""
+@dataclass(frozen=True)
+class Asked:
+    """A ``command`` run's command that needs a person's approval: the approval as it
+    stands, and how the run ends when it was refused (None: pending, or approved)."""
+
+    answered: gating.Answered
+    ending: Ending | None
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.answered.pending)
+
+
+def gated(
+    policy: SandboxPolicySpec | str | None, judged: Judged | None, asking: gating.Asking
+) -> Wait | Ending | Asked | None:
+    """Whether a ``command`` run may launch: its policy is had and allows the command, or a
+    person approved it (a refused or expired approval ends the run)."""
     if isinstance(policy, str):
         return Wait(RunPhase.WAITING_FOR_SANDBOX, C.SANDBOX_READY, R.POLICY_NOT_FOUND, policy)
     if judged is None or judged.decision == Decision.ALLOW:
         return None
-    reason = R.POLICY_DENIED if judged.decision == Decision.DENY else R.APPROVAL_REQUIRED
-    return Ending(RunPhase.FAILED, reason, judged.message("The command"))
+    if judged.decision == Decision.DENY:
+        return Ending(RunPhase.FAILED, R.POLICY_DENIED, judged.message("The command"))
+    answered = gating.ask_command(judged, asking)
+    answer = answered.answers.get(gating.COMMAND_REQUEST)
+    if answer is None or answer.startswith("allow"):
+        return Asked(answered, None)
+    approval = next(a for a in answered.approvals if a.id == gating.COMMAND_REQUEST)
+    reason = R.APPROVAL_EXPIRED if approval.state == ApprovalState.EXPIRED else R.APPROVAL_DENIED
+    message = gating.not_approved(approval, judged.command)
+    return Asked(answered, Ending(RunPhase.FAILED, reason, message[:1].upper() + message[1:]))
 
 
 def awaiting(pending: list[Approval], run: str) -> str | None:

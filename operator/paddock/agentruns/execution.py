@@ -144,10 +144,19 @@ class Execution(RunRecord):
             if ready.restored_from:
                 data["restoredFrom"] = ready.restored_from
             self._append([Draft(ev.SANDBOX_READY, f"sandbox {ready.name} is ready", data)])
-        if self._poll().missing:
+        if self.status.completion_digest is None or self._poll().missing:
             # Not launched yet. (A launch an operator stop interrupted left the run directory:
-            # that harness runs on, with the nonce whose digest is already in the status.)
-            gate = inputs.check_command(self.namespace, spec, ready)
+            # that harness runs on, with the nonce whose digest is already in the status, which
+            # is written before each launch.)
+            gate = inputs.check_command(self.namespace, spec, ready, self._asking(spec, now))
+            if isinstance(gate, decide.Asked):
+                self._approvals(spec, gate.answered)
+                if gate.answered.drafts:
+                    self._append(gate.answered.drafts)
+                if gate.pending:
+                    self._flush()
+                    return WAIT_SECONDS
+                gate = gate.ending
             failure = gate or self._launch(spec, ready, secret_env)
             if isinstance(failure, Wait):
                 return self._wait(failure)
@@ -247,14 +256,9 @@ class Execution(RunRecord):
         )
         followed = decide.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
         self.wrapper_gone_polls = followed.wrapper_gone_polls
-        asking = gating.Asking(
-            self.status.approvals,
-            gating.choices(self.run["metadata"].get("annotations") or {}),
-            now,
-            parse_duration(spec.approval_timeout),
-            spec.approval_timeout,
+        answered = inputs.judge_gate(
+            self.namespace, spec, self.sandbox, poll, self._asking(spec, now)
         )
-        answered = inputs.judge_gate(self.namespace, spec, self.sandbox, poll, asking)
         drafts = followed.drafts
         if answered is not None:  # the commands the harness waits to run, logged first
             drafts = answered.drafts + drafts
@@ -268,6 +272,15 @@ class Execution(RunRecord):
             self._end(spec, followed.ending)
             return None
         return 0 if followed.poll_again_now else IDLE_POLL_SECONDS
+
+    def _asking(self, spec: AgentRunSpec, now: datetime) -> gating.Asking:
+        return gating.Asking(
+            self.status.approvals,
+            gating.choices(self.run["metadata"].get("annotations") or {}),
+            now,
+            parse_duration(spec.approval_timeout),
+            spec.approval_timeout,
+        )
 
     def _approvals(self, spec: AgentRunSpec, answered: gating.Answered) -> None:
         """The approvals into the status: AwaitingApproval while any is pending."""

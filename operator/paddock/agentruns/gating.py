@@ -31,6 +31,7 @@ from paddock.runs.events import Draft
 
 KEPT_RESOLVED = 20  # resolved approvals the status keeps, newest last
 TARGET_CHARS = 1000
+COMMAND_REQUEST = "command"  # the id of a command run's own request to run its command
 
 
 def choices(annotations: Mapping[str, str]) -> dict[str, Choice]:
@@ -107,6 +108,16 @@ def answer(
     return answered
 
 
+def ask_command(judged: Judged, asking: Asking) -> Answered:
+    """A ``command`` run's command that the policy says to ask about: one request, with the
+    id ``command``, recorded, decided and expired as an agent's are."""
+    answered = Answered(approvals=list(asking.approvals))
+    expire(answered, asking)
+    _ask(answered, COMMAND_REQUEST, judged, asking)
+    answered.approvals = _kept(answered.approvals)
+    return answered
+
+
 def judge(policy: SandboxPolicySpec, request: Request, scripts: dict[str, str]) -> Judged:
     if request.kind == RequestKind.COMMAND:
         return judge_command(policy, request.target, scripts)
@@ -154,11 +165,16 @@ def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) ->
         answered.answers[request_id] = "allow\n"
         return
     answered.decisions.append(Decision.DENY)
-    message = (
-        f"Paddock policy: {_noun(approval)} `{_shown(judged.command)}` needed approval "
-        f"(request {request_id}) and was not approved: {approval.message}."
-    )
+    message = "Paddock policy: " + not_approved(approval, judged.command)
     answered.answers[request_id] = f"deny\n{message}\n"
+
+
+def not_approved(approval: Approval, command: str) -> str:
+    """What a request that was denied or expired is refused with."""
+    return (
+        f"{_noun(approval)} `{_shown(command)}` needed approval (request {approval.id}) and "
+        f"was not approved: {approval.message}."
+    )
 
 
 def _request(answered: Answered, request_id: str, judged: Judged, asking: Asking) -> int:

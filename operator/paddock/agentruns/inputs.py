@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from paddock import metrics
 from paddock.agentruns import decide, gating
 from paddock.agentruns import sandbox as sandboxes
-from paddock.agentruns.decide import Ending, Wait
+from paddock.agentruns.decide import Asked, Ending, Wait
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
 from paddock.api.agentrun import AgentRunSpec, ApprovalState, Reuse
 from paddock.api.errors import describe
@@ -69,18 +69,20 @@ def touch(namespace: str, sandbox: str, now: datetime) -> None:
 
 
 def check_command(
-    namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox
-) -> Wait | Ending | None:
-    """The exec gate: a ``command`` run's command must pass its sandbox's policy. (An
-    agent's own commands are sent by its harness's gate, and answered by ``answer_gate``.)"""
+    namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox, asking: gating.Asking
+) -> Wait | Ending | Asked | None:
+    """The exec gate: a ``command`` run's command must pass its sandbox's policy, or be
+    approved by a person. (An agent's own commands are sent by its harness's gate, and
+    answered by ``judge_gate``.)"""
     policy = command_policy(namespace, sandbox)
     if spec.command is None:  # an agent: its gate answers from the policy, which must be had
-        return decide.gated(policy, None) if isinstance(policy, str) else None
+        return decide.gated(policy, None, asking) if isinstance(policy, str) else None
     judged = None
     if not isinstance(policy, str):
         judged = judge_command(policy, spec.command, workspace_scripts(namespace, sandbox))
-        metrics.policy_decided([judged.decision], "command")
-    return decide.gated(policy, judged)
+        if not asking.approvals:  # counted once, not on each step of a wait for approval
+            metrics.policy_decided([judged.decision], "command")
+    return decide.gated(policy, judged, asking)
 
 
 def command_policy(namespace: str, sandbox: ReadySandbox) -> SandboxPolicySpec | str | None:

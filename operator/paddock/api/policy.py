@@ -40,8 +40,8 @@ class CommandRules(ApiModel):
     substitutions, here-documents, eval and bash -c text, the command that env, timeout,
     xargs or sudo runs) and the verdict is the strictest of its parts; a command that cannot
     be parsed, or whose name is only known at run time, is denied. ask makes an agent's
-    command wait for a person's approval (paddock approve); a setup step that needs one
-    waits, and a command run fails with ApprovalRequired.
+    command, and a command run's command, wait for a person's approval (paddock approve); a
+    setup step that needs one waits until the policy or the step changes.
     """
 
     allow: list[Glob] = Field(
@@ -53,9 +53,10 @@ class CommandRules(ApiModel):
     ask: list[Glob] = Field(
         default_factory=list,
         max_length=256,
-        description="Globs of commands that need a person's approval (not yet asked for: "
-        "such a setup step waits, such a command run fails with ApprovalRequired, such an "
-        "agent's command is refused).",
+        description="Globs of commands that need a person's approval: such an agent's "
+        "command, or a command run's command, waits for paddock approve or deny (or the "
+        "approval.paddock.dev/<id> annotation); such a setup step keeps the Sandbox Pending "
+        "(ApprovalRequired) until the policy or the step changes.",
     )
     deny: list[Glob] = Field(
         default_factory=list,

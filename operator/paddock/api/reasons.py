@@ -151,7 +151,6 @@ class RunReason(Reason):
     LAUNCH_FAILED = "LaunchFailed", W
     WRAPPER_LOST = "WrapperLost", W
     POLICY_DENIED = "PolicyDenied", W
-    APPROVAL_REQUIRED = "ApprovalRequired", W
     POLICY_NOT_FOUND = "PolicyNotFound", W
     # Approvals
     AWAITING_APPROVAL = "AwaitingApproval"

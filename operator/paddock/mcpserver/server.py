@@ -165,7 +165,8 @@ class Tools:
     ) -> Obj:
         """Run a shell command in a Ready sandbox, checked first by its SandboxPolicy (a
         denied command never runs, and the error names the rule): its stdout, stderr and
-        exit code."""
+        exit code. A command the policy says to ask about does not run yet: the result is
+        a pendingApproval (the run and request id to approve or deny)."""
         return tools.exec_command(
             self.caller(), self.ns(namespace), sandbox, command, timeout_seconds
         )

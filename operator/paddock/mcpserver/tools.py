@@ -138,7 +138,8 @@ def exec_command(
     caller: Caller, namespace: str, sandbox: str, command: str, timeout_seconds: int = 300
 ) -> Obj:
     """Run ``command`` as a command run in the sandbox and wait for it; the run is deleted
-    once its outcome is read."""
+    once its outcome is read. A command the policy says to ask about returns at once with
+    the pending request: the run waits for a person, and is kept."""
     caller.may("create", AGENTRUNS, namespace)
     caller.may("get", AGENTRUNS, namespace)
     caller.may("list", CONFIGMAPS, namespace)
@@ -155,18 +156,21 @@ def exec_command(
     name = made["metadata"]["name"]
     stdout: list[str] = []
     ending: Obj | None = None
+    asked: Obj | None = None
     try:
         for event in logs.events(namespace, name, follow=True):
             if event["type"] == ev.OUTPUT:
                 stdout.append(str((event.get("data") or {}).get("text", "")))
+            elif event["type"] == ev.APPROVAL_REQUESTED:
+                asked = event
+                break
             elif event["type"] in TERMINAL:
                 ending = event
     finally:
-        try:
-            caller.may("delete", AGENTRUNS, namespace, name)
-            kube.delete("AgentRun", namespace, name)
-        except (KubeError, ToolRefusedError):
-            pass  # a caller who may create runs but not delete them keeps the run
+        if asked is None:
+            _delete_run(caller, namespace, name)
+    if asked is not None:
+        return _awaiting_approval(name, asked)
     data = (ending or {}).get("data") or {}
     if data.get("exitCode") is None:
         reason = data.get("reason") or data.get("phase") or "Unknown"
@@ -176,6 +180,33 @@ def exec_command(
         "stdout": "\n".join(stdout) + ("\n" if stdout else ""),
         "stderr": str(data.get("stderrTail") or ""),
     }
+
+
+def _awaiting_approval(run: str, requested: Obj) -> Obj:
+    """What ``exec`` returns for a command that waits for a person's approval."""
+    data = requested.get("data") or {}
+    return {
+        "pendingApproval": {
+            "run": run,
+            "id": data.get("id"),
+            "command": data.get("target"),
+            "rules": data.get("rules") or [],
+        },
+        "message": (
+            f"The SandboxPolicy says to ask a person before this command runs. AgentRun {run} "
+            f"waits for request {data.get('id')}: approve or deny it (the approve and deny "
+            f"tools, or paddock approve {run}); read_events of {run} from seq "
+            f"{requested['seq'] + 1} then gives its output and exit code."
+        ),
+    }
+
+
+def _delete_run(caller: Caller, namespace: str, name: str) -> None:
+    try:
+        caller.may("delete", AGENTRUNS, namespace, name)
+        kube.delete("AgentRun", namespace, name)
+    except (KubeError, ToolRefusedError):
+        pass  # a caller who may create runs but not delete them keeps the run
 
 
 def _in_sandbox(caller: Caller, namespace: str, sandbox: str) -> Obj:

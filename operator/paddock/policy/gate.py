@@ -38,8 +38,8 @@ class Judged:
             ran = " Nothing ran." if nothing_ran else ""
             return f"{what} `{shown}` is denied by the SandboxPolicy: {why}.{ran}"
         return (
-            f"{what} `{shown}` needs approval: {why}. Paddock asks a person only about an "
-            "agent's own commands; allow this one in the SandboxPolicy, or change it."
+            f"{what} `{shown}` needs approval: {why}. Paddock asks a person only about the "
+            "commands of runs; allow this one in the SandboxPolicy, or change it."
         )
 
 
