@@ -319,6 +319,62 @@ def test_reuse_thread_runs_in_the_same_sandbox(
     assert [e["data"]["text"] for e in outputs] == ["remembered"]
 
 
+def _busy_with(cluster: Cluster, namespace: str, name: str, holder: str) -> dict[str, Any]:
+    """The run's status once it waits, reason SandboxBusy, for the run ``holder``."""
+
+    def waiting() -> dict[str, Any] | None:
+        status = status_of(cluster, namespace, "agentrun", name)
+        ready = condition(status, "SandboxReady")
+        busy = ready.get("reason") == "SandboxBusy" and f"AgentRun {holder} " in ready["message"]
+        return status if busy else None
+
+    return wait_for(waiting, 60, what=f"run {name} waiting (SandboxBusy) for {holder}")
+
+
+def test_runs_of_a_sandbox_run_one_at_a_time_in_order_of_creation(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    cluster.apply(command_run("first", "box", "while :; do sleep 0.2; done"), namespace)
+    wait_for_run(cluster, namespace, "first", ("Running",))
+    cluster.apply(command_run("second", "box", "echo two"), namespace)
+    assert _busy_with(cluster, namespace, "second", "first")["phase"] == "WaitingForSandbox"
+    cluster.apply(command_run("third", "box", "echo three"), namespace)
+    _busy_with(cluster, namespace, "third", "second")  # created after it: waits its turn
+    assert "run.started" not in [e["type"] for e in log_events(cluster, namespace, "second")]
+
+    merge_patch(cluster, namespace, "agentrun", "first", {"spec": {"cancel": True}})
+    first = wait_for_run(cluster, namespace, "first")
+    second, third = (wait_for_run(cluster, namespace, n) for n in ("second", "third"))
+    assert (first["phase"], second["phase"], third["phase"]) == (
+        "Cancelled", "Succeeded", "Succeeded",
+    )  # fmt: skip
+    assert first["completedAt"] <= second["startedAt"] <= second["completedAt"]
+    assert second["completedAt"] <= third["startedAt"]
+
+
+def test_a_second_run_of_a_thread_waits_for_the_first(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    template = {"workspaceRef": {"name": "app"}}
+    runs = {"first": "while :; do sleep 0.2; done", "second": "echo two"}
+    for name, command in runs.items():
+        run = command_run(name, "unused", command, sandboxTemplate=template, threadId="t-2")
+        del run["spec"]["sandboxRef"]
+        cluster.apply(run, namespace)
+        if name == "first":
+            wait_for_run(cluster, namespace, "first", ("Running",))
+    _busy_with(cluster, namespace, "second", "first")
+
+    merge_patch(cluster, namespace, "agentrun", "first", {"spec": {"cancel": True}})
+    second = wait_for_run(cluster, namespace, "second")
+    first = status_of(cluster, namespace, "agentrun", "first")
+    assert (first["phase"], second["phase"]) == ("Cancelled", "Succeeded")
+    assert first["sandboxName"] == second["sandboxName"]
+    assert first["completedAt"] <= second["startedAt"]
+
+
 def test_reuse_none_removes_its_sandbox_when_the_run_ends(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:

@@ -409,3 +409,65 @@ def test_a_completion_is_genuine_only_with_the_runs_own_nonce() -> None:
     assert decide.genuine(NONCE, decide.digest(NONCE))
     assert not decide.genuine("f" * 64, decide.digest(NONCE))
     assert not decide.genuine(NONCE, None)
+
+
+# -- one run at a time ----------------------------------------------------------------------
+
+
+def other_run(name: str, created: str, status: Obj, **fields: Any) -> Obj:
+    run_spec = {"sandboxRef": {"name": "box"}, "harness": "command", "command": "x"} | fields
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": created},
+        "spec": run_spec,
+        "status": status,
+    }
+
+
+ME = {"metadata": {"name": "me", "uid": "uid-me", "creationTimestamp": "2026-01-01T00:00:10Z"}}
+EARLIER, LATER = "2026-01-01T00:00:05Z", "2026-01-01T00:00:20Z"
+
+BUSY = {
+    "another run is running in it": (
+        other_run("a", LATER, {"phase": "Running", "sandboxName": "box"}), "a"),
+    "another waits for approval in it": (
+        other_run("a", LATER, {"phase": "AwaitingApproval", "sandboxName": "box"}), "a"),
+    "another is being launched (its nonce's digest is stored)": (
+        other_run("a", LATER, {"phase": "Pending", "completionDigest": "d"}), "a"),
+    "an earlier run waits for it too": (
+        other_run("a", EARLIER, {"phase": "WaitingForSandbox"}), "a"),
+    "an earlier run of the same sandbox, not yet stepped": (
+        other_run("a", EARLIER, {}), None),
+    "a later run waits for it too": (
+        other_run("a", LATER, {"phase": "WaitingForSandbox"}), None),
+    "an earlier run waits for its own Secrets": (
+        other_run("a", EARLIER, {"phase": "Pending"}), None),
+    "another run has ended": (
+        other_run("a", EARLIER, {"phase": "Succeeded", "completionDigest": "d"}), None),
+    "another run uses another sandbox": (
+        other_run("a", EARLIER, {"phase": "Running"}, sandboxRef={"name": "other"}), None),
+    "the run itself": (
+        other_run("me", EARLIER, {"phase": "Running"}) | {"metadata": ME["metadata"]}, None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("other", "holder"), BUSY.values(), ids=BUSY.keys())
+def test_a_run_waits_while_its_sandbox_is_busy(other: Obj, holder: str | None) -> None:
+    waiting = sandboxes.busy(ME, spec(), "box", [other])
+    if holder is None:
+        assert waiting is None
+        return
+    assert waiting is not None
+    assert (waiting.name, waiting.reason) == ("box", "SandboxBusy")
+    assert f"AgentRun {holder} " in waiting.message
+
+
+def test_a_run_of_a_thread_waits_for_another_run_of_it_in_any_sandbox() -> None:
+    mine = template_spec(threadId="t-1")
+    thread = {"sandboxTemplate": TEMPLATE, "threadId": "t-1"}
+    running = {"phase": "Running", "sandboxName": "thread-old"}
+    same = other_run("a", LATER, running, **thread)
+    assert sandboxes.busy(ME, mine, "thread-new", [same]) is not None
+    other_thread = other_run("a", LATER, running, **(thread | {"threadId": "t-2"}))
+    assert sandboxes.busy(ME, mine, "thread-new", [other_thread]) is None
+    not_reused = other_run("a", LATER, running, **(thread | {"reuse": "none"}))
+    assert sandboxes.busy(ME, mine, "thread-new", [not_reused]) is None

@@ -110,12 +110,16 @@ def before_launch(
     assert verdict is not None
     state = verdict.state
     if isinstance(state, Waiting):
-        return Wait(
-            RunPhase.WAITING_FOR_SANDBOX, C.SANDBOX_READY, state.reason, state.message, state.name
-        )
+        return waiting_for_sandbox(state)
     if isinstance(state, Unusable):
         return Ending(RunPhase.FAILED, state.reason, state.message)
     return state
+
+
+def waiting_for_sandbox(state: Waiting) -> Wait:
+    return Wait(
+        RunPhase.WAITING_FOR_SANDBOX, C.SANDBOX_READY, state.reason, state.message, state.name
+    )
 
 
 @dataclass(frozen=True)

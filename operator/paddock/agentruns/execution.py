@@ -130,6 +130,8 @@ class Execution(RunRecord):
         no_prompt = None if missing else inputs.missing_prompt(self.namespace, spec)
         verdict = None if missing or no_prompt else inputs.find_sandbox(self.run, spec)
         ready = decide.before_launch(self.namespace, missing, no_prompt, verdict)
+        if isinstance(ready, ReadySandbox) and self.status.completion_digest is None:
+            ready = inputs.queued(self.run, spec, ready) or ready
         if isinstance(ready, Wait):
             return self._wait(ready)
         if isinstance(ready, Ending):

@@ -68,6 +68,19 @@ def touch(namespace: str, sandbox: str, now: datetime) -> None:
     kube.patch("Sandbox", namespace, sandbox, {"metadata": {"annotations": annotations}})
 
 
+def seen(event_type: str, run: Obj) -> None:
+    """A watch event of a run: kept, so that a run finds the others of its sandbox without
+    a read."""
+    CACHE.seen(event_type, run)
+
+
+def queued(run: Obj, spec: AgentRunSpec, sandbox: ReadySandbox) -> Wait | None:
+    """Whether the run waits for another run of its sandbox or thread to finish first."""
+    others = CACHE.listed("AgentRun", run["metadata"]["namespace"])
+    busy = sandboxes.busy(run, spec, sandbox.name, others)
+    return None if busy is None else decide.waiting_for_sandbox(busy)
+
+
 def check_command(
     namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox, asking: gating.Asking
 ) -> Wait | Ending | Asked | None:

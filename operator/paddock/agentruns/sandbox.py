@@ -5,6 +5,10 @@ service reads the objects and makes the writes a verdict asks for.
 thread, the Workspace's hash, the policy and the image, so a changed Workspace or image gets a
 fresh sandbox instead of a stale one. ``reuse: none`` makes a sandbox owned by the run, removed
 when the run ends.
+
+One run at a time uses a sandbox, and one at a time runs of a thread: a run whose sandbox (or
+thread) another run holds waits, and runs waiting for the same sandbox start in the order
+they were created.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from paddock import GROUP, VERSION
-from paddock.api.agentrun import AgentRunSpec, Reuse
+from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, Reuse, RunPhase
 from paddock.api.common import stored_status
 from paddock.api.errors import describe
 from paddock.api.reasons import RunReason as R
@@ -214,3 +218,48 @@ def _by_phase(name: str, sandbox: Sandbox) -> Verdict:
     detail = f"phase {phase or 'Pending'}" + (f": {message}" if message else "")
     message = f"waiting for Sandbox {name} to be Ready ({detail})"
     return Verdict(Waiting(name, R.SANDBOX_NOT_READY, message))
+
+
+def busy(run: Obj, spec: AgentRunSpec, sandbox: str, others: list[Obj]) -> Waiting | None:
+    """Whether the run must wait for ``sandbox``: another run of it (or of the run's thread)
+    holds it (has launched, or waits for approval), or waits for it and was created before
+    this one. A run waiting for its own Secrets or prompt is not in the queue."""
+    meta = run["metadata"]
+    me = (meta.get("creationTimestamp") or "", meta["name"])
+    for other in others:
+        other_meta, status = other["metadata"], other.get("status") or {}
+        phase = status.get("phase")
+        if other_meta.get("uid") == meta.get("uid") or phase in TERMINAL_PHASES:
+            continue
+        if not _shares(spec, sandbox, other):
+            continue
+        holds = bool(status.get("completionDigest")) or phase in (
+            RunPhase.RUNNING,
+            RunPhase.AWAITING_APPROVAL,
+        )
+        ahead = phase == RunPhase.WAITING_FOR_SANDBOX and (
+            (other_meta.get("creationTimestamp") or "", other_meta["name"]) < me
+        )
+        if holds or ahead:
+            what = "is running in it" if holds else "was created first and waits for it too"
+            message = (
+                f"waiting for Sandbox {sandbox}: AgentRun {other_meta['name']} {what} "
+                "(one run at a time uses a sandbox)"
+            )
+            return Waiting(sandbox, R.SANDBOX_BUSY, message)
+    return None
+
+
+def _shares(spec: AgentRunSpec, sandbox: str, other: Obj) -> bool:
+    """Whether the other run uses the same sandbox, or belongs to the same thread."""
+    other_spec = other.get("spec") or {}
+    status = other.get("status") or {}
+    used = status.get("sandboxName") or (other_spec.get("sandboxRef") or {}).get("name")
+    if used == sandbox:
+        return True
+    return bool(
+        spec.effective_reuse == Reuse.THREAD
+        and other_spec.get("sandboxTemplate")
+        and other_spec.get("threadId") == spec.thread_id
+        and other_spec.get("reuse", Reuse.THREAD) == Reuse.THREAD
+    )

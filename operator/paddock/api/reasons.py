@@ -129,6 +129,7 @@ class RunReason(Reason):
     SANDBOX_NOT_READY = "SandboxNotReady"
     SANDBOX_PAUSED = "SandboxPaused"
     SANDBOX_RESUMING = "SandboxResuming"
+    SANDBOX_BUSY = "SandboxBusy"
     WORKSPACE_NOT_READY = "WorkspaceNotReady"
     SANDBOX_READY = "Ready"
     RUNNING = "Running"

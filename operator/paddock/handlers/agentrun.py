@@ -10,9 +10,8 @@ from typing import Any
 import kopf
 
 from paddock import GROUP, VERSION, metrics
-from paddock.agentruns import logstore
+from paddock.agentruns import inputs, logstore
 from paddock.agentruns.execution import Execution
-from paddock.agentruns.inputs import kill
 from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
 
@@ -62,6 +61,7 @@ async def run_daemon(
 @kopf.on.event(GROUP, VERSION, "agentruns")
 def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
     if type is not None:
+        inputs.seen(type, dict(body))
         metrics.run_seen(type, dict(body), TERMINAL_PHASES)
 
 
@@ -75,7 +75,7 @@ def run_deleted(
     pod = status.get("sandboxName")
     if status.get("phase") not in TERMINAL_PHASES and status.get("startedAt") and pod:
         try:
-            kill(meta["namespace"] or "", meta["uid"] or "", pod)
+            inputs.kill(meta["namespace"] or "", meta["uid"] or "", pod)
         except Exception as exc:
             logger.warning(f"could not stop the run's processes: {_describe(exc)}")
     try:
