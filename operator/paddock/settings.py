@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
@@ -82,6 +82,18 @@ class OperatorSettings(BaseModel):
         description="PEM file of CA certificates the server's certificate is checked "
         "against, besides the system's.",
     )
+    thread_sandbox_idle_seconds: Annotated[int, Field(ge=1)] | Literal["never"] = Field(
+        default=604800,
+        description="Seconds a thread's sandbox (made by runs with a threadId) is kept without "
+        "activity (no run, no new paddock.dev/last-activity) before it is deleted with its "
+        "volume; the thread's next "
+        "run makes a new one. never: kept.",
+    )
+    run_ttl_seconds_after_finished: Annotated[int, Field(ge=0)] | Literal["never"] = Field(
+        default=604800,
+        description="Seconds after a run finished that it and its event log are deleted, for "
+        "runs that set no spec.ttlSecondsAfterFinished; never: they are kept.",
+    )
     metrics_port: int = Field(
         default=8081, ge=0, le=65535, description="Port of the Prometheus metrics; 0: off."
     )
@@ -153,6 +165,12 @@ class OperatorSettings(BaseModel):
         default={"k8s-app": "kube-dns"},
         description="Labels of the cluster's DNS pods, as KEY=VALUE[,KEY=VALUE].",
     )
+
+    @property
+    def thread_sandbox_idle_limit(self) -> int | None:
+        """Seconds a thread's sandbox is kept without activity (None: for ever)."""
+        idle = self.thread_sandbox_idle_seconds
+        return None if idle == "never" else idle
 
     def s3_store(self) -> dict[str, Any] | None:
         """The bucket of the ``s3_*`` settings, as ``objectstore.S3Config`` takes it; None when

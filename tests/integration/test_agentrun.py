@@ -375,6 +375,69 @@ def test_a_second_run_of_a_thread_waits_for_the_first(
     assert first["completedAt"] <= second["startedAt"]
 
 
+def _log_chunks(cluster: Cluster, namespace: str, uid: str) -> list[str]:
+    listed = cluster.kubectl(
+        "get", "configmaps", "-n", namespace, "-l", f"paddock.dev/run-uid={uid}", "-o", "name"
+    )
+    return listed.stdout.split()
+
+
+def test_a_finished_run_and_its_log_are_deleted_after_its_ttl(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    cluster.apply(command_run("brief", "box", "echo bye", ttlSecondsAfterFinished=3), namespace)
+    status = wait_for_run(cluster, namespace, "brief")
+    uid = (get(cluster, namespace, "agentrun", "brief") or {})["metadata"]["uid"]
+    assert status["phase"] == "Succeeded"
+    assert _log_chunks(cluster, namespace, uid)  # kept for its time to live
+    wait_for(
+        lambda: get(cluster, namespace, "agentrun", "brief") is None,
+        60,
+        what="the run deleted once its TTL passed",
+    )
+    wait_for(
+        lambda: _log_chunks(cluster, namespace, uid) == [],
+        60,
+        what="the run's log ConfigMaps deleted with it",
+    )
+    cluster.apply(command_run("kept", "box", "echo stay"), namespace)
+    assert wait_for_run(cluster, namespace, "kept")["phase"] == "Succeeded"
+    assert get(cluster, namespace, "agentrun", "kept") is not None  # the default: 7 days
+
+
+@pytest.fixture
+def short_thread_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Operators started in this test delete a thread's sandbox after 8 s without activity."""
+    monkeypatch.setenv("PADDOCK_THREAD_SANDBOX_IDLE_SECONDS", "8")
+
+
+def test_a_threads_sandbox_idle_longer_than_the_setting_is_deleted_with_its_volume(
+    cluster: Cluster, namespace: str, short_thread_idle: None, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    run = command_run(
+        "once", "unused", "echo hi", sandboxTemplate={"workspaceRef": {"name": "app"}},
+        threadId="t-3",
+    )  # fmt: skip
+    del run["spec"]["sandboxRef"]
+    cluster.apply(run, namespace)
+    name = wait_for_run(cluster, namespace, "once")["sandboxName"]
+    ready_sandbox(cluster, namespace, "mine")  # a person's own sandbox, idle as long
+    wait_for(
+        lambda: get(cluster, namespace, "sandbox", name) is None,
+        60,
+        what="the thread's idle sandbox deleted",
+    )
+    wait_for(
+        lambda: get(cluster, namespace, "persistentvolumeclaim", f"{name}-workspace") is None,
+        60,
+        what="its volume deleted with it",
+    )
+    assert "IdleExpired" in [e["reason"] for e in events_for(cluster, namespace, name)]
+    assert (get(cluster, namespace, "sandbox", "mine") or {})["status"]["phase"] == "Ready"
+
+
 def test_reuse_none_removes_its_sandbox_when_the_run_ends(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:

@@ -135,6 +135,12 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
     )
     cluster.apply(command_run("one", "box", "echo hi"), namespace)
     assert wait_for_run(cluster, namespace, "one")["phase"] == "Succeeded"
+    cluster.apply(command_run("brief", "box", "echo bye", ttlSecondsAfterFinished=0), namespace)
+    wait_for(
+        lambda: get(cluster, namespace, "agentrun", "brief") is None,
+        60,
+        what="the finished run deleted at the end of its time to live",
+    )
     merge_patch(cluster, namespace, "sandbox", "box", {"spec": {"lifecycle": {"paused": True}}})
     wait_for_phase(cluster, namespace, "box", "Paused")
     merge_patch(cluster, namespace, "sandbox", "box", {"spec": {"lifecycle": {"paused": False}}})

@@ -370,6 +370,44 @@ def test_activity_after_an_idle_pause_resumes_the_sandbox() -> None:
     assert kinds(resumed, Create) == ["Pod"]
 
 
+THREAD_LABELS = {"app.kubernetes.io/managed-by": "paddock", "paddock.dev/thread-key": "abc"}
+LAST_ACTIVE = {ACTIVITY_ANNOTATION: "2026-01-01T00:00:00Z"}  # an hour before NOW
+HOUR = 3600
+
+
+@pytest.mark.parametrize(
+    ("labels", "limit", "paused", "deleted"),
+    [
+        (THREAD_LABELS, HOUR, False, True),
+        (THREAD_LABELS, 2 * HOUR, False, False),
+        (THREAD_LABELS, None, False, False),  # the setting is never
+        (THREAD_LABELS, HOUR, True, False),  # a person paused it
+        ({"paddock.dev/thread-key": "abc"}, HOUR, False, False),  # not made by Paddock
+        ({"app.kubernetes.io/managed-by": "paddock"}, HOUR, False, False),  # no thread's
+    ],
+)
+def test_a_threads_sandbox_idle_longer_than_the_limit_is_deleted(
+    labels: dict[str, str], limit: int | None, paused: bool, deleted: bool
+) -> None:
+    spec = {"workspaceRef": {"name": "ws"}, "lifecycle": {"paused": paused}}
+    body = sandbox(spec, labels=labels, annotations=LAST_ACTIVE)
+    plan = decide(settled(sandbox=body, pod=ready_pod(), thread_idle_limit=limit))
+    gone = [w for w in plan.writes if isinstance(w, Delete) and w.kind == "Sandbox"]
+    if not deleted:
+        assert gone == []
+        assert plan.status.to_api()["phase"] != "Terminating"
+        return
+    assert gone == [Delete("Sandbox", "sbx", "uid-1")]
+    assert (plan.status.to_api()["phase"], ready(plan)["reason"]) == ("Terminating", "IdleExpired")
+    assert [n.reason for n in plan.notices] == ["IdleExpired"]
+
+
+def test_a_threads_sandbox_is_looked_at_again_when_its_idle_limit_passes() -> None:
+    body = sandbox(labels=THREAD_LABELS, annotations=LAST_ACTIVE)
+    plan = decide(settled(sandbox=body, pod=ready_pod(), thread_idle_limit=2 * HOUR))
+    assert plan.retry_after == HOUR
+
+
 FOREIGN = {
     "pod": ("Pod", lambda w: {"pod": ready_pod(owner=None)}),
     "pvc": (

@@ -59,8 +59,11 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
 */}}
 {{- define "paddock.namespacedRules" -}}
 - apiGroups: [paddock.dev]
-  resources: [workspaces, agentruns]
+  resources: [workspaces]
   verbs: [get, list, watch, patch]
+- apiGroups: [paddock.dev]
+  resources: [agentruns]
+  verbs: [get, list, watch, patch, delete]
 - apiGroups: [paddock.dev]
   resources: [sandboxpolicies]
   verbs: [get, list, watch, patch]

@@ -157,6 +157,15 @@ class AgentRunSpec(ApiModel):
         "approve or deny it (paddock approve / deny, or the approval.paddock.dev/<id> "
         "annotation); unanswered by then, it is denied.",
     )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        le=31536000,
+        description="Seconds after the run finished that the run and its event log are "
+        "deleted (0: at once). Unset: the operator's default, "
+        "PADDOCK_RUN_TTL_SECONDS_AFTER_FINISHED (7 days unless the platform team set another "
+        "or never).",
+    )
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> AgentRunSpec:

@@ -83,6 +83,7 @@ class SandboxReason(Reason):
     RECONCILE_FAILED = "ReconcileFailed", W
     PAUSED = "Paused"
     IDLE_TIMEOUT = "IdleTimeout"
+    IDLE_EXPIRED = "IdleExpired"
     STARTING = "Starting"
     SETTING_UP = "SettingUp"
     READY = "Ready"

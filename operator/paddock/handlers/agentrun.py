@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from datetime import datetime
 from typing import Any
 
 import kopf
 
 from paddock import GROUP, VERSION, metrics
-from paddock.agentruns import inputs, logstore
+from paddock.agentruns import inputs, lifetime, logstore
 from paddock.agentruns.execution import Execution
 from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
@@ -22,13 +23,15 @@ MAX_BACKOFF_SECONDS = 30.0
 async def run_daemon(
     body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, logger: Any, **_: Any
 ) -> None:
-    """Step the run until it ends. A failed step is logged and retried from durable state
-    (the log, its cursor and the status), with a growing pause; it never ends the daemon.
+    """Step the run until it ends, then keep it for its time to live. A failed step is logged
+    and retried from durable state (the log, its cursor and the status), with a growing pause;
+    it never ends the daemon.
 
     No ``when`` filter on the phase: kopf would cancel the daemon the moment its own final
-    status patch lands. A finished run's daemon returns at once instead, and kopf does not
-    start it again for that run."""
+    status patch lands. A finished run's daemon only waits out its time to live (or returns
+    at once when it is kept), and kopf does not start it again for that run."""
     if (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        await _keep(body, memo, stopped, logger)
         return
     execution: Execution | None = None
     backoff = 1.0
@@ -53,9 +56,31 @@ async def run_daemon(
         if execution is not None:
             _post(body, execution)
         if delay is None:
+            ended = execution.status.completed_at if execution is not None else None
+            await _keep(body, memo, stopped, logger, ended)
             return
         if delay > 0:
             await stopped.wait(delay)
+
+
+async def _keep(
+    body: kopf.Body,
+    memo: kopf.Memo,
+    stopped: kopf.DaemonStopped,
+    logger: Any,
+    completed_at: datetime | None = None,
+) -> None:
+    """Keep the finished run until its time to live has passed, then delete it."""
+    default = memo.config.run_ttl_seconds_after_finished
+    while not stopped:
+        try:
+            wait = await asyncio.to_thread(lifetime.expire, dict(body), default, completed_at)
+        except Exception as exc:
+            logger.warning(f"could not delete the expired run, retrying: {_describe(exc)}")
+            wait = MAX_BACKOFF_SECONDS
+        if wait is None:
+            return
+        await stopped.wait(wait)
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")

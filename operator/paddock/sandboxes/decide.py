@@ -8,7 +8,7 @@ Workspace, policy, Secrets, size), then its owned objects, pause, and the pod's 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -95,6 +95,9 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
     current_hash = sandbox_inputs.workspace_hash
     _record_preparation(draft, volume_hash(pvc, draft, current_hash), current_hash)
     pause = _pause_reason(sandbox_inputs.sandbox, meta, draft)
+    expired = _idle_thread(world, sandbox_inputs.sandbox, draft)
+    if expired is not None:
+        return expired
     if pause is not None:
         return _paused(draft, world, sandbox_inputs.sandbox, pause, writes)
     draft.condition(C.PAUSED, False, R.RUNNING, "The sandbox is not paused.")
@@ -221,6 +224,29 @@ def _pause_reason(spec: SandboxSpec, meta: Obj, draft: StatusDraft) -> R | None:
     if idle_timeout and activity and draft.now - activity > parse_duration(idle_timeout):
         return R.IDLE_TIMEOUT
     return None
+
+
+def _idle_thread(world: SandboxWorld, spec: SandboxSpec, draft: StatusDraft) -> Plan | None:
+    """A thread's sandbox, which its runs made, is deleted with its volume once it has gone
+    without activity longer than the operator's limit (one a person paused is kept); until
+    then it is looked at again when the limit would pass."""
+    limit, activity = world.thread_idle_limit, draft.status.last_activity_time
+    labels = world.sandbox["metadata"].get("labels") or {}
+    made_by_runs = names.THREAD_KEY_LABEL in labels and names.MANAGED_BY.items() <= labels.items()
+    if limit is None or activity is None or not made_by_runs or spec.lifecycle.paused:
+        return None
+    left = (activity + timedelta(seconds=limit) - draft.now).total_seconds()
+    if left > 0:
+        draft.wake_after = min(left, draft.wake_after or left)
+        return None
+    message = (
+        f"Deleted, with its volume, after {timedelta(seconds=limit)} without activity (the "
+        "operator's thread_sandbox_idle_seconds); the thread's next run makes a new sandbox."
+    )
+    draft.condition(C.READY, False, R.IDLE_EXPIRED, message)
+    return draft.finish(
+        SandboxPhase.TERMINATING, R.IDLE_EXPIRED, message, [Delete.of(world.sandbox)]
+    )
 
 
 def _paused(

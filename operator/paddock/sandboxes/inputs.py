@@ -44,6 +44,7 @@ class SandboxWorld:
     snapshots: SnapshotCluster = field(default_factory=SnapshotCluster)
     forked: Obj | None = None  # the VolumeSnapshot spec.restoreFrom names, if any
     restore_timeout: float = 300.0  # seconds a restore may take before a cold start
+    thread_idle_limit: int | None = None  # seconds a thread's sandbox is kept without activity
     transfer: TransferState | None = None  # its last archive made or unpacked, if any
 
     def workspace_uid(self) -> str | None:

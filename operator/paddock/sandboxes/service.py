@@ -222,6 +222,7 @@ def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: boo
         network=cluster_network(config, ADDRESSES.all()),
         snapshots=snapshot_cluster(namespace, workspace, config),
         restore_timeout=config.restore_timeout_seconds,
+        thread_idle_limit=config.thread_sandbox_idle_limit,
         transfer=ARCHIVES.state(body["metadata"]["uid"]),
     )
     plan = decide_sandbox(world, config.sandbox_image, utcnow())

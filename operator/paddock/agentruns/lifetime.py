@@ -1,0 +1,62 @@
+"""How long a finished run is kept: ``spec.ttlSecondsAfterFinished``, else the operator's
+default. Then the run is deleted, and its event log with it (its ConfigMaps by garbage
+collection, its objects in a bucket by the run's delete handler)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from paddock.api.agentrun import AgentRunSpec
+from paddock.kube import client as kube
+from paddock.kube.errors import ConflictError
+from paddock.times import parse_time, utcnow
+
+log = logging.getLogger("paddock.runs")
+
+# The longest a finished run's daemon sleeps before it looks again: a TTL changed in the
+# spec meanwhile is seen within this (looking reads nothing from the API).
+LOOK_AGAIN_SECONDS = 600.0
+
+Obj = dict[str, Any]
+
+
+def expires_at(
+    spec: AgentRunSpec, completed_at: datetime | None, default: int | Literal["never"]
+) -> datetime | None:
+    """When the finished run is to be deleted (None: it is kept)."""
+    ttl = spec.ttl_seconds_after_finished
+    if ttl is None:
+        ttl = None if default == "never" else default
+    if ttl is None or completed_at is None:
+        return None
+    return completed_at + timedelta(seconds=ttl)
+
+
+def expire(
+    run: Obj,
+    default: int | Literal["never"],
+    completed_at: datetime | None = None,
+    now: datetime | None = None,
+) -> float | None:
+    """Delete the finished run once its time to live has passed (only the run read: its uid
+    is checked); else the seconds until it is looked at again (None: it is kept, or gone)."""
+    meta = run["metadata"]
+    spec = AgentRunSpec.model_validate(run["spec"])
+    completed_at = completed_at or parse_time((run.get("status") or {}).get("completedAt"))
+    at = expires_at(spec, completed_at, default)
+    if at is None:
+        return None
+    left = (at - (now or utcnow())).total_seconds()
+    if left > 0:
+        return min(left, LOOK_AGAIN_SECONDS)
+    try:
+        deleted = kube.delete("AgentRun", meta["namespace"], meta["name"], meta["uid"])
+    except ConflictError:  # the name is another run's now: this one is gone
+        return None
+    if deleted:
+        assert completed_at is not None
+        log.info("run %s/%s deleted, %s after it finished (its time to live)",
+                 meta["namespace"], meta["name"], at - completed_at)  # fmt: skip
+    return None
