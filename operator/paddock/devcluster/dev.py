@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
@@ -31,6 +32,51 @@ Paddock is running. In another shell:
 
 Stop with Ctrl-C; `paddock cluster down` removes the local cluster.
 """
+
+
+def isolation_notice(nodes: list[dict[str, Any]]) -> str:
+    """One line on where the examples' pods run (pods that ask for no node): as containers,
+    or on kwok's simulated node, where a "container" is a process on this machine."""
+    open_nodes = [n for n in nodes if not _keeps_pods_away(n)]
+    simulated = [n["metadata"]["name"] for n in open_nodes if _simulated(n)]
+    real = [n["metadata"]["name"] for n in open_nodes if not _simulated(n)]
+    if simulated and not real:
+        return (
+            f"!!! ISOLATION: NONE. Sandbox pods run on kwok's simulated node {simulated[0]}: no "
+            "containers; their setup and runs execute as plain processes on THIS machine, as "
+            "the user running the cluster. Real containers: a Sandbox with nodeSelector "
+            "paddock.dev/node=real (docs/local-cluster.md#the-real-node), or a real cluster."
+        )
+    if simulated:
+        return (
+            f"!!! ISOLATION: MIXED. Pods may land on the simulated node(s) {', '.join(simulated)} "
+            "(plain processes on their host, no isolation) or on real nodes "
+            f"{', '.join(real)} (containers)."
+        )
+    return (
+        ">>> ISOLATION: sandbox pods run as real containers on this cluster's nodes (restricted "
+        "Pod Security, no service-account token; NetworkPolicies where the network plugin "
+        "enforces them; a runtimeClassName such as gVisor for a stronger boundary)."
+    )
+
+
+def _keeps_pods_away(node: dict[str, Any]) -> bool:
+    spec = node.get("spec") or {}
+    taints = spec.get("taints") or []
+    return bool(spec.get("unschedulable")) or any(
+        t.get("effect") in ("NoSchedule", "NoExecute") for t in taints
+    )
+
+
+def _simulated(node: dict[str, Any]) -> bool:
+    annotations = node["metadata"].get("annotations") or {}
+    return annotations.get(cluster.KWOK_NODE_ANNOTATION) == "fake"
+
+
+def _nodes() -> list[dict[str, Any]]:
+    listed = client.CoreV1Api().list_node(_request_timeout=10)
+    nodes: list[dict[str, Any]] = client.ApiClient().sanitize_for_serialization(listed)["items"]
+    return nodes
 
 
 def current_cluster_answers() -> bool:
@@ -69,6 +115,8 @@ def run_dev(*, operator: bool = True) -> int:
     _run(kubectl, "wait", "--for=condition=Established", "--timeout=60s", *crds)
     _run(kubectl, "apply", "-k", str(REPO_ROOT / "examples"))
     print(NEXT_STEPS.format(kubeconfig=kubeconfig), file=sys.stderr)
+    config.load_kube_config()
+    print(isolation_notice(_nodes()) + "\n", file=sys.stderr)
     if not operator:
         return 0
     from paddock.operator_main import run_operator
