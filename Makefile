@@ -48,7 +48,7 @@ lint: install ## Lint: ruff, the layers (import-linter), the Dockerfile (hadolin
 	$(BIN)/ruff check operator tests bench
 	$(BIN)/ruff format --check operator tests bench
 	$(BIN)/lint-imports
-	$(BIN)/hadolint Dockerfile
+	$(BIN)/hadolint Dockerfile images/sandbox/Dockerfile
 	PY=$(PY) hack/kubeconform.sh
 
 .PHONY: typecheck

@@ -63,11 +63,11 @@ def _cluster(args: argparse.Namespace) -> int:
     if args.action == "down":
         cluster.down(directory)
         return 0
-    if args.action == "load-operator":
+    if args.action.startswith("load-"):
         try:
-            print(cluster.load_operator_image(directory))
+            print(cluster.load_image(directory, args.action.removeprefix("load-")))
         except (cluster.ClusterError, images.ImageError) as exc:
-            print(f"cluster load-operator failed: {exc}", file=sys.stderr)
+            print(f"cluster {args.action} failed: {exc}", file=sys.stderr)
             return 1
         return 0
     report = cluster.status(directory)
@@ -197,9 +197,10 @@ def _add_cluster(commands: Commands[argparse.ArgumentParser]) -> None:
     )
     cluster.add_argument(
         "action",
-        choices=["up", "down", "status", "load-operator"],
+        choices=["up", "down", "status", "load-operator", "load-sandbox"],
         help="load-operator: build the operator image from this checkout and import it into "
-        "the real node",
+        "the real node; load-sandbox: likewise the published sandbox image's content (Node.js "
+        "and the agent CLIs)",
     )
     cluster.add_argument(
         "--dir", help="state directory (default: $PADDOCK_CLUSTER_DIR or ~/.local/state/...)"

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
+from paddock import __version__
 from paddock.render.network_policy import PRIVATE_V4, PRIVATE_V6
 
 ENV_PREFIX = "PADDOCK_"
@@ -18,8 +19,9 @@ class OperatorSettings(BaseModel):
     """How this operator instance behaves. Each field reads ``PADDOCK_<FIELD_NAME>``."""
 
     sandbox_image: str = Field(
-        default="localhost/paddock-sandbox:latest",
-        description="Image of sandboxes whose Workspace and Sandbox name none.",
+        default=f"ghcr.io/paddock-dev/paddock-sandbox:{__version__}",
+        description="Image of sandboxes whose Workspace and Sandbox name none: by default "
+        "Paddock's sandbox image of this version (images/sandbox/Dockerfile).",
     )
     worker_limit: int = Field(
         default=20, ge=1, description="Most resources reconciled at once (kopf queueing)."

@@ -311,7 +311,7 @@ def test_operator_image_runs_in_the_cluster_and_runs_an_agent(
     directory = local.default_state_dir()
     state = ClusterState.load(directory)
     assert state is not None
-    repository, tag = local.load_operator_image(directory).rsplit(":", 1)
+    repository, tag = local.load_image(directory, "operator").rsplit(":", 1)
     values = {
         "crds": {"enabled": False},
         "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},

@@ -163,6 +163,34 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str) -> None:
     assert image == f"ghcr.io/paddock-dev/paddock@{digest}"
 
 
+def _settings(docs: list[dict[str, Any]]) -> dict[str, str]:
+    (settings,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and "settings" in d["metadata"]["name"]
+    ]
+    data: dict[str, str] = settings["data"]
+    return data
+
+
+def test_the_default_sandbox_image_is_the_published_one_of_the_charts_version(
+    helm: str,
+) -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    defaults = _settings(render(helm, "paddock-system"))
+    expected = f"ghcr.io/paddock-dev/paddock-sandbox:{chart['appVersion']}"
+    assert defaults["PADDOCK_SANDBOX_IMAGE"] == expected
+    assert defaults["PADDOCK_RUN_TTL_SECONDS_AFTER_FINISHED"] == "604800"
+    assert defaults["PADDOCK_THREAD_SANDBOX_IDLE_SECONDS"] == "604800"
+    mirrored = render(
+        helm, "paddock-system",
+        "--set", "image.repository=registry.example/paddock", "--set", "image.tag=1.2.3",
+        "--set", "operator.runTTLSecondsAfterFinished=never",
+    )  # fmt: skip
+    assert _settings(mirrored)["PADDOCK_SANDBOX_IMAGE"] == "registry.example/paddock-sandbox:1.2.3"
+    assert _settings(mirrored)["PADDOCK_RUN_TTL_SECONDS_AFTER_FINISHED"] == "never"
+    named = render(helm, "paddock-system", "--set", "operator.sandboxImage=mine/box:7")
+    assert _settings(named)["PADDOCK_SANDBOX_IMAGE"] == "mine/box:7"
+
+
 def _rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [rule for d in docs if d["kind"] == kind for rule in d["rules"]]
 

@@ -36,6 +36,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* The default image of sandboxes: the one given, else the sandbox image published next to the
+operator's, at the same tag. */}}
+{{- define "paddock.sandboxImage" -}}
+{{- if .Values.operator.sandboxImage -}}
+{{ .Values.operator.sandboxImage }}
+{{- else -}}
+{{ .Values.image.repository }}-sandbox:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
+{{- end -}}
+
 {{/* The operator image: by digest when one is given, else by tag. */}}
 {{- define "paddock.image" -}}
 {{- if .Values.image.digest -}}

