@@ -4,7 +4,6 @@ Paddock's sandboxes clone, set up and run commands in containers on it."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,8 @@ from paddock.devcluster import images, network_policies, node
 from paddock.devcluster.node import NodePlan
 from paddock.devcluster.processes import ClusterState, alive, exited
 from support import git_server
-from support.agent_image import agent_image
 from support.helm import CHART, run_helm
-from support.kube import ROOT, Cluster
+from support.kube import Cluster
 from support.model_server import ScriptedModel
 from support.runs import agent_run, command_run, log_events, of_type, wait_for_run
 from support.sandboxes import get, sandbox, secret, wait_for_phase, workspace
@@ -381,21 +379,12 @@ def test_a_node_that_fails_to_start_leaves_kwok_running_and_says_why(
         run_dir.unlink()
 
 
-def _agent_clis() -> Path:
-    done = subprocess.run(
-        [str(ROOT / "hack" / "agent-clis.sh")], capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, done.stderr
-    return Path(done.stdout.strip().rpartition("BIN=")[2])
-
-
 def test_a_real_claude_code_on_the_real_node_goes_through_the_gate(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
-    """Claude Code in a container on the real node: allowed commands run, a denied one does
-    not, an asked one waits for paddock approve."""
-    claude = (_agent_clis() / "claude").resolve()
-    image = agent_image("claude", claude, local.default_state_dir())
+    """Claude Code in a container on the real node (the published sandbox image's): allowed
+    commands run, a denied one does not, an asked one waits for paddock approve."""
+    image = local.load_image(local.default_state_dir(), "sandbox")
     host = node.host_ip()
     assert host is not None
     commands = ["touch allowed-1", "touch denied-1", "touch asked-1"]

@@ -16,12 +16,14 @@ def _git(*args: str, cwd: Path) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def make_repository(base: Path, name: str, history: list[dict[str, str]]) -> Path:
-    """A bare repository ``<base>/<name>.git`` whose main branch has one commit per entry of
+def make_repository(
+    base: Path, name: str, history: list[dict[str, str]], branch: str = "main"
+) -> Path:
+    """A bare repository ``<base>/<name>.git`` whose ``branch`` has one commit per entry of
     ``history``, each writing its files."""
     work = base / f"{name}-work"
     work.mkdir(parents=True)
-    _git("init", "-q", "-b", "main", cwd=work)
+    _git("init", "-q", "-b", branch, cwd=work)
     identity = ["-c", "user.name=Paddock Tests", "-c", "user.email=tests@paddock.invalid"]
     for number, files in enumerate(history, start=1):
         for path, content in files.items():
