@@ -112,7 +112,9 @@ class AgentRunSpec(ApiModel):
     )
     reuse: Reuse | None = Field(
         default=None,
-        description="thread: one sandbox per threadId, kept between runs; none: a fresh sandbox "
+        description="thread: one sandbox per threadId, kept between runs (one run at a time; "
+        "deleted with its volume once idle for the operator's "
+        "PADDOCK_THREAD_SANDBOX_IDLE_SECONDS, 7 days by default); none: a fresh sandbox "
         "removed when the run ends. Default: thread when threadId is set, else none.",
     )
     harness: Harness = Field(description="claude-code, codex, opencode, gemini or command.")
