@@ -340,7 +340,8 @@ def test_runs_of_a_sandbox_run_one_at_a_time_in_order_of_creation(
     cluster.apply(command_run("second", "box", "echo two"), namespace)
     assert _busy_with(cluster, namespace, "second", "first")["phase"] == "WaitingForSandbox"
     cluster.apply(command_run("third", "box", "echo three"), namespace)
-    _busy_with(cluster, namespace, "third", "second")  # created after it: waits its turn
+    third = _busy_with(cluster, namespace, "third", "first")
+    assert "1 run(s) created earlier wait for it too" in condition(third, "SandboxReady")["message"]
     assert "run.started" not in [e["type"] for e in log_events(cluster, namespace, "second")]
 
     merge_patch(cluster, namespace, "agentrun", "first", {"spec": {"cancel": True}})

@@ -471,3 +471,12 @@ def test_a_run_of_a_thread_waits_for_another_run_of_it_in_any_sandbox() -> None:
     assert sandboxes.busy(ME, mine, "thread-new", [other_thread]) is None
     not_reused = other_run("a", LATER, running, **(thread | {"reuse": "none"}))
     assert sandboxes.busy(ME, mine, "thread-new", [not_reused]) is None
+
+
+def test_a_waiting_run_names_the_run_in_the_sandbox_and_counts_those_ahead_of_it() -> None:
+    holder = other_run("b-holder", LATER, {"phase": "Running", "sandboxName": "box"})
+    earlier = other_run("a-early", EARLIER, {"phase": "WaitingForSandbox"})
+    waiting = sandboxes.busy(ME, spec(), "box", [earlier, holder])
+    assert waiting is not None
+    said = "AgentRun b-holder is running in it, and 1 run(s) created earlier wait for it too"
+    assert said in waiting.message

@@ -223,9 +223,10 @@ def _by_phase(name: str, sandbox: Sandbox) -> Verdict:
 def busy(run: Obj, spec: AgentRunSpec, sandbox: str, others: list[Obj]) -> Waiting | None:
     """Whether the run must wait for ``sandbox``: another run of it (or of the run's thread)
     holds it (has launched, or waits for approval), or waits for it and was created before
-    this one. A run waiting for its own Secrets or prompt is not in the queue."""
+    this one. A run waiting for its own Secrets or prompt is not in the line."""
     meta = run["metadata"]
     me = (meta.get("creationTimestamp") or "", meta["name"])
+    holders, ahead = [], []
     for other in others:
         other_meta, status = other["metadata"], other.get("status") or {}
         phase = status.get("phase")
@@ -233,21 +234,25 @@ def busy(run: Obj, spec: AgentRunSpec, sandbox: str, others: list[Obj]) -> Waiti
             continue
         if not _shares(spec, sandbox, other):
             continue
-        holds = bool(status.get("completionDigest")) or phase in (
+        created = (other_meta.get("creationTimestamp") or "", other_meta["name"])
+        if status.get("completionDigest") or phase in (
             RunPhase.RUNNING,
             RunPhase.AWAITING_APPROVAL,
-        )
-        ahead = phase == RunPhase.WAITING_FOR_SANDBOX and (
-            (other_meta.get("creationTimestamp") or "", other_meta["name"]) < me
-        )
-        if holds or ahead:
-            what = "is running in it" if holds else "was created first and waits for it too"
-            message = (
-                f"waiting for Sandbox {sandbox}: AgentRun {other_meta['name']} {what} "
-                "(one run at a time uses a sandbox)"
-            )
-            return Waiting(sandbox, R.SANDBOX_BUSY, message)
-    return None
+        ):
+            holders.append(other_meta["name"])
+        elif phase == RunPhase.WAITING_FOR_SANDBOX and created < me:
+            ahead.append(created)
+    if not holders and not ahead:
+        return None
+    ahead.sort()
+    if holders:
+        said = f"AgentRun {holders[0]} is running in it"
+        line = f", and {len(ahead)} run(s) created earlier wait for it too" if ahead else ""
+    else:
+        said = f"AgentRun {ahead[0][1]} was created first and waits for it too"
+        line = f", with {len(ahead) - 1} more" if len(ahead) > 1 else ""
+    message = f"waiting for Sandbox {sandbox}: {said}{line} (one run at a time uses a sandbox)"
+    return Waiting(sandbox, R.SANDBOX_BUSY, message)
 
 
 def _shares(spec: AgentRunSpec, sandbox: str, other: Obj) -> bool:
