@@ -177,5 +177,5 @@ def test_a_real_claude_code_from_the_image_writes_a_file_in_the_workspace(
     events = log_events(cluster, namespace, "write")
     assert status["phase"] == "Succeeded", (status, events[-3:])
     assert exec_in(cluster, namespace, "box", "cat from-claude.txt") == "written\n"
-    assert "from-claude.txt" in status["changedFiles"]
+    assert "from-claude.txt" in [e["data"]["path"] for e in of_type(events, "sandbox.file")]
     assert any(e["data"].get("name") == "Bash" for e in of_type(events, "tool.call"))
