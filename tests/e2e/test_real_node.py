@@ -17,7 +17,7 @@ from support import git_server
 from support.helm import CHART, run_helm
 from support.kube import Cluster
 from support.model_server import ScriptedModel
-from support.runs import agent_run, command_run, log_events, of_type, wait_for_run
+from support.runs import command_run, log_events, of_type, scripted_claude_run, wait_for_run
 from support.sandboxes import get, sandbox, secret, wait_for_phase, workspace
 from support.waiting import wait_for
 
@@ -402,13 +402,7 @@ def test_a_real_claude_code_on_the_real_node_goes_through_the_gate(
         cluster.apply(box, namespace)
         wait_for_phase(cluster, namespace, "real", "Ready", timeout=180)
         cluster.apply(secret("llm", key="sk-scripted-real-node"), namespace)
-        run = agent_run("gated", "real", "claude-code", "Touch files.", model="claude-sonnet-4-5")
-        run["spec"]["env"] = [{"name": "ANTHROPIC_BASE_URL", "value": model.url},
-                              {"name": "CLAUDE_CODE_MAX_RETRIES", "value": "0"}]  # fmt: skip
-        run["spec"]["secrets"] = [
-            {"name": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
-        ]
-        cluster.apply(run, namespace)
+        cluster.apply(scripted_claude_run("gated", "real", "Touch files.", model.url), namespace)
         waiting = wait_for_run(cluster, namespace, "gated", ("AwaitingApproval",), timeout=180)
         assert waiting["approvals"][0]["target"] == "touch asked-1"
         cluster.paddock("approve", "gated", "-n", namespace)

@@ -20,7 +20,7 @@ from support import git_server
 from support.kube import ROOT, Cluster
 from support.model_server import ScriptedModel
 from support.real_node import ON_NODE, exec_in
-from support.runs import agent_run, log_events, of_type, wait_for_run
+from support.runs import log_events, of_type, scripted_claude_run, wait_for_run
 from support.sandboxes import (
     condition,
     get,
@@ -165,13 +165,7 @@ def test_a_real_claude_code_from_the_image_writes_a_file_in_the_workspace(
         cluster.apply(_box("box", policy=policy), namespace)
         wait_for_phase(cluster, namespace, "box", "Ready", timeout=180)
         cluster.apply(secret("llm", key="sk-scripted-real-node"), namespace)
-        run = agent_run("write", "box", "claude-code", "Write a file.", model="claude-sonnet-4-5")
-        run["spec"]["env"] = [{"name": "ANTHROPIC_BASE_URL", "value": model.url},
-                              {"name": "CLAUDE_CODE_MAX_RETRIES", "value": "0"}]  # fmt: skip
-        run["spec"]["secrets"] = [
-            {"name": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
-        ]
-        cluster.apply(run, namespace)
+        cluster.apply(scripted_claude_run("write", "box", "Write a file.", model.url), namespace)
         status = wait_for_run(cluster, namespace, "write", timeout=240)
 
     events = log_events(cluster, namespace, "write")

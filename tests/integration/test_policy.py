@@ -125,13 +125,18 @@ def test_an_allowed_compound_run_succeeds(cluster: Cluster, namespace: str, oper
     assert status["phase"] == "Succeeded", status
 
 
-def test_an_ask_command_run_waits_for_a_person_and_runs_once_approved(
-    cluster: Cluster, namespace: str, operator: Any
-) -> None:
+def _box_that_asks_about_touch(cluster: Cluster, namespace: str) -> None:
+    """A Ready Sandbox "box" under a policy that asks before ``touch`` runs."""
     cluster.apply(policy("careful", allow=SETUP_ALLOWED, ask=["touch*"]), namespace)
     cluster.apply(workspace("app"), namespace)
     cluster.apply(sandbox("box", "app", policyRef={"name": "careful"}), namespace)
     wait_for_phase(cluster, namespace, "box", "Ready")
+
+
+def test_an_ask_command_run_waits_for_a_person_and_runs_once_approved(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    _box_that_asks_about_touch(cluster, namespace)
     cluster.apply(command_run("mark", "box", "touch marker-c41 && echo marked"), namespace)
 
     waiting = wait_for_run(cluster, namespace, "mark", ("AwaitingApproval",))
@@ -156,10 +161,7 @@ def test_an_ask_command_run_waits_for_a_person_and_runs_once_approved(
 def test_a_denied_ask_command_run_fails_and_never_runs(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
-    cluster.apply(policy("careful", allow=SETUP_ALLOWED, ask=["touch*"]), namespace)
-    cluster.apply(workspace("app"), namespace)
-    cluster.apply(sandbox("box", "app", policyRef={"name": "careful"}), namespace)
-    wait_for_phase(cluster, namespace, "box", "Ready")
+    _box_that_asks_about_touch(cluster, namespace)
     cluster.apply(command_run("mark", "box", "touch marker-d52"), namespace)
     wait_for_run(cluster, namespace, "mark", ("AwaitingApproval",))
 

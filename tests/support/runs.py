@@ -33,6 +33,20 @@ def agent_run(name: str, sandbox: str, harness: str, prompt: str, **spec: Any) -
     }
 
 
+def scripted_claude_run(name: str, sandbox: str, prompt: str, model_url: str) -> dict[str, Any]:
+    """A Claude Code run against the scripted model server at ``model_url``, its API key
+    from the Secret ``llm`` (key ``key``, any value: the server checks none)."""
+    run = agent_run(name, sandbox, "claude-code", prompt, model="claude-sonnet-4-5")
+    run["spec"]["env"] = [
+        {"name": "ANTHROPIC_BASE_URL", "value": model_url},
+        {"name": "CLAUDE_CODE_MAX_RETRIES", "value": "0"},
+    ]
+    run["spec"]["secrets"] = [
+        {"name": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
+    ]
+    return run
+
+
 def wait_for_run(
     cluster: Cluster,
     namespace: str,
