@@ -480,3 +480,12 @@ def test_a_waiting_run_names_the_run_in_the_sandbox_and_counts_those_ahead_of_it
     assert waiting is not None
     said = "AgentRun b-holder is running in it, and 1 run(s) created earlier wait for it too"
     assert said in waiting.message
+
+
+@pytest.mark.parametrize("other", [o for o, _ in BUSY.values()], ids=BUSY.keys())
+def test_what_the_operator_keeps_of_a_run_decides_the_line_as_the_run_does(other: Obj) -> None:
+    full = other | {"kind": "AgentRun"}
+    full["status"] = {**full["status"], "lastEvents": [{"seq": 0}], "message": "m"}
+    kept = sandboxes.queue_view(full)
+    assert "lastEvents" not in kept["status"]
+    assert sandboxes.busy(ME, spec(), "box", [kept]) == sandboxes.busy(ME, spec(), "box", [full])

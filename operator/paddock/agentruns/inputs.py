@@ -69,9 +69,9 @@ def touch(namespace: str, sandbox: str, now: datetime) -> None:
 
 
 def seen(event_type: str, run: Obj) -> None:
-    """A watch event of a run: kept, so that a run finds the others of its sandbox without
-    a read."""
-    CACHE.seen(event_type, run)
+    """A watch event of a run: what decides the line for a sandbox is kept, so that a run
+    finds the others of its sandbox without a read."""
+    CACHE.seen(event_type, sandboxes.queue_view(run))
 
 
 def queued(run: Obj, spec: AgentRunSpec, sandbox: ReadySandbox) -> Wait | None:

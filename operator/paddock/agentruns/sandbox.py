@@ -255,6 +255,23 @@ def busy(run: Obj, spec: AgentRunSpec, sandbox: str, others: list[Obj]) -> Waiti
     return Waiting(sandbox, R.SANDBOX_BUSY, message)
 
 
+def queue_view(run: Obj) -> Obj:
+    """What ``busy`` reads of a run (all the operator keeps of the runs it watches)."""
+    meta, spec, status = run["metadata"], run.get("spec") or {}, run.get("status") or {}
+    return {
+        "kind": run["kind"],
+        "metadata": _picked(
+            meta, "name", "namespace", "uid", "creationTimestamp", "resourceVersion"
+        ),
+        "spec": _picked(spec, "sandboxRef", "sandboxTemplate", "threadId", "reuse"),
+        "status": _picked(status, "phase", "sandboxName", "completionDigest"),
+    }
+
+
+def _picked(obj: Obj, *keys: str) -> Obj:
+    return {key: obj[key] for key in keys if key in obj}
+
+
 def _shares(spec: AgentRunSpec, sandbox: str, other: Obj) -> bool:
     """Whether the other run uses the same sandbox, or belongs to the same thread."""
     other_spec = other.get("spec") or {}
