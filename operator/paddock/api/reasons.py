@@ -161,6 +161,8 @@ class RunReason(Reason):
     APPROVAL_DENIED = "ApprovalDenied", W
     APPROVAL_EXPIRED = "ApprovalExpired", W
     NO_APPROVAL_PENDING = "NoApprovalPending"
+    # Lifetime
+    EXPIRY_REFUSED = "ExpiryRefused", W
 
 
 class PolicyReason(Reason):

@@ -15,6 +15,8 @@ from paddock.agentruns import inputs, lifetime, logstore
 from paddock.agentruns.execution import Execution
 from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
+from paddock.api.conditions import Notice
+from paddock.api.reasons import RunReason
 
 MAX_BACKOFF_SECONDS = 30.0
 
@@ -75,8 +77,14 @@ async def _keep(
     while not stopped:
         try:
             wait = await asyncio.to_thread(lifetime.expire, dict(body), default, completed_at)
-        except Exception as exc:
-            logger.warning(f"could not delete the expired run, retrying: {_describe(exc)}")
+        except Exception as exc:  # said where a person looks, and retried
+            said = (
+                f"The run's time to live has passed, but deleting it failed ({_describe(exc)}); "
+                f"retrying in {MAX_BACKOFF_SECONDS:.0f}s."
+            )
+            logger.warning(said)
+            notice = Notice(RunReason.EXPIRY_REFUSED, said)
+            kopf.event(body, type=notice.type, reason=notice.reason, message=notice.message)
             wait = MAX_BACKOFF_SECONDS
         if wait is None:
             return
