@@ -92,8 +92,12 @@ def _mcp(args: argparse.Namespace) -> int:
     from paddock.kube.client import current_namespace, load_config
     from paddock.mcpserver import server
 
+    if (args.tls_cert is None) != (args.tls_key is None) or (args.tls_cert and not args.http):
+        print("paddock mcp: --tls-cert and --tls-key go together, with --http", file=sys.stderr)
+        return 2
     load_config()
-    server.serve(args.namespace or current_namespace(), args.http)
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
+    server.serve(args.namespace or current_namespace(), args.http, tls)
     return 0
 
 
@@ -260,6 +264,10 @@ def _add_mcp(commands: Commands[argparse.ArgumentParser]) -> None:
         "-n", "--namespace", help="the tools' default namespace (default: the context's)"
     )
     mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at HOST:PORT/mcp")
+    mcp.add_argument(
+        "--tls-cert", metavar="FILE", help="with --http: serve HTTPS with this PEM certificate"
+    )
+    mcp.add_argument("--tls-key", metavar="FILE", help="with --tls-cert: its PEM private key")
     mcp.set_defaults(func=_mcp)
 
 

@@ -137,7 +137,12 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str) -> None:
     assert not operator_selector.items() <= mcp_labels.items()
     (server,) = mcp["spec"]["template"]["spec"]["containers"]
     assert server["command"] == ["paddock", "mcp"]
-    assert server["args"] == ["--http=0.0.0.0:8090", "--namespace=paddock-a"]
+    assert server["args"] == [
+        "--http=0.0.0.0:8090", "--namespace=paddock-a",
+        "--tls-cert=/etc/paddock/mcp-tls/tls.crt", "--tls-key=/etc/paddock/mcp-tls/tls.key",
+    ]  # fmt: skip
+    tls = next(v for v in mcp["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
+    assert tls["secret"] == {"secretName": "paddock-mcp-tls"}
     pod = deployment["spec"]["template"]["spec"]
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"

@@ -13,9 +13,11 @@ import asyncio
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from kubernetes import client as k8s
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from paddock.devcluster import certs
 from support import identity
 from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import Cluster
@@ -194,27 +197,33 @@ def _chart_identity(cluster: Cluster, helm: str, namespace: str, directory: Path
     return identity.account_kubeconfig(cluster, namespace, account, directory / "mcp-kubeconfig")
 
 
-@pytest.fixture
-def http_server(cluster: Cluster, namespace: str, helm: str, tmp_path: Path) -> Iterator[str]:
-    """``paddock mcp --http`` as its own process, with the identity the chart gives it; its
-    URL."""
+@contextmanager
+def _serving(
+    cluster: Cluster, namespace: str, helm: str, tmp_path: Path, *args: str
+) -> Iterator[str]:
+    """``paddock mcp --http ARGS`` as its own process, with the identity the chart gives it;
+    its URL."""
     port = _free_port()
     kubeconfig = _chart_identity(cluster, helm, namespace, tmp_path)
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     address = f"127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "paddock.cli", "mcp", "-n", namespace, "--http", address]
     with (tmp_path / "mcp.log").open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "paddock.cli", "mcp", "-n", namespace, "--http", address],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        process = subprocess.Popen([*argv, *args], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: _listening(port), 30, what="the MCP server listening")
-        yield f"http://{address}/mcp"
+        yield f"{'https' if '--tls-cert' in args else 'http'}://{address}/mcp"
     finally:
         process.terminate()
         process.wait(timeout=30)
         for kind in ("clusterrolebinding", "clusterrole"):
             cluster.kubectl("delete", kind, f"{namespace}-mcp-server", "--ignore-not-found")
+
+
+@pytest.fixture
+def http_server(cluster: Cluster, namespace: str, helm: str, tmp_path: Path) -> Iterator[str]:
+    with _serving(cluster, namespace, helm, tmp_path) as url:
+        yield url
 
 
 def _listening(port: int) -> bool:
@@ -249,9 +258,34 @@ def _token(cluster: Cluster, namespace: str, account: str, rules: list[dict[str,
     )
 
 
-def _as(url: str, token: str) -> Client:
+def _as(url: str, token: str, trusted: ssl.SSLContext | None = None) -> Client:
     headers = {"Authorization": f"Bearer {token}"}
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)))
+    client = httpx2.AsyncClient(headers=headers, verify=trusted or True)
+    return Client(streamable_http_client(url, http_client=client))
+
+
+def test_over_https_the_server_presents_its_certificate_and_serves_the_tools(
+    cluster: Cluster, namespace: str, operator: Any, helm: str, tmp_path: Path
+) -> None:
+    pki = certs.generate_pki(tmp_path / "pki", ("127.0.0.1",))
+    tls = ("--tls-cert", str(pki.serving_cert), "--tls-key", str(pki.serving_key))
+    reader = _token(
+        cluster, namespace, "reader",
+        [{"apiGroups": ["paddock.dev"], "resources": ["sandboxes"], "verbs": ["get", "list"]}],
+    )  # fmt: skip
+    with _serving(cluster, namespace, helm, tmp_path, *tls) as url:
+        assert url.startswith("https://")
+        host, port = url.removeprefix("https://").split("/", 1)[0].split(":")
+        presented = ssl.get_server_certificate((host, int(port)))
+        assert presented.strip() == pki.serving_cert.read_text().strip()
+
+        async def scenario() -> None:
+            trusted = ssl.create_default_context(cafile=str(pki.ca_cert))
+            async with _as(url, reader, trusted) as mcp:
+                assert {t.name for t in (await mcp.list_tools()).tools} == TOOLS
+                assert (await call(mcp, "list_sandboxes"))["result"] == []
+
+        asyncio.run(scenario())
 
 
 def test_over_http_each_call_is_authorised_for_the_token_it_carries(

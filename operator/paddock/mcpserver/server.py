@@ -283,12 +283,27 @@ def build(namespace: str, http_url: str | None = None) -> MCPServer:
     return server
 
 
-def serve(namespace: str, http: str | None = None) -> None:
-    """Serve over stdio, or over streamable HTTP at ``http`` (HOST:PORT) under /mcp."""
+def serve(
+    namespace: str, http: str | None = None, tls: tuple[str, str] | None = None
+) -> None:
+    """Serve over stdio, or over streamable HTTP at ``http`` (HOST:PORT) under /mcp; with
+    ``tls`` (a certificate and its key, PEM files), over HTTPS, so that callers' tokens never
+    cross the network in the clear."""
     if http is None:
         build(namespace).run()
         return
+    import uvicorn
+
     host, _, port = http.rpartition(":")
     host = host or "127.0.0.1"
-    url = f"http://{host}:{port}/mcp"
-    build(namespace, url).run("streamable-http", host=host, port=int(port))
+    scheme = "https" if tls else "http"
+    server = build(namespace, f"{scheme}://{host}:{port}/mcp")
+    certificate, key = tls or (None, None)
+    uvicorn.run(
+        server.streamable_http_app(host=host),
+        host=host,
+        port=int(port),
+        ssl_certfile=certificate,
+        ssl_keyfile=key,
+        log_level=server.settings.log_level.lower(),
+    )
