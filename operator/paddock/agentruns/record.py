@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddock import metrics
-from paddock.agentruns import decide
+from paddock.agentruns import decide, inputs
 from paddock.api.agentrun import AgentRunStatus, RunPhase
 from paddock.api.conditions import Notice, set_condition
 from paddock.api.reasons import ConditionType as C
@@ -109,5 +109,7 @@ class RunRecord:
         patch = {key: value for key, value in new.items() if self.written.get(key) != value}
         if patch:
             meta = self.run["metadata"]
-            kube.patch_status("AgentRun", meta["namespace"], meta["name"], patch)
+            stored = kube.patch_status("AgentRun", meta["namespace"], meta["name"], patch)
             self.written |= patch
+            if stored is not None:  # the runs of its sandbox see it at once, not at its event
+                inputs.seen("MODIFIED", stored)
