@@ -73,10 +73,15 @@ def _simulated(node: dict[str, Any]) -> bool:
     return annotations.get(cluster.KWOK_NODE_ANNOTATION) == "fake"
 
 
-def _nodes() -> list[dict[str, Any]]:
-    listed = client.CoreV1Api().list_node(_request_timeout=10)
+def _isolation() -> str:
+    """The notice for the current kubeconfig's cluster (nodes that cannot be listed: said)."""
+    try:
+        config.load_kube_config()
+        listed = client.CoreV1Api().list_node(_request_timeout=10)
+    except Exception as exc:  # e.g. a user who may not list nodes
+        return f"!!! ISOLATION: unknown (the cluster's nodes could not be listed: {exc})"
     nodes: list[dict[str, Any]] = client.ApiClient().sanitize_for_serialization(listed)["items"]
-    return nodes
+    return isolation_notice(nodes)
 
 
 def current_cluster_answers() -> bool:
@@ -115,8 +120,7 @@ def run_dev(*, operator: bool = True) -> int:
     _run(kubectl, "wait", "--for=condition=Established", "--timeout=60s", *crds)
     _run(kubectl, "apply", "-k", str(REPO_ROOT / "examples"))
     print(NEXT_STEPS.format(kubeconfig=kubeconfig), file=sys.stderr)
-    config.load_kube_config()
-    print(isolation_notice(_nodes()) + "\n", file=sys.stderr)
+    print(_isolation() + "\n", file=sys.stderr)
     if not operator:
         return 0
     from paddock.operator_main import run_operator
