@@ -283,9 +283,7 @@ def build(namespace: str, http_url: str | None = None) -> MCPServer:
     return server
 
 
-def serve(
-    namespace: str, http: str | None = None, tls: tuple[str, str] | None = None
-) -> None:
+def serve(namespace: str, http: str | None = None, tls: tuple[str, str] | None = None) -> None:
     """Serve over stdio, or over streamable HTTP at ``http`` (HOST:PORT) under /mcp; with
     ``tls`` (a certificate and its key, PEM files), over HTTPS, so that callers' tokens never
     cross the network in the clear."""
