@@ -283,6 +283,9 @@ def build(namespace: str, http_url: str | None = None) -> MCPServer:
     return server
 
 
+GRACEFUL_STOP_SECONDS = 10
+
+
 def serve(namespace: str, http: str | None = None, tls: tuple[str, str] | None = None) -> None:
     """Serve over stdio, or over streamable HTTP at ``http`` (HOST:PORT) under /mcp; with
     ``tls`` (a certificate and its key, PEM files), over HTTPS, so that callers' tokens never
@@ -304,4 +307,7 @@ def serve(namespace: str, http: str | None = None, tls: tuple[str, str] | None =
         ssl_certfile=certificate,
         ssl_keyfile=key,
         log_level=server.settings.log_level.lower(),
+        # A client that keeps its connection open must not hold up a stop (Kubernetes kills
+        # the pod 30 s after asking it to stop).
+        timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS,
     )
