@@ -174,6 +174,12 @@ class OperatorSettings(BaseModel):
         idle = self.thread_sandbox_idle_seconds
         return None if idle == "never" else idle
 
+    @property
+    def run_ttl_limit(self) -> int | None:
+        """Seconds a finished run is kept when its spec sets none (None: for ever)."""
+        ttl = self.run_ttl_seconds_after_finished
+        return None if ttl == "never" else ttl
+
     def s3_store(self) -> dict[str, Any] | None:
         """The bucket of the ``s3_*`` settings, as ``objectstore.S3Config`` takes it; None when
         no bucket is set."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
 from paddock.kube import client as kube
@@ -23,12 +23,11 @@ Obj = dict[str, Any]
 
 
 def expires_at(
-    spec: AgentRunSpec, completed_at: datetime | None, default: int | Literal["never"]
+    spec: AgentRunSpec, completed_at: datetime | None, default: int | None
 ) -> datetime | None:
-    """When the finished run is to be deleted (None: it is kept)."""
-    ttl = spec.ttl_seconds_after_finished
-    if ttl is None:
-        ttl = None if default == "never" else default
+    """When the finished run is to be deleted (None: it is kept); ``default``: the operator's
+    time to live (None: for ever)."""
+    ttl = default if spec.ttl_seconds_after_finished is None else spec.ttl_seconds_after_finished
     if ttl is None or completed_at is None:
         return None
     return completed_at + timedelta(seconds=ttl)
@@ -36,7 +35,7 @@ def expires_at(
 
 def expire(
     run: Obj,
-    default: int | Literal["never"],
+    default: int | None,
     completed_at: datetime | None = None,
     now: datetime | None = None,
 ) -> float | None:

@@ -73,7 +73,7 @@ async def _keep(
     completed_at: datetime | None = None,
 ) -> None:
     """Keep the finished run until its time to live has passed, then delete it."""
-    default = memo.config.run_ttl_seconds_after_finished
+    default = memo.config.run_ttl_limit
     while not stopped:
         try:
             wait = await asyncio.to_thread(lifetime.expire, dict(body), default, completed_at)
