@@ -13,6 +13,7 @@ from paddock.cli_approve import add_approvals
 from paddock.cli_complete import autocomplete
 from paddock.cli_policy import add_policy
 from paddock.cli_runs import add_runs
+from paddock.kube.errors import NoClusterConfigError
 
 
 def _crds(args: argparse.Namespace) -> int:
@@ -305,7 +306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser("kubectl paddock" if called.startswith("kubectl-") else "paddock")
     autocomplete(parser)
     args = _parsed(parser, list(sys.argv[1:] if argv is None else argv))
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except NoClusterConfigError as exc:
+        print(f"{parser.prog} {args.command}: {exc.message}", file=sys.stderr)
+        return 1
     return code
 
 

@@ -4,10 +4,13 @@ including what exec left running in a pod, and its state is removed."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from paddock.devcluster import binaries
 from paddock.devcluster import cluster as local
 from support.kube import Cluster
 from support.waiting import wait_for
@@ -98,3 +101,27 @@ def test_default_kustomization_builds_and_the_server_accepts_it(cluster: Cluster
     finally:
         if created.returncode == 0:
             cluster.kubectl("delete", "namespace", "paddock-system", "--wait=false")
+
+
+def test_dev_on_a_fresh_machine_reads_the_kubeconfig_of_the_cluster_it_found(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # A fresh machine: no KUBECONFIG and no ~/.kube/config, so `paddock dev` finds no cluster
+    # answering and brings up the local one (here: finds it up) and sets KUBECONFIG itself.
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PADDOCK_CLUSTER_DIR": str(local.default_state_dir()),
+        "PADDOCK_CACHE": str(binaries.cache_dir()),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "paddock.cli", "dev", "--no-operator"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    isolation = [line for line in done.stderr.splitlines() if "ISOLATION:" in line]
+    assert len(isolation) == 1, done.stderr
+    assert "unknown" not in isolation[0], isolation[0]

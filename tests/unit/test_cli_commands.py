@@ -4,6 +4,10 @@ for each way a run ends, an example in every command's --help, and the kubectl p
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +100,27 @@ def test_exec_takes_every_word_after_the_first_double_dash_as_the_command() -> N
         "team",
         ["sh", "-c", "x", "--", "-n"],
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["mcp"], ["logs", "some-run"], ["exec", "box", "--", "ls"], ["approve", "some-run"]],
+)
+def test_a_command_with_no_cluster_to_talk_to_says_so_in_one_line_and_exits_non_zero(
+    argv: list[str], tmp_path: Path
+) -> None:
+    # As an MCP client's stdio launch leaves it: no KUBECONFIG, a HOME without ~/.kube/config.
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "paddock.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode != 0, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"no kubeconfig at {tmp_path}/.kube/config" in lines[0]

@@ -11,15 +11,15 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 
 from paddock import GROUP
 from paddock.api import KINDS
 from paddock.devcluster import cluster
 from paddock.devcluster.binaries import REPO_ROOT, ensure_binaries
+from paddock.kube.client import kubeconfig_files, load_kubeconfig
 
 NEXT_STEPS = """
 Paddock is running. In another shell:
@@ -76,7 +76,7 @@ def _simulated(node: dict[str, Any]) -> bool:
 def _isolation() -> str:
     """The notice for the current kubeconfig's cluster (nodes that cannot be listed: said)."""
     try:
-        config.load_kube_config()
+        load_kubeconfig()
         listed = client.CoreV1Api().list_node(_request_timeout=10)
     except Exception as exc:  # e.g. a user who may not list nodes
         return f"!!! ISOLATION: unknown (the cluster's nodes could not be listed: {exc})"
@@ -86,7 +86,7 @@ def _isolation() -> str:
 
 def current_cluster_answers() -> bool:
     try:
-        config.load_kube_config()
+        load_kubeconfig()
         client.VersionApi().get_code(_request_timeout=3)
     except Exception:
         return False
@@ -104,7 +104,7 @@ def _run(*argv: str) -> None:
 
 def run_dev(*, operator: bool = True) -> int:
     if current_cluster_answers():
-        kubeconfig = os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config"))
+        kubeconfig = kubeconfig_files()
         print("dev: using the cluster of the current kubeconfig", file=sys.stderr)
     else:
         print("dev: no cluster answers; starting the local one", file=sys.stderr)

@@ -13,6 +13,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config, watch
@@ -20,7 +21,13 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
 
 from paddock import GROUP, VERSION
-from paddock.kube.errors import ConflictError, NotFoundError, converted, converting
+from paddock.kube.errors import (
+    ConflictError,
+    NoClusterConfigError,
+    NotFoundError,
+    converted,
+    converting,
+)
 
 Obj = dict[str, Any]
 
@@ -51,6 +58,28 @@ _shared: client.ApiClient | None = None
 _shared_lock = threading.Lock()
 
 
+def kubeconfig_files() -> str:
+    """The kubeconfig file(s) to read now: ``$KUBECONFIG`` as it is at this moment (a list
+    separated by ``:`` as kubectl takes it), else ``~/.kube/config``. The client library reads
+    ``$KUBECONFIG`` once, when it is imported, so every load names the file explicitly."""
+    return os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+
+
+def load_kubeconfig() -> None:
+    """Load the kubeconfig named now (``kubeconfig_files``); raises ``NoClusterConfigError``
+    with one line saying what was looked for when there is none to load."""
+    files = kubeconfig_files()
+    if not any(Path(f).expanduser().is_file() for f in files.split(os.pathsep) if f):
+        raise NoClusterConfigError(
+            f"no cluster to talk to: not in a pod, and no kubeconfig at {files} "
+            "(set KUBECONFIG, or start the local cluster with `make dev`)"
+        )
+    try:
+        config.load_kube_config(config_file=files)
+    except config.ConfigException as exc:
+        raise NoClusterConfigError(f"the kubeconfig at {files} cannot be used: {exc}") from exc
+
+
 def load_config() -> None:
     """In a pod, the service account; elsewhere, the current kubeconfig. Every later call
     shares one API client, and so one pool of kept-alive connections."""
@@ -58,8 +87,7 @@ def load_config() -> None:
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        # The client reads $KUBECONFIG when it is imported; read it now, when it is set.
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+        load_kubeconfig()
     with _shared_lock:
         _shared = None  # the next call builds one from this configuration
 
@@ -85,7 +113,7 @@ def server_url() -> str:
 def current_namespace() -> str:
     """The namespace of the current kubeconfig context, or ``default``."""
     try:
-        _, context = config.list_kube_config_contexts(config_file=os.environ.get("KUBECONFIG"))
+        _, context = config.list_kube_config_contexts(config_file=kubeconfig_files())
         return str((context or {}).get("context", {}).get("namespace") or "default")
     except (config.ConfigException, OSError):
         return "default"

@@ -8,9 +8,10 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from kubernetes.client.exceptions import ApiException
+if TYPE_CHECKING:
+    from kubernetes.client.exceptions import ApiException
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -24,6 +25,13 @@ class KubeError(Exception):
         self.status = status
         self.reason = reason
         self.message = message
+
+
+class NoClusterConfigError(KubeError):
+    """Neither a pod's service account nor a kubeconfig file says which cluster to talk to."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "NoClusterConfig", message)
 
 
 class NotFoundError(KubeError):
@@ -66,6 +74,10 @@ def from_api_exception(exc: ApiException) -> KubeError:
 
 @contextmanager
 def converted() -> Iterator[None]:
+    # Imported here, not at the top: the CLI catches these errors without loading the client
+    # library (a second of start-up) for commands that never reach a cluster.
+    from kubernetes.client.exceptions import ApiException
+
     try:
         yield
     except ApiException as exc:
