@@ -117,6 +117,18 @@ def test_a_run_log_in_the_bucket_is_replayed_and_followed(
     assert [json.loads(line) for line in later.stdout.splitlines()] == events[7:]
 
 
+def test_a_run_whose_first_poll_brings_no_output_ends_with_its_late_output(
+    cluster: Cluster, namespace: str, s3_logs: str, operator: Any
+) -> None:
+    ready_sandbox(cluster, namespace, "box")
+    cluster.apply(command_run("late", "box", "sleep 3; echo late"), namespace)
+    status = wait_for_run(cluster, namespace, "late")
+    assert status["phase"] == "Succeeded", status
+    events = log_events(cluster, namespace, "late")
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    assert [e["data"]["text"] for e in of_type(events, "output")] == ["late"]
+
+
 def test_operator_killed_mid_run_leaves_a_gap_free_s3_log_without_duplicates(
     cluster: Cluster, namespace: str, s3_logs: str, as_operator: str
 ) -> None:

@@ -115,3 +115,19 @@ def test_the_run_prefix_separates_runs_of_one_name() -> None:
         "paddock/runs", again
     )
     assert objectlog.run_prefix("", RUN) == "team/fix-bug/1234-abcd/"
+
+
+def test_a_batch_without_events_takes_no_key_and_the_next_batch_stores_its_cursor() -> None:
+    # A run whose first poll brings no output (`sleep 3; echo late`).
+    bucket = DictBucket()
+    log = ObjectLog(RUN, bucket, "p")
+    log.load()
+    log.append([], {"stdout": 0, "files": 1})
+    assert bucket.objects == {}
+    log.append([event(0)], {"stdout": 5, "files": 1})
+    log.append([], {"stdout": 5, "files": 2})
+    log.append([event(1)], {"stdout": 9, "files": 2})
+    events, cursor = ObjectLog(RUN, bucket, "p").load()
+    assert [e["seq"] for e in events] == [0, 1]
+    assert cursor == {"stdout": 9, "files": 2}
+    assert log.writes == 2

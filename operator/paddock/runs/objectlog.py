@@ -149,7 +149,12 @@ class ObjectLog:
 
     def append(self, events: list[Obj], cursor: dict[str, int]) -> None:
         """Store a batch with its cursor as one new object; ``ObjectExistsError`` (from the
-        bucket) when another writer stored that seq first."""
+        bucket) when another writer stored that seq first. A batch of no events writes nothing:
+        its object would take the key (the next seq) the next batch needs. The cursor it
+        carries is stored with the next batch; until then, an operator that restarts reads the
+        journal again from the stored cursor, and those bytes again make no events."""
+        if not events:
+            return
         data = "".join(encode(event) + "\n" for event in events).encode()
         metadata = {CURSOR_METADATA: json.dumps(cursor, sort_keys=True)}
         self.bucket.create(object_key(self.key_prefix, self._next_seq), data, metadata)
