@@ -78,7 +78,7 @@ test-integration: install ## Integration tests against the local control plane
 	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
 
 .PHONY: test-e2e
-test-e2e: install ## End-to-end tests (kind, where a Docker engine runs)
+test-e2e: install ## End-to-end tests on the local cluster's real node
 	$(BIN)/pytest tests/e2e $(PYTEST_ARGS)
 
 .PHONY: bench

@@ -1,4 +1,4 @@
-"""Test bodies shared by the local-cluster integration tests and the kind e2e tests."""
+"""Control-plane test bodies: CRDs established, examples accepted with their columns, bad manifests rejected by the real API server."""
 
 from __future__ import annotations
 
