@@ -1,4 +1,5 @@
-"""Control-plane test bodies: CRDs established, examples accepted with their columns, bad manifests rejected by the real API server."""
+"""Control-plane test bodies: CRDs established, examples accepted with their columns, bad
+manifests rejected by the real API server."""
 
 from __future__ import annotations
 
