@@ -106,42 +106,12 @@ CREDENTIAL_ENV_MESSAGE = (
 )
 
 
-# Names that make a shell or a tool run code before (or instead of) the command the policy
-# judged, or change which program a command name finds: bash's start-up files and options,
-# the dynamic loader, git's configuration and helpers, language runtimes' start-up options,
-# the CLIs' shell and config locations. Set in a spec they would act before any judgement;
-# set by a setup step (`export ...`), the policy judges them.
-STARTUP_ENV_REGEX = (
-    r"^(BASH_.*|ENV|PROMPT_COMMAND|PS4|SHELLOPTS|BASHOPTS|IFS|CDPATH|GLOBIGNORE|EXECIGNORE"
-    r"|PATH|HOME|SHELL|PAGER|EDITOR|VISUAL|LD_.*|GCONV_PATH"
-    r"|GIT_(CONFIG.*|SSH.*|ASKPASS|EXEC_PATH|EDITOR|SEQUENCE_EDITOR|PAGER|EXTERNAL_DIFF"
-    r"|PROXY_COMMAND|DIR|WORK_TREE|TEMPLATE_DIR|ALTERNATE_OBJECT_DIRECTORIES|INDEX_FILE)"
-    r"|NODE_OPTIONS|NODE_PATH|PYTHONSTARTUP|PYTHONPATH|PYTHONHOME|PYTHONINSPECT"
-    r"|PERL5OPT|PERL5LIB|PERLLIB|RUBYOPT|RUBYLIB|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS"
-    r"|JDK_JAVA_OPTIONS|SSH_ASKPASS|XDG_CONFIG_HOME|XDG_CONFIG_DIRS|CLAUDE_CONFIG_DIR"
-    r"|CLAUDE_CODE_SHELL|CLAUDE_CODE_SHELL_PREFIX|CODEX_HOME|OPENCODE_CONFIG|OPENCODE_CONFIG_DIR"
-    r"|OPENCODE_PERMISSION|OPENCODE_DISABLE_PROJECT_CONFIG|GEMINI_CLI_.*)$"
-)
-STARTUP_ENV_MESSAGE = (
-    "this variable makes a shell or a tool run code on start or find other programs (BASH_ENV, "
-    "ENV, PROMPT_COMMAND, PS4, SHELLOPTS, PATH, HOME, SHELL, LD_*, GIT_CONFIG*, GIT_SSH*, "
-    "NODE_OPTIONS, PYTHONPATH, the agent CLIs' shell and config locations, ...), before any "
-    "policy judges it: it cannot be set here; export it in a setup step, which the policy judges"
-)
-
-
-def _refuse_startup_name(name: str) -> None:
-    if re.match(STARTUP_ENV_REGEX, name):
-        raise ValueError(STARTUP_ENV_MESSAGE)
-
-
 class EnvVar(ApiModel):
     """A plain environment variable. Credentials go under ``secrets`` instead."""
 
     model_config = ConfigDict(
         json_schema_extra=validations(
-            cel(f"!self.name.matches('{CREDENTIAL_NAME_REGEX}')", CREDENTIAL_ENV_MESSAGE),
-            cel(f"!self.name.matches('{STARTUP_ENV_REGEX}')", STARTUP_ENV_MESSAGE),
+            cel(f"!self.name.matches('{CREDENTIAL_NAME_REGEX}')", CREDENTIAL_ENV_MESSAGE)
         )
     )
 
@@ -152,29 +122,17 @@ class EnvVar(ApiModel):
     def _no_inline_credential(self) -> EnvVar:
         if re.search(CREDENTIAL_NAME_REGEX, self.name):
             raise ValueError(CREDENTIAL_ENV_MESSAGE)
-        _refuse_startup_name(self.name)
         return self
 
 
 class SecretEnvVar(ApiModel):
     """An environment variable whose value comes from a Secret, never from the spec."""
 
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            cel(f"!self.name.matches('{STARTUP_ENV_REGEX}')", STARTUP_ENV_MESSAGE)
-        )
-    )
-
     name: EnvName = Field(description="Name of the environment variable.")
     secret_key_ref: SecretKeySelector = Field(
         description="The Secret key that holds the value. The value itself never enters a spec, "
         "a status, an Event, a log line or the run's event log."
     )
-
-    @model_validator(mode="after")
-    def _no_startup_name(self) -> SecretEnvVar:
-        _refuse_startup_name(self.name)
-        return self
 
 
 # --- status ------------------------------------------------------------------------------------
