@@ -69,8 +69,7 @@ def test_rendered_chart_is_accepted_by_the_api_server(
     for crd in [*crds, *extra]:
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                         stdin=yaml.safe_dump(crd))  # fmt: skip
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                        f"crd/{crd['metadata']['name']}")  # fmt: skip
+        cluster.wait_established(f"crd/{crd['metadata']['name']}")
     result = cluster.kubectl(
         "apply", "--dry-run=server", "-n", namespace, "-f", "-",
         stdin=yaml.safe_dump_all(rest),

@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from paddock.devcluster import binaries
 from paddock.devcluster import cluster as local
+from paddock.devcluster.processes import ESTABLISHED
 from support.kube import Cluster
 from support.waiting import wait_for
 
@@ -125,3 +127,29 @@ def test_dev_on_a_fresh_machine_reads_the_kubeconfig_of_the_cluster_it_found(
     isolation = [line for line in done.stderr.splitlines() if "ISOLATION:" in line]
     assert len(isolation) == 1, done.stderr
     assert "unknown" not in isolation[0], isolation[0]
+
+
+def test_a_crd_created_an_instant_ago_is_waited_on_until_established(cluster: Cluster) -> None:
+    """Waiting starts while the new CRD's conditions are still null (kubectl wait fails there)."""
+    suffix = os.urandom(4).hex()
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"probes{suffix}.test.paddock.dev"},
+        "spec": {
+            "group": "test.paddock.dev",
+            "scope": "Namespaced",
+            "names": {"plural": f"probes{suffix}", "singular": f"probe{suffix}",
+                      "kind": f"Probe{suffix}", "listKind": f"Probe{suffix}List"},
+            "versions": [{"name": "v1", "served": True, "storage": True,
+                          "schema": {"openAPIV3Schema": {"type": "object"}}}],
+        },
+    }  # fmt: skip
+    name = f"crd/{crd['metadata']['name']}"
+    cluster.kubectl("create", "-f", "-", stdin=yaml.safe_dump(crd))
+    try:
+        cluster.wait_established(name)
+        shown = cluster.kubectl("get", name, "-o", f"jsonpath={ESTABLISHED}").stdout
+        assert shown == "True"
+    finally:
+        cluster.kubectl("delete", name, "--wait=false")

@@ -95,8 +95,7 @@ def test_two_replicas_with_peering_have_one_active(
     for doc in docs:
         if doc["kind"] == "CustomResourceDefinition":
             cluster.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(doc))
-            cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                            f"crd/{doc['metadata']['name']}")  # fmt: skip
+            cluster.wait_established(f"crd/{doc['metadata']['name']}")
     (peering,) = [d for d in docs if d["kind"] == "KopfPeering"]
     cluster.apply(peering, namespace)
 

@@ -65,7 +65,12 @@ class Cluster:
 
     def install_crds(self) -> None:
         self.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *self.paddock_crds())
+        self.wait_established(*self.paddock_crds())
+
+    def wait_established(self, *crds: str) -> None:
+        from paddock.devcluster.processes import wait_established
+
+        wait_established([self.kubectl_binary, f"--kubeconfig={self.kubeconfig}"], crds)
 
     @staticmethod
     def paddock_crds() -> list[str]:

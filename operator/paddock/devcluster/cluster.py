@@ -33,6 +33,7 @@ from paddock.devcluster.processes import (
     free_ports,
     spawn,
     terminate,
+    wait_established,
     wait_until,
 )
 
@@ -432,13 +433,8 @@ def up(directory: Path, *, real_node: bool | None = None) -> Path:
         crds = [binaries.kwok_exec_crd, *sorted(binaries.snapshot_crds.glob("*.yaml"))]
         kubectl(binaries, state, "apply", "--server-side", *(f"-f={crd}" for crd in crds))
         kubectl(binaries, state, "apply", "-f", "-", stdin=_node_manifest())
-        kubectl(
-            binaries,
-            state,
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/execs.kwok.x-k8s.io",
+        wait_established(
+            [str(binaries.kubectl), f"--kubeconfig={state.kubeconfig}"], ["crd/execs.kwok.x-k8s.io"]
         )
         spawn(state, "snapshot-controller", argv["snapshot-controller"])
         kwok = spawn(state, "kwok", argv["kwok"])

@@ -19,6 +19,7 @@ from paddock import GROUP
 from paddock.api import KINDS
 from paddock.devcluster import cluster
 from paddock.devcluster.binaries import REPO_ROOT, ensure_binaries
+from paddock.devcluster.processes import wait_established
 from paddock.kube.client import kubeconfig_files, load_kubeconfig
 
 NEXT_STEPS = """
@@ -117,7 +118,12 @@ def run_dev(*, operator: bool = True) -> int:
     kubectl = _kubectl()
     _run(kubectl, "apply", "--server-side", "-k", str(REPO_ROOT / "crds"))
     crds = [f"crd/{kind.kind_info.plural}.{GROUP}" for kind in KINDS]
-    _run(kubectl, "wait", "--for=condition=Established", "--timeout=60s", *crds)
+    print("+ waiting for the CRDs to be Established", file=sys.stderr)
+    try:
+        wait_established([kubectl], crds)
+    except cluster.ClusterError as exc:
+        print(f"dev: {exc}", file=sys.stderr)
+        return 1
     _run(kubectl, "apply", "-k", str(REPO_ROOT / "examples"))
     print(NEXT_STEPS.format(kubeconfig=kubeconfig), file=sys.stderr)
     print(_isolation() + "\n", file=sys.stderr)

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,6 +161,32 @@ def wait_until(
             )
         time.sleep(0.1)
     print(f"  {component}: {what} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
+
+
+ESTABLISHED = '{.status.conditions[?(@.type=="Established")].status}'
+
+
+def wait_established(kubectl: Sequence[str], crds: Sequence[str], timeout: float = 60.0) -> None:
+    """Wait until every CRD in ``crds`` (``crd/<name>``) is Established.
+
+    ``kubectl wait --for=condition=Established`` fails instead of waiting on a CRD created an
+    instant ago, whose ``status.conditions`` is still null; reading the condition does not.
+    ``kubectl`` is the command line up to its subcommand (binary and kubeconfig flag).
+    """
+    deadline = time.monotonic() + timeout
+    for crd in crds:
+        while True:
+            result = subprocess.run(
+                [*kubectl, "get", crd, "-o", f"jsonpath={ESTABLISHED}"],
+                capture_output=True,
+                text=True,
+            )
+            if result.returncode == 0 and result.stdout.strip() == "True":
+                break
+            if time.monotonic() > deadline:
+                said = result.stderr.strip() or f"Established is {result.stdout.strip() or 'unset'}"
+                raise ClusterError(f"{crd} is not Established after {timeout:.0f}s: {said}")
+            time.sleep(0.1)
 
 
 def terminate(pids: list[int]) -> None:
