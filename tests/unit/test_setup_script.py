@@ -22,7 +22,9 @@ class Result:
     termination: str
 
 
-def run_setup(tmp_path: Path, steps: list[Step], default_timeout: str = "30m") -> Result:
+def run_setup(
+    tmp_path: Path, steps: list[Step], default_timeout: str = "30m", **env: str
+) -> Result:
     script = tmp_path / "setup.sh"
     script.write_text(render_setup_script(steps, default_timeout))
     termination = tmp_path / "termination-log"
@@ -32,7 +34,7 @@ def run_setup(tmp_path: Path, steps: list[Step], default_timeout: str = "30m") -
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PADDOCK_TERMINATION_LOG": str(termination)},
+        env={**os.environ, "PADDOCK_TERMINATION_LOG": str(termination), **env},
     )
     text = termination.read_text() if termination.exists() else ""
     return Result(completed.returncode, completed.stdout, text)
@@ -136,3 +138,30 @@ def test_commands_are_passed_through_verbatim(tmp_path: Path, command: str) -> N
     result = run_setup(tmp_path, [command])
     assert result.code == 0
     assert f"+ {command}\n{expected}" in result.stdout
+
+
+PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n"
+
+
+def test_a_failing_step_that_prints_secrets_reports_them_masked(tmp_path: Path) -> None:
+    """The termination message is the pod's status, readable by whoever may read the pod: the
+    secret env's values (as setup started: a step that changes the variable changes nothing)
+    are masked whole and line by line, and so is a line of a PEM key printed alone."""
+    steps = [
+        "export TOKEN=changed-by-a-step",
+        'echo "token=$ORIGINAL"; printf "%s" "$KEY"; echo; sed -n 2p <<< "$KEY"; exit 3',
+    ]
+    secrets = {"TOKEN": "tok-0123456789", "ORIGINAL": "tok-0123456789", "KEY": PEM}
+    result = run_setup(tmp_path, steps, PADDOCK_SECRET_ENV="TOKEN KEY", **secrets)
+    assert result.code == 3
+    assert "setup step failed" in result.termination
+    assert "token=[redacted]" in result.termination
+    for line in PEM.splitlines()[1:3]:
+        assert line not in result.termination
+    assert "tok-0123456789" not in result.termination
+    assert "tok-0123456789" in result.stdout  # the container's own log is the user's
+
+
+def test_without_secret_env_the_report_is_the_output_as_printed(tmp_path: Path) -> None:
+    result = run_setup(tmp_path, ["echo 'a  [x] & b\\n'; exit 1"])
+    assert result.termination.splitlines()[1:] == ["a  [x] & b\\n"]

@@ -11,6 +11,43 @@ from __future__ import annotations
 import shlex
 
 from paddock.render.projections import INSTRUCTION_LINKS, Projection
+from paddock.runs.scrubbing import MIN_PART, MIN_WHOLE, SECRET_MASK
+
+SECRET_ENV_VAR = "PADDOCK_SECRET_ENV"  # noqa: S105  (a variable name, not a secret)
+
+# Bash functions for a script that copies output into its termination message (which anyone
+# who may read the pod sees): the values of the container's secret env, as they were when the
+# script started, are masked in that text, whole and line by line (a PEM key's lines). The
+# operator masks what it copies again, in every encoding its scrubber knows.
+SCRUB_FUNCTIONS = (
+    r"""
+_paddock_secrets=()
+for _paddock_name in ${PADDOCK_SECRET_ENV:-}; do
+  _paddock_secrets+=("${!_paddock_name-}")
+done
+_paddock_trim() { # text -> text without surrounding blanks (and a CR)
+  local s=${1%$'\r'}
+  s=${s#"${s%%[![:space:]]*}"}
+  printf '%s' "${s%"${s##*[![:space:]]}"}"
+}
+_paddock_scrub() { # stdin -> stdout, secret values masked
+  local text value line
+  text=$(cat; printf x); text=${text%x}
+  for value in "${_paddock_secrets[@]}"; do
+    for line in "$value" "$(_paddock_trim "$value")"; do
+      [ "${#line}" -ge MIN_WHOLE ] && text=${text//"$line"/MASK}
+    done
+    while IFS= read -r line || [ -n "$line" ]; do
+      line=$(_paddock_trim "$line")
+      [ "${#line}" -ge MIN_PART ] && text=${text//"$line"/MASK}
+    done <<< "$value"
+  done
+  printf '%s' "$text"
+}
+""".replace("MIN_WHOLE", str(MIN_WHOLE))
+    .replace("MIN_PART", str(MIN_PART))
+    .replace("MASK", SECRET_MASK)
+)
 
 ASKPASS_SCRIPT = r"""#!/usr/bin/env bash
 # git asks for a username, then a password: the token comes from the environment only.
@@ -20,9 +57,13 @@ case "${1:-}" in
 esac
 """
 
-CLONE_SCRIPT = r"""#!/usr/bin/env bash
+CLONE_SCRIPT = (
+    r"""#!/usr/bin/env bash
 # Clone $GIT_URL at $GIT_REF (depth $GIT_DEPTH) into /workspace.
 set -uo pipefail
+"""
+    + SCRUB_FUNCTIONS
+    + r"""
 term="${PADDOCK_TERMINATION_LOG:-/dev/termination-log}"
 dest="${PADDOCK_WORKSPACE:-/workspace}"
 if [ -e "$dest/.git" ]; then
@@ -42,13 +83,14 @@ if [ "$status" -ne 0 ]; then
   {
     echo "clone failed: $GIT_URL at ${GIT_REF:-the default branch}"
     tail -n 5 /tmp/clone.err
-  } | head -c 4000 > "$term"
+  } | _paddock_scrub | head -c 4000 > "$term"
   exit 1
 fi
 shopt -s dotglob
 mv "$staging"/* "$dest"/ && rmdir "$staging"
 echo "clone: done"
 """
+)
 
 
 def render_project_script(projection: Projection) -> str:

@@ -9,7 +9,12 @@ from paddock.api.common import SecretKeySelector
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.render import names
-from paddock.render.init_scripts import ASKPASS_SCRIPT, CLONE_SCRIPT, render_project_script
+from paddock.render.init_scripts import (
+    ASKPASS_SCRIPT,
+    CLONE_SCRIPT,
+    SECRET_ENV_VAR,
+    render_project_script,
+)
 from paddock.render.projections import Projection, render_projection
 from paddock.render.setup_script import render_setup_script
 from paddock.render.snapshot import is_archive, restore_size, snapshot_hash
@@ -48,6 +53,12 @@ class SandboxInputs:
 
 def _secret_env(name: str, ref: SecretKeySelector) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+
+
+def _secret_names(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Which of the container's variables hold secret values, for its scripts to mask."""
+    secret = [var["name"] for var in env if "secretKeyRef" in var.get("valueFrom", {})]
+    return [{"name": SECRET_ENV_VAR, "value": " ".join(secret)}] if secret else []
 
 
 def _workspace_env(workspace: WorkspaceSpec) -> list[dict[str, Any]]:
@@ -148,10 +159,17 @@ def _container(
         "imagePullPolicy": "IfNotPresent",
         "command": command,
         "workingDir": WORKSPACE_DIR,
-        "env": [{"name": "HOME", "value": HOME_DIR}, *GIT_SAFE_WORKSPACE, *env],
+        "env": [
+            {"name": "HOME", "value": HOME_DIR},
+            *GIT_SAFE_WORKSPACE,
+            *env,
+            *_secret_names(env),
+        ],
         "volumeMounts": mounts,
         "securityContext": _CONTAINER_SECURITY,
-        "terminationMessagePolicy": "FallbackToLogsOnError",
+        # Only what Paddock's scripts write, with secret values masked; never the log's tail
+        # (FallbackToLogsOnError would put whatever a step printed into the pod's status).
+        "terminationMessagePolicy": "File",
     }
     resources = inputs.sandbox.resources.to_api()
     if resources:

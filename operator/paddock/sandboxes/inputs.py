@@ -16,6 +16,7 @@ from paddock.policy.choice import PolicyChoice
 from paddock.render.network_policy import ClusterNetwork
 from paddock.render.sandbox import SandboxInputs
 from paddock.render.workspace_hash import workspace_hash
+from paddock.runs.scrubbing import Scrubber
 from paddock.sandboxes.plan import Loaded, TransferState
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
@@ -36,6 +37,7 @@ class SandboxWorld:
     policy_choice: PolicyChoice = field(default_factory=PolicyChoice)
     policy_required: bool = False  # the operator refuses sandboxes with no policy
     missing_secrets: list[str] = field(default_factory=list)
+    scrubber: Scrubber = field(default_factory=Scrubber)  # the Workspace's secret values
     pod: Obj | None = None
     pvc: Obj | None = None
     configmap: Obj | None = None

@@ -4,13 +4,14 @@ when to look again). Pure data; ``service.py`` gathers the one and applies the o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from paddock.api.conditions import Notice
 from paddock.api.policy import Decision
+from paddock.runs.scrubbing import Scrubber
 
 Obj = dict[str, Any]
 M = TypeVar("M", bound=BaseModel)
@@ -96,3 +97,14 @@ class Plan:
     notices: list[Notice] = field(default_factory=list)
     retry_after: float | None = None
     policy_decisions: list[Decision] = field(default_factory=list)  # gate verdicts acted on
+
+
+def scrubbed(plan: Plan, scrubber: Scrubber) -> Plan:
+    """The plan with the secret values ``scrubber`` knows masked in its status and Events:
+    they can carry what the sandbox printed (a failed setup step's output, a transfer's
+    error), and whoever may read the Sandbox or its Events may not read its Secrets."""
+    if not scrubber.forms:
+        return plan
+    status = type(plan.status).model_validate(scrubber(plan.status.model_dump(by_alias=True)))
+    notices = [Notice(n.reason, scrubber.text(n.message)) for n in plan.notices]
+    return replace(plan, status=status, notices=notices)

@@ -244,7 +244,7 @@ def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: boo
             break
     else:
         metrics.policy_decided(plan.policy_decisions, "setup")
-    return _report("Sandbox", body, plan)
+    return _report("Sandbox", body, scrubbed(plan, world.scrubber))
 
 
 # Striped: a bounded set of locks, one per Sandbox name's hash; two sandboxes that share one
@@ -316,9 +316,9 @@ def gather_sandbox(
     if choice.name is not None:
         policy_namespace = choice.namespace or namespace
         policy = _load("SandboxPolicy", SandboxPolicySpec, policy_namespace, choice.name)
-    missing = (
-        kube.missing_secret_keys(namespace, workspace.spec.secret_refs()) if workspace.spec else []
-    )
+    refs = workspace.spec.secret_refs() if workspace.spec else []
+    values = kube.secret_values(namespace, refs)
+    missing = [f"{name}/{key}" for name, key in refs if (name, key) not in values]
     part = CACHE.peek if new else CACHE.get
     pvc = part("PersistentVolumeClaim", namespace, names.pvc_name(name))
     fork = spec.restore_from.volume_snapshot_name if spec.restore_from else None
@@ -335,6 +335,7 @@ def gather_sandbox(
         choice,
         policy_required,
         missing,
+        Scrubber(values.values()),
         pod=part("Pod", namespace, names.pod_name(name)),
         pvc=pvc,
         configmap=part("ConfigMap", namespace, names.files_configmap_name(name)),
