@@ -57,6 +57,15 @@ def test_a_value_is_masked_url_encoded() -> None:
     assert quote(secret, safe="") not in scrub(f"https://x/?q={quote(secret, safe='')}")
 
 
+def test_a_value_used_as_a_key_of_an_event_is_masked() -> None:
+    """A tool's input may use a secret as a map key (a header name, an env entry)."""
+    scrub = Scrubber([TOKEN])
+    data = {"input": {"headers": {TOKEN: "x"}, "list": [{f"k-{TOKEN}": TOKEN}]}}
+    masked = json.dumps(scrub(data))
+    assert TOKEN not in masked
+    assert masked.count(SECRET_MASK) == 3
+
+
 def test_short_values_mask_nothing() -> None:
     assert Scrubber(["ab", ""])("ab cd") == "ab cd"
 

@@ -1,7 +1,8 @@
 """What each MCP tool does, for a caller: each checks what it touches (``Caller.may``), acts
-through ``kube/``, and returns plain data. Nothing returned carries a secret value: statuses
-hold none, run events are scrubbed of the run's Secrets by the operator, and Secrets are never
-read here.
+through ``kube/``, and returns plain data. Secrets are never read here: statuses hold no secret
+value, and run events are scrubbed of the run's Secrets by the operator. A file's content is
+returned as it is: reading it needs ``pods/exec`` on the sandbox's pod, which reads every value
+the pod holds anyway, and a masked file written back would lose what was masked.
 
 ``exec`` is a ``command`` AgentRun, so the operator's exec gate decides it against the
 sandbox's SandboxPolicy before it runs, and its output comes from the run's (scrubbed) log."""

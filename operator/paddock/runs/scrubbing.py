@@ -75,7 +75,8 @@ class Scrubber:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {key: self(part) for key, part in value.items()}
+            # Keys too: a tool's input can use a value as a key (a header name, a map entry).
+            return {self(key): self(part) for key, part in value.items()}
         if isinstance(value, list):
             return [self(part) for part in value]
         return value
