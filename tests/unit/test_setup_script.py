@@ -110,17 +110,19 @@ def test_only_the_tail_of_a_long_output_is_reported(tmp_path: Path) -> None:
 
 
 def test_step_timeout_stops_the_step_and_setup(tmp_path: Path) -> None:
+    """The step's echo has 3 s to happen before the timeout (it once missed a 1 s margin on
+    a loaded machine); what is stopped is a 300 s sleep, so no load makes the test pass late."""
     result = run_setup(
         tmp_path,
         [
             "echo started",
-            SetupCommand(run="echo waiting; sleep 30; touch late.txt", timeout="1s"),
+            SetupCommand(run="echo waiting; sleep 300; touch late.txt", timeout="3s"),
             "touch never.txt",
         ],
     )
     assert result.code == 124
     lines = result.termination.splitlines()
-    assert lines[0] == "setup step timed out after 1s: echo waiting; sleep 30; touch late.txt"
+    assert lines[0] == "setup step timed out after 3s: echo waiting; sleep 300; touch late.txt"
     assert "waiting" in lines[1:]
     assert not (tmp_path / "late.txt").exists()
     assert not (tmp_path / "never.txt").exists()
@@ -140,7 +142,10 @@ def test_commands_are_passed_through_verbatim(tmp_path: Path, command: str) -> N
     assert f"+ {command}\n{expected}" in result.stdout
 
 
-PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n"
+PEM = (
+    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+    "BKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n"
+)
 
 
 def test_a_failing_step_that_prints_secrets_reports_them_masked(tmp_path: Path) -> None:

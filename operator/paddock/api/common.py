@@ -61,7 +61,19 @@ class ApiModel(BaseModel):
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 
-ObjectName = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+# A DNS subdomain, as the names of Secrets, ConfigMaps and Paddock's own kinds are: no "/",
+# no "..", lowercase (a reference the API server could never resolve is refused up front).
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+ObjectName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_NAME,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="An object's name: lowercase letters, digits, '-' and '.' (a DNS subdomain).",
+    ),
+]
 EnvName = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=ENV_NAME_PATTERN)]
 
 
@@ -106,6 +118,50 @@ CREDENTIAL_ENV_MESSAGE = (
 )
 
 
+# Variables that make a shell or a tool run code on start (before the command the policy
+# judged), or change which program a command name finds: bash's start-up files and options,
+# the dynamic loader, git's configuration and helpers, language runtimes' start-up options,
+# the agent CLIs' shell and config locations. Set in a spec they would act before any
+# judgement; exported by a setup step, the policy judges them. Exact names and prefixes rather
+# than one regex: the API server's estimated cost of a long regex over 256 items is too high.
+STARTUP_ENV_NAMES = (
+    "ENV", "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "IFS", "CDPATH", "GLOBIGNORE",
+    "EXECIGNORE", "PATH", "HOME", "SHELL", "PAGER", "EDITOR", "VISUAL", "GCONV_PATH",
+    "GIT_ASKPASS", "GIT_EXEC_PATH", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER",
+    "GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "GIT_DIR", "GIT_WORK_TREE", "GIT_TEMPLATE_DIR",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_INDEX_FILE", "NODE_OPTIONS", "NODE_PATH",
+    "PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONINSPECT", "PYTHONUSERBASE", "PERL5OPT",
+    "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS", "SSH_ASKPASS", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_DATA_HOME",
+    "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_SHELL", "CLAUDE_CODE_SHELL_PREFIX", "CODEX_HOME",
+    "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR", "OPENCODE_CONFIG_CONTENT", "OPENCODE_PERMISSION",
+    "OPENCODE_DISABLE_PROJECT_CONFIG",
+)  # fmt: skip
+STARTUP_ENV_PREFIXES = ("BASH_", "LD_", "GIT_CONFIG", "GIT_SSH", "GEMINI_CLI_")
+STARTUP_ENV_MESSAGE = (
+    "this variable makes a shell or a tool run code on start or find other programs (BASH_ENV, "
+    "ENV, PROMPT_COMMAND, SHELLOPTS, PATH, HOME, LD_*, GIT_CONFIG*, GIT_SSH*, NODE_OPTIONS, "
+    "PYTHONSTARTUP, the agent CLIs' shell and config locations, ...) before any policy judges "
+    "it: it cannot be set here; export it in a setup step, which the policy judges"
+)
+
+
+def _cel_strings(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+_STARTUP_ENV_RULE = cel(
+    f"!(self.name in {_cel_strings(STARTUP_ENV_NAMES)} || "
+    f"{_cel_strings(STARTUP_ENV_PREFIXES)}.exists(p, self.name.startsWith(p)))",
+    STARTUP_ENV_MESSAGE,
+)
+
+
+def is_startup_env(name: str) -> bool:
+    """Whether a variable of this name acts before the policy judges anything."""
+    return name in STARTUP_ENV_NAMES or name.startswith(STARTUP_ENV_PREFIXES)
+
+
 class EnvVar(ApiModel):
     """A plain environment variable. Credentials go under ``secrets`` instead."""
 
@@ -133,6 +189,37 @@ class SecretEnvVar(ApiModel):
         description="The Secret key that holds the value. The value itself never enters a spec, "
         "a status, an Event, a log line or the run's event log."
     )
+
+
+class ContainerEnvVar(EnvVar):
+    """A variable of the sandbox container's own environment, which every process in it
+    starts with, setup included: none of the start-up variables."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(f"!self.name.matches('{CREDENTIAL_NAME_REGEX}')", CREDENTIAL_ENV_MESSAGE),
+            _STARTUP_ENV_RULE,
+        )
+    )
+
+    @model_validator(mode="after")
+    def _no_startup_name(self) -> ContainerEnvVar:
+        if is_startup_env(self.name):
+            raise ValueError(STARTUP_ENV_MESSAGE)
+        return self
+
+
+class ContainerSecretEnvVar(SecretEnvVar):
+    """A variable of the sandbox container's own environment from a Secret: none of the
+    start-up variables."""
+
+    model_config = ConfigDict(json_schema_extra=validations(_STARTUP_ENV_RULE))
+
+    @model_validator(mode="after")
+    def _no_startup_name(self) -> ContainerSecretEnvVar:
+        if is_startup_env(self.name):
+            raise ValueError(STARTUP_ENV_MESSAGE)
+        return self
 
 
 # --- status ------------------------------------------------------------------------------------
@@ -206,12 +293,13 @@ class KindInfo:
     short_name: str
     columns: tuple[PrinterColumn, ...]
     max_name_length: int | None = None  # where the name becomes a label value or a host name
+    name_becomes: str = "a label value and the pod's host name"  # why the name is limited
 
     @property
     def name_message(self) -> str:
         return (
-            f"a {self.kind} name is at most {self.max_name_length} characters: it becomes a "
-            "label value and the pod's host name"
+            f"a {self.kind} name is at most {self.max_name_length} characters: it becomes "
+            f"{self.name_becomes}"
         )
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
 from paddock.api.common import (
+    DNS_SUBDOMAIN_PATTERN,
     MAX_LIST,
     ApiModel,
     Conditions,
@@ -129,12 +130,14 @@ class RestoreFrom(ApiModel):
     volume_snapshot_name: str | None = Field(
         default=None,
         max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
         description="A VolumeSnapshot in the Sandbox's namespace (one Paddock took, or any "
         "other of a volume the sandbox's StorageClass can restore).",
     )
     sandbox_name: str | None = Field(
         default=None,
         max_length=63,
+        pattern=DNS_SUBDOMAIN_PATTERN,
         description="A Sandbox in the same namespace: its newest ready snapshot.",
     )
 

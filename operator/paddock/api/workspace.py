@@ -17,11 +17,11 @@ from paddock.api.common import (
     MAX_LIST,
     ApiModel,
     Conditions,
-    EnvVar,
+    ContainerEnvVar,
+    ContainerSecretEnvVar,
     KindInfo,
     PrinterColumn,
     Resource,
-    SecretEnvVar,
     SecretKeySelector,
     SecretRef,
     cel,
@@ -175,12 +175,14 @@ class WorkspaceSpec(ApiModel):
         description="Named commands (name -> command), listed in AGENTS.md and usable as "
         "policy aliases.",
     )
-    env: list[EnvVar] = Field(
+    env: list[ContainerEnvVar] = Field(
         default_factory=list,
         max_length=256,
-        description="Environment of the sandbox container. Credentials go under secrets.",
+        description="Environment of the sandbox container (setup steps and runs start with it). "
+        "Credentials go under secrets; variables that run code on start (BASH_ENV, PATH, "
+        "LD_*, ...) are refused: export them in a setup step, which the policy judges.",
     )
-    secrets: list[SecretEnvVar] = Field(
+    secrets: list[ContainerSecretEnvVar] = Field(
         default_factory=list,
         max_length=256,
         description="Environment variables taken from Secrets, injected as env only.",
@@ -249,6 +251,8 @@ class Workspace(Resource):
         kind="Workspace",
         plural="workspaces",
         short_name="ws",
+        max_name_length=63,
+        name_becomes="a label value on its snapshots",
         columns=(
             PrinterColumn("Source", ".spec.source.git.url", "Git repository cloned into it"),
             PrinterColumn("Hash", ".status.hash", "Workspace hash", priority=1),

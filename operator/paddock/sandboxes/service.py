@@ -28,11 +28,12 @@ from paddock.render import names
 from paddock.render.ownership import controlled_by
 from paddock.render.snapshot import ARCHIVE_KIND, described, restored_from
 from paddock.render.workspace_hash import workspace_hash
+from paddock.runs.scrubbing import Scrubber
 from paddock.sandboxes.archives import ArchiveStore, Notify
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.network import ClusterAddresses, cluster_network
-from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write
+from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write, scrubbed
 from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused
 from paddock.sandboxes.snapshot_lifetime import Lifetime, decide_lifetime
