@@ -70,11 +70,11 @@ LOG_BYTES = Counter(
     ["backend"],
 )
 
-POLICY_SOURCES = ("setup", "command", "exec", "harness")
+POLICY_SOURCES = ("setup", "command", "harness")  # paddock exec and MCP exec are command runs
 POLICY_DECISIONS = Counter(
     "paddock_policy_decisions_total",
     "Commands the policy gate judged, by decision (allow, ask, deny) and source (setup, "
-    "command, exec, harness).",
+    "command, harness).",
     ["decision", "source"],
 )
 for _source in POLICY_SOURCES:

@@ -80,4 +80,4 @@ def test_metrics_move_as_a_sandbox_is_reconciled_and_a_run_logs(
         counted = value(done, "paddock_policy_decisions_total", **allowed)
         assert counted > value(before, "paddock_policy_decisions_total", **allowed), source
     # Every series exists from the start, so a dashboard tells 0 from missing.
-    assert ("paddock_policy_decisions_total", (("decision", "deny"), ("source", "exec"))) in done
+    assert ("paddock_policy_decisions_total", (("decision", "deny"), ("source", "harness"))) in done

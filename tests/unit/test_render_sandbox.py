@@ -208,7 +208,7 @@ def test_agents_md_lists_the_workspace_scripts() -> None:
 
 def test_harness_limits_are_warnings() -> None:
     warnings = render_projection(WORKSPACE).warnings
-    assert any("plugins apply to Claude Code only" in w for w in warnings)
+    assert any("plugins are not loaded by any harness yet" in w for w in warnings)
     assert any("skills are projected for Claude Code and Codex only" in w for w in warnings)
 
 

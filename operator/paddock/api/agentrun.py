@@ -284,8 +284,11 @@ class Approval(ApiModel):
     """A request the policy says to ask a person about, and what became of it."""
 
     id: str = Field(description="The request's id: name it to paddock approve or deny.")
-    kind: str = Field(description="What is asked for: command.")
-    target: str = Field(description="The command, abridged.")
+    kind: str = Field(
+        description="What is asked for: command, file-write (a file the agent would write) or "
+        "network (a host it would reach)."
+    )
+    target: str = Field(description="The command, file or host, abridged.")
     rules: list[str] = Field(default_factory=list, description="The policy rules that said to ask.")
     state: ApprovalState = Field(description="Pending, Approved, Denied or Expired.")
     always: bool = Field(

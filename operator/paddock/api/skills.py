@@ -129,7 +129,7 @@ class Skill(ApiModel):
 
 
 class Plugin(ApiModel):
-    """A harness plugin (Claude Code plugins from a marketplace)."""
+    """A Claude Code plugin from a marketplace: listed, not yet loaded by any run."""
 
     name: str = Field(min_length=1, max_length=253, description="Plugin name.")
     marketplace: str | None = Field(

@@ -197,7 +197,11 @@ class WorkspaceSpec(ApiModel):
         default_factory=list, max_length=MAX_LIST, description="Skills and MCP servers."
     )
     plugins: list[Plugin] = Field(
-        default_factory=list, max_length=MAX_LIST, description="Harness plugins."
+        default_factory=list,
+        max_length=MAX_LIST,
+        description="Claude Code plugins. Not loaded yet: their list is written to the "
+        "workspace's .paddock/harness/claude-settings.json (enabledPlugins), which no run reads; "
+        "a Workspace with plugins says so in a warning condition.",
     )
 
     def secret_refs(self) -> list[SecretRef]:

@@ -207,6 +207,7 @@ def render_projection(spec: WorkspaceSpec) -> Projection:
             {"enabledPlugins": plugins}
         )
         projection.warnings.append(
-            "plugins apply to Claude Code only; Codex, OpenCode and Gemini CLI ignore them"
+            "plugins are not loaded by any harness yet: their list is written to "
+            f"{HARNESS_DIR}/claude-settings.json, which no run reads"
         )
     return projection
