@@ -32,9 +32,10 @@ class Decision(StrEnum):
 
 class CommandRules(ApiModel):
     """Shell command rules, checked by the operator before it runs setup steps and command
-    runs, and for each shell command of a claude-code, codex, opencode or gemini agent. Rules are globs over
-    one simple command with quotes removed: anchored, * matches any text, nothing else is
-    special; a rule may also name a Workspace script. Precedence: deny > ask > allow > default.
+    runs, and for each shell command of a claude-code, codex, opencode or gemini agent. Rules
+    are globs over one simple command with quotes removed: anchored, * matches any text,
+    nothing else is special; a rule may also name a Workspace script. Precedence: deny > ask >
+    allow > default.
 
     Every simple command is checked wherever it sits (lists, pipelines, subshells,
     substitutions, here-documents, eval and bash -c text, the command that env, timeout,

@@ -1,8 +1,13 @@
 """Files in a sandbox's workspace, as the file tools reach them: a path confined to the
-workspace (checked here, and again in the sandbox after symlinks are resolved), and the fixed
-scripts that read, write and list, which take the path as an argument (never as script text)
-and bound what they move. The scripts find the workspace in ``$PADDOCK_WORKSPACE``
-(``/workspace`` in a sandbox's container). Pure."""
+workspace (checked here, and again in the sandbox as it is walked), and the fixed scripts that
+read, write and list, which take the path as an argument (never as script text) and bound what
+they move. The scripts find the workspace in ``$PADDOCK_WORKSPACE`` (``/workspace`` in a
+sandbox's container). Pure.
+
+An agent in the sandbox may swap any directory of the path for a symlink at any moment, so the
+scripts never check a path and then use it: they enter each directory in turn and check where
+they physically are once inside (a directory entered stays the one entered), and open the last
+part relative to it without following a symlink (``dd``'s ``nofollow``: O_NOFOLLOW)."""
 
 from __future__ import annotations
 
@@ -14,15 +19,28 @@ WORKSPACE = "/workspace"
 MAX_READ = 1024 * 1024  # bytes a read returns at most
 MAX_WRITE = 1024 * 1024  # bytes a write takes at most
 MAX_LISTED = 1000  # entries a listing returns at most
+MAX_PATH = 4096  # characters of a path (Linux's PATH_MAX)
 OUTSIDE = 3  # the scripts' exit code for a path that resolves outside the workspace
+LINK = 4  # the scripts' exit code for a last part that is a symlink
 
-# "$1" (relative to the workspace) resolved, symlinks followed and missing parts allowed, must
-# stay in the workspace.
-_CONFINED = (
-    'root=$(realpath -- "${PADDOCK_WORKSPACE:-/workspace}") || exit 1; '
-    'real=$(realpath -m -- "$root/$1") || exit 1; '
-    f'case "$real" in "$root"|"$root"/*) ;; *) exit {OUTSIDE};; esac; '
-)
+# Enter each directory of "$1" (relative to the workspace, normalised), making it first where
+# MAKE_DIRS is 1, and check after each step that the shell is physically in the workspace;
+# leave the last part in $name.
+_WALK = f"""
+set -u
+unset CDPATH
+root=$(cd -P -- "${{PADDOCK_WORKSPACE:-/workspace}}" && pwd -P) || exit 1
+cd -- "$root" || exit 1
+IFS=/ read -r -a parts <<< "$1"
+name=${{parts[-1]}}
+unset "parts[-1]"
+for part in "${{parts[@]}}"; do
+  if [ ! -d "$part" ] && [ "$MAKE_DIRS" = 1 ]; then mkdir -- "$part" || exit 1; fi
+  cd -P -- "$part" || exit 1
+  case "$(pwd -P)" in "$root"|"$root"/*) ;; *) exit {OUTSIDE};; esac
+done
+"""
+_NOT_A_LINK = f'if [ -L "$name" ]; then exit {LINK}; fi\n'
 
 
 def workspace_path(path: str) -> str:
@@ -30,37 +48,54 @@ def workspace_path(path: str) -> str:
     workspace, normalised; ``ToolRefusedError`` for one that leaves it."""
     if not path or "\x00" in path:
         raise ToolRefusedError("a path is needed (relative to the workspace)")
+    if "\n" in path:
+        raise ToolRefusedError("a path with a newline is not taken")
+    if len(path) > MAX_PATH:
+        raise ToolRefusedError(f"a path is at most {MAX_PATH} characters; this one has {len(path)}")
     joined = posixpath.normpath(posixpath.join(WORKSPACE, path))
     if joined != WORKSPACE and not joined.startswith(WORKSPACE + "/"):
         raise ToolRefusedError(f"{path} is outside the workspace ({WORKSPACE}); refused")
     return posixpath.relpath(joined, WORKSPACE)
 
 
+def _script(body: str, label: str, path: str, *args: str, make_dirs: bool = False) -> list[str]:
+    walk = ("MAKE_DIRS=1" if make_dirs else "MAKE_DIRS=0") + _WALK
+    return ["bash", "-c", walk + body, label, workspace_path(path), *args]
+
+
 def read_command(path: str, limit: int = MAX_READ) -> list[str]:
     """Print the file's size, then at most ``limit`` bytes of it."""
-    script = _CONFINED + 'stat -c %s -- "$real" && head -c "$2" -- "$real"'
-    return ["sh", "-c", script, "read", workspace_path(path), str(limit)]
+    body = _NOT_A_LINK + (
+        'size=$(stat -c %s -- "$name") || exit 1\n'
+        'printf "%s\\n" "$size"\n'
+        'dd if="$name" iflag=nofollow,count_bytes count="$2" bs=65536 status=none\n'
+    )
+    return _script(body, "read", path, str(limit))
 
 
 def write_command(path: str, size: int) -> list[str]:
-    """Write exactly ``size`` bytes of stdin to the file (its directory made as needed)."""
-    script = _CONFINED + 'mkdir -p -- "$(dirname -- "$real")" && head -c "$2" > "$real"'
-    return ["sh", "-c", script, "write", workspace_path(path), str(size)]
+    """Write exactly ``size`` bytes of stdin to the file (its directories made as needed)."""
+    body = 'head -c "$2" | dd of="$name" oflag=nofollow bs=65536 status=none\n'
+    return _script(body, "write", path, str(size), make_dirs=True)
 
 
 def list_command(path: str, limit: int = MAX_LISTED) -> list[str]:
     """Each entry of the directory: type (f, d, l, ...), size and name, tab-separated."""
-    script = _CONFINED + (
-        'cd -- "$real" && find . -mindepth 1 -maxdepth 1 -printf "%y\\t%s\\t%P\\n" '
-        '| LC_ALL=C sort -t "$(printf "\\t")" -k3 | head -n "$2"'
+    body = (
+        'cd -P -- "$name" || exit 1\n'
+        f'case "$(pwd -P)" in "$root"|"$root"/*) ;; *) exit {OUTSIDE};; esac\n'
+        'find . -mindepth 1 -maxdepth 1 -printf "%y\\t%s\\t%P\\n" '
+        '| LC_ALL=C sort -t "$(printf "\\t")" -k3 | head -n "$2"\n'
     )
-    return ["sh", "-c", script, "list", workspace_path(path), str(limit)]
+    return _script(body, "list", path, str(limit))
 
 
 def refusal(path: str, exit_code: int, stderr: str) -> str:
     """What the caller is told when a file script failed."""
     if exit_code == OUTSIDE:
         return f"{path} resolves outside the workspace ({WORKSPACE}); refused"
+    if exit_code == LINK:
+        return f"{path} is a symbolic link; name the file it points to"
     said = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {exit_code}"
     return f"{path}: {said}"
 
