@@ -39,9 +39,9 @@ class Sandbox:
         )  # fmt: skip
         return done.stdout.strip()
 
-    def poll(self, run: str = "r1", stdout: int = 0, files: int = 0) -> rs.Poll:
+    def poll(self, run: str = "r1", stdout: int = 0, files: int = 0, after: str = "") -> rs.Poll:
         done = subprocess.run(
-            rs.poll_argv(run, stdout, files, 1 << 20), capture_output=True, text=True,
+            rs.poll_argv(run, stdout, files, 1 << 20, after), capture_output=True, text=True,
             env=self.env(), timeout=30, check=True,
         )  # fmt: skip
         return rs.parse_poll(done.stdout)
@@ -147,3 +147,24 @@ def test_a_missing_workspace_ends_the_run_with_127(sandbox: Sandbox) -> None:
     assert poll.completion is not None
     assert poll.completion.exit_code == 127
     assert "is not there" in poll.stderr_tail
+
+
+def test_every_waiting_gate_request_is_brought_within_a_bounded_number_of_polls(
+    sandbox: Sandbox,
+) -> None:
+    """500 requests wait for a person: each poll brings 16 and the next goes on after the
+    last, so all are seen within 32 polls and the first 16 never hold the rest back."""
+    requests = sandbox.run_dir / "r1" / "requests"
+    requests.mkdir(parents=True)
+    ids = [f"1700000000-{n}" for n in range(500)]
+    for request_id in ids:
+        (requests / f"{request_id}.req").write_text(f'{{"command": "touch {request_id}"}}')
+    (requests / f"{ids[3]}.ans").write_text("allow\n")  # answered: never brought again
+    seen: list[str] = []
+    after = ""
+    for _ in range(-(-len(ids) // rs.MAX_REQUESTS)):
+        poll = sandbox.poll(after=after)
+        assert len(poll.gate_requests) <= rs.MAX_REQUESTS
+        seen += poll.gate_requests
+        after = rs.gate_cursor(poll)
+    assert set(seen) == set(ids) - {ids[3]}

@@ -57,6 +57,7 @@ class Execution(RunRecord):
     signalled: dict[str, datetime] = field(default_factory=dict)
     touched: datetime | None = None
     wrapper_gone_polls: int = 0
+    gate_after: str = ""  # the gate request the last poll ended at; the next goes on after it
 
     @classmethod
     def load(cls, run: Obj, settings: OperatorSettings) -> Execution:
@@ -222,11 +223,14 @@ class Execution(RunRecord):
             self.cursor.get("stdout", 0),
             self.cursor.get("files", 0),
             journal.POLL_BYTES,
+            self.gate_after,
         )
         result = kube_exec.run(self.namespace, self.sandbox.pod, SANDBOX_CONTAINER, argv)
         if result.exit_code != 0:
             raise RuntimeError(f"poll exited {result.exit_code}: {result.stderr.strip()[-500:]}")
-        return run_scripts.parse_poll(result.stdout)
+        poll = run_scripts.parse_poll(result.stdout)
+        self.gate_after = run_scripts.gate_cursor(poll)
+        return poll
 
     def _follow(self, spec: AgentRunSpec, now: datetime, abort: Ending | None) -> float | None:
         if self.sandbox is None:  # an operator restart: find the sandbox again

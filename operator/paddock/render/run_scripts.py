@@ -128,13 +128,22 @@ if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "alive 1"; else echo "
 chunk stdout "$2" "$4"
 chunk files "$3" "$4"
 if [ -d "$run/requests" ]; then
-  n=0
+  # The unanswered requests in turn: those after the id the last poll ended at ($5), then
+  # from the first, so that a request waiting for a person never holds the others back.
+  export LC_ALL=C  # one order for the glob and the comparison
+  waiting=()
   for request in "$run"/requests/*.req; do
     [ -f "$request" ] || continue
     id=${request##*/}; id=${id%.req}
-    [ -f "$run/requests/$id.ans" ] && continue
-    printf 'gate %s ' "$id"; base64 -w0 < "$request"; echo
-    n=$((n + 1)); [ "$n" -ge MAX_REQUESTS ] && break
+    [ -f "$run/requests/$id.ans" ] || waiting+=("$id")
+  done
+  later=(); earlier=()
+  for id in "${waiting[@]}"; do
+    if [[ "$id" > "${5:-}" ]]; then later+=("$id"); else earlier+=("$id"); fi
+  done
+  for id in "${later[@]}" "${earlier[@]}"; do
+    [ "$((n = ${n:-0} + 1))" -gt MAX_REQUESTS ] && break
+    printf 'gate %s ' "$id"; base64 -w0 < "$run/requests/$id.req"; echo
   done
 fi
 if [ -f "$run/exit" ]; then
@@ -186,7 +195,7 @@ done
 """
 
 REQUEST_BYTES = 65536
-MAX_REQUESTS = 16  # a poll's gate requests at most; the rest come with the next
+MAX_REQUESTS = 16  # a poll's gate requests at most; the next poll goes on after the last
 GATE = GATE.replace("REQUEST_BYTES", str(REQUEST_BYTES))
 STDERR_BYTES = 4096
 CHANGES_BYTES = 65536
@@ -209,7 +218,10 @@ def launch_argv(run_id: str) -> list[str]:
     return ["bash", "-c", LAUNCH, "paddock-launch", run_id, WRAPPER]
 
 
-def poll_argv(run_id: str, stdout_offset: int, files_offset: int, max_bytes: int) -> list[str]:
+def poll_argv(
+    run_id: str, stdout_offset: int, files_offset: int, max_bytes: int, gate_after: str = ""
+) -> list[str]:
+    """``gate_after``: the gate request the last poll ended at (its next one starts after)."""
     return [
         "bash",
         "-c",
@@ -219,7 +231,16 @@ def poll_argv(run_id: str, stdout_offset: int, files_offset: int, max_bytes: int
         str(stdout_offset),
         str(files_offset),
         str(max_bytes),
+        gate_after,
     ]
+
+
+def gate_cursor(poll: Poll) -> str:
+    """Where the next poll's gate requests start: after the last this one brought when it
+    brought a full batch (more may wait), else from the first."""
+    if len(poll.gate_requests) < MAX_REQUESTS:
+        return ""
+    return list(poll.gate_requests)[-1]
 
 
 def signal_argv(run_id: str, signal: str) -> list[str]:
