@@ -312,6 +312,7 @@ def test_operator_image_runs_in_the_cluster_and_runs_an_agent(
     repository, tag = local.load_image(directory, "operator").rsplit(":", 1)
     values = {
         "crds": {"enabled": False},
+        "admissionPolicies": {"enabled": False},  # the tests installed them with the CRDs
         "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
         "watchNamespaces": [namespace],
         "operator": {"sandboxImage": images.SANDBOX_IMAGE},

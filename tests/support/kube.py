@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,19 @@ import yaml
 from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def across_workers() -> Iterator[None]:
+    """Held by one test process at a time (parallel workers share the cluster): for starting
+    it, and for creating cluster-wide objects of fixed names two workers would both create."""
+    from paddock.devcluster import cluster as local
+
+    directory = local.default_state_dir().parent
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "tests.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @dataclass
@@ -64,8 +80,34 @@ class Cluster:
         self.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(manifest))
 
     def install_crds(self) -> None:
+        """The CRDs and the admission policies shipped beside them, both in force."""
         self.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
         self.wait_established(*self.paddock_crds())
+        self.wait_admission_enforced()
+
+    def wait_admission_enforced(self) -> None:
+        """Until the API server refuses what the approvals policy refuses (a policy is in force
+        a moment after it is created, once the server has compiled it)."""
+        from support.waiting import wait_for
+
+        probe = {
+            "apiVersion": "paddock.dev/v1alpha1",
+            "kind": "AgentRun",
+            "metadata": {
+                "name": "admission-probe",
+                "namespace": "default",
+                "annotations": {"approval.paddock.dev/command": "approve"},
+            },
+            "spec": {"sandboxRef": {"name": "none"}, "harness": "command", "command": "true"},
+        }
+
+        def refused() -> bool:
+            done = self.kubectl(
+                "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(probe), check=False
+            )
+            return done.returncode != 0 and "approval.paddock.dev" in done.stderr
+
+        wait_for(refused, 60, what="the admission policies to be in force")
 
     def wait_established(self, *crds: str) -> None:
         from paddock.devcluster.processes import wait_established

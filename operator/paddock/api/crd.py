@@ -15,6 +15,7 @@ import yaml
 
 from paddock import GROUP, VERSION
 from paddock.api import KINDS
+from paddock.api.admission import render_policies
 from paddock.api.common import Resource
 
 CATEGORY = "paddock"
@@ -154,6 +155,7 @@ def render_crd_files() -> dict[str, str]:
         + yaml.dump(render_crd(model), Dumper=_Dumper, sort_keys=False, width=100)
         for model in KINDS
     }
+    files[ADMISSION_FILE] = HEADER + _admission_yaml()
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -164,6 +166,11 @@ def render_crd_files() -> dict[str, str]:
 
 
 CHART_CRDS = Path("templates") / "crds"
+ADMISSION_FILE = "admission-policies.yaml"
+
+
+def _admission_yaml() -> str:
+    return yaml.dump_all(render_policies(), Dumper=_Dumper, sort_keys=False, width=100)
 
 
 def render_chart_crd_files() -> dict[str, str]:
@@ -192,6 +199,15 @@ def _all_files(directory: Path, chart: Path | None) -> dict[Path, str]:
         files |= {
             chart / CHART_CRDS / name: text for name, text in render_chart_crd_files().items()
         }
+        files[chart / "templates" / ADMISSION_FILE] = (
+            HEADER
+            + "{{- if .Values.admissionPolicies.enabled }}\n"
+            + _admission_yaml().replace(
+                "metadata:\n  name: ",
+                'metadata:\n  labels:\n    {{- include "paddock.labels" . | nindent 4 }}\n  name: ',
+            )
+            + "{{- end }}\n"
+        )
     return files
 
 
