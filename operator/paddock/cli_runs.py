@@ -168,10 +168,17 @@ def _create(namespace: str, manifest: Obj) -> str | None:
     return str(made["metadata"]["name"])
 
 
+class LogUnreadableError(Exception):
+    """A run's log cannot be read from here (no such run, or its object store refuses)."""
+
+
 def _events(namespace: str, name: str) -> Iterator[Obj]:
     from paddock.agentruns import logs
 
-    yield from logs.events(namespace, name, follow=True)
+    try:
+        yield from logs.events(namespace, name, follow=True)
+    except (logs.ObjectStoreError, logs.RunNotFoundError) as exc:
+        raise LogUnreadableError(str(exc)) from exc
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -205,6 +212,10 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"paddock: still running; paddock cancel {name} stops it", file=sys.stderr)
         return EXIT_CANCELLED
+    except LogUnreadableError as exc:
+        print(f"paddock run: agentrun/{name} runs on, but its log cannot be read: {exc}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_CLIENT
     return 0 if ending is not None and ending["type"] == ev.RUN_COMPLETED else 1
 
 
@@ -239,6 +250,9 @@ def _exec(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _patch("AgentRun", namespace, name, {"spec": {"cancel": True}})
         return EXIT_CANCELLED
+    except LogUnreadableError as exc:
+        print(f"paddock exec: the command's output cannot be read: {exc}", file=sys.stderr)
+        return EXIT_CLIENT
     finally:
         if not args.keep:
             _delete_run(namespace, name)

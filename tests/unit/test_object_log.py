@@ -131,3 +131,18 @@ def test_a_batch_without_events_takes_no_key_and_the_next_batch_stores_its_curso
     assert [e["seq"] for e in events] == [0, 1]
     assert cursor == {"stdout": 9, "files": 2}
     assert log.writes == 2
+
+
+def test_a_cli_without_object_store_keys_says_so_and_asks_no_other_credential_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``paddock logs``/``exec`` read an S3 log with the keys they were given, never with the
+    SDK's default chain (whose last resort is an instance-metadata address)."""
+    from paddock.agentruns import logs
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    where = {"location": "s3://runs/team/fix-bug", "endpoint": "http://127.0.0.1:1"}
+    with pytest.raises(logs.ObjectStoreError, match="export AWS_ACCESS_KEY_ID") as caught:
+        logs.ObjectReader({"metadata": {}}, where)
+    assert "s3://runs/team/fix-bug" in str(caught.value)

@@ -131,15 +131,29 @@ class ConfigMapReader:
 
 
 class ObjectReader:
+    """A run's log in a bucket, read with the keys this process was given (AWS_ACCESS_KEY_ID
+    and AWS_SECRET_ACCESS_KEY) and no others: never the SDK's default chain, whose last resort
+    is an instance-metadata address outside the cluster."""
+
     def __init__(self, run: Obj, where: Obj) -> None:
         self.run = run
         bucket, _, self.prefix = str(where["location"]).removeprefix("s3://").partition("/")
+        key_id = os.environ.get("AWS_ACCESS_KEY_ID")
+        secret = os.environ.get("AWS_SECRET_ACCESS_KEY")
+        if not (key_id and secret):
+            raise ObjectStoreError(
+                f"the run's log is in s3://{bucket}/{self.prefix} and no object-store keys are "
+                "set here: export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (keys that may "
+                "read that bucket)"
+            )
         self.bucket = logstore.bucket(
             S3Config(
                 bucket=bucket,
                 endpoint=where.get("endpoint"),
                 region=where.get("region") or "us-east-1",
                 path_style=bool(where.get("pathStyle")),
+                access_key_id=key_id,
+                secret_access_key=secret,
                 ca_file=os.environ.get("AWS_CA_BUNDLE") or None,
             )
         )
