@@ -168,3 +168,13 @@ def test_every_waiting_gate_request_is_brought_within_a_bounded_number_of_polls(
         seen += poll.gate_requests
         after = rs.gate_cursor(poll)
     assert set(seen) == set(ids) - {ids[3]}
+
+
+def test_the_secret_env_a_container_started_with_is_read_back_whole() -> None:
+    """What a rotation leaves in a running pod: the values its processes hold."""
+    pem = "-----BEGIN KEY-----\nabc def\n-----END KEY-----\n"
+    env = {**os.environ, "PADDOCK_SECRET_ENV": "TOKEN KEY GONE", "TOKEN": "t-1", "KEY": pem}
+    done = subprocess.run(
+        rs.started_secrets_argv(), capture_output=True, text=True, env=env, timeout=30, check=True
+    )
+    assert rs.parse_started_secrets(done.stdout) == ["t-1", pem]  # an unset one adds nothing

@@ -25,6 +25,7 @@ from paddock.harness import HARNESSES, Invocation
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.kube.cache import CACHE
+from paddock.kube.errors import KubeError
 from paddock.policy.gate import judge_command
 from paddock.render import run_scripts
 from paddock.render.names import ACTIVITY_ANNOTATION, LAST_RUN_ANNOTATION, SANDBOX_CONTAINER
@@ -131,12 +132,26 @@ def secrets_for(
     namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox
 ) -> tuple[dict[str, str], Scrubber]:
     """The run's secret env (for the harness), and a scrubber of every secret value the run
-    could see: its own, its Secret prompt's, its Workspace's."""
-    refs = spec.secret_refs() + _workspace(namespace, sandbox).secret_refs()
-    values = kube.secret_values(namespace, refs)
+    could see: its own, its Secret prompt's, its Workspace's, both as they are now and as the
+    sandbox's pod started with them (a rotated Secret reaches the pod's env at its next start,
+    so its processes may still hold the old value)."""
+    workspace_refs = _workspace(namespace, sandbox).secret_refs()
+    values = kube.secret_values(namespace, spec.secret_refs() + workspace_refs)
+    started = started_secret_values(namespace, sandbox) if workspace_refs else []
     wanted = {s.name: s.secret_key_ref.pair for s in spec.secrets}
     env = {name: values[ref] for name, ref in wanted.items() if ref in values}
-    return env, Scrubber(values.values())
+    return env, Scrubber([*values.values(), *started])
+
+
+def started_secret_values(namespace: str, sandbox: ReadySandbox) -> list[str]:
+    """The values of the sandbox container's secret env as it started (one exec); none where
+    it cannot be asked."""
+    argv = run_scripts.started_secrets_argv()
+    with contextlib.suppress(KubeError):
+        done = kube_exec.run(namespace, sandbox.pod, SANDBOX_CONTAINER, argv)
+        if done.exit_code == 0:
+            return run_scripts.parse_started_secrets(done.stdout)
+    return []
 
 
 def missing_prompt(namespace: str, spec: AgentRunSpec) -> str | None:

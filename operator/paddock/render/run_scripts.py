@@ -243,6 +243,23 @@ def gate_cursor(poll: Poll) -> str:
     return list(poll.gate_requests)[-1]
 
 
+# The values of the container's secret env as the container started with them (an exec gets
+# the env its container was started with): base64, one a line, in PADDOCK_SECRET_ENV's order.
+STARTED_SECRETS = r"""for name in ${PADDOCK_SECRET_ENV:-}; do
+  printf '%s' "${!name-}" | base64 -w0
+  echo
+done
+"""
+
+
+def started_secrets_argv() -> list[str]:
+    return ["bash", "-c", STARTED_SECRETS, "paddock-started-secrets"]
+
+
+def parse_started_secrets(output: str) -> list[str]:
+    return [base64.b64decode(line).decode(errors="replace") for line in output.split()]
+
+
 def signal_argv(run_id: str, signal: str) -> list[str]:
     return ["bash", "-c", SIGNAL, "paddock-signal", run_id, signal]
 
