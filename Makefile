@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 IMAGE ?= localhost/paddock-operator:dev
 PYTEST_ARGS ?=
+# Test files run in this many processes at once (pytest-xdist; a file's tests stay together).
+TEST_WORKERS ?= 3
 
 ##@ Setup
 
@@ -67,7 +69,7 @@ crds-check: install ## Fail when crds/ differs from the API models
 
 .PHONY: test
 test: lint typecheck crds-check helm-lint ## Everything CI runs: lint, types, CRDs, the chart, and every test suite
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 .PHONY: test-unit
 test-unit: install ## Unit tests (no cluster)

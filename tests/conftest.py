@@ -22,7 +22,7 @@ os.environ.setdefault("PADDOCK_RESYNC_SECONDS", "1")
 os.environ["PADDOCK_METRICS_PORT"] = "0"
 from support import identity
 from support.helm import helm_binary
-from support.kube import ROOT, Cluster
+from support.kube import ROOT, Cluster, across_workers
 from support.waiting import wait_for
 
 
@@ -32,20 +32,58 @@ def operator_kubeconfig(cluster: Cluster, tmp_path_factory: pytest.TempPathFacto
     return str(identity.operator_kubeconfig(cluster, tmp_path_factory.mktemp("identity")))
 
 
+def _parallel_controller(config: pytest.Config) -> bool:
+    """This process hands test files to worker processes (pytest-xdist's ``-n``)."""
+    return not hasattr(config, "workerinput") and bool(config.getoption("numprocesses", None))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _parallel_controller(config):
+        config.stash[_CLUSTER_WAS_UP] = local.is_up(local.default_state_dir())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With workers, the first to need the cluster starts it; the controller, which outlives
+    them, stops it if it was not up before the run."""
+    config = session.config
+    if _parallel_controller(config) and not config.stash.get(_CLUSTER_WAS_UP, True):
+        directory = local.default_state_dir()
+        if local.is_up(directory):
+            local.down(directory)
+
+
+_CLUSTER_WAS_UP = pytest.StashKey[bool]()
+
+# With workers (``-n``, ``--dist loadfile``), a test file's tests run together in one worker,
+# sharing its module fixtures; the longest files start first, so that no worker is left with
+# one of them at the end. (Tests of files that share a service of the cluster coordinate
+# through locks: support.kube.object_store_in_use.)
+_LONG_FIRST = ("e2e", "test_agent_clis.py", "test_object_store_logs.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return 0 if any(p in _LONG_FIRST for p in (item.path.parent.name, item.path.name)) else 1
+
+    items.sort(key=rank)  # stable: the order within a file stays
+
+
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """The local control plane: reused when it is already up, else started (and then stopped
-    at the end of the session). The Paddock CRDs are installed."""
+    at the end of the run). The Paddock CRDs are installed."""
     directory = local.default_state_dir()
-    started_here = not local.is_up(directory)
-    kubeconfig = local.up(directory)
+    # Parallel workers ask at the same moment: one starts the cluster, the others wait.
+    with across_workers():
+        started_here = not local.is_up(directory)
+        kubeconfig = local.up(directory)
+        binaries = local.ensure_binaries()
+        handle = Cluster("local", kubeconfig, str(binaries.kubectl))
+        handle.install_crds()
     # kopf, running in-process, logs in through the kubernetes client's default loader.
     os.environ["KUBECONFIG"] = str(kubeconfig)
-    binaries = local.ensure_binaries()
-    handle = Cluster("local", kubeconfig, str(binaries.kubectl))
-    handle.install_crds()
     yield handle
-    if started_here:
+    if started_here and not hasattr(request.config, "workerinput"):
         local.down(directory)
 
 

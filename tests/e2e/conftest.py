@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from paddock.devcluster import cluster as local
@@ -22,3 +27,13 @@ def real_node(cluster: Cluster) -> str:
         "started with PADDOCK_REAL_NODE=0?): `paddock cluster down`, then run the tests again"
     )
     return node.NODE_NAME
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A directory with a short path, for a second cluster's state: its kubelet makes unix
+    sockets under it, and a socket's path holds at most 107 bytes (pytest's own tmp_path, one
+    level deeper under parallel workers, leaves too few)."""
+    directory = Path(tempfile.mkdtemp(prefix="pdk-"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)

@@ -236,11 +236,11 @@ def _mounted_under(directories: list[Path]) -> list[str]:
 
 
 def test_down_removes_what_its_node_created_and_nothing_else(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, short_tmp: Path
 ) -> None:
     """A second cluster with its own real node, a pod and a volume on it; its ``down`` leaves
     no process, mount, interface, firewall rule or cgroup, and the first cluster's node runs on."""
-    directory = tmp_path / "second"
+    directory = short_tmp / "second"
     second = Cluster("second", local.up(directory, real_node=True), cluster.kubectl_binary)
     try:
         state = ClusterState.load(directory)

@@ -7,12 +7,13 @@ the bucket gives a clear RestoreFailed and a cold start, not a broken sandbox.""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from paddock.devcluster import node
-from support.kube import Cluster
+from support.kube import Cluster, object_store_in_use
 from support.objects import ObjectStore
 from support.real_node import exec_in, node_sandbox
 from support.sandboxes import condition, events_for, get, status_of, wait_for_phase, workspace
@@ -20,6 +21,12 @@ from support.waiting import wait_for
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
 SETUP = ["echo ran >> setup-runs.txt", "mkdir -p build && echo artefact > build/out.txt"]
+
+
+@pytest.fixture(autouse=True)
+def _store_in_use() -> Iterator[None]:
+    with object_store_in_use():
+        yield
 
 
 @pytest.fixture

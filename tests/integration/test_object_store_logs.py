@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from paddock.devcluster.cluster import ClusterState, default_state_dir
 from paddock.runs import objectlog
 from paddock.settings import OperatorSettings
 from support.helm import CHART, KUBE_VERSION, run_helm
-from support.kube import Cluster
+from support.kube import Cluster, object_store_in_use
 from support.objects import ObjectStore
 from support.runs import command_run, log_events, of_type, run_through_kills, wait_for_run
 from support.sandboxes import (
@@ -36,6 +37,14 @@ from support.sandboxes import (
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _store_in_use(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Shared with other workers' users of the store; alone for the test that stops it."""
+    alone = request.function is test_the_server_stopped_mid_run_is_caught_up_with_nothing_lost
+    with object_store_in_use(alone=alone):
+        yield
 
 
 @pytest.fixture(scope="session")

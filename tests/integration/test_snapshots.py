@@ -138,7 +138,12 @@ def test_an_expired_snapshot_is_deleted_and_the_next_sandbox_starts_cold(
         90,
         what="the snapshot deleted after its max age",
     )
-    assert _snapshots(cluster, namespace, "app") == []
+    # The Workspace's status follows the snapshot's deletion event (a moment later).
+    wait_for(
+        lambda: _snapshots(cluster, namespace, "app") == [],
+        30,
+        what="the Workspace's status to drop the deleted snapshot",
+    )
     first = _status_when(
         cluster,
         namespace,

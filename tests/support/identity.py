@@ -4,18 +4,22 @@ runs with it instead of cluster-admin, so a missing (or needless) permission sho
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client
 
-from support.kube import ROOT, Cluster
+from support.kube import ROOT, Cluster, across_workers
 
 # Not paddock-system: a test of config/default creates and deletes that namespace.
 NAMESPACE = "paddock-test-identity"
-ACCOUNT = "paddock-operator"
+# One account per parallel worker: the audit of the operator's requests reads one worker's.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+ACCOUNT = f"paddock-operator-{_WORKER}" if _WORKER else "paddock-operator"
 ROLE = "paddock-operator-test"
+BINDING = f"{ROLE}-{_WORKER}" if _WORKER else ROLE
 
 
 def operator_kubeconfig(cluster: Cluster, directory: Path) -> Path:
@@ -25,7 +29,7 @@ def operator_kubeconfig(cluster: Cluster, directory: Path) -> Path:
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": ROLE},
+        "metadata": {"name": BINDING},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
     }
@@ -35,9 +39,10 @@ def operator_kubeconfig(cluster: Cluster, directory: Path) -> Path:
         "kind": "ServiceAccount",
         "metadata": {"name": ACCOUNT, "namespace": NAMESPACE},
     }
-    cluster.kubectl(
-        "apply", "-f", "-", stdin=yaml.safe_dump_all([namespace, account, role, binding])
-    )
+    with across_workers():
+        cluster.kubectl(
+            "apply", "-f", "-", stdin=yaml.safe_dump_all([namespace, account, role, binding])
+        )
     return account_kubeconfig(cluster, NAMESPACE, ACCOUNT, directory / "operator-kubeconfig")
 
 
@@ -90,7 +95,8 @@ def editor_kubeconfig(cluster: Cluster, namespace: str, directory: Path) -> Path
         }
         for role in roles
     ]
-    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(roles))
+    with across_workers():
+        cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(roles))
     cluster.kubectl(
         "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all([account, *bindings])
     )

@@ -20,15 +20,30 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def across_workers() -> Iterator[None]:
-    """Held by one test process at a time (parallel workers share the cluster): for starting
-    it, and for creating cluster-wide objects of fixed names two workers would both create."""
+def _locked(name: str, mode: int) -> Iterator[None]:
+    """A lock file beside the local cluster's state, shared by every test process."""
     from paddock.devcluster import cluster as local
 
     directory = local.default_state_dir().parent
     directory.mkdir(parents=True, exist_ok=True)
-    with (directory / "tests.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with (directory / name).open("w") as lock:
+        fcntl.flock(lock, mode)
+        yield
+
+
+@contextmanager
+def across_workers() -> Iterator[None]:
+    """Held by one test process at a time (parallel workers share the cluster): for starting
+    it, and for creating cluster-wide objects of fixed names two workers would both create."""
+    with _locked("tests.lock", fcntl.LOCK_EX):
+        yield
+
+
+@contextmanager
+def object_store_in_use(*, alone: bool = False) -> Iterator[None]:
+    """Held while a test uses the local cluster's object store (shared with other workers'
+    tests), or ``alone`` while it stops and restarts it: no test sees another's outage."""
+    with _locked("object-store.lock", fcntl.LOCK_EX if alone else fcntl.LOCK_SH):
         yield
 
 
