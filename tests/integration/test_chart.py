@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from paddock.api import KINDS
+from paddock.api.admission import REFERENCES, policy_name
 from paddock.devcluster import cluster as local
 from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import ROOT, Cluster
@@ -233,12 +234,18 @@ def test_helm_install_runs_the_operator_and_keeps_the_crds(helm: str, own_cluste
         subprocess.run([kubectl, f"--kubeconfig={own_cluster}", *args], check=True,
                        capture_output=True)  # fmt: skip
 
-    # CRDs there before the release (as `make dev` or kustomize puts them) are handed to it
-    # the way the README says.
+    # CRDs and admission policies there before the release (as `make dev` or kustomize puts
+    # them) are handed to it the way the README says.
     kubectl_run("apply", "--server-side", "-k", str(ROOT / "crds"))
-    for name in (f"{kind.kind_info.plural}.paddock.dev" for kind in KINDS):
-        kubectl_run("label", "crd", name, "app.kubernetes.io/managed-by=Helm")
-        kubectl_run("annotate", "crd", name, "meta.helm.sh/release-name=paddock",
+    policies = [policy_name(resource) for resource in REFERENCES]
+    objects = [f"crd/{kind.kind_info.plural}.paddock.dev" for kind in KINDS] + [
+        f"{kind}/{name}"
+        for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding")
+        for name in policies
+    ]
+    for name in objects:
+        kubectl_run("label", name, "app.kubernetes.io/managed-by=Helm")
+        kubectl_run("annotate", name, "meta.helm.sh/release-name=paddock",
                     "meta.helm.sh/release-namespace=paddock-system")  # fmt: skip
     installed = run_helm(
         helm, "install", "paddock", str(CHART), "-n", "paddock-system", "--create-namespace",
@@ -260,6 +267,8 @@ def test_helm_install_runs_the_operator_and_keeps_the_crds(helm: str, own_cluste
     assert pods[0]["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
     crd = get("crd", "sandboxes.paddock.dev")
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    policy = get("validatingadmissionpolicy", policy_name("agentruns"))
+    assert policy["metadata"]["labels"]["helm.sh/chart"].startswith("paddock-")
 
     run_helm(helm, "uninstall", "paddock", "-n", "paddock-system", kubeconfig=own_cluster)
     wait_for(lambda: not get("deployment", "paddock", "-n", "paddock-system"), 60,
