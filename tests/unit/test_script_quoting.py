@@ -167,6 +167,7 @@ def test_a_runs_env_and_prompt_reach_the_harness_as_data(
 
 FAKE_CLI = """#!/usr/bin/env bash
 printf '%s\\0' "$@" > "$ARGV_OUT"
+cat > "$ARGV_OUT.stdin"
 """
 
 
@@ -197,3 +198,30 @@ def test_harness_options_are_single_arguments(
     argv = text(tmp_path / "argv").split("\0")[:-1]
     assert argv.count(value) >= 2  # the model and the session id, each one whole argument
     assert_nothing_ran(canary)
+
+
+@pytest.mark.parametrize("harness", [h for h in Harness if h != Harness.COMMAND])
+def test_a_prompt_of_the_largest_size_reaches_every_cli_whole_on_stdin(
+    harness: Harness, tmp_path: Path, canary: Path
+) -> None:
+    """One argv word holds at most 128 KiB (exit 126 past it); a prompt may be 1 MiB."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for cli in ("claude", "codex", "opencode", "gemini"):
+        (bin_dir / cli).write_text(FAKE_CLI)
+        (bin_dir / cli).chmod(0o755)
+    prompt = ("x" * 1023 + "\n") * 1024
+    (tmp_path / "prompt").write_text(prompt)
+    spec = AgentRunSpec.model_validate(
+        {"sandboxRef": {"name": "s"}, "harness": harness, "prompt": "p"}
+    )
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "ARGV_OUT": str(tmp_path / "argv"),
+        "PADDOCK_PROMPT_FILE": str(tmp_path / "prompt"),
+        "PADDOCK_WORKSPACE": str(tmp_path),
+    }
+    done = bash(HARNESSES[harness].invocation(spec).script, tmp_path, canary, env)
+    assert done.returncode == 0, done.stderr
+    assert text(tmp_path / "argv.stdin") == prompt
+    assert max(len(word) for word in text(tmp_path / "argv").split("\0")) < 4096

@@ -44,8 +44,9 @@ def _argv(spec: AgentRunSpec) -> str:
 
 
 def invocation(spec: AgentRunSpec) -> Invocation:
-    # opencode run takes the message as arguments; a prompt is not secret, so argv is fine.
-    return Invocation(script=f'exec {_argv(spec)} "$(cat {PROMPT})"\n')
+    # opencode run reads the message from stdin when it is given none as arguments: one argv
+    # word holds at most 128 KiB, and a prompt may be 1 MiB.
+    return Invocation(script=f"exec {_argv(spec)} < {PROMPT}\n")
 
 
 CONFIG = "opencode-config.json"
@@ -96,7 +97,7 @@ def gated(
     script = (
         f"config=$(cat {run_file(CONFIG)})\n"
         f'export {CONFIG_ENV}="${{config//{RUN_MARK}/$PADDOCK_RUN}}"\n'
-        f'exec {_argv(spec)} "$(cat {PROMPT})"\n'
+        f"exec {_argv(spec)} < {PROMPT}\n"
     )
     return Invocation(
         script=script,
