@@ -79,7 +79,7 @@ def _setup(
     }
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex", "opencode"])
+@pytest.mark.parametrize("harness", GATED)
 def test_real_cli_runs_a_real_agent_loop_in_the_sandbox(
     cluster: Cluster,
     namespace: str,
@@ -94,7 +94,8 @@ def test_real_cli_runs_a_real_agent_loop_in_the_sandbox(
         "exec", "-n", namespace, "box", "-c", "sandbox", "--",
         "bash", "-c", f'touch "$PADDOCK_WORKSPACE/{marker}"',
     )  # fmt: skip
-    with ScriptedModel("ls") as model:
+    # With no policy the pod is the boundary: the CLI's shell runs, and writes, unasked.
+    with ScriptedModel("echo written > by-the-agent.txt && ls") as model:
         fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
         cluster.apply(agent_run("real", "box", harness, "Where are you?", **fields), namespace)
         status = wait_for_run(cluster, namespace, "real", timeout=180)
@@ -102,17 +103,24 @@ def test_real_cli_runs_a_real_agent_loop_in_the_sandbox(
     events = log_events(cluster, namespace, "real")
     assert status["phase"] == "Succeeded", (status, events[-3:])
     (call,) = of_type(events, "tool.call")
-    assert "ls" in json.dumps(call["data"]["input"])
+    assert "by-the-agent.txt" in json.dumps(call["data"]["input"])
     (result,) = of_type(events, "tool.result")
-    # The tool ran in the sandbox: it lists the sandbox's workspace.
+    # The tool ran in the sandbox: it lists the sandbox's workspace, the new file in it.
     assert marker in result["data"]["output"]
+    assert "by-the-agent.txt" in result["data"]["output"]
+    written = cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+        "bash", "-c", 'cat "$PADDOCK_WORKSPACE/by-the-agent.txt"',
+    ).stdout  # fmt: skip
+    assert written == "written\n"
     assert FINAL_TEXT in [e["data"]["text"] for e in of_type(events, "message")]
     assert status["sessionId"]
     assert of_type(events, "session-id")[0]["data"]["sessionId"] == status["sessionId"]
     assert status["usage"]["inputTokens"] > 0
     # The API key reached the CLI (it authenticated with it) and nothing stored shows it.
     sent = [r["headers"] for r in model.requests]
-    assert any(API_KEY in (h.get("x-api-key", "") + h.get("authorization", "")) for h in sent)
+    keys = ("x-api-key", "authorization", "x-goog-api-key")  # Anthropic, OpenAI, Gemini
+    assert any(API_KEY in "".join(h.get(k, "") for k in keys) for h in sent)
     assert API_KEY not in json.dumps(events)
 
 

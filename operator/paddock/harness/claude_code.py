@@ -46,7 +46,13 @@ def _argv(spec: AgentRunSpec, *more: str) -> str:
 
 
 def invocation(spec: AgentRunSpec) -> Invocation:
-    return Invocation(script=f"exec {_argv(spec)} < {PROMPT}\n")
+    """With no policy the pod is the boundary: every tool runs without asking (in -p mode
+    Claude Code would refuse its shell and file tools). IS_SANDBOX=1 says so to a Claude Code
+    that runs as root (kwok's pods), which otherwise refuses to bypass permissions."""
+    return Invocation(
+        script=f"exec {_argv(spec, '--permission-mode', 'bypassPermissions')} < {PROMPT}\n",
+        env={"IS_SANDBOX": "1"},
+    )
 
 
 SETTINGS = "claude-settings.json"

@@ -45,7 +45,11 @@ def _argv(spec: AgentRunSpec, *more: str) -> str:
 
 
 def invocation(spec: AgentRunSpec) -> Invocation:
-    return Invocation(script=f"exec {_argv(spec)} < {PROMPT}\n")
+    """With no policy the pod is the boundary: no approvals and no sandbox of Codex's own
+    (codex exec is read-only by default, and its sandbox needs kernel features a container
+    often lacks)."""
+    more = ["--dangerously-bypass-approvals-and-sandbox"]
+    return Invocation(script=f"exec {_argv(spec, *more)} < {PROMPT}\n")
 
 
 # The PreToolUse hook as a config override (``-c``): a session flag, which no config file

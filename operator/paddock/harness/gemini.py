@@ -74,16 +74,18 @@ def _script(spec: AgentRunSpec, settings: dict[str, Any], *more: str) -> tuple[s
     script = (
         f"mkdir -p {USER_SETTINGS}\n"
         f"cp {run_file(SETTINGS)} {USER_SETTINGS}/settings.json\n"
-        f'exec {_argv(spec, *more)} -p "$(cat {PROMPT})"\n'
+        f"exec {_argv(spec, *more)} < {PROMPT}\n"
     )
     return script, json.dumps(settings)
 
 
 def invocation(spec: AgentRunSpec) -> Invocation:
+    """With no policy the pod is the boundary: every tool runs without asking (headless,
+    Gemini CLI would leave out the tools that ask)."""
     auth = _auth(spec)
     if not auth:
-        return Invocation(script=f'exec {_argv(spec)} -p "$(cat {PROMPT})"\n')
-    script, settings = _script(spec, auth)
+        return Invocation(script=f"exec {_argv(spec, '--approval-mode', 'yolo')} < {PROMPT}\n")
+    script, settings = _script(spec, auth, "--approval-mode", "yolo")
     return Invocation(script=script, files={SETTINGS: settings})
 
 
