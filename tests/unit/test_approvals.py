@@ -26,13 +26,16 @@ def request(command: str) -> bytes:
     return json.dumps({"tool_name": "Bash", "tool_input": {"command": command}}).encode()
 
 
+TOKEN = "5eed0001"  # an approval id's random part, fixed here
+
+
 def judge(
     requests: dict[str, str],
     approvals: list[Approval] | None = None,
     choices: dict[str, Choice] | None = None,
     now: datetime = T0,
 ) -> gating.Answered:
-    asking = Asking(approvals or [], choices or {}, now, TIMEOUT, "15m")
+    asking = Asking(approvals or [], choices or {}, now, TIMEOUT, "15m", lambda: TOKEN)
     raw = {i: request(c) for i, c in requests.items()}
     return gating.answer(raw, POLICY, {}, claude_code.request_of, asking)
 
@@ -41,16 +44,17 @@ def test_an_ask_command_is_left_unanswered_and_recorded_as_pending() -> None:
     result = judge({"10-1": "git push origin main"})
     assert result.answers == {}  # the gate waits
     (approval,) = result.pending
-    assert approval.id == "10-1"
+    assert approval.id == f"10-1.{TOKEN}"
+    assert gating.request_of(approval) == "10-1"
     assert approval.target == "git push origin main"
     assert approval.rules == ["ask: git push *"]
     assert approval.requested_at == T0
     (requested,) = result.drafts
     assert requested.type == ev.APPROVAL_REQUESTED
-    assert requested.data["id"] == "10-1"
+    assert requested.data["id"] == approval.id
     (notice,) = result.notices
     assert notice.reason == R.APPROVAL_REQUESTED
-    assert "10-1" in notice.message
+    assert approval.id in notice.message
     assert "paddock approve" in notice.message
 
 
@@ -66,7 +70,9 @@ def test_asked_again_while_pending_it_logs_nothing_more() -> None:
 def test_an_approval_lets_the_command_run() -> None:
     pending = judge({"10-1": "git push origin main"}).approvals
     later = T0 + timedelta(minutes=2)
-    result = judge({"10-1": "git push origin main"}, pending, {"10-1": Choice.APPROVE}, later)
+    result = judge(
+        {"10-1": "git push origin main"}, pending, {pending[0].id: Choice.APPROVE}, later
+    )
     assert result.answers == {"10-1": "allow\n"}
     (approval,) = result.approvals
     assert approval.state == ApprovalState.APPROVED
@@ -80,7 +86,7 @@ def test_an_approval_lets_the_command_run() -> None:
 
 def test_a_denial_refuses_it_with_a_message_for_the_agent() -> None:
     pending = judge({"10-1": "git push origin main"}).approvals
-    result = judge({"10-1": "git push origin main"}, pending, {"10-1": Choice.DENY})
+    result = judge({"10-1": "git push origin main"}, pending, {pending[0].id: Choice.DENY})
     verdict, _, message = result.answers["10-1"].partition("\n")
     assert verdict == "deny"
     assert "needed approval" in message
@@ -109,7 +115,7 @@ def test_a_pending_approval_whose_request_is_gone_expires_too() -> None:
 
 def test_a_decided_request_the_sandbox_did_not_take_is_answered_again() -> None:
     pending = judge({"10-1": "git push origin main"}).approvals
-    decided = judge({"10-1": "git push origin main"}, pending, {"10-1": Choice.APPROVE})
+    decided = judge({"10-1": "git push origin main"}, pending, {pending[0].id: Choice.APPROVE})
     again = judge({"10-1": "git push origin main"}, decided.approvals)  # annotation removed
     assert again.answers == {"10-1": "allow\n"}
     assert again.drafts == []
@@ -117,7 +123,7 @@ def test_a_decided_request_the_sandbox_did_not_take_is_answered_again() -> None:
 
 def test_approve_always_approves_later_requests_of_the_same_rules() -> None:
     pending = judge({"10-1": "git push origin main"}).approvals
-    always = judge({"10-1": "git push origin main"}, pending, {"10-1": Choice.ALWAYS})
+    always = judge({"10-1": "git push origin main"}, pending, {pending[0].id: Choice.ALWAYS})
     assert always.approvals[0].always
     later = judge({"11-1": "git push origin feature"}, always.approvals)
     assert later.answers == {"11-1": "allow\n"}
@@ -127,7 +133,7 @@ def test_approve_always_approves_later_requests_of_the_same_rules() -> None:
     # Another rule still asks.
     other = judge({"12-1": "npm publish"}, later.approvals)
     assert other.answers == {}
-    assert [a.id for a in other.pending] == ["12-1"]
+    assert [a.id for a in other.pending] == [f"12-1.{TOKEN}"]
 
 
 def test_a_denied_part_is_denied_even_next_to_an_ask_part() -> None:
@@ -161,19 +167,19 @@ def test_the_status_keeps_every_pending_and_the_newest_resolved() -> None:
     for i in range(gating.KEPT_RESOLVED + 5):
         rid = f"{i}-1"
         approvals = judge({rid: "git push x"}, approvals).approvals
-        approvals = judge({rid: "git push x"}, approvals, {rid: Choice.DENY}).approvals
+        approvals = judge({rid: "git push x"}, approvals, {f"{rid}.{TOKEN}": Choice.DENY}).approvals
     approvals = judge({"99-1": "git push x"}, approvals).approvals
     assert len(approvals) == gating.KEPT_RESOLVED + 1
-    assert approvals[-1].id == "99-1"
+    assert approvals[-1].id == f"99-1.{TOKEN}"
     assert approvals[-1].state == ApprovalState.PENDING
-    assert approvals[0].id == "5-1"
+    assert approvals[0].id == f"5-1.{TOKEN}"
 
 
 def test_the_run_says_what_it_waits_for_and_how_to_decide() -> None:
     pending = judge({"10-1": "git push origin main", "11-1": "npm publish"}).pending
     message = decide.awaiting(pending, "fix-bug")
     assert message is not None
-    assert "paddock approve fix-bug 10-1" in message
+    assert f"paddock approve fix-bug 10-1.{TOKEN}" in message
     assert "1 more" in message
     assert decide.awaiting([], "fix-bug") is None
 
@@ -223,3 +229,23 @@ def test_the_tools_the_policy_asks_about_go_through_the_gate() -> None:
     assert set(claude_code.FILE_TOOLS) <= set(claude_code.permissions(denies)["deny"])
     assert opencode.permissions(denies)["edit"] == "deny"
     assert opencode.permissions(denies)["webfetch"] == "deny"
+
+
+def test_a_decision_made_before_the_request_existed_decides_nothing() -> None:
+    """A request's id has a random part: an annotation naming the request as it would be
+    (``command``, or the gate's id) cannot approve it ahead of time."""
+    guessed = {"10-1": Choice.APPROVE, "10-1.00000000": Choice.APPROVE}
+    result = judge({"10-1": "git push origin main"}, choices=guessed)
+    assert result.answers == {}
+    assert [a.state for a in result.approvals] == [ApprovalState.PENDING]
+
+
+def test_each_request_gets_an_id_of_its_own_that_cannot_be_foretold() -> None:
+    asking = Asking([], {}, T0, TIMEOUT, "15m")  # the operator's random token
+    raw = {"10-1": request("git push origin main"), "11-1": request("git push origin dev")}
+    first, second = gating.answer(raw, POLICY, {}, claude_code.request_of, asking).approvals
+    again = gating.answer(raw, POLICY, {}, claude_code.request_of, asking).approvals[0]
+    assert first.id.startswith("10-1.")
+    assert second.id.startswith("11-1.")
+    tokens = {approval.id.partition(".")[2] for approval in (first, second, again)}
+    assert len(tokens) == 3

@@ -150,7 +150,7 @@ def gated(
     answer = answered.answers.get(gating.COMMAND_REQUEST)
     if answer is None or answer.startswith("allow"):
         return Asked(answered, None)
-    approval = next(a for a in answered.approvals if a.id == gating.COMMAND_REQUEST)
+    approval = next(a for a in answered.approvals if gating.request_of(a) == gating.COMMAND_REQUEST)
     reason = R.APPROVAL_EXPIRED if approval.state == ApprovalState.EXPIRED else R.APPROVAL_DENIED
     message = gating.not_approved(approval, judged.command)
     return Asked(answered, Ending(RunPhase.FAILED, reason, message[:1].upper() + message[1:]))

@@ -12,6 +12,7 @@ and an ``approval.resolved`` one.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -31,7 +32,19 @@ from paddock.runs.events import Draft
 
 KEPT_RESOLVED = 20  # resolved approvals the status keeps, newest last
 TARGET_CHARS = 1000
-COMMAND_REQUEST = "command"  # the id of a command run's own request to run its command
+COMMAND_REQUEST = "command"  # the key of a command run's own request to run its command
+
+
+def new_token() -> str:
+    """The random part of an approval's id: nobody can name (and so decide) a request before
+    it exists, in an annotation or otherwise."""
+    return secrets.token_hex(4)
+
+
+def request_of(approval: Approval) -> str:
+    """The request an approval is about (the gate's request id, or ``command``): its id
+    without the random part."""
+    return approval.id.partition(".")[0]
 
 
 def choices(annotations: Mapping[str, str]) -> dict[str, Choice]:
@@ -69,6 +82,7 @@ class Asking:
     now: datetime
     timeout: timedelta
     timeout_text: str = ""
+    token: Callable[[], str] = new_token  # the random part of a new approval's id
 
 
 # What the agent is told a request was, by its kind.
@@ -109,8 +123,8 @@ def answer(
 
 
 def ask_command(judged: Judged, asking: Asking) -> Answered:
-    """A ``command`` run's command that the policy says to ask about: one request, with the
-    id ``command``, recorded, decided and expired as an agent's are."""
+    """A ``command`` run's command that the policy says to ask about: one request (its id
+    ``command.<random>``), recorded, decided and expired as an agent's are."""
     answered = Answered(approvals=list(asking.approvals))
     expire(answered, asking)
     _ask(answered, COMMAND_REQUEST, judged, asking)
@@ -146,11 +160,11 @@ def end_all(approvals: list[Approval], now: datetime) -> tuple[list[Approval], l
 
 def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) -> None:
     """A request to ask about: recorded, left waiting, or answered as it was decided."""
-    index = next((i for i, a in enumerate(answered.approvals) if a.id == request_id), None)
+    index = next((i for i, a in enumerate(answered.approvals) if request_of(a) == request_id), None)
     if index is None:
         index = _request(answered, request_id, judged, asking)
     approval = answered.approvals[index]
-    choice = asking.choices.get(request_id)
+    choice = asking.choices.get(approval.id)
     if approval.state == ApprovalState.PENDING and choice is not None:
         state = ApprovalState.DENIED if choice == Choice.DENY else ApprovalState.APPROVED
         said = {Choice.APPROVE: "approved", Choice.ALWAYS: "approved for the rest of the run"}
@@ -182,7 +196,7 @@ def _request(answered: Answered, request_id: str, judged: Judged, asking: Asking
     every rule that asks); its index."""
     rules = sorted({p.rule for p in judged.verdict.parts if p.decision == Decision.ASK})
     approval = Approval(
-        id=request_id,
+        id=f"{request_id}.{asking.token()}",
         kind=str(judged.where),
         target=ev.one_line(judged.command, TARGET_CHARS),
         rules=rules,

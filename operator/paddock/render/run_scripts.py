@@ -243,13 +243,11 @@ def gate_cursor(poll: Poll) -> str:
     return list(poll.gate_requests)[-1]
 
 
-# The values of the container's secret env as the container started with them (an exec gets
-# the env its container was started with): base64, one a line, in PADDOCK_SECRET_ENV's order.
-STARTED_SECRETS = r"""for name in ${PADDOCK_SECRET_ENV:-}; do
-  printf '%s' "${!name-}" | base64 -w0
-  echo
-done
-"""
+# The container's secret env as it started (an exec gets that env): base64, one a line.
+STARTED_SECRETS = (
+    r"""for n in ${PADDOCK_SECRET_ENV:-}; do printf %s "${!n-}" | base64 -w0; echo; done"""
+    "\n"
+)
 
 
 def started_secrets_argv() -> list[str]:
