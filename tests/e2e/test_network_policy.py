@@ -260,7 +260,8 @@ def test_a_sandbox_reaches_only_what_its_policy_names(
     # deny plus the same rule: the rule alone.
     fenced = {"capabilities": {"network": "deny"}, "network": {"egress": [rule]}}
     _change_policy(cluster, namespace, "box", fenced)
-    assert _connects(cluster, namespace, "box", here, one)
+    # The enforcer takes the changed NetworkPolicy in a moment (longer on a busy node).
+    wait_for(lambda: _connects(cluster, namespace, "box", here, one), 30, what="the rule alone")
     assert not _connects(cluster, namespace, "box", here, other)
     assert not _connects(cluster, namespace, "box", api_address, api_port)
 

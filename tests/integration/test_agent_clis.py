@@ -5,7 +5,6 @@ Paddock records it; an endpoint that cannot serve makes a Failed run whose error
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import socket
 from pathlib import Path
@@ -40,12 +39,12 @@ def closed_port() -> int:
     return port
 
 
-def _setup(
-    harness: str, url: str, bin_dir: Path, tmp_path: Path, namespace: str, cluster: Cluster
-) -> dict[str, Any]:
-    """The run spec fields that point a harness at ``url`` with its key from a Secret."""
+def _setup(harness: str, url: str, namespace: str, cluster: Cluster) -> dict[str, Any]:
+    """The run spec fields that point a harness in the sandbox "box" at ``url``, with its key
+    from a Secret. The CLIs are in the kwok pod's "image" (its PATH), as in the sandbox image;
+    Codex's provider goes in its user config, in the sandbox's HOME."""
     cluster.apply(secret("llm", key=API_KEY), namespace)
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env: dict[str, str] = {}
     if harness == "claude-code":
         key_name = "ANTHROPIC_API_KEY"
         env |= {"ANTHROPIC_BASE_URL": url, "CLAUDE_CODE_MAX_RETRIES": "0"}
@@ -59,9 +58,7 @@ def _setup(
         env |= {"GOOGLE_GEMINI_BASE_URL": url}
     else:
         key_name = "CODEX_API_KEY"
-        codex_home = tmp_path / "codex-home"
-        codex_home.mkdir()
-        (codex_home / "config.toml").write_text(
+        config = (
             'model_provider = "scripted"\n'
             "[model_providers.scripted]\n"
             'name = "scripted"\n'
@@ -71,7 +68,10 @@ def _setup(
             "request_max_retries = 0\n"
             "stream_max_retries = 0\n"
         )
-        env |= {"CODEX_HOME": str(codex_home)}
+        cluster.kubectl(
+            "exec", "-n", namespace, "box", "-c", "sandbox", "--", "bash", "-c",
+            'mkdir -p "$HOME/.codex" && printf %s "$1" > "$HOME/.codex/config.toml"', "-", config,
+        )  # fmt: skip
     return {
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "secrets": [{"name": key_name, "secretKeyRef": {"name": "llm", "key": "key"}}],
@@ -96,7 +96,7 @@ def test_real_cli_runs_a_real_agent_loop_in_the_sandbox(
     )  # fmt: skip
     # With no policy the pod is the boundary: the CLI's shell runs, and writes, unasked.
     with ScriptedModel("echo written > by-the-agent.txt && ls") as model:
-        fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+        fields = _setup(harness, model.url, namespace, cluster)
         cluster.apply(agent_run("real", "box", harness, "Where are you?", **fields), namespace)
         status = wait_for_run(cluster, namespace, "real", timeout=180)
 
@@ -138,7 +138,7 @@ def test_real_cli_with_an_endpoint_that_cannot_serve_fails_saying_why(
     if harness != "codex":
         # Nothing listens: the connection is refused.
         url, expected = f"http://127.0.0.1:{closed_port}", "Unable to connect"
-        fields = _setup(harness, url, agent_clis, tmp_path, namespace, cluster)
+        fields = _setup(harness, url, namespace, cluster)
         cluster.apply(agent_run("down", "box", harness, "Hello?", **fields), namespace)
         status = wait_for_run(cluster, namespace, "down", timeout=180)
     else:
@@ -146,7 +146,7 @@ def test_real_cli_with_an_endpoint_that_cannot_serve_fails_saying_why(
         # so its endpoint answers, with an error status.
         with ScriptedModel("pwd", refuse_with=401) as model:
             expected = "401"
-            fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+            fields = _setup(harness, model.url, namespace, cluster)
             cluster.apply(agent_run("down", "box", harness, "Hello?", **fields), namespace)
             status = wait_for_run(cluster, namespace, "down", timeout=180)
 
@@ -200,7 +200,7 @@ def test_the_policy_gates_every_shell_command_of_a_real_cli(
     )  # fmt: skip
     commands = ["touch allowed-1", *DENIED]
     with ScriptedModel(commands) as model:
-        fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+        fields = _setup(harness, model.url, namespace, cluster)
         cluster.apply(agent_run("gated", "box", harness, "Touch files.", **fields), namespace)
         status = wait_for_run(cluster, namespace, "gated", timeout=240)
         seen = json.dumps(model.requests[-1]["body"])
@@ -253,7 +253,7 @@ def test_a_command_the_policy_asks_about_waits_for_a_person(
 ) -> None:
     ready_sandbox(cluster, namespace, "box", policy=ASKING_POLICY)
     with ScriptedModel(["touch asked-1", "touch asked-2", "touch asked-3"]) as model:
-        fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+        fields = _setup(harness, model.url, namespace, cluster)
         run = agent_run("asks", "box", harness, "Touch files.", **fields)
         run["spec"]["approvalTimeout"] = "15s"
         cluster.apply(run, namespace)
@@ -306,7 +306,7 @@ def test_the_approval_example_runs_end_to_end(
     name = run["metadata"]["name"]
     commit = "git commit -am 'Fix a typo in the README'"
     with ScriptedModel([commit]) as model:
-        fields = _setup("claude-code", model.url, agent_clis, tmp_path, namespace, cluster)
+        fields = _setup("claude-code", model.url, namespace, cluster)
         run["spec"] |= {"sandboxRef": {"name": "box"}, **fields}
         cluster.apply(run, namespace)
         status = _pending(cluster, namespace, name, 1)
@@ -358,7 +358,7 @@ def test_file_write_reaches_the_clis_own_file_tool(
     ready_sandbox(cluster, namespace, "box", policy=policy)
     path = f"{_workspace_path(cluster, namespace, 'box')}/NOTES.md"
     with ScriptedModel(Write(path, "written by the agent\n")) as model:
-        fields = _setup(harness, model.url, agent_clis, tmp_path, namespace, cluster)
+        fields = _setup(harness, model.url, namespace, cluster)
         cluster.apply(agent_run("writes", "box", harness, "Write notes.", **fields), namespace)
         if file_write == "ask":
             status = _pending(cluster, namespace, "writes", 1)

@@ -31,6 +31,7 @@ from support.sandboxes import (
     condition,
     events_for,
     get,
+    install_in_image,
     merge_patch,
     ready_sandbox,
     secret,
@@ -98,25 +99,19 @@ def test_failing_command_reports_the_stderr_tail(
     assert "cannot find config.yaml" in failed["data"]["stderrTail"]
 
 
-def _fake_cli(tmp_path: Path, name: str, stream: str, extra: str = "") -> dict[str, str]:
-    """A fake ``name`` executable that records its argv and stdin in the workspace and
-    replays a recorded stream; the env that puts it first on PATH."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    fake = bin_dir / name
-    fake.write_text(
+def _fake_cli(namespace: str, pod: str, name: str, stream: str, extra: str = "") -> None:
+    """A fake ``name`` executable in the pod's image that records its argv and stdin in the
+    workspace and replays a recorded stream."""
+    install_in_image(
+        namespace,
+        pod,
+        name,
         "#!/bin/bash\n"
         f'printf "%s\\n" "$@" > "$PADDOCK_WORKSPACE/{name}-argv.txt"\n'
         f'cat > "$PADDOCK_WORKSPACE/{name}-stdin.txt"\n'
         f"{extra}\n"
-        f"cat {STREAMS / stream}\n"
+        f"cat {STREAMS / stream}\n",
     )
-    fake.chmod(0o755)
-    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-
-
-def _env(values: dict[str, str]) -> list[dict[str, str]]:
-    return [{"name": k, "value": v} for k, v in values.items()]
 
 
 def _workspace_file(cluster: Cluster, namespace: str, pod: str, path: str) -> str:
@@ -137,18 +132,16 @@ def test_fake_cli_replaying_a_recorded_stream_gives_the_right_events(
     cluster: Cluster,
     namespace: str,
     operator: Any,
-    tmp_path: Path,
     harness: str,
     cli: str,
     session: str,
     resume_flag: str,
 ) -> None:
     ready_sandbox(cluster, namespace, "box")
-    env = _fake_cli(tmp_path, cli, f"{harness}.jsonl")
+    _fake_cli(namespace, "box", cli, f"{harness}.jsonl")
     run = agent_run(
-        "agent", "box", harness, "List the files.", model="m-1", sessionId="earlier-session",
-        env=_env(env),
-    )  # fmt: skip
+        "agent", "box", harness, "List the files.", model="m-1", sessionId="earlier-session"
+    )
     cluster.apply(run, namespace)
     status = wait_for_run(cluster, namespace, "agent")
 
@@ -174,7 +167,6 @@ def test_api_keys_reach_the_harness_by_env_and_are_scrubbed_everywhere(
     cluster: Cluster,
     namespace: str,
     as_operator: str,
-    tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     cluster.apply(secret("llm", key=SECRET_VALUE), namespace)
@@ -182,15 +174,12 @@ def test_api_keys_reach_the_harness_by_env_and_are_scrubbed_everywhere(
         'printf \'{"type":"assistant","message":{"content":[{"type":"text",'
         '"text":"my key is %s"}]}}\\n\' "$ANTHROPIC_API_KEY"'
     )
-    env = _fake_cli(tmp_path, "claude", "claude-code.jsonl", extra=say_key)
     key_ref = {"name": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
     args = ["run", "--standalone", "--verbose", "--namespace", namespace, "-m", "paddock.handlers"]
     with caplog.at_level("DEBUG"), KopfRunner(args, timeout=60) as runner:
         ready_sandbox(cluster, namespace, "box")
-        cluster.apply(
-            agent_run("keyed", "box", "claude-code", "hi", env=_env(env), secrets=[key_ref]),
-            namespace,
-        )
+        _fake_cli(namespace, "box", "claude", "claude-code.jsonl", extra=say_key)
+        cluster.apply(agent_run("keyed", "box", "claude-code", "hi", secrets=[key_ref]), namespace)
         wait_for_run(cluster, namespace, "keyed")
     assert runner.exception is None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,7 +86,7 @@ def test_exec_of_a_command_to_ask_about_waits_for_approval_then_runs(
         stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 0, stderr
     assert stdout == "made\n"
-    assert f"paddock approve {name} command -n {namespace}" in stderr
+    assert re.search(rf"paddock approve {name} command\.[0-9a-f]+ -n {namespace}", stderr), stderr
 
 
 def test_run_follows_the_events_to_the_end_and_a_detached_run_can_be_cancelled(

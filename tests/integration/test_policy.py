@@ -164,13 +164,15 @@ def test_a_denied_ask_command_run_fails_and_never_runs(
 ) -> None:
     _box_that_asks_about_touch(cluster, namespace)
     cluster.apply(command_run("mark", "box", "touch marker-d52"), namespace)
-    wait_for_run(cluster, namespace, "mark", ("AwaitingApproval",))
+    waiting = wait_for_run(cluster, namespace, "mark", ("AwaitingApproval",))
+    request = waiting["approvals"][0]["id"]
 
-    cluster.paddock("deny", "mark", "command", "-n", namespace)
+    cluster.paddock("deny", "mark", request, "-n", namespace)
     status = wait_for_run(cluster, namespace, "mark")
     assert status["phase"] == "Failed"
     assert condition(status, "Complete")["reason"] == "ApprovalDenied"
-    assert "needed approval (request command) and was not approved: denied" in status["message"]
+    said = f"needed approval (request {request}) and was not approved: denied"
+    assert said in status["message"]
     types = [e["type"] for e in log_events(cluster, namespace, "mark")]
     assert "run.started" not in types
     assert types[-2:] == ["approval.resolved", "run.failed"]

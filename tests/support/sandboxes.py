@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 from support.kube import Cluster
@@ -112,3 +113,22 @@ def ready_sandbox(cluster: Cluster, namespace: str, name: str, **spec: Any) -> d
     cluster.apply(workspace("app"), namespace)
     cluster.apply(sandbox(name, "app", **spec), namespace)
     return wait_for_phase(cluster, namespace, name, "Ready")
+
+
+def kwok_pod_dir(namespace: str, pod: str) -> Path:
+    """Where a kwok pod's processes run on this host: ``image-bin/`` holds what its image
+    would (first on their PATH), ``home/`` is their HOME."""
+    from paddock.devcluster import cluster as local
+    from paddock.devcluster.kwok_agent import pod_dir
+
+    return pod_dir(local.default_state_dir(), namespace, pod)
+
+
+def install_in_image(namespace: str, pod: str, name: str, script: str) -> None:
+    """Put an executable ``name`` into a kwok pod's "image", ahead of the host's programs."""
+    from paddock.devcluster.kwok_agent import IMAGE_BIN
+
+    bin_dir = kwok_pod_dir(namespace, pod) / IMAGE_BIN
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / name).write_text(script)
+    (bin_dir / name).chmod(0o755)

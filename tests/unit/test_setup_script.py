@@ -11,6 +11,7 @@ import pytest
 
 from paddock.api.workspace import ParallelGroup, SetupCommand
 from paddock.render.setup_script import render_setup_script
+from support.waiting import wait_for
 
 Step = str | SetupCommand | ParallelGroup
 
@@ -110,19 +111,45 @@ def test_only_the_tail_of_a_long_output_is_reported(tmp_path: Path) -> None:
 
 
 def test_step_timeout_stops_the_step_and_setup(tmp_path: Path) -> None:
-    """The step's echo has 3 s to happen before the timeout (it once missed a 1 s margin on
-    a loaded machine); what is stopped is a 300 s sleep, so no load makes the test pass late."""
+    """What is stopped is a 300 s sleep after 1 s, so no load makes the test pass late; what
+    the report carries of the step's output is the next test's (it needs no clock)."""
     result = run_setup(
         tmp_path,
         [
             "echo started",
-            SetupCommand(run="echo waiting; sleep 300; touch late.txt", timeout="3s"),
+            SetupCommand(run="sleep 300; touch late.txt", timeout="1s"),
             "touch never.txt",
         ],
     )
     assert result.code == 124
     lines = result.termination.splitlines()
-    assert lines[0] == "setup step timed out after 3s: echo waiting; sleep 300; touch late.txt"
+    assert lines[0] == "setup step timed out after 1s: sleep 300; touch late.txt"
+    assert not (tmp_path / "late.txt").exists()
+    assert not (tmp_path / "never.txt").exists()
+
+
+def test_a_timed_out_steps_report_carries_its_output(tmp_path: Path) -> None:
+    """The watchdog is woken (its FIFO written, as its timer would end) only once the step's
+    output is in the step's log: the report's content, whatever the machine's load."""
+    work = tmp_path / "tmp"
+    work.mkdir()
+    script = tmp_path / "setup.sh"
+    step = SetupCommand(run="echo waiting; sleep 300; touch late.txt", timeout="1h")
+    script.write_text(render_setup_script(["echo started", step, "touch never.txt"], "30m"))
+    termination = tmp_path / "termination-log"
+    env = {**os.environ, "PADDOCK_TERMINATION_LOG": str(termination), "TMPDIR": str(work)}
+    with subprocess.Popen(
+        ["bash", str(script)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL
+    ) as setup:
+        logged = wait_for(
+            lambda: next((p for p in work.glob("*/step.log") if "waiting" in p.read_text()), None),
+            30,
+            what="the step's output in its log",
+        )
+        (logged.parent / "never").write_text("time is up\n")
+        assert setup.wait(timeout=30) == 124
+    lines = termination.read_text().splitlines()
+    assert lines[0] == "setup step timed out after 1h: echo waiting; sleep 300; touch late.txt"
     assert "waiting" in lines[1:]
     assert not (tmp_path / "late.txt").exists()
     assert not (tmp_path / "never.txt").exists()

@@ -12,12 +12,12 @@ from paddock.api.common import (
     ApiModel,
     Conditions,
     ConfigMapKeySelector,
-    EnvVar,
+    ContainerEnvVar,
+    ContainerSecretEnvVar,
     KindInfo,
     LocalObjectReference,
     PrinterColumn,
     Resource,
-    SecretEnvVar,
     SecretKeySelector,
     SecretRef,
     cel,
@@ -139,12 +139,14 @@ class AgentRunSpec(ApiModel):
     timeout: Duration = Field(
         default="1h", description="Longest the run may take, e.g. 90s, 30m, 24h."
     )
-    env: list[EnvVar] = Field(
+    env: list[ContainerEnvVar] = Field(
         default_factory=list,
         max_length=256,
-        description="Environment of the harness. Credentials go under secrets.",
+        description="Environment of the harness. Credentials go under secrets; variables "
+        "that run code on start or find other programs (BASH_ENV, PATH, LD_*, ...) are "
+        "refused: the policy judges what runs, not what a variable slips in first.",
     )
-    secrets: list[SecretEnvVar] = Field(
+    secrets: list[ContainerSecretEnvVar] = Field(
         default_factory=list,
         max_length=256,
         description="Environment variables from Secrets (API keys), by secretKeyRef only.",

@@ -134,7 +134,7 @@ STARTUP_ENV_NAMES = (
     "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
     "JDK_JAVA_OPTIONS", "SSH_ASKPASS", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_DATA_HOME",
     "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_SHELL", "CLAUDE_CODE_SHELL_PREFIX", "CODEX_HOME",
-    "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR", "OPENCODE_CONFIG_CONTENT", "OPENCODE_PERMISSION",
+    "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR", "OPENCODE_PERMISSION",
     "OPENCODE_DISABLE_PROJECT_CONFIG",
 )  # fmt: skip
 STARTUP_ENV_PREFIXES = ("BASH_", "LD_", "GIT_CONFIG", "GIT_SSH", "GEMINI_CLI_")
@@ -192,8 +192,8 @@ class SecretEnvVar(ApiModel):
 
 
 class ContainerEnvVar(EnvVar):
-    """A variable of the sandbox container's own environment, which every process in it
-    starts with, setup included: none of the start-up variables."""
+    """A variable of processes in a sandbox (the container's own environment, which setup
+    starts with, or a run's): none of the start-up variables."""
 
     model_config = ConfigDict(
         json_schema_extra=validations(
@@ -210,8 +210,7 @@ class ContainerEnvVar(EnvVar):
 
 
 class ContainerSecretEnvVar(SecretEnvVar):
-    """A variable of the sandbox container's own environment from a Secret: none of the
-    start-up variables."""
+    """A variable of processes in a sandbox from a Secret: none of the start-up variables."""
 
     model_config = ConfigDict(json_schema_extra=validations(_STARTUP_ENV_RULE))
 

@@ -6,8 +6,11 @@
   removes it, and removes the directory when the pod is gone. The first container's mounts
   appear under ``<pod dir>/fs/<mount path>`` (a claim's volume as a link to its directory, any
   other volume as a directory), and its literal env vars are passed on with any value naming a
-  mount path translated, so ``$PADDOCK_WORKSPACE`` names the pod's workspace volume. It stands
-  in for a container's filesystem without any isolation: processes run on the host.
+  mount path translated, so ``$PADDOCK_WORKSPACE`` names the pod's workspace volume. Its PATH
+  stands in for the sandbox image's programs: ``<pod dir>/image-bin`` (empty unless something
+  puts programs there, as tests do), the pinned agent CLIs that ``make agent-clis`` installed
+  (the published sandbox image holds them), then the host's. It stands in for a container's
+  filesystem without any isolation: processes run on the host.
 - Volumes: PVCs of the ``paddock-local`` StorageClass (the default) get a PersistentVolume of
   the CSI driver ``local-path.paddock.dev`` whose handle is a directory under ``<root>/volumes``
   once the scheduler has picked the node (``WaitForFirstConsumer``); the volume and its
@@ -21,7 +24,9 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
+import os
 import shutil
 import threading
 import time
@@ -33,6 +38,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from paddock.devcluster import local_snapshots
+from paddock.devcluster.binaries import REPO_ROOT, cache_dir
 
 log = logging.getLogger("paddock.kwok_agent")
 
@@ -47,8 +53,24 @@ DRIVERS = {STORAGE_CLASS: PROVISIONER, NODE_STORAGE_CLASS: local_snapshots.NODE_
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
+IMAGE_BIN = "image-bin"  # under a pod's directory: programs its "image" holds
+AGENT_CLIS = REPO_ROOT / "hack" / "agent-clis" / "package.json"
+
+
 def pod_dir(root: Path, namespace: str, name: str) -> Path:
     return root / "pods" / namespace / name
+
+
+def agent_clis_bin() -> Path:
+    """Where hack/agent-clis.sh installs the pinned CLIs (its cache key: package.json's hash)."""
+    key = hashlib.sha256(AGENT_CLIS.read_bytes()).hexdigest()[:16] if AGENT_CLIS.is_file() else ""
+    return cache_dir() / "agent-clis" / key / "node_modules" / ".bin"
+
+
+def image_path(directory: Path) -> str:
+    """The PATH of a pod's processes: its image's programs, then the host's."""
+    host = os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin"
+    return ":".join([str(directory / IMAGE_BIN), str(agent_clis_bin()), host])
 
 
 def _mounts(pod: Any) -> list[Any]:
@@ -72,6 +94,7 @@ def exec_env(pod: Any, directory: Path) -> list[dict[str, str]]:
         if var.value is not None:  # valueFrom (Secrets, fields) is not emulated
             env[var.name] = _translate(var.value, directory, mount_paths)
     env |= {"POD_NAME": pod.metadata.name, "POD_NAMESPACE": pod.metadata.namespace}
+    env["PATH"] = image_path(directory)
     return [{"name": name, "value": value} for name, value in env.items()]
 
 
