@@ -117,7 +117,7 @@ def ready_sandbox(cluster: Cluster, namespace: str, name: str, **spec: Any) -> d
 
 def kwok_pod_dir(namespace: str, pod: str) -> Path:
     """Where a kwok pod's processes run on this host: ``image-bin/`` holds what its image
-    would (first on their PATH), ``home/`` is their HOME."""
+    would (first on their PATH)."""
     from paddock.devcluster import cluster as local
     from paddock.devcluster.kwok_agent import pod_dir
 

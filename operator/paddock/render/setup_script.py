@@ -98,7 +98,10 @@ _paddock_watchdog() { # seconds cmd duration-text
   local pids
   # Not this watchdog, and not the tee that copies the step's output into its log.
   pids=$(_paddock_descendants "$_paddock_shell" | grep -vx -e "$BASHPID" -e "$_paddock_tee")
-  kill -TERM $pids "$_paddock_shell" 2>/dev/null
+  # The shell first: its TERM trap is then pending when the step's process dies, so it exits
+  # before the step's next command (signalled after, it could run one in between).
+  kill -TERM "$_paddock_shell" 2>/dev/null
+  kill -TERM $pids 2>/dev/null
   _paddock_pause 2
   kill -KILL $pids "$_paddock_shell" 2>/dev/null
 }
