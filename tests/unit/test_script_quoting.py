@@ -171,28 +171,33 @@ cat > "$ARGV_OUT.stdin"
 """
 
 
-@pytest.mark.parametrize("harness", [h for h in Harness if h != Harness.COMMAND])
-@pytest.mark.parametrize("value", VALUES)
-def test_harness_options_are_single_arguments(
-    harness: Harness, value: str, tmp_path: Path, canary: Path
-) -> None:
+def _fake_clis(tmp_path: Path, prompt: str) -> dict[str, str]:
+    """The four CLIs as fakes recording argv and stdin, the prompt file, and their env."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for cli in ("claude", "codex", "opencode", "gemini"):
         (bin_dir / cli).write_text(FAKE_CLI)
         (bin_dir / cli).chmod(0o755)
-    (tmp_path / "prompt").write_text(value)
-    spec = AgentRunSpec.model_validate(
-        {"sandboxRef": {"name": "s"}, "harness": harness, "prompt": value, "model": value}
-        | {"sessionId": value}
-    )
-    script = HARNESSES[harness].invocation(spec).script
-    env = {
+    (tmp_path / "prompt").write_text(prompt)
+    return {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "ARGV_OUT": str(tmp_path / "argv"),
         "PADDOCK_PROMPT_FILE": str(tmp_path / "prompt"),
         "PADDOCK_WORKSPACE": str(tmp_path),
     }
+
+
+@pytest.mark.parametrize("harness", [h for h in Harness if h != Harness.COMMAND])
+@pytest.mark.parametrize("value", VALUES)
+def test_harness_options_are_single_arguments(
+    harness: Harness, value: str, tmp_path: Path, canary: Path
+) -> None:
+    env = _fake_clis(tmp_path, value)
+    spec = AgentRunSpec.model_validate(
+        {"sandboxRef": {"name": "s"}, "harness": harness, "prompt": value, "model": value}
+        | {"sessionId": value}
+    )
+    script = HARNESSES[harness].invocation(spec).script
     done = bash(script, tmp_path, canary, env)
     assert done.returncode == 0, done.stderr
     argv = text(tmp_path / "argv").split("\0")[:-1]
@@ -205,22 +210,11 @@ def test_a_prompt_of_the_largest_size_reaches_every_cli_whole_on_stdin(
     harness: Harness, tmp_path: Path, canary: Path
 ) -> None:
     """One argv word holds at most 128 KiB (exit 126 past it); a prompt may be 1 MiB."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for cli in ("claude", "codex", "opencode", "gemini"):
-        (bin_dir / cli).write_text(FAKE_CLI)
-        (bin_dir / cli).chmod(0o755)
     prompt = ("x" * 1023 + "\n") * 1024
-    (tmp_path / "prompt").write_text(prompt)
+    env = _fake_clis(tmp_path, prompt)
     spec = AgentRunSpec.model_validate(
         {"sandboxRef": {"name": "s"}, "harness": harness, "prompt": "p"}
     )
-    env = {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "ARGV_OUT": str(tmp_path / "argv"),
-        "PADDOCK_PROMPT_FILE": str(tmp_path / "prompt"),
-        "PADDOCK_WORKSPACE": str(tmp_path),
-    }
     done = bash(HARNESSES[harness].invocation(spec).script, tmp_path, canary, env)
     assert done.returncode == 0, done.stderr
     assert text(tmp_path / "argv.stdin") == prompt
