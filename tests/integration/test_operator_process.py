@@ -159,8 +159,9 @@ def test_the_kustomize_install_starts_the_operator_with_its_own_arguments(
     )
 
     log = tmp_path / "operator.log"
+    # Its arguments, watching the test's namespace only: other tests' operators run beside it.
     process = subprocess.Popen(
-        [sys.executable, "-m", "paddock.cli", *argv[1:]],
+        [sys.executable, "-m", "paddock.cli", *argv[1:], "--namespace", namespace],
         env={**os.environ, **env, "KUBECONFIG": as_operator},
         stdout=log.open("w"), stderr=subprocess.STDOUT,
     )  # fmt: skip
