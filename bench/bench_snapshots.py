@@ -7,7 +7,9 @@ For each, a Workspace whose setup takes about ``--setup-seconds`` (60) and write
 ``--archive-mib`` (64) of files is applied; the first Sandbox of it is set up (cold) and
 snapshotted; the next one is restored from that snapshot. Prints each one's time from creation
 to Ready (``status.timings.readySeconds``) and the ratio restored / cold: the cold start is the
-baseline measured in the same run.
+baseline measured in the same run. Then the archive path alone at 1 and 4 times
+``--archive-mib``, set up in no time: the time to archive and to restore at 4x the bytes as a
+ratio of the time at 1x (linear growth: 4).
 
 Usage: ``make bench`` (after the other benchmarks), or
 ``python bench/bench_snapshots.py --setup-seconds 60``. Skipped, saying why, where the local
@@ -40,6 +42,8 @@ from paddock.kube import client as kube  # noqa: E402
 from support import identity  # noqa: E402
 from support.kube import Cluster  # noqa: E402
 
+SCALE = 4
+Statuses = tuple[dict[str, Any], dict[str, Any]]
 ON_NODE: dict[str, Any] = {
     "nodeSelector": {node.NODE_LABEL: "real"},
     "tolerations": [{"key": node.NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
@@ -89,13 +93,17 @@ def snapshot_ready(cluster: Cluster, namespace: str, name: str) -> bool:
 
 
 def cold_and_restored(
-    cluster: Cluster, namespace: str, kind: str, storage_class: str, args: argparse.Namespace
+    cluster: Cluster,
+    namespace: str,
+    kind: str,
+    storage_class: str,
+    setup_seconds: int,
+    mib: int,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The statuses of a cold sandbox of a new Workspace, once snapshotted, and of the next
     one, restored from that snapshot."""
-    mib = args.archive_mib
     setup = [
-        f"sleep {args.setup_seconds}",
+        f"sleep {setup_seconds}",
         # Incompressible files, so that an archive carries as many bytes as the volume holds.
         f"mkdir -p build && head -c {mib}M /dev/urandom > build/blob && echo done > prepared.txt",
     ]
@@ -106,7 +114,7 @@ def cold_and_restored(
         "spec": {"setup": setup},
     }
     apply(cluster, namespace, workspace)
-    timeout = args.setup_seconds + 300
+    timeout = setup_seconds + 300
     apply(cluster, namespace, sandbox(f"{kind}-cold", f"bench-{kind}", storage_class))
     cold = ready(cluster, namespace, f"{kind}-cold", timeout)
     wait(
@@ -148,13 +156,25 @@ def main() -> int:
             ("volume", node.CSI_STORAGE_CLASS),
             ("archive", node.STORAGE_CLASS),
         ):
-            results[kind] = cold_and_restored(cluster, namespace, kind, storage_class, args)
+            mib = args.archive_mib
+            results[kind] = cold_and_restored(
+                cluster, namespace, kind, storage_class, args.setup_seconds, mib
+            )
+        # The archive path at 1 and SCALE times the bytes, set up in no time: taking and
+        # restoring must grow with the bytes, not faster.
+        for times in (1, SCALE):
+            results[f"archive-x{times}"] = cold_and_restored(
+                cluster, namespace, f"archive-x{times}", node.STORAGE_CLASS, 0,
+                args.archive_mib * times,
+            )  # fmt: skip
     finally:
         operator.stop()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")
         if started_here:
             local.down(directory)
     for kind, (cold, restored) in results.items():
+        if kind.startswith("archive-x"):
+            continue
         if restored.get("restoredFrom") != cold.get("snapshot"):
             print(
                 f"snapshots: the second {kind} sandbox was not restored: {restored.get('message')}"
@@ -167,7 +187,25 @@ def main() -> int:
             f"{args.archive_mib} MiB): cold start to Ready {cold_s:.1f} s (baseline), restored "
             f"{restored_s:.1f} s: ratio {restored_s / cold_s:.3f}"
         )
+    print(scaling(results["archive-x1"], results[f"archive-x{SCALE}"], args.archive_mib))
     return 0
+
+
+def scaling(small: Statuses, large: Statuses, mib: int) -> str:
+    """The restore and the archive's taking at SCALE times the bytes, against ``mib``'s."""
+    restored = large[1]["timings"]["readySeconds"] / small[1]["timings"]["readySeconds"]
+    taken = archive_seconds(large[0]) / archive_seconds(small[0])
+    return (
+        f"archives of {mib * SCALE} MiB against {mib} MiB (x{SCALE} the bytes): "
+        f"restored to Ready x{restored:.2f} the time, archive taken x{taken:.2f} "
+        f"(linear: x{SCALE})"
+    )
+
+
+def archive_seconds(cold: dict[str, Any]) -> float:
+    """The cold sandbox's time to Ready past its setup: an archive being taken holds Ready."""
+    timings = cold["timings"]
+    return float(timings["readySeconds"] - (timings.get("setupSeconds") or 0))
 
 
 if __name__ == "__main__":

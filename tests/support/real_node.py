@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from paddock.devcluster import images, node
@@ -30,3 +31,22 @@ def exec_in(cluster: Cluster, namespace: str, pod: str, script: str) -> str:
     return cluster.kubectl(
         "exec", "-n", namespace, pod, "-c", "sandbox", "--", "bash", "-c", script
     ).stdout
+
+
+def processes_of(pod_uid: str, words: str) -> list[int]:
+    """The pids, seen from this machine, of the pod's processes whose command line holds
+    ``words`` (the real node's containers run here; a pod's cgroup path names its uid, with
+    ``_`` for ``-`` under the systemd driver)."""
+    marks = (pod_uid, pod_uid.replace("-", "_"))
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cgroup = (proc / "cgroup").read_text()
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        if any(mark in cgroup for mark in marks) and words in command:
+            found.append(int(proc.name))
+    return found

@@ -27,7 +27,7 @@ OPERATOR = ROOT / "operator" / "paddock"
 FOREIGN = {
     "ErrImagePull", "ExternalIP", "InternalIP", "KopfRunner", "NodePublishVolume",
     "RuntimeDefault", "SignatureDoesNotMatch", "WaitForFirstConsumer", "MultiEdit",
-    "NotebookEdit", "WebFetch", "WebSearch",
+    "NotebookEdit", "WebFetch", "WebSearch", "AbortIncompleteMultipartUpload",
 }  # fmt: skip
 
 

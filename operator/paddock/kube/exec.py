@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import select
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubernetes import client
 from kubernetes.stream import stream
+from websocket import ABNF
 
 from paddock.kube.errors import converting
 
@@ -70,6 +74,7 @@ class Source(Protocol):
 
 STREAM_CHUNK = 256 * 1024
 STDERR_KEPT = 4096  # bytes of a streamed command's stderr kept for its error message
+STDOUT, STDERR, STATUS = 1, 2, 3  # the exec protocol's channels from the container
 
 
 @dataclass(frozen=True)
@@ -91,9 +96,8 @@ def stream_out(
     held whole in memory). ``TimeoutError`` when it runs longer than ``timeout_seconds``."""
     api = client.CoreV1Api(client.ApiClient())
     try:
-        connection = _binary(api, namespace, pod, container, argv, stdin=False)
-        deadline = time.monotonic() + timeout_seconds
-        return _until_done(connection, sink, bytearray(), deadline, argv, timeout_seconds)
+        frames = _Frames(_binary(api, namespace, pod, container, argv, stdin=False), sink)
+        return frames.until_done(time.monotonic() + timeout_seconds, argv, timeout_seconds)
     finally:
         api.api_client.close()
 
@@ -113,15 +117,14 @@ def stream_in(
     api = client.CoreV1Api(client.ApiClient())
     try:
         connection = _binary(api, namespace, pod, container, argv, stdin=True)
-        stderr = bytearray()
+        frames = _Frames(connection, None)
         deadline = time.monotonic() + timeout_seconds
         while chunk := source.read(STREAM_CHUNK):
             connection.write_stdin(chunk)
-            connection.update(timeout=0)
-            _drain(connection, None, stderr)
-            if not connection.is_open() or time.monotonic() > deadline:
+            frames.read(timeout=0)
+            if not frames.open or time.monotonic() > deadline:
                 break
-        return _until_done(connection, None, stderr, deadline, argv, timeout_seconds)
+        return frames.until_done(deadline, argv, timeout_seconds)
     finally:
         api.api_client.close()
 
@@ -144,36 +147,70 @@ def _binary(
     )
 
 
-def _drain(connection: Any, sink: Sink | None, stderr: bytearray) -> None:
-    if connection.peek_stdout():
-        data = connection.read_stdout()
-        if sink is not None:
-            sink.write(data)
-    if connection.peek_stderr():
-        stderr.extend(connection.read_stderr())
-        del stderr[:-STDERR_KEPT]
+class _Frames:
+    """The frames of an exec connection, read off its websocket one at a time: stdout goes to
+    the sink as each frame comes, the last STDERR_KEPT bytes of stderr are kept, and the status
+    channel gives the exit code. The client's own ``update()`` is not used for streams: it
+    keeps a copy of all output, and appends each frame to a growing buffer while frames keep
+    coming, which stalled archives of a few hundred megabytes."""
 
+    def __init__(self, connection: Any, sink: Sink | None) -> None:
+        self._connection = connection
+        self._socket = connection.sock  # websocket-client's WebSocket
+        self._sink = sink
+        self._stderr = bytearray()
+        self._status = bytearray()
+        self.open = True
 
-def _until_done(
-    connection: Any,
-    sink: Sink | None,
-    stderr: bytearray,
-    deadline: float,
-    argv: list[str],
-    timeout_seconds: float,
-) -> Streamed:
-    """Drain the command's output until it ends: its exit code and stderr; ``TimeoutError``
-    (the command stopped) once ``deadline`` passes."""
-    while connection.is_open() and time.monotonic() <= deadline:
-        connection.update(timeout=1)
-        _drain(connection, sink, stderr)
-    if connection.is_open():
-        connection.close()
-        raise TimeoutError(f"{argv[0]} ran longer than {timeout_seconds:.0f}s")
-    _drain(connection, sink, stderr)
-    return _streamed(connection, stderr)
+    def read(self, timeout: float) -> None:
+        """Read every frame there is, waiting at most ``timeout`` seconds for the first."""
+        wait = timeout
+        while self.open and self._ready(wait):
+            wait = 0
+            opcode, frame = self._socket.recv_data_frame(True)
+            if opcode == ABNF.OPCODE_CLOSE:
+                self.open = False
+            elif opcode in (ABNF.OPCODE_BINARY, ABNF.OPCODE_TEXT) and frame.data:
+                self._take(frame.data[0], frame.data[1:])
 
+    def until_done(self, deadline: float, argv: list[str], timeout_seconds: float) -> Streamed:
+        """Read until the command ends: its exit code and stderr; ``TimeoutError`` (the
+        connection closed, which stops the command) once ``deadline`` passes."""
+        while self.open and time.monotonic() <= deadline:
+            self.read(timeout=1)
+        if self.open:
+            self._connection.close()
+            raise TimeoutError(f"{argv[0]} ran longer than {timeout_seconds:.0f}s")
+        return Streamed(self._exit_code(), self._stderr.decode(errors="replace"))
 
-def _streamed(connection: Any, stderr: bytearray) -> Streamed:
-    code = connection.returncode
-    return Streamed(-1 if code is None else int(code), stderr.decode(errors="replace"))
+    def _ready(self, timeout: float) -> bool:
+        if not self._socket.connected:
+            self.open = False
+            return False
+        raw = self._socket.sock
+        # A TLS record holds several frames: those already decrypted are invisible to select.
+        if isinstance(raw, ssl.SSLSocket) and raw.pending():
+            return True
+        readable, _, _ = select.select((raw,), (), (), timeout)
+        return bool(readable)
+
+    def _take(self, channel: int, data: bytes) -> None:
+        if channel == STDOUT and self._sink is not None:
+            self._sink.write(data)
+        elif channel == STDERR:
+            self._stderr.extend(data)
+            del self._stderr[:-STDERR_KEPT]
+        elif channel == STATUS:
+            self._status.extend(data)
+
+    def _exit_code(self) -> int:
+        """0 for a Success status, the ExitCode cause's number for a failure, else -1."""
+        try:
+            status = json.loads(self._status or b"{}")
+        except ValueError:
+            return -1
+        if status.get("status") == "Success":
+            return 0
+        causes = (status.get("details") or {}).get("causes") or []
+        codes = [c.get("message", "") for c in causes if c.get("reason") == "ExitCode"]
+        return int(codes[0]) if codes and codes[0].isdigit() else -1

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ def configured_store(settings: dict[str, Any] | None) -> S3Config | None:
 class Listed:
     key: str
     size: int
+    modified: datetime | None = None
 
 
 class Bucket:
@@ -153,7 +154,8 @@ class Bucket:
         """The objects under ``prefix`` (after the key ``after``), in key order."""
         with _answers(prefix):
             found = obstore.list(self._store, prefix, offset=after).collect()
-        return sorted((Listed(o["path"], int(o["size"])) for o in found), key=lambda o: o.key)
+        listed = (Listed(o["path"], int(o["size"]), o.get("last_modified")) for o in found)
+        return sorted(listed, key=lambda o: o.key)
 
     def delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), 1000):

@@ -22,12 +22,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.kube.errors import KubeError
-from paddock.objectstore.client import Bucket
+from paddock.objectstore.client import Bucket, Listed
 from paddock.objectstore.errors import ObjectStoreError
 from paddock.render import names
 from paddock.render.names import SANDBOX_CONTAINER
@@ -42,21 +43,26 @@ log = logging.getLogger("paddock.archives")
 SNAPSHOTS = "snapshots"
 TRANSFERS_AT_ONCE = 2
 RELIST_AFTER = 30.0  # seconds before a listing the store refused is tried again
+ABANDONED_AFTER = 600.0  # seconds past the transfer timeout before data with no manifest goes
 # The volume's entries, not "." itself: its root is not the sandbox user's to chmod on restore.
-ARCHIVE_COMMAND = [
-    "sh",
-    "-c",
-    "cd /workspace && find . -mindepth 1 -maxdepth 1 -print0 | tar --null -T - -czf -",
-]
+ARCHIVE_SCRIPT = "cd /workspace && find . -mindepth 1 -maxdepth 1 -print0 | tar --null -T - -czf -"
 # tar exits 1 when a file changed while it was read (a run still writing): the archive holds
 # what each file was when it was read, as a VolumeSnapshot after a run would.
 ARCHIVED = (0, 1)
 
 
-def unpack_command(size: int) -> list[str]:
-    """``tar -x`` into the volume of exactly ``size`` bytes of stdin (exec cannot close it)."""
+def archive_command(timeout: float) -> list[str]:
+    """``tar -c`` of the volume to stdout. It lives at most ``timeout`` seconds: a transfer
+    whose operator went away leaves no ``tar | gzip`` blocked in the container (``timeout``
+    kills the command's whole process group)."""
+    return ["timeout", "-s", "KILL", f"{timeout:.0f}", "sh", "-c", ARCHIVE_SCRIPT]
+
+
+def unpack_command(size: int, timeout: float) -> list[str]:
+    """``tar -x`` into the volume of exactly ``size`` bytes of stdin (exec cannot close it),
+    for at most ``timeout`` seconds."""
     script = 'head -c "$1" | tar -xzf - -C /workspace'
-    return ["sh", "-c", script, "unpack", str(size)]
+    return ["timeout", "-s", "KILL", f"{timeout:.0f}", "sh", "-c", script, "unpack", str(size)]
 
 
 class ArchiveStore:
@@ -190,10 +196,27 @@ class ArchiveStore:
             listed = self._bucket.listing(self.folder(namespace, workspace))
             manifests = [o.key for o in listed if o.key.endswith(".json")]
             found = [json.loads(data) for data, _ in self._bucket.get_many(manifests)]
+            self._bucket.delete(self._abandoned(listed, set(manifests)))
         except (ObjectStoreError, ValueError) as exc:
             log.warning("archives of Workspace %s/%s not listed: %s", namespace, workspace, exc)
             return None
         return {archive["metadata"]["name"]: archive for archive in found}
+
+    def _abandoned(self, listed: list[Listed], manifests: set[str]) -> list[str]:
+        """Archive data with no manifest, older than a transfer may last: what a take stopped
+        by an operator's end left (between the data's upload and its manifest)."""
+        cutoff = utcnow() - timedelta(seconds=self._timeout + ABANDONED_AFTER)
+        abandoned = [
+            o.key
+            for o in listed
+            if o.key.endswith(".tar.gz")
+            and _manifest_key(o.key) not in manifests
+            and o.modified is not None
+            and o.modified < cutoff
+        ]
+        for key in abandoned:
+            log.info("deleting %s: an archive whose taking never finished", key)
+        return abandoned
 
     def _run(self, namespace: str, sandbox: str, uid: str, transfer: Transfer) -> None:
         archive = transfer.archive
@@ -226,7 +249,12 @@ class ArchiveStore:
         try:
             with self._bucket.writer(data) as sink:
                 out = kube_exec.stream_out(
-                    namespace, transfer.pod, SANDBOX_CONTAINER, ARCHIVE_COMMAND, sink, self._timeout
+                    namespace,
+                    transfer.pod,
+                    SANDBOX_CONTAINER,
+                    archive_command(self._timeout),
+                    sink,
+                    self._timeout,
                 )
                 if out.exit_code not in ARCHIVED:
                     raise OSError(f"tar exited with {out.exit_code}: {out.stderr.strip()[-300:]}")
@@ -252,7 +280,7 @@ class ArchiveStore:
                 namespace,
                 transfer.pod,
                 SANDBOX_CONTAINER,
-                unpack_command(source.size),
+                unpack_command(source.size, self._timeout),
                 source,
                 self._timeout,
             )
