@@ -13,21 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
+from support.harnesses import API_KEY, harness_fields
 from support.kube import ROOT, Cluster
 from support.model_server import FINAL_TEXT, ScriptedModel, Write
 from support.runs import agent_run, log_events, of_type, wait_for_run
-from support.sandboxes import ready_sandbox, secret, status_of
+from support.sandboxes import ready_sandbox, status_of
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-API_KEY = "sk-scripted-0f3b9a-key"
-MODELS = {
-    "claude-code": "claude-sonnet-4-5",
-    "codex": "gpt-5",
-    "opencode": "anthropic/claude-sonnet-4-5",
-    "gemini": "gemini-2.5-pro",
-}
 GATED = ["claude-code", "codex", "opencode", "gemini"]
 
 
@@ -37,46 +31,6 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
-
-
-def _setup(harness: str, url: str, namespace: str, cluster: Cluster) -> dict[str, Any]:
-    """The run spec fields that point a harness in the sandbox "box" at ``url``, with its key
-    from a Secret. The CLIs are in the kwok pod's "image" (its PATH), as in the sandbox image;
-    Codex's provider goes in its user config, in the sandbox's HOME."""
-    cluster.apply(secret("llm", key=API_KEY), namespace)
-    env: dict[str, str] = {}
-    if harness == "claude-code":
-        key_name = "ANTHROPIC_API_KEY"
-        env |= {"ANTHROPIC_BASE_URL": url, "CLAUDE_CODE_MAX_RETRIES": "0"}
-    elif harness == "opencode":
-        # OpenCode's Anthropic provider, pointed at the same Messages API.
-        key_name = "ANTHROPIC_API_KEY"
-        provider = {"anthropic": {"options": {"baseURL": f"{url}/v1", "maxRetries": 0}}}
-        env |= {"OPENCODE_CONFIG_CONTENT": json.dumps({"provider": provider})}
-    elif harness == "gemini":
-        key_name = "GEMINI_API_KEY"
-        env |= {"GOOGLE_GEMINI_BASE_URL": url}
-    else:
-        key_name = "CODEX_API_KEY"
-        config = (
-            'model_provider = "scripted"\n'
-            "[model_providers.scripted]\n"
-            'name = "scripted"\n'
-            f'base_url = "{url}/v1"\n'
-            'env_key = "CODEX_API_KEY"\n'
-            'wire_api = "responses"\n'
-            "request_max_retries = 0\n"
-            "stream_max_retries = 0\n"
-        )
-        cluster.kubectl(
-            "exec", "-n", namespace, "box", "-c", "sandbox", "--", "bash", "-c",
-            'mkdir -p "$HOME/.codex" && printf %s "$1" > "$HOME/.codex/config.toml"', "-", config,
-        )  # fmt: skip
-    return {
-        "env": [{"name": k, "value": v} for k, v in env.items()],
-        "secrets": [{"name": key_name, "secretKeyRef": {"name": "llm", "key": "key"}}],
-        "model": MODELS[harness],
-    }
 
 
 @pytest.mark.parametrize("harness", GATED)
@@ -96,7 +50,7 @@ def test_real_cli_runs_a_real_agent_loop_in_the_sandbox(
     )  # fmt: skip
     # With no policy the pod is the boundary: the CLI's shell runs, and writes, unasked.
     with ScriptedModel("echo written > by-the-agent.txt && ls") as model:
-        fields = _setup(harness, model.url, namespace, cluster)
+        fields = harness_fields(cluster, namespace, "box", harness, model.url)
         cluster.apply(agent_run("real", "box", harness, "Where are you?", **fields), namespace)
         status = wait_for_run(cluster, namespace, "real", timeout=180)
 
@@ -138,7 +92,7 @@ def test_real_cli_with_an_endpoint_that_cannot_serve_fails_saying_why(
     if harness != "codex":
         # Nothing listens: the connection is refused.
         url, expected = f"http://127.0.0.1:{closed_port}", "Unable to connect"
-        fields = _setup(harness, url, namespace, cluster)
+        fields = harness_fields(cluster, namespace, "box", harness, url)
         cluster.apply(agent_run("down", "box", harness, "Hello?", **fields), namespace)
         status = wait_for_run(cluster, namespace, "down", timeout=180)
     else:
@@ -146,7 +100,7 @@ def test_real_cli_with_an_endpoint_that_cannot_serve_fails_saying_why(
         # so its endpoint answers, with an error status.
         with ScriptedModel("pwd", refuse_with=401) as model:
             expected = "401"
-            fields = _setup(harness, model.url, namespace, cluster)
+            fields = harness_fields(cluster, namespace, "box", harness, model.url)
             cluster.apply(agent_run("down", "box", harness, "Hello?", **fields), namespace)
             status = wait_for_run(cluster, namespace, "down", timeout=180)
 
@@ -200,7 +154,7 @@ def test_the_policy_gates_every_shell_command_of_a_real_cli(
     )  # fmt: skip
     commands = ["touch allowed-1", *DENIED]
     with ScriptedModel(commands) as model:
-        fields = _setup(harness, model.url, namespace, cluster)
+        fields = harness_fields(cluster, namespace, "box", harness, model.url)
         cluster.apply(agent_run("gated", "box", harness, "Touch files.", **fields), namespace)
         status = wait_for_run(cluster, namespace, "gated", timeout=240)
         seen = json.dumps(model.requests[-1]["body"])
@@ -253,7 +207,7 @@ def test_a_command_the_policy_asks_about_waits_for_a_person(
 ) -> None:
     ready_sandbox(cluster, namespace, "box", policy=ASKING_POLICY)
     with ScriptedModel(["touch asked-1", "touch asked-2", "touch asked-3"]) as model:
-        fields = _setup(harness, model.url, namespace, cluster)
+        fields = harness_fields(cluster, namespace, "box", harness, model.url)
         run = agent_run("asks", "box", harness, "Touch files.", **fields)
         run["spec"]["approvalTimeout"] = "15s"
         cluster.apply(run, namespace)
@@ -306,7 +260,7 @@ def test_the_approval_example_runs_end_to_end(
     name = run["metadata"]["name"]
     commit = "git commit -am 'Fix a typo in the README'"
     with ScriptedModel([commit]) as model:
-        fields = _setup("claude-code", model.url, namespace, cluster)
+        fields = harness_fields(cluster, namespace, "box", "claude-code", model.url)
         run["spec"] |= {"sandboxRef": {"name": "box"}, **fields}
         cluster.apply(run, namespace)
         status = _pending(cluster, namespace, name, 1)
@@ -358,7 +312,7 @@ def test_file_write_reaches_the_clis_own_file_tool(
     ready_sandbox(cluster, namespace, "box", policy=policy)
     path = f"{_workspace_path(cluster, namespace, 'box')}/NOTES.md"
     with ScriptedModel(Write(path, "written by the agent\n")) as model:
-        fields = _setup(harness, model.url, namespace, cluster)
+        fields = harness_fields(cluster, namespace, "box", harness, model.url)
         cluster.apply(agent_run("writes", "box", harness, "Write notes.", **fields), namespace)
         if file_write == "ask":
             status = _pending(cluster, namespace, "writes", 1)

@@ -132,3 +132,20 @@ def install_in_image(namespace: str, pod: str, name: str, script: str) -> None:
     bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / name).write_text(script)
     (bin_dir / name).chmod(0o755)
+
+
+def project_on_kwok(cluster: Cluster, namespace: str, sandbox_name: str, scratch: Path) -> None:
+    """What the pod's ``project`` init container does, done in a kwok pod (kwok runs no init
+    containers): its own script, with the files of the sandbox's ConfigMap as mounted there,
+    run in the pod's sandbox container, so the workspace holds what the Workspace projects."""
+    pod = get(cluster, namespace, "pod", sandbox_name) or {}
+    (files,) = [v["configMap"] for v in pod["spec"]["volumes"] if v["name"] == "files"]
+    data = (get(cluster, namespace, "configmap", files["name"]) or {})["data"]
+    for item in files["items"]:
+        path = scratch / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(data[item["key"]])
+    cluster.kubectl(
+        "exec", "-n", namespace, sandbox_name, "-c", "sandbox", "--",
+        "env", f"PADDOCK_FILES={scratch}", "bash", str(scratch / "project.sh"),
+    )  # fmt: skip

@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
+from paddock.agentruns.inputs import workspace_context
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
-from paddock.harness import gemini, opencode
+from paddock.harness import claude_code, codex, gemini, opencode
+from paddock.harness.base import WorkspaceContext
 from paddock.render.network_policy import ClusterNetwork, render_network_policy
 from paddock.render.projections import mcp_servers, render_projection
 from paddock.render.sandbox import SandboxInputs, render_sandbox
@@ -179,24 +181,61 @@ def test_mcp_secret_headers_are_env_references_in_every_harness_config() -> None
     assert 'http_headers = { "X-Team" = "platform" }' in codex
 
 
-def test_a_gated_opencode_or_gemini_run_carries_the_workspaces_mcp_servers_itself() -> None:
-    # Gated, neither CLI reads the workspace's config files, where the projection puts them.
-    servers = mcp_servers(WORKSPACE)
-    spec = AgentRunSpec.model_validate(
-        {"sandboxRef": {"name": "b"}, "harness": "opencode", "prompt": "p"}
+def _context(harness: str) -> WorkspaceContext:
+    return workspace_context(WORKSPACE, harness)
+
+
+def _spec(harness: str) -> AgentRunSpec:
+    return AgentRunSpec.model_validate(
+        {"sandboxRef": {"name": "b"}, "harness": harness, "prompt": "p"}
     )
+
+
+def test_a_gated_run_carries_the_workspaces_instructions_skills_and_mcp_servers_itself() -> None:
+    # Gated, no CLI reads the workspace's config files (the agent's to write) for them.
+    claude = claude_code.gated(_spec("claude-code"), SandboxPolicySpec(), _context("claude-code"))
+    assert claude.files[claude_code.INSTRUCTIONS].startswith("Keep changes small.")
+    assert "--append-system-prompt-file" in claude.script
+    mcp = json.loads(claude.files[claude_code.MCP_CONFIG])["mcpServers"]["docs"]
+    assert mcp["headers"]["Authorization"] == "Bearer ${PADDOCK_MCP_DOCS_AUTHORIZATION}"
+    assert "mcp__docs" in json.loads(claude.files[claude_code.SETTINGS])["permissions"]["allow"]
+    assert "--plugin-dir" in claude.script
+    assert "skills/style/SKILL.md" in claude.script
+    assert "Be terse." in "".join(claude.files.values())
+
     config = json.loads(
-        opencode.gated(spec, SandboxPolicySpec(), servers["opencode"]).files[opencode.CONFIG]
+        opencode.gated(_spec("opencode"), SandboxPolicySpec(), _context("opencode")).files[
+            opencode.CONFIG
+        ]
     )
     assert config["mcp"]["docs"]["url"] == "https://mcp.example.com/mcp"
     assert config["mcp"]["docs"]["headers"]["Authorization"] == (
         "Bearer {env:PADDOCK_MCP_DOCS_AUTHORIZATION}"  # a reference, never the secret
     )
-    settings = json.loads(
-        gemini.gated(spec, SandboxPolicySpec(), servers["gemini"]).files[gemini.SETTINGS]
-    )
+    assert config["instructions"] == [f"{opencode.RUN_MARK}/{opencode.INSTRUCTIONS}"]
+
+    gated_gemini = gemini.gated(_spec("gemini"), SandboxPolicySpec(), _context("gemini"))
+    settings = json.loads(gated_gemini.files[gemini.SETTINGS])
     assert settings["mcpServers"]["docs"]["httpUrl"] == "https://mcp.example.com/mcp"
-    assert mcp_servers(WorkspaceSpec()) == {"opencode": {}, "gemini": {}}
+    assert 'mcpName = "docs"' in gated_gemini.files[gemini.POLICY_FILE]
+    assert '/.gemini"/skills/style/SKILL.md' in gated_gemini.script
+
+    assert mcp_servers(WorkspaceSpec()) == {
+        "claude-code": {}, "codex": {}, "gemini": {}, "opencode": {}
+    }  # fmt: skip
+
+
+def test_codex_is_given_the_workspaces_mcp_servers_as_config_overrides() -> None:
+    # Codex reads no untrusted project's .codex/config.toml, gated or not.
+    for invocation in (
+        codex.invocation(_spec("codex"), _context("codex")),
+        codex.gated(_spec("codex"), SandboxPolicySpec(), _context("codex")),
+    ):
+        assert 'mcp_servers.docs.url="https://mcp.example.com/mcp"' in invocation.script
+        assert (
+            'mcp_servers.docs.bearer_token_env_var="PADDOCK_MCP_DOCS_AUTHORIZATION"'
+            in invocation.script
+        )
 
 
 def test_agents_md_lists_the_workspace_scripts() -> None:
@@ -209,7 +248,7 @@ def test_agents_md_lists_the_workspace_scripts() -> None:
 def test_harness_limits_are_warnings() -> None:
     warnings = render_projection(WORKSPACE).warnings
     assert any("plugins are not loaded by any harness yet" in w for w in warnings)
-    assert any("skills are projected for Claude Code and Codex only" in w for w in warnings)
+    assert any("git skills are cloned into .paddock/skills/<name>" in w for w in warnings)
 
 
 def test_no_rendered_object_carries_a_secret_value(rendered: dict[str, dict[str, Any]]) -> None:

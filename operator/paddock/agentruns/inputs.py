@@ -22,6 +22,7 @@ from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.harness import HARNESSES, Invocation
+from paddock.harness.base import WorkspaceContext
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.kube.cache import CACHE
@@ -30,7 +31,7 @@ from paddock.policy.gate import judge_command
 from paddock.render import run_scripts
 from paddock.render.names import ACTIVITY_ANNOTATION, LAST_RUN_ANNOTATION, SANDBOX_CONTAINER
 from paddock.render.ownership import controlled_by
-from paddock.render.projections import mcp_servers
+from paddock.render.projections import agent_skills, mcp_servers, render_agents_md
 from paddock.runs.scrubbing import Scrubber
 from paddock.times import format_time, utcnow
 
@@ -209,10 +210,20 @@ def invocation(namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox) -> Inv
     and the harness has a gate."""
     harness = HARNESSES[spec.harness]
     policy = command_policy(namespace, sandbox)
+    workspace = workspace_context(_workspace(namespace, sandbox), str(spec.harness))
     if harness.gate is not None and isinstance(policy, SandboxPolicySpec):
-        servers = mcp_servers(_workspace(namespace, sandbox)).get(str(spec.harness), {})
-        return harness.gate.invocation(spec, policy, servers)
-    return harness.invocation(spec)
+        return harness.gate.invocation(spec, policy, workspace)
+    return harness.invocation(spec, workspace)
+
+
+def workspace_context(spec: WorkspaceSpec, harness: str) -> WorkspaceContext:
+    """What the Workspace gives the agent, for a harness that does not read it from the
+    workspace's files."""
+    return WorkspaceContext(
+        instructions=render_agents_md(spec),
+        skills=agent_skills(spec),
+        mcp=mcp_servers(spec).get(harness, {}),
+    )
 
 
 def judge_gate(

@@ -50,6 +50,22 @@ class Invocation:
     files: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class WorkspaceContext:
+    """What the Workspace gives the agent, from the operator's copy of its spec: AGENTS.md's
+    text, each agent skill's SKILL.md by name, and its MCP servers in this harness's config
+    format. A CLI that, as Paddock runs it, does not read them from the workspace's files
+    (gated, those are the agent's to write; some CLIs trust no project config) is given them
+    here."""
+
+    instructions: str | None = None
+    skills: dict[str, str] = field(default_factory=dict)
+    mcp: dict[str, Any] = field(default_factory=dict)
+
+
+NO_WORKSPACE = WorkspaceContext()
+
+
 class RequestKind(StrEnum):
     COMMAND = "command"
     FILE_WRITE = "file-write"
@@ -71,9 +87,7 @@ class Gate:
     pre-execution hook running the gate (and its own permissions projected from the policy),
     and what a hook's request asks about (None: not one the gate can read)."""
 
-    # The run, its policy, and the Workspace's MCP servers in this CLI's format (for a CLI
-    # that, gated, does not read the workspace's own config files).
-    invocation: Callable[[AgentRunSpec, SandboxPolicySpec, dict[str, Any]], Invocation]
+    invocation: Callable[[AgentRunSpec, SandboxPolicySpec, WorkspaceContext], Invocation]
     request_of: Callable[[dict[str, Any]], Request | None]
 
 
@@ -107,7 +121,7 @@ class Harness:
     commands can be sent through Paddock's."""
 
     name: str
-    invocation: Callable[[AgentRunSpec], Invocation]
+    invocation: Callable[[AgentRunSpec, WorkspaceContext], Invocation]
     parse_line: Callable[[str], list[Draft]]
     gate: Gate | None = None
 

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
     GATE_COMMAND,
+    NO_WORKSPACE,
     PROMPT,
     Gate,
     Harness,
     Invocation,
     Request,
     RequestKind,
+    WorkspaceContext,
     call_summary,
     command_line,
     gate_seconds,
@@ -45,7 +48,7 @@ def _argv(spec: AgentRunSpec, *more: str) -> str:
     )
 
 
-def invocation(spec: AgentRunSpec) -> Invocation:
+def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -> Invocation:
     """With no policy the pod is the boundary: every tool runs without asking (in -p mode
     Claude Code would refuse its shell and file tools). IS_SANDBOX=1 says so to a Claude Code
     that runs as root (kwok's pods), which otherwise refuses to bypass permissions."""
@@ -56,6 +59,9 @@ def invocation(spec: AgentRunSpec) -> Invocation:
 
 
 SETTINGS = "claude-settings.json"
+INSTRUCTIONS = "instructions.md"
+MCP_CONFIG = "claude-mcp.json"
+PLUGIN = "workspace-plugin"  # the Workspace's agent skills, as a plugin of the run's own
 FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 WEB_TOOLS = ("WebFetch", "WebSearch")
 
@@ -77,11 +83,14 @@ def _tool_groups(policy: SandboxPolicySpec) -> list[tuple[tuple[str, ...], Decis
             (WEB_TOOLS, policy.capabilities.network)]  # fmt: skip
 
 
-def permissions(policy: SandboxPolicySpec) -> dict[str, list[str]]:
+def permissions(
+    policy: SandboxPolicySpec, mcp_servers: tuple[str, ...] = ()
+) -> dict[str, list[str]]:
     """The policy as Claude Code's own permission rules: Bash is allowed, since the gate
     judges every command; the file-writing and web tools follow fileWrite and network, and
-    those to ask about are allowed too, since the gate asks (a headless CLI cannot)."""
-    allow: list[str] = ["Bash"]
+    those to ask about are allowed too, since the gate asks (a headless CLI cannot). The
+    Workspace's MCP servers' tools are allowed: the platform's choice, run on their servers."""
+    allow: list[str] = ["Bash", *(f"mcp__{name}" for name in mcp_servers)]
     deny: list[str] = []
     for tools, decision in _tool_groups(policy):
         (deny if decision == Decision.DENY else allow).extend(tools)
@@ -98,24 +107,56 @@ def gated_tools(policy: SandboxPolicySpec) -> list[str]:
 
 
 def gated(
-    spec: AgentRunSpec, policy: SandboxPolicySpec, mcp: dict[str, Any] | None = None
+    spec: AgentRunSpec, policy: SandboxPolicySpec, workspace: WorkspaceContext = NO_WORKSPACE
 ) -> Invocation:
     """Claude Code with a PreToolUse hook that runs the gate (on Bash, and on the tools the
     policy asks about). The settings are the run's own (``--settings``), and only user-level
     sources are read besides them (``--setting-sources user``): a ``.claude/settings.json``
-    the agent writes into the workspace, with ``disableAllHooks``, is never read."""
+    the agent writes into the workspace, with ``disableAllHooks``, is never read. Nor are
+    the workspace's CLAUDE.md, ``.mcp.json`` and ``.claude/skills``, so the Workspace's
+    instructions, MCP servers and agent skills come from the operator: appended to the system
+    prompt, as ``--mcp-config``, and as a plugin of the run's own (``--plugin-dir``)."""
     hook = {"type": "command", "command": GATE_COMMAND, "timeout": hook_seconds(spec)}
     matcher = "|".join(gated_tools(policy))
     settings = {
         "hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [hook]}]},
-        "permissions": permissions(policy),
+        "permissions": permissions(policy, tuple(workspace.mcp)),
     }
-    argv = _argv(spec, "--setting-sources", "user", "--settings", run_file(SETTINGS))
+    files = {"gate": run_scripts.GATE, SETTINGS: json.dumps(settings)}
+    more = ["--setting-sources", "user", "--settings", run_file(SETTINGS)]
+    prelude = ""
+    if workspace.instructions:
+        files[INSTRUCTIONS] = workspace.instructions
+        more += ["--append-system-prompt-file", run_file(INSTRUCTIONS)]
+    if workspace.mcp:
+        files[MCP_CONFIG] = json.dumps({"mcpServers": workspace.mcp})
+        more += ["--mcp-config", run_file(MCP_CONFIG)]
+    if workspace.skills:
+        prelude = _plugin(workspace.skills, files)
+        more += ["--plugin-dir", run_file(PLUGIN)]
     return Invocation(
-        script=f"exec {argv} < {PROMPT}\n",
+        script=f"{prelude}exec {_argv(spec, *more)} < {PROMPT}\n",
         env={"PADDOCK_GATE_SECONDS": str(gate_seconds(spec))},
-        files={"gate": run_scripts.GATE, SETTINGS: json.dumps(settings)},
+        files=files,
     )
+
+
+def _plugin(skills: dict[str, str], files: dict[str, str]) -> str:
+    """The lines that lay out the plugin of the Workspace's skills in the run's directory
+    (its files arrive flat: each SKILL.md is moved into place), adding those files."""
+    files[f"{PLUGIN}.json"] = json.dumps(
+        {"name": "workspace", "description": "The Workspace's skills."}
+    )
+    root = run_file(PLUGIN)
+    lines = [
+        f"mkdir -p {root}/.claude-plugin",
+        f"mv {run_file(PLUGIN + '.json')} {root}/.claude-plugin/plugin.json",
+    ]
+    for index, (name, text) in enumerate(sorted(skills.items())):
+        files[f"skill-{index}.md"] = text
+        folder = f"{root}/skills/{shlex.quote(name)}"
+        lines += [f"mkdir -p {folder}", f"mv {run_file(f'skill-{index}.md')} {folder}/SKILL.md"]
+    return "\n".join(lines) + "\n"
 
 
 def request_of(request: dict[str, Any]) -> Request | None:

@@ -7,6 +7,7 @@ from typing import Any
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
+    NO_WORKSPACE,
     PROMPT,
     WORKSPACE,
     Gate,
@@ -14,6 +15,7 @@ from paddock.harness.base import (
     Invocation,
     Request,
     RequestKind,
+    WorkspaceContext,
     call_summary,
     command_line,
     gate_seconds,
@@ -24,6 +26,7 @@ from paddock.harness.base import (
     tool_request,
 )
 from paddock.render import run_scripts
+from paddock.render.projections import toml_value
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
@@ -44,11 +47,21 @@ def _argv(spec: AgentRunSpec, *more: str) -> str:
     )
 
 
-def invocation(spec: AgentRunSpec) -> Invocation:
+def mcp_options(workspace: WorkspaceContext) -> list[str]:
+    """The Workspace's MCP servers as config overrides (``-c``): Codex reads a project's
+    ``.codex/config.toml`` only in a project it trusts, and the workspace is not one."""
+    options: list[str] = []
+    for name, server in workspace.mcp.items():
+        for key, value in server.items():
+            options += ["-c", f"mcp_servers.{name}.{key}={toml_value(value)}"]
+    return options
+
+
+def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -> Invocation:
     """With no policy the pod is the boundary: no approvals and no sandbox of Codex's own
     (codex exec is read-only by default, and its sandbox needs kernel features a container
     often lacks)."""
-    more = ["--dangerously-bypass-approvals-and-sandbox"]
+    more = ["--dangerously-bypass-approvals-and-sandbox", *mcp_options(workspace)]
     return Invocation(script=f"exec {_argv(spec, *more)} < {PROMPT}\n")
 
 
@@ -78,7 +91,7 @@ def sandbox_options(policy: SandboxPolicySpec) -> list[str]:
 
 
 def gated(
-    spec: AgentRunSpec, policy: SandboxPolicySpec, mcp: dict[str, Any] | None = None
+    spec: AgentRunSpec, policy: SandboxPolicySpec, workspace: WorkspaceContext = NO_WORKSPACE
 ) -> Invocation:
     """Codex with a PreToolUse hook on its shell tool that runs the gate (hooks switched on
     by a session flag too, so a config file that switches them off changes nothing)."""
@@ -87,6 +100,7 @@ def gated(
         "-c",
         "features.codex_hooks=true",
         *sandbox_options(policy),
+        *mcp_options(workspace),
     ]
     # The hook names the run's directory, known in the sandbox only: quoted around it.
     before, after = HOOK.split("$PADDOCK_RUN")

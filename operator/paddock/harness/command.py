@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from paddock.api.agentrun import AgentRunSpec
-from paddock.harness.base import Harness, Invocation
+from paddock.harness.base import NO_WORKSPACE, Harness, Invocation, WorkspaceContext
 from paddock.runs.events import OUTPUT, Draft
 
 
-def invocation(spec: AgentRunSpec) -> Invocation:
+def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -> Invocation:
+    """The command as written; the Workspace's projections are in the workspace's files."""
     return Invocation(script=spec.command or "")
 
 

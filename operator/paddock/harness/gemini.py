@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
     GATE_COMMAND,
+    NO_WORKSPACE,
     PROMPT,
     Gate,
     Harness,
     Invocation,
     Request,
     RequestKind,
+    WorkspaceContext,
     call_summary,
     command_line,
     gate_seconds,
@@ -79,21 +82,29 @@ def _script(spec: AgentRunSpec, settings: dict[str, Any], *more: str) -> tuple[s
     return script, json.dumps(settings)
 
 
-def invocation(spec: AgentRunSpec) -> Invocation:
+# Gemini CLI connects no MCP server, even a user-level one, in a folder it does not trust,
+# and ``--skip-trust`` alone does not change that.
+TRUSTED = {"GEMINI_CLI_TRUST_WORKSPACE": "true"}
+
+
+def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -> Invocation:
     """With no policy the pod is the boundary: every tool runs without asking (headless,
-    Gemini CLI would leave out the tools that ask)."""
+    Gemini CLI would leave out the tools that ask), in a trusted workspace (whose
+    ``.gemini/settings.json`` gives the Workspace's MCP servers)."""
     auth = _auth(spec)
     if not auth:
-        return Invocation(script=f"exec {_argv(spec, '--approval-mode', 'yolo')} < {PROMPT}\n")
+        script = f"exec {_argv(spec, '--approval-mode', 'yolo')} < {PROMPT}\n"
+        return Invocation(script=script, env=TRUSTED)
     script, settings = _script(spec, auth, "--approval-mode", "yolo")
-    return Invocation(script=script, files={SETTINGS: settings})
+    return Invocation(script=script, env=TRUSTED, files={SETTINGS: settings})
 
 
-def native_policy(policy: SandboxPolicySpec) -> str:
+def native_policy(policy: SandboxPolicySpec, mcp_servers: tuple[str, ...] = ()) -> str:
     """The policy as Gemini CLI admin policy rules (the highest tier, which no user or
     workspace rule overrides): its shell allowed, since the gate judges each command; the
     file and web tools per fileWrite and network, those to ask about allowed too, since the
-    gate asks (headless, Gemini's own ask is a refusal)."""
+    gate asks (headless, Gemini's own ask is a refusal); the tools of the Workspace's MCP
+    servers allowed (headless, Gemini leaves out a tool it would ask about)."""
     decisions = [("run_shell_command", Decision.ALLOW)]
     decisions += [(tool, policy.capabilities.file_write) for tool in FILE_TOOLS]
     decisions += [(tool, policy.capabilities.network) for tool in WEB_TOOLS]
@@ -101,6 +112,11 @@ def native_policy(policy: SandboxPolicySpec) -> str:
         f'[[rule]]\ntoolName = "{tool}"\n'
         f'decision = "{"deny" if decision == Decision.DENY else "allow"}"\npriority = 900\n'
         for tool, decision in decisions
+    ]
+    rules += [
+        f'[[rule]]\nmcpName = {json.dumps(name)}\ntoolName = "*"\ndecision = "allow"\n'
+        "priority = 900\n"
+        for name in mcp_servers
     ]
     return "\n".join(rules)
 
@@ -116,29 +132,47 @@ def gated_tools(policy: SandboxPolicySpec) -> list[str]:
 
 
 def gated(
-    spec: AgentRunSpec, policy: SandboxPolicySpec, mcp: dict[str, Any] | None = None
+    spec: AgentRunSpec, policy: SandboxPolicySpec, workspace: WorkspaceContext = NO_WORKSPACE
 ) -> Invocation:
     """Gemini CLI with a BeforeTool hook that runs the gate, in the user settings it reads,
     and the policy's rules as an admin policy (``--admin-policy``). The workspace is not
     trusted (``GEMINI_CLI_TRUST_WORKSPACE=false``): its ``.gemini/settings.json``, which the
-    agent can write (``hooksConfig.enabled: false`` would switch user hooks off), is not read.
-    Gemini's hook timeout is in milliseconds."""
+    agent can write (``hooksConfig.enabled: false`` would switch user hooks off), is not read,
+    nor are its ``.gemini/skills``: the Workspace's MCP servers and agent skills come from
+    the operator, in the user settings and the user's skills directory. Gemini's hook
+    timeout is in milliseconds."""
     hook = {"type": "command", "command": GATE_COMMAND, "timeout": hook_seconds(spec) * 1000}
     settings: dict[str, Any] = {
         **_auth(spec),
         "hooks": {"BeforeTool": [{"matcher": "|".join(gated_tools(policy)), "hooks": [hook]}]},
     }
-    if mcp:  # the Workspace's servers, which the untrusted workspace's settings no longer give
-        settings["mcpServers"] = mcp
+    if workspace.mcp:  # the Workspace's, which the untrusted workspace's settings no longer give
+        settings["mcpServers"] = workspace.mcp
     script, text = _script(spec, settings, "--admin-policy", run_file(POLICY_FILE))
+    files = {
+        "gate": run_scripts.GATE,
+        SETTINGS: text,
+        POLICY_FILE: native_policy(policy, tuple(workspace.mcp)),
+    }
     return Invocation(
-        script=script,
+        script=_skills(workspace.skills, files) + script,
         env={
             "GEMINI_CLI_TRUST_WORKSPACE": "false",
             "PADDOCK_GATE_SECONDS": str(gate_seconds(spec)),
         },
-        files={"gate": run_scripts.GATE, SETTINGS: text, POLICY_FILE: native_policy(policy)},
+        files=files,
     )
+
+
+def _skills(skills: dict[str, str], files: dict[str, str]) -> str:
+    """The lines that put the Workspace's skills in the user's skills directory (the run's
+    files arrive flat: each SKILL.md is moved into place), adding those files."""
+    lines = []
+    for index, (name, text) in enumerate(sorted(skills.items())):
+        files[f"skill-{index}.md"] = text
+        folder = f"{USER_SETTINGS}/skills/{shlex.quote(name)}"
+        lines += [f"mkdir -p {folder}", f"mv {run_file(f'skill-{index}.md')} {folder}/SKILL.md"]
+    return "".join(line + "\n" for line in lines)
 
 
 def request_of(request: dict[str, Any]) -> Request | None:

@@ -8,6 +8,7 @@ from typing import Any
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
+    NO_WORKSPACE,
     PROMPT,
     WORKSPACE,
     Gate,
@@ -15,6 +16,7 @@ from paddock.harness.base import (
     Invocation,
     Request,
     RequestKind,
+    WorkspaceContext,
     call_summary,
     command_line,
     gate_seconds,
@@ -43,7 +45,7 @@ def _argv(spec: AgentRunSpec) -> str:
     )
 
 
-def invocation(spec: AgentRunSpec) -> Invocation:
+def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -> Invocation:
     # opencode run reads the message from stdin when it is given none as arguments: one argv
     # word holds at most 128 KiB, and a prompt may be 1 MiB.
     return Invocation(script=f"exec {_argv(spec)} < {PROMPT}\n")
@@ -78,12 +80,13 @@ export const PaddockGate = async () => ({
 
 
 def gated(
-    spec: AgentRunSpec, policy: SandboxPolicySpec, mcp: dict[str, Any] | None = None
+    spec: AgentRunSpec, policy: SandboxPolicySpec, workspace: WorkspaceContext = NO_WORKSPACE
 ) -> Invocation:
     """OpenCode with Paddock's gate as a plugin (``tool.execute.before`` on bash), from the
     run's own config, merged into the run's ``OPENCODE_CONFIG_CONTENT``, with project config
     off (``OPENCODE_DISABLE_PROJECT_CONFIG=1``): an ``opencode.json`` the agent writes into
-    the workspace is never read."""
+    the workspace is never read. That also leaves out the workspace's AGENTS.md: the
+    Workspace's instructions come from the operator, as an instructions file of the run's."""
     own = next((e.value for e in spec.env if e.name == CONFIG_ENV and e.value), None)
     try:
         config = json.loads(own) if own else {}
@@ -92,8 +95,12 @@ def gated(
     config = config if isinstance(config, dict) else {}
     config["plugin"] = [*(config.get("plugin") or []), f"file://{RUN_MARK}/{PLUGIN}"]
     config["permission"] = permissions(policy)
-    if mcp:  # the Workspace's servers; the run's own, by the same name, win
-        config["mcp"] = {**mcp, **(config.get("mcp") or {})}
+    if workspace.mcp:  # the Workspace's servers; the run's own, by the same name, win
+        config["mcp"] = {**workspace.mcp, **(config.get("mcp") or {})}
+    files = {"gate": run_scripts.GATE}
+    if workspace.instructions:
+        files[INSTRUCTIONS] = workspace.instructions
+        config["instructions"] = [*(config.get("instructions") or []), f"{RUN_MARK}/{INSTRUCTIONS}"]
     script = (
         f"config=$(cat {run_file(CONFIG)})\n"
         f'export {CONFIG_ENV}="${{config//{RUN_MARK}/$PADDOCK_RUN}}"\n'
@@ -106,7 +113,7 @@ def gated(
             "PADDOCK_GATE_SECONDS": str(gate_seconds(spec)),
         },
         files={
-            "gate": run_scripts.GATE,
+            **files,
             PLUGIN: GATE_PLUGIN.replace("@GATED@", json.dumps(gated_tools(policy))),
             CONFIG: json.dumps(config),
         },
@@ -114,6 +121,7 @@ def gated(
 
 
 CONFIG_ENV = "OPENCODE_CONFIG_CONTENT"
+INSTRUCTIONS = "instructions.md"
 
 
 # Where each tool Paddock gates names its target, and what it asks for.

@@ -91,24 +91,20 @@ def _toml_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def _mcp_configs(
-    servers: dict[str, tuple[str, dict[str, tuple[str, str | None]]]],
-) -> dict[str, str]:
-    """The MCP server list in each harness's own format; secret parts as env references."""
-    claude: dict[str, object] = {}
-    gemini: dict[str, object] = {}
-    opencode: dict[str, object] = {}
-    codex_lines: list[str] = []
+Servers = dict[str, tuple[str, dict[str, tuple[str, str | None]]]]  # name -> url, headers
+
+
+def _mcp_by_harness(servers: Servers) -> dict[str, dict[str, Any]]:
+    """The MCP servers in each harness's own config format (name -> server), secret parts
+    as references to env vars."""
+    claude: dict[str, Any] = {}
+    gemini: dict[str, Any] = {}
+    opencode: dict[str, Any] = {}
+    codex: dict[str, Any] = {}
     for name, (url, headers) in servers.items():
-        claude[name] = {
-            "type": "http",
-            "url": url,
-            "headers": {h: v + (f"${{{var}}}" if var else "") for h, (v, var) in headers.items()},
-        }
-        gemini[name] = {
-            "httpUrl": url,
-            "headers": {h: v + (f"${{{var}}}" if var else "") for h, (v, var) in headers.items()},
-        }
+        referenced = {h: v + (f"${{{var}}}" if var else "") for h, (v, var) in headers.items()}
+        claude[name] = {"type": "http", "url": url, "headers": referenced}
+        gemini[name] = {"httpUrl": url, "headers": referenced}
         opencode[name] = {
             "type": "remote",
             "url": url,
@@ -117,40 +113,58 @@ def _mcp_configs(
                 h: v + (f"{{env:{var}}}" if var else "") for h, (v, var) in headers.items()
             },
         }
-        codex_lines += [f"[mcp_servers.{_toml_string(name)}]", f"url = {_toml_string(url)}"]
+        server: dict[str, Any] = {"url": url}
         literal = {h: v for h, (v, var) in headers.items() if var is None}
         from_env = {h: var for h, (v, var) in headers.items() if var is not None and not v}
         bearer = [var for h, (v, var) in headers.items() if var is not None and v == "Bearer "]
         if literal:
-            pairs = ", ".join(f"{_toml_string(h)} = {_toml_string(v)}" for h, v in literal.items())
-            codex_lines.append(f"http_headers = {{ {pairs} }}")
+            server["http_headers"] = literal
         if from_env:
-            pairs = ", ".join(f"{_toml_string(h)} = {_toml_string(v)}" for h, v in from_env.items())
-            codex_lines.append(f"env_http_headers = {{ {pairs} }}")
+            server["env_http_headers"] = from_env
         if bearer:
-            codex_lines.append(f"bearer_token_env_var = {_toml_string(bearer[0])}")
+            server["bearer_token_env_var"] = bearer[0]
+        codex[name] = server
+    return {"claude-code": claude, "codex": codex, "gemini": gemini, "opencode": opencode}
+
+
+def toml_value(value: object) -> str:
+    """A string or a table of strings as a TOML value (inline), as Codex's ``-c`` reads it."""
+    if isinstance(value, dict):
+        pairs = ", ".join(f"{_toml_string(k)} = {_toml_string(v)}" for k, v in value.items())
+        return f"{{ {pairs} }}"
+    return _toml_string(str(value))
+
+
+def _mcp_configs(servers: Servers) -> dict[str, str]:
+    """The MCP server list as each harness's config file."""
+    by_harness = _mcp_by_harness(servers)
+    codex_lines: list[str] = []
+    for name, server in by_harness["codex"].items():
+        codex_lines.append(f"[mcp_servers.{_toml_string(name)}]")
+        codex_lines += [f"{key} = {toml_value(value)}" for key, value in server.items()]
         codex_lines.append("")
     return {
-        "claude-mcp.json": _dump_json({"mcpServers": claude}),
-        "gemini-settings.json": _dump_json({"mcpServers": gemini}),
-        "opencode.json": _dump_json({"mcp": opencode}),
+        "claude-mcp.json": _dump_json({"mcpServers": by_harness["claude-code"]}),
+        "gemini-settings.json": _dump_json({"mcpServers": by_harness["gemini"]}),
+        "opencode.json": _dump_json({"mcp": by_harness["opencode"]}),
         "codex-config.toml": "\n".join(codex_lines),
     }
 
 
 def mcp_servers(spec: WorkspaceSpec) -> dict[str, dict[str, Any]]:
-    """The Workspace's MCP servers in the config format of the harnesses that, gated, do not
-    read the workspace's files (OpenCode's ``mcp``, Gemini CLI's ``mcpServers``), by harness
-    name: their gated configs carry them instead."""
-    projection = render_projection(spec)
-    found: dict[str, dict[str, Any]] = {}
-    for harness, name, key in (
-        ("opencode", "opencode.json", "mcp"),
-        ("gemini", "gemini-settings.json", "mcpServers"),
-    ):
-        text = projection.files.get(f"{HARNESS_DIR}/{name}")
-        found[harness] = json.loads(text)[key] if text else {}
-    return found
+    """The Workspace's MCP servers in each harness's config format, by harness name, for the
+    runs that carry them themselves instead of reading the workspace's config files (which
+    the agent can write, or which the CLI does not trust)."""
+    servers: Servers = {}
+    for skill in spec.skills:
+        if skill.mcp is not None:
+            servers[skill.name] = (skill.mcp.url, _mcp_headers(skill.name, skill.mcp, Projection()))
+    return _mcp_by_harness(servers)
+
+
+def agent_skills(spec: WorkspaceSpec) -> dict[str, str]:
+    """Each agent skill's SKILL.md, by name."""
+    return {s.name: render_skill_md(s.name, s.agent) for s in spec.skills if s.agent is not None}
 
 
 def render_projection(spec: WorkspaceSpec) -> Projection:
@@ -160,12 +174,13 @@ def render_projection(spec: WorkspaceSpec) -> Projection:
     if agents_md is not None:
         projection.files["AGENTS.md"] = agents_md
 
-    servers: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {}
+    servers: Servers = {}
     for skill in spec.skills:
         if skill.agent is not None:
             text = render_skill_md(skill.name, skill.agent)
             projection.files[f".claude/skills/{skill.name}/SKILL.md"] = text
             projection.files[f".codex/skills/{skill.name}/SKILL.md"] = text
+            projection.files[f".gemini/skills/{skill.name}/SKILL.md"] = text
         elif skill.file is not None:
             projection.files[skill.file.path] = skill.file.content
         elif skill.git is not None:
@@ -185,10 +200,11 @@ def render_projection(spec: WorkspaceSpec) -> Projection:
         elif skill.mcp is not None:
             servers[skill.name] = (skill.mcp.url, _mcp_headers(skill.name, skill.mcp, projection))
 
-    if any(skill.agent or skill.git for skill in spec.skills):
+    if any(skill.git and not skill.git.into for skill in spec.skills):
         projection.warnings.append(
-            "skills are projected for Claude Code and Codex only; OpenCode and Gemini CLI "
-            "do not load them"
+            f"git skills are cloned into {PADDOCK_DIR}/skills/<name>, where no harness loads "
+            "skills from: set `into` to a harness's skills directory (such as "
+            ".claude/skills/<name>) for it to load one"
         )
     if servers:
         for name, text in _mcp_configs(servers).items():
