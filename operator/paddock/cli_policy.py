@@ -62,7 +62,7 @@ def add_policy(commands: Any) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from paddock.policy.check import problems
+    from paddock.policy.check import problems, warnings
     from paddock.policy.engine import evaluate, strictest
 
     try:
@@ -72,7 +72,7 @@ def run_check(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"paddock policy check: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    for problem in problems(policy):
+    for problem in [*problems(policy), *warnings(policy)]:
         print(f"warning: {problem}", file=sys.stderr)
     decisions = []
     for command in commands:

@@ -169,3 +169,4 @@ class PolicyReason(Reason):
     VALID = "Valid"
     INVALID_SPEC = "InvalidSpec", W
     RULES_INEFFECTIVE = "RulesIneffective", W
+    RUNS_WRITABLE_FILES = "RunsWritableFiles", W

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from paddock.api.policy import SandboxPolicySpec
+from paddock.api.policy import Decision, SandboxPolicySpec
 
 # A command is split at these before its parts are matched: a rule holding one describes
 # two commands and matches neither.
@@ -38,6 +38,47 @@ def problems(spec: SandboxPolicySpec) -> list[str]:
             if ipaddress.ip_network(cidr).is_loopback:
                 found.append(_loopback(index, cidr))
     return found
+
+
+# Commands that run what files of the workspace say: an interpreter given a file, or a runner
+# of the project's own scripts, targets and tests.
+INTERPRETERS = frozenset(
+    {"bash", "sh", "dash", "zsh", "ksh", "source", ".", "python", "python3", "node", "deno",
+     "bun", "ruby", "perl", "php", "lua", "Rscript"}
+)  # fmt: skip
+RUNNERS = frozenset(
+    {"npm", "npx", "yarn", "pnpm", "make", "pytest", "tox", "nox", "go", "cargo", "gradle",
+     "mvn", "rake", "bundle", "just", "task", "poetry", "uv", "pip", "pip3"}
+)  # fmt: skip
+
+
+def warnings(spec: SandboxPolicySpec) -> list[str]:
+    """One sentence per allow rule that runs files of the workspace while the agent may write
+    files: the agent can rewrite such a file, then run anything through the rule."""
+    if spec.capabilities.file_write != Decision.ALLOW:
+        return []
+    return [
+        f"commands.allow[{index}] {glob!r} runs files of the workspace, and "
+        "capabilities.fileWrite is allow: an agent that rewrites such a file runs anything "
+        "through this rule (set fileWrite to ask or deny, or allow only commands that run "
+        "no workspace file)"
+        for index, glob in enumerate(spec.commands.allow)
+        if _runs_workspace_files(glob)
+    ]
+
+
+def _runs_workspace_files(glob: str) -> bool:
+    words = glob.split()
+    if not words:
+        return False
+    first = words[0]
+    if first.startswith("./") or ("/" in first and not first.startswith("/")) or first == "*":
+        return True
+    name = first.rsplit("/", 1)[-1].rstrip("*")
+    if name in RUNNERS:
+        return True
+    operands = [word for word in words[1:] if not word.startswith("-")]
+    return name in INTERPRETERS and bool(operands) and not operands[0].startswith("/")
 
 
 def _glob_problem(glob: str) -> str | None:

@@ -3,8 +3,10 @@
 Every simple command is judged wherever it sits (lists, pipelines, subshells, substitutions,
 here-documents, function bodies, the text given to ``eval`` or ``bash -c``, and the command a
 wrapper such as ``timeout`` or ``xargs`` runs), and every redirection that writes a file is
-judged by ``capabilities.fileWrite``. The verdict is the strictest of its parts: deny > ask >
-allow. Within one command, rules take precedence deny > ask > allow > ``commands.default``.
+judged by ``capabilities.fileWrite`` (a write into a protected place, where the gate and the
+CLIs' settings live, is denied whatever it says). The verdict is the strictest of its parts:
+deny > ask > allow. Within one command, rules take precedence deny > ask > allow >
+``commands.default``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from paddock.api.policy import Capabilities, CommandRules, Decision, SandboxPolicySpec
 from paddock.policy.globs import always_matches, could_match
+from paddock.policy.protected import protected_place
 from paddock.policy.shell import DYNAMIC, ShellSyntaxError, Word, parse
 from paddock.policy.wrappers import JUDGED_ITSELF, Runs, Unknown, runs
 
@@ -91,6 +94,15 @@ def evaluate(
     return Verdict(strictest(p.decision for p in parts), tuple(parts))
 
 
+def file_write(capabilities: Capabilities, target: str) -> Part:
+    """A write of the file ``target`` (as written): denied into a protected place, else as
+    ``capabilities.fileWrite`` says."""
+    place = protected_place(target)
+    if place is not None:
+        return Part(PartKind.FILE_WRITE, target, Decision.DENY, f"protected: {place}")
+    return Part(PartKind.FILE_WRITE, target, capabilities.file_write, "capabilities.fileWrite")
+
+
 def _normal(text: str) -> str:
     return " ".join(text.split())
 
@@ -122,14 +134,7 @@ class _Judge:
             own = aliases | self.aliases(command.source)
             parts += self.command(command.words, depth, own, command.stdin)
         for write in parsed.writes:
-            parts.append(
-                Part(
-                    PartKind.FILE_WRITE,
-                    write.target.shown,
-                    self.capabilities.file_write,
-                    "capabilities.fileWrite",
-                )
-            )
+            parts.append(file_write(self.capabilities, write.target.shown))
         return parts
 
     def command(

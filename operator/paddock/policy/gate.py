@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.workspace import ParallelGroup, SetupCommand, WorkspaceSpec
-from paddock.policy.engine import UNRESTRICTED, Part, PartKind, Verdict, evaluate
+from paddock.policy.engine import UNRESTRICTED, Part, PartKind, Verdict, evaluate, file_write
 
 MAX_SHOWN = 120  # characters of a command quoted in a message
 
@@ -83,10 +83,10 @@ def judge_command(
 
 def judge_capability(policy: SandboxPolicySpec, kind: PartKind, target: str) -> Judged:
     """A harness tool's own file write (``kind`` file-write, ``target`` its path) or web
-    access (network, the URL or query): decided by ``capabilities`` alone."""
+    access (network, the URL or query): decided by ``capabilities``, and a write into a
+    protected place (the gate's, a CLI's settings) denied whatever they say."""
     if kind == PartKind.FILE_WRITE:
-        decision, rule = policy.capabilities.file_write, "capabilities.fileWrite"
+        part = file_write(policy.capabilities, target)
     else:
-        decision, rule = policy.capabilities.network, "capabilities.network"
-    part = Part(kind, target, decision, rule)
-    return Judged(str(kind), target, Verdict(decision, (part,)))
+        part = Part(kind, target, policy.capabilities.network, "capabilities.network")
+    return Judged(str(kind), target, Verdict(part.decision, (part,)))

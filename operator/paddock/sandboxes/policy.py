@@ -14,7 +14,7 @@ from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec, SandboxPolicyStatus
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import PolicyReason as R
-from paddock.policy.check import problems
+from paddock.policy.check import problems, warnings
 from paddock.sandboxes.plan import Plan
 
 Obj = dict[str, Any]
@@ -34,10 +34,13 @@ def decide_policy(body: Obj, now: datetime) -> Plan:
             "The spec is invalid: " + "; ".join(describe(exc)),
         )
     else:
-        found = problems(spec)
+        found, risky = problems(spec), warnings(spec)
         if found:
             valid, reason = False, R.RULES_INEFFECTIVE
             message = "Rules that cannot work as written: " + "; ".join(found) + "."
+        elif risky:
+            valid, reason = True, R.RUNS_WRITABLE_FILES
+            message = "Every rule can apply, but: " + "; ".join(risky) + "."
         else:
             valid, reason, message = True, R.VALID, VALID_MESSAGE
     previous = get_condition(old.conditions, C.VALID)

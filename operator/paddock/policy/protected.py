@@ -1,0 +1,61 @@
+"""Places no command or file tool of an agent may write into, whatever
+``capabilities.fileWrite`` says: where Paddock's gate, its requests and answers live (the run
+directory, under ``/paddock``) and where each CLI reads its hooks and settings from (in the
+sandbox's ``$HOME``). Defence in depth: the engine reads a redirection's target as written, so
+a target it cannot resolve (``> "$f"``), a link, or a program that writes files itself is not
+caught here."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+HOME = "/home/paddock"  # the sandbox container's HOME
+WORKSPACE = "/workspace"
+# What a reference to these variables names in a sandbox (PADDOCK_RUN: any run's directory).
+KNOWN = {
+    "PADDOCK_RUN": "/paddock/run/_",
+    "HOME": HOME,
+    "PADDOCK_WORKSPACE": WORKSPACE,
+    "CODEX_HOME": f"{HOME}/.codex",
+    "GEMINI_CLI_HOME": HOME,
+    "XDG_CONFIG_HOME": f"{HOME}/.config",
+}
+PLACES = {
+    "/paddock": "Paddock's run directory (the gate, its requests and answers)",
+    f"{HOME}/.claude": "Claude Code's user settings",
+    f"{HOME}/.codex": "Codex's home",
+    f"{HOME}/.gemini": "Gemini CLI's user settings",
+    f"{HOME}/.config/opencode": "OpenCode's config and plugins",
+    f"{HOME}/.opencode": "OpenCode's config",
+}
+_LEADING_VARIABLE = re.compile(r"^\$(?:\{(\w+)\}|(\w+))")
+
+
+def protected_place(target: str) -> str | None:
+    """What protected place the path ``target`` (as written, quotes removed) names, if any."""
+    path = _resolved(target)
+    if path is None:
+        return None
+    for place, what in PLACES.items():
+        if path == place or path.startswith(place + "/"):
+            return what
+    return None
+
+
+def _resolved(target: str) -> str | None:
+    """``target`` as an absolute path, where it can be told (``~``, the known variables, a
+    path relative to the workspace); None where it starts with anything else unknown."""
+    if target == "~" or target.startswith("~/"):
+        target = HOME + target[1:]
+    found = _LEADING_VARIABLE.match(target)
+    if found:
+        value = KNOWN.get(found.group(1) or found.group(2))
+        if value is None:
+            return None
+        target = value + target[found.end() :]
+    if "$" in target.split("/", 1)[0] or "`" in target:
+        return None
+    if not target.startswith("/"):
+        target = posixpath.join(WORKSPACE, target)
+    return posixpath.normpath(target)

@@ -1,0 +1,121 @@
+"""No command or file tool of an agent may write where the gate and the CLIs' settings live,
+whatever capabilities.fileWrite says; and a policy that lets the agent both write files and
+run files of the workspace says so (paddock policy check, the Valid condition)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from paddock.api.policy import Decision, SandboxPolicySpec
+from paddock.policy.check import warnings
+from paddock.policy.engine import PartKind, evaluate
+from paddock.policy.gate import judge_capability
+from paddock.sandboxes.policy import decide_policy
+
+# The policy of the issue's attacks: writes allowed, the attacks' commands allowed.
+POLICY = SandboxPolicySpec.model_validate(
+    {"commands": {"allow": ["echo *", "ls *", "cat *", "printf *", "tee *"],
+                  "deny": ["touch pwned-*"], "default": "deny"}}
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo 'exit 0' > \"$PADDOCK_RUN/gate\"",
+        "echo allow > ${PADDOCK_RUN}/requests/1.ans",
+        "echo allow >> $PADDOCK_RUN/../other-run/requests/2.ans",
+        "printf x > /paddock/run/0f3c/gate",
+        'echo \'{"disableAllHooks": true}\' > "$HOME/.claude/settings.json"',
+        "echo x > ~/.claude/settings.local.json",
+        "echo 'export default {}' > ~/.config/opencode/plugin/evil.js",
+        "echo x > $XDG_CONFIG_HOME/opencode/opencode.json",
+        "echo x > ${HOME}/.gemini/settings.json",
+        "echo x > $GEMINI_CLI_HOME/.gemini/settings.json",
+        "echo x > $CODEX_HOME/config.toml",
+        "echo x > ../home/paddock/.codex/config.toml",
+        "echo x > ./build/../../paddock/run/r/gate",
+        "echo ok && echo x > ~/.gemini/settings.json",
+        "bash -c 'echo x > ~/.claude/settings.json'",
+        "eval 'echo x >$HOME/.claude/settings.json'",
+        "(echo x &> /home/paddock/.claude/settings.json)",
+        "echo $(echo x > ~/.codex/config.toml)",
+    ],
+)
+def test_a_write_into_the_gates_or_a_clis_settings_is_denied_whatever_file_write_says(
+    command: str,
+) -> None:
+    verdict = evaluate(POLICY, command)
+    assert verdict.decision == Decision.DENY, verdict.explain()
+    assert verdict.deciding is not None
+    assert verdict.deciding.kind == PartKind.FILE_WRITE
+    assert verdict.deciding.rule.startswith("protected: ")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo x > out.txt",
+        "echo x > /workspace/.claude/settings.json",  # the workspace's: no gated CLI reads it
+        "echo x > /home/paddock/.claudex",
+        "echo x > /home/paddock/notes.txt",
+        "echo x > /tmp/paddock/run",
+        "cat ~/.claude/settings.json",  # reading is not writing
+        'echo x > "$f"',  # not told: capabilities.fileWrite decides (documented)
+    ],
+)
+def test_other_writes_follow_file_write(command: str) -> None:
+    assert evaluate(POLICY, command).decision == Decision.ALLOW
+
+
+def test_a_clis_own_file_tool_cannot_write_the_gate_either() -> None:
+    for target in ("/paddock/run/r/gate", "/home/paddock/.config/opencode/plugin/x.js"):
+        judged = judge_capability(POLICY, PartKind.FILE_WRITE, target)
+        assert judged.decision == Decision.DENY
+    assert judge_capability(POLICY, PartKind.FILE_WRITE, "/workspace/x").decision == (
+        Decision.ALLOW
+    )
+
+
+@pytest.mark.parametrize(
+    ("rule", "warned"),
+    [
+        ("bash scripts/check.sh", True),
+        ("sh ./run.sh", True),
+        ("python3 tools/*", True),
+        ("./configure*", True),
+        ("scripts/test", True),
+        ("npm test", True),
+        ("make *", True),
+        ("go test ./...", True),
+        ("pytest*", True),
+        ("bash /usr/local/bin/fixed.sh", False),  # a file outside the workspace
+        ("echo *", False),
+        ("git status*", False),
+        ("bash", False),  # reads its stdin: judged as a shell by the engine
+        ("ls *", False),
+    ],
+)
+def test_a_rule_that_runs_workspace_files_is_a_warning_while_files_may_be_written(
+    rule: str, warned: bool
+) -> None:
+    spec = {"commands": {"allow": [rule]}}
+    assert bool(warnings(SandboxPolicySpec.model_validate(spec))) == warned
+    for guarded in ("ask", "deny"):
+        fenced = {**spec, "capabilities": {"fileWrite": guarded}}
+        assert warnings(SandboxPolicySpec.model_validate(fenced)) == []
+
+
+def test_the_valid_condition_says_so_once_with_a_warning() -> None:
+    now = datetime(2026, 12, 3, tzinfo=UTC)
+    body = {
+        "metadata": {"name": "p", "namespace": "n", "generation": 1},
+        "spec": {"commands": {"allow": ["bash scripts/check.sh"]}},
+    }
+    plan = decide_policy(body, now)
+    (valid,) = plan.status.to_api()["conditions"]
+    assert (valid["status"], valid["reason"]) == ("True", "RunsWritableFiles")
+    assert "'bash scripts/check.sh' runs files of the workspace" in valid["message"]
+    assert [(n.type, n.reason) for n in plan.notices] == [("Warning", "RunsWritableFiles")]
