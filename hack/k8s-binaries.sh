@@ -271,23 +271,33 @@ fetch_snapshot_crds() {
 }
 
 start=$SECONDS
-build_etcd
-build_kwok
-build_k8s_commands kubernetes "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl
+took=()
+# Run one part; a part that built (not cached) has its time recorded for the summary.
+timed() {
+  local began=$SECONDS name="$1"; shift
+  "$@"
+  if [ $((SECONDS - began)) -gt 1 ]; then took+=("$name $((SECONDS - began))s"); fi
+}
+timed etcd build_etcd
+timed kwok build_kwok
+timed kubernetes build_k8s_commands kubernetes "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl
 # The real node's kubelet (its own cache entry, so that a control plane cached before the real
 # node existed is not rebuilt) and storage: only where a real node can run, as root.
 real_node_off() { case "${PADDOCK_REAL_NODE:-auto}" in 0|false|off|no) return 0 ;; esac; return 1; }
 if [ "$(id -u)" -eq 0 ] && ! real_node_off; then
-  build_k8s_commands kubelet "$kubelet_dir" kubelet
-  build_local_path_provisioner
-  build_network_policies
-  build_csi_node
+  timed kubelet build_k8s_commands kubelet "$kubelet_dir" kubelet
+  timed local-path-provisioner build_local_path_provisioner
+  timed kube-network-policies build_network_policies
+  timed csi-node build_csi_node
 else
   log "kubelet, local-path-provisioner, kube-network-policies, csi-node: skipped (the real node needs root; PADDOCK_REAL_NODE=${PADDOCK_REAL_NODE:-auto})"
 fi
-fetch_snapshot_crds
-build_snapshot_controller
-build_versitygw
+timed snapshot-crds fetch_snapshot_crds
+timed snapshot-controller build_snapshot_controller
+timed versitygw build_versitygw
+if [ ${#took[@]} -gt 0 ]; then
+  log "built: $(IFS=,; echo "${took[*]}" | sed 's/,/, /g')"
+fi
 log "all binaries ready after $((SECONDS - start))s ($(du -sh "$CACHE" | cut -f1) in $CACHE)"
 
 echo "K8S_BIN=$k8s_dir"
