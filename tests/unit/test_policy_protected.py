@@ -10,7 +10,7 @@ import pytest
 
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.policy.check import warnings
-from paddock.policy.engine import PartKind, evaluate
+from paddock.policy.engine import UNRESTRICTED, PartKind, evaluate
 from paddock.policy.gate import judge_capability
 from paddock.sandboxes.policy import decide_policy
 
@@ -119,3 +119,8 @@ def test_the_valid_condition_says_so_once_with_a_warning() -> None:
     assert (valid["status"], valid["reason"]) == ("True", "RunsWritableFiles")
     assert "'bash scripts/check.sh' runs files of the workspace" in valid["message"]
     assert [(n.type, n.reason) for n in plan.notices] == [("Warning", "RunsWritableFiles")]
+
+
+def test_without_a_policy_nothing_is_protected_from_a_command() -> None:
+    # No SandboxPolicy: the pod is the boundary and no command is refused.
+    assert evaluate(UNRESTRICTED, 'echo x > "$PADDOCK_RUN/exit"').decision == Decision.ALLOW

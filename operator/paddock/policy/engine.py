@@ -89,15 +89,17 @@ def evaluate(
 ) -> Verdict:
     """The verdict on ``command``. ``scripts`` are the Workspace's named commands: a rule may
     name a script, and then matches every part of a command that is exactly that script."""
-    judge = _Judge(policy.commands, policy.capabilities, dict(scripts or {}))
+    # With no policy the pod is the boundary, and nothing is protected from a command either.
+    protect = policy is not UNRESTRICTED
+    judge = _Judge(policy.commands, policy.capabilities, dict(scripts or {}), protect)
     parts = judge.script(command, depth=0, aliases=judge.aliases(command))
     return Verdict(strictest(p.decision for p in parts), tuple(parts))
 
 
-def file_write(capabilities: Capabilities, target: str) -> Part:
-    """A write of the file ``target`` (as written): denied into a protected place, else as
-    ``capabilities.fileWrite`` says."""
-    place = protected_place(target)
+def file_write(capabilities: Capabilities, target: str, protect: bool = True) -> Part:
+    """A write of the file ``target`` (as written): denied into a protected place (unless
+    ``protect`` is off), else as ``capabilities.fileWrite`` says."""
+    place = protected_place(target) if protect else None
     if place is not None:
         return Part(PartKind.FILE_WRITE, target, Decision.DENY, f"protected: {place}")
     return Part(PartKind.FILE_WRITE, target, capabilities.file_write, "capabilities.fileWrite")
@@ -112,6 +114,7 @@ class _Judge:
     rules: CommandRules
     capabilities: Capabilities
     scripts: dict[str, str]
+    protect: bool = True
     _normal_scripts: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -134,7 +137,7 @@ class _Judge:
             own = aliases | self.aliases(command.source)
             parts += self.command(command.words, depth, own, command.stdin)
         for write in parsed.writes:
-            parts.append(file_write(self.capabilities, write.target.shown))
+            parts.append(file_write(self.capabilities, write.target.shown, self.protect))
         return parts
 
     def command(
