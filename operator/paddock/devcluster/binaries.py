@@ -32,6 +32,17 @@ class Binaries:
     versitygw_dir: Path
 
     @property
+    def node_built(self) -> bool:
+        """Whether the real node's binaries (kubelet, storage, network policies) are built."""
+        parts = (
+            self.kubelet_dir,
+            self.local_path_dir,
+            self.network_policies_dir,
+            self.csi_node_dir,
+        )
+        return all((part / ".complete").is_file() for part in parts)
+
+    @property
     def kubelet(self) -> Path:
         return self.kubelet_dir / "kubelet"
 
@@ -84,8 +95,9 @@ class Binaries:
         return self.kwok_dir / "crds" / "kwok.x-k8s.io_execs.yaml"
 
 
-def ensure_binaries() -> Binaries:
-    """Build what is missing (the script's progress goes to stderr) and return the paths.
+def ensure_binaries(*, real_node: bool = True) -> Binaries:
+    """Build what is missing (the script's progress goes to stderr) and return the paths;
+    without ``real_node``, not the real node's binaries (their paths are returned all the same).
 
     The script is idempotent and returns at once when everything is cached.
     """
@@ -93,8 +105,9 @@ def ensure_binaries() -> Binaries:
         raise RuntimeError(
             f"{BUILD_SCRIPT} not found: the local cluster is run from a Paddock source checkout"
         )
+    env = os.environ | ({} if real_node else {"PADDOCK_REAL_NODE": "0"})
     output = subprocess.run(
-        [str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
+        [str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True, env=env
     ).stdout
     paths = dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
     return Binaries(
@@ -109,3 +122,17 @@ def ensure_binaries() -> Binaries:
         csi_node_dir=Path(paths["CSI_NODE_BIN"]),
         versitygw_dir=Path(paths["VERSITYGW_BIN"]),
     )
+
+
+def build_in_background(log: Path) -> None:
+    """Build everything still missing in a process of its own (niced, in its own session, so
+    that it outlives the caller), its output in ``log``. A later ``ensure_binaries`` waits for
+    it (the script holds a lock) and finds its work cached."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        subprocess.Popen(
+            ["nice", "-n", "10", str(BUILD_SCRIPT)],
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+            start_new_session=True,
+        )

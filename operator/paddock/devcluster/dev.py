@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from typing import Any
 
 from kubernetes import client
@@ -104,13 +105,15 @@ def _run(*argv: str) -> None:
 
 
 def run_dev(*, operator: bool = True) -> int:
+    began = time.monotonic()
     if current_cluster_answers():
         kubeconfig = kubeconfig_files()
         print("dev: using the cluster of the current kubeconfig", file=sys.stderr)
     else:
         print("dev: no cluster answers; starting the local one", file=sys.stderr)
         try:
-            kubeconfig = str(cluster.up(cluster.default_state_dir()))
+            # The examples run on kwok's node: a real node not built yet is built meanwhile.
+            kubeconfig = str(cluster.up(cluster.default_state_dir(), defer_node=True))
         except cluster.ClusterError as exc:
             print(f"dev: the local cluster did not start: {exc}", file=sys.stderr)
             return 1
@@ -127,6 +130,7 @@ def run_dev(*, operator: bool = True) -> int:
     _run(kubectl, "apply", "-k", str(REPO_ROOT / "examples"))
     print(NEXT_STEPS.format(kubeconfig=kubeconfig), file=sys.stderr)
     print(_isolation() + "\n", file=sys.stderr)
+    print(f"dev: ready for the operator after {time.monotonic() - began:.0f}s", file=sys.stderr)
     if not operator:
         return 0
     from paddock.operator_main import run_operator

@@ -1,0 +1,48 @@
+"""What ``paddock dev`` builds before the operator starts: without the real node, only the
+control plane's binaries (the build script told so by ``PADDOCK_REAL_NODE=0``); the real node's
+count as built only with every one of their completion markers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from paddock.devcluster import binaries
+
+KEYS = (
+    "K8S_BIN", "ETCD_BIN", "KWOK_BIN", "SNAPSHOT_CRDS", "SNAPSHOT_CONTROLLER_BIN",
+    "KUBELET_BIN", "LOCAL_PATH_BIN", "NETWORK_POLICIES_BIN", "CSI_NODE_BIN", "VERSITYGW_BIN",
+)  # fmt: skip
+
+
+@pytest.fixture
+def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A build script that records PADDOCK_REAL_NODE and prints a directory per part."""
+    fake = tmp_path / "k8s-binaries.sh"
+    lines = [f'echo "{key}={tmp_path}/{key.lower()}"' for key in KEYS]
+    record = f'echo "${{PADDOCK_REAL_NODE:-unset}}" > {tmp_path}/real-node'
+    fake.write_text("#!/bin/sh\n" + record + "\n" + "\n".join(lines) + "\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(binaries, "BUILD_SCRIPT", fake)
+    monkeypatch.delenv("PADDOCK_REAL_NODE", raising=False)
+    return tmp_path
+
+
+def test_without_the_real_node_the_script_is_told_to_skip_it(script: Path) -> None:
+    binaries.ensure_binaries(real_node=False)
+    assert (script / "real-node").read_text() == "0\n"
+    binaries.ensure_binaries()
+    assert (script / "real-node").read_text() == "unset\n"
+
+
+def test_the_real_nodes_binaries_count_as_built_only_when_all_are_complete(script: Path) -> None:
+    found = binaries.ensure_binaries(real_node=False)
+    assert not found.node_built
+    parts = ["kubelet_bin", "local_path_bin", "network_policies_bin", "csi_node_bin"]
+    for part in parts:
+        (script / part).mkdir()
+        (script / part / ".complete").touch()
+    assert found.node_built
+    (script / "csi_node_bin" / ".complete").unlink()  # one still building
+    assert not found.node_built
