@@ -119,14 +119,28 @@ GATED_POLICY = {
         "default": "deny",
     }
 }
-# The workspace file that would switch the CLI's hooks off, if the CLI read it. (The agent can
-# write the workspace; Claude Code refuses to let its own agent write .claude/, so the test
-# writes it, as an agent could by other means.)
+# The files that would switch the CLI's hooks off, if the CLI read them: in the workspace and
+# in the sandbox's HOME, which lives as long as the sandbox (a run's agent writing there would
+# disarm the next run's gate). Claude Code refuses to let its own agent write .claude/, so the
+# test writes them, as an agent could by other means. (Codex's user config holds the test's
+# provider: the switch is appended to it.)
 HOOKS_OFF = {
-    "claude-code": (".claude/settings.json", '{"disableAllHooks": true}'),
-    "opencode": ("opencode.json", '{"plugin": [], "permission": {"bash": "allow"}}'),
-    "gemini": (".gemini/settings.json", '{"hooksConfig": {"enabled": false}}'),
-    "codex": (".codex/config.toml", "[features]\ncodex_hooks = false\n"),
+    "claude-code": [
+        ("$PADDOCK_WORKSPACE/.claude/settings.json", '{"disableAllHooks": true}'),
+        ("$HOME/.claude/settings.json", '{"disableAllHooks": true}'),
+    ],
+    "opencode": [
+        ("$PADDOCK_WORKSPACE/opencode.json", '{"plugin": [], "permission": {"bash": "allow"}}'),
+        ("$HOME/.config/opencode/opencode.json", '{"plugin": [], "permission": {"bash": "allow"}}'),
+    ],
+    "gemini": [
+        ("$PADDOCK_WORKSPACE/.gemini/settings.json", '{"hooksConfig": {"enabled": false}}'),
+        ("$HOME/.gemini/settings.json", '{"hooksConfig": {"enabled": false}}'),
+    ],
+    "codex": [
+        ("$PADDOCK_WORKSPACE/.codex/config.toml", "[features]\ncodex_hooks = false\n"),
+        ("$HOME/.codex/config.toml", "\n[features]\ncodex_hooks = false\n"),
+    ],
 }
 DENIED = [
     "touch denied-1",
@@ -146,15 +160,14 @@ def test_the_policy_gates_every_shell_command_of_a_real_cli(
     harness: str,
 ) -> None:
     ready_sandbox(cluster, namespace, "box", policy=GATED_POLICY)
-    path, content = HOOKS_OFF[harness]
-    cluster.kubectl(
-        "exec", "-n", namespace, "box", "-c", "sandbox", "--", "bash", "-c",
-        f'cd "$PADDOCK_WORKSPACE" && mkdir -p "$(dirname {path})" && '
-        f"printf %s {shlex.quote(content)} > {path}",
-    )  # fmt: skip
     commands = ["touch allowed-1", *DENIED]
     with ScriptedModel(commands) as model:
         fields = harness_fields(cluster, namespace, "box", harness, model.url)
+        for path, content in HOOKS_OFF[harness]:  # appended: Codex's user config is there
+            cluster.kubectl(
+                "exec", "-n", namespace, "box", "-c", "sandbox", "--", "bash", "-c",
+                f'mkdir -p "$(dirname "{path}")" && printf %s {shlex.quote(content)} >> "{path}"',
+            )  # fmt: skip
         cluster.apply(agent_run("gated", "box", harness, "Touch files.", **fields), namespace)
         status = wait_for_run(cluster, namespace, "gated", timeout=240)
         seen = json.dumps(model.requests[-1]["body"])

@@ -203,8 +203,9 @@ def _spec(harness: str, env: dict[str, str] | None = None) -> AgentRunSpec:
 
 def test_claude_code_runs_the_gate_from_its_own_settings_only() -> None:
     invocation = claude_code.gated(_spec("claude-code"), POLICY)
-    assert '--setting-sources user --settings "$PADDOCK_RUN/claude-settings.json"' in (
-        invocation.script
+    assert (
+        '--setting-sources= --settings "$PADDOCK_RUN/claude-settings.json" --strict-mcp-config'
+        in invocation.script
     )
     settings = json.loads(invocation.files["claude-settings.json"])
     (entry,) = settings["hooks"]["PreToolUse"]

@@ -110,10 +110,11 @@ def gated(
     spec: AgentRunSpec, policy: SandboxPolicySpec, workspace: WorkspaceContext = NO_WORKSPACE
 ) -> Invocation:
     """Claude Code with a PreToolUse hook that runs the gate (on Bash, and on the tools the
-    policy asks about). The settings are the run's own (``--settings``), and only user-level
-    sources are read besides them (``--setting-sources user``): a ``.claude/settings.json``
-    the agent writes into the workspace, with ``disableAllHooks``, is never read. Nor are
-    the workspace's CLAUDE.md, ``.mcp.json`` and ``.claude/skills``, so the Workspace's
+    policy asks about). The settings are the run's own (``--settings``), and no other source
+    is read (``--setting-sources=``): a ``.claude/settings.json`` the agent writes into the
+    workspace or its HOME, with ``disableAllHooks``, is never read; nor is an MCP server but
+    the Workspace's (``--strict-mcp-config``). Nor are the workspace's CLAUDE.md,
+    ``.mcp.json`` and ``.claude/skills``, so the Workspace's
     instructions, MCP servers and agent skills come from the operator: appended to the system
     prompt, as ``--mcp-config``, and as a plugin of the run's own (``--plugin-dir``)."""
     hook = {"type": "command", "command": GATE_COMMAND, "timeout": hook_seconds(spec)}
@@ -123,7 +124,9 @@ def gated(
         "permissions": permissions(policy, tuple(workspace.mcp)),
     }
     files = {"gate": run_scripts.GATE, SETTINGS: json.dumps(settings)}
-    more = ["--setting-sources", "user", "--settings", run_file(SETTINGS)]
+    # No setting source but the run's own: the user's settings are as writable by the agent
+    # as the workspace's, and persist from one run of the sandbox to the next.
+    more = ["--setting-sources=", "--settings", run_file(SETTINGS), "--strict-mcp-config"]
     prelude = ""
     if workspace.instructions:
         files[INSTRUCTIONS] = workspace.instructions
