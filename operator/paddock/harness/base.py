@@ -185,3 +185,15 @@ def session(session_id: Any, model: Any = None) -> Draft:
 def other(kind: str, event: dict[str, Any]) -> Draft:
     """A harness event Paddock has no kind for: kept, as a notice, so nothing is lost."""
     return Draft("notice", kind, {"harnessEvent": event})
+
+
+def skill_lines(skills: dict[str, str], folder: str, files: dict[str, str]) -> list[str]:
+    """The script lines that put each skill's SKILL.md into ``folder``/NAME/ (a shell path
+    expression; a run's files arrive flat in its directory and are moved into place), adding
+    those files to ``files``."""
+    lines = []
+    for index, (name, text) in enumerate(sorted(skills.items())):
+        files[f"skill-{index}.md"] = text
+        into = f"{folder}/{shlex.quote(name)}"
+        lines += [f"mkdir -p {into}", f"mv {run_file(f'skill-{index}.md')} {into}/SKILL.md"]
+    return lines

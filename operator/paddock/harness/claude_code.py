@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
@@ -27,6 +26,7 @@ from paddock.harness.base import (
     other,
     run_file,
     session,
+    skill_lines,
     text_of,
     tool_request,
 )
@@ -155,10 +155,7 @@ def _plugin(skills: dict[str, str], files: dict[str, str]) -> str:
         f"mkdir -p {root}/.claude-plugin",
         f"mv {run_file(PLUGIN + '.json')} {root}/.claude-plugin/plugin.json",
     ]
-    for index, (name, text) in enumerate(sorted(skills.items())):
-        files[f"skill-{index}.md"] = text
-        folder = f"{root}/skills/{shlex.quote(name)}"
-        lines += [f"mkdir -p {folder}", f"mv {run_file(f'skill-{index}.md')} {folder}/SKILL.md"]
+    lines += skill_lines(skills, f"{root}/skills", files)
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
@@ -27,6 +26,7 @@ from paddock.harness.base import (
     other,
     run_file,
     session,
+    skill_lines,
     tool_request,
 )
 from paddock.render import run_scripts
@@ -167,12 +167,7 @@ def gated(
 def _skills(skills: dict[str, str], files: dict[str, str]) -> str:
     """The lines that put the Workspace's skills in the user's skills directory (the run's
     files arrive flat: each SKILL.md is moved into place), adding those files."""
-    lines = []
-    for index, (name, text) in enumerate(sorted(skills.items())):
-        files[f"skill-{index}.md"] = text
-        folder = f"{USER_SETTINGS}/skills/{shlex.quote(name)}"
-        lines += [f"mkdir -p {folder}", f"mv {run_file(f'skill-{index}.md')} {folder}/SKILL.md"]
-    return "".join(line + "\n" for line in lines)
+    return "".join(line + "\n" for line in skill_lines(skills, f"{USER_SETTINGS}/skills", files))
 
 
 def request_of(request: dict[str, Any]) -> Request | None:
