@@ -221,7 +221,10 @@ def test_a_file_write_the_policy_denies_is_refused_saying_so() -> None:
 def test_the_tools_the_policy_asks_about_go_through_the_gate() -> None:
     asks = _capabilities("ask", network="allow")
     assert claude_code.gated_tools(asks) == ["Bash", *claude_code.FILE_TOOLS]
-    assert set(claude_code.FILE_TOOLS) <= set(claude_code.permissions(asks)["allow"])
+    # Allowed by the gate's answer alone: in neither of Claude Code's own lists.
+    permissions = claude_code.permissions(asks)
+    assert not set(claude_code.FILE_TOOLS) & {*permissions["allow"], *permissions["deny"]}
+    assert set(claude_code.WEB_TOOLS) <= set(permissions["allow"])
     assert opencode.gated_tools(asks) == ["bash", "write", "edit"]
     assert opencode.permissions(asks)["edit"] == "allow"
     denies = _capabilities("deny")

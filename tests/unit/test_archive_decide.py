@@ -124,7 +124,7 @@ def test_a_new_volume_starts_from_the_newest_archive_of_the_hash_in_any_storage_
     pvc = created(plan, "PersistentVolumeClaim")
     assert pvc["metadata"]["annotations"] == {names.RESTORE_ARCHIVE_ANNOTATION: "new"}
     assert "dataSource" not in pvc["spec"]
-    assert "initContainers" not in created(plan, "Pod")["spec"]
+    assert [c["name"] for c in created(plan, "Pod")["spec"]["initContainers"]] == ["gate"]
     assert plan.status.to_api()["restoredFrom"] == "new"
     # "volume" restores from no archive, "object" from no VolumeSnapshot.
     volume_only = replace(new, snapshots=replace(CLUSTER, store="volume", archives=archives))

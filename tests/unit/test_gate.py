@@ -1,5 +1,5 @@
-"""Paddock's gate for a harness's shell commands: the gate script run by a real bash as a
-hook runs it (a request in, an exit code out), and the operator's answers from the policy."""
+"""Paddock's gate for a harness's shell commands: the operator's answers from the policy, and
+how each harness's hook reaches the gate (the channel itself: test_gate_channel.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,9 @@ from paddock.api.agentrun import AgentRunSpec
 from paddock.api.common import SecretEnvVar
 from paddock.api.policy import SandboxPolicySpec
 from paddock.harness import claude_code, codex, gemini, opencode
-from paddock.harness.base import Request, RequestKind
-from paddock.render import run_scripts as rs
+from paddock.harness.base import Request, RequestKind, gate_seconds
 from paddock.runs import events as ev
-from support.waiting import wait_for
 
-NONCE = "7e" * 32
 POLICY = SandboxPolicySpec.model_validate(
     {
         "commands": {
@@ -90,108 +87,6 @@ def test_a_request_the_gate_cannot_read_is_refused(raw: bytes) -> None:
     assert result.drafts[0].data["reason"] == "Unreadable"
 
 
-# -- the script, as a hook runs it -------------------------------------------------------------
-
-HOOK = """printf '%s' REQUEST | bash "$PADDOCK_RUN/gate" 2> "$PADDOCK_RUN/hook.err"
-echo "gate exited $?"
-"""
-
-
-class Run:
-    def __init__(self, tmp_path: Path, gate_seconds: int = 60) -> None:
-        self.workspace = tmp_path / "workspace"
-        self.workspace.mkdir()
-        self.run_dir = tmp_path / "run"
-        self.env = {
-            **os.environ,
-            "PADDOCK_WORKSPACE": str(self.workspace),
-            "PADDOCK_RUN_DIR": str(self.run_dir),
-            "PADDOCK_FILE_POLL_SECONDS": "0.1",
-        }
-        self.gate_seconds = gate_seconds
-
-    def start(self, command: str) -> None:
-        script = HOOK.replace("REQUEST", _quote(request(command).decode()))
-        env = {"PADDOCK_GATE_SECONDS": str(self.gate_seconds)}
-        payload = rs.launch_payload(NONCE, env, script, "", {"gate": rs.GATE})
-        subprocess.run(rs.launch_argv("r1"), input=payload, text=True, env=self.env,
-                       capture_output=True, check=True, timeout=30)  # fmt: skip
-
-    def poll(self) -> rs.Poll:
-        done = subprocess.run(rs.poll_argv("r1", 0, 0, 1 << 20), capture_output=True,
-                              text=True, env=self.env, check=True, timeout=30)  # fmt: skip
-        return rs.parse_poll(done.stdout)
-
-    def answer(self, answers: dict[str, str], payload: str | None = None) -> None:
-        """As the operator's exec does: the payload written, stdin left open."""
-        answering = subprocess.Popen(rs.answer_argv("r1"), stdin=subprocess.PIPE, text=True,
-                                     env=self.env)  # fmt: skip
-        assert answering.stdin is not None
-        answering.stdin.write(rs.answer_payload(answers) if payload is None else payload)
-        answering.stdin.flush()
-        try:
-            assert answering.wait(timeout=30) == 0
-        finally:
-            answering.stdin.close()
-
-    def outcome(self) -> tuple[str, str]:
-        poll = wait_for(lambda: (p := self.poll()).completion and p, 30, what="the hook")
-        err = (self.run_dir / "r1" / "hook.err").read_text()
-        return poll.stdout.decode().strip(), err
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def test_the_gate_waits_for_the_answer_and_runs_only_on_allow(tmp_path: Path) -> None:
-    run = Run(tmp_path)
-    run.start("echo hi")
-    requests = wait_for(lambda: run.poll().gate_requests, 30, what="the gate's request")
-    ((request_id, raw),) = requests.items()
-    assert json.loads(raw)["tool_input"]["command"] == "echo hi"
-    run.answer({request_id: "allow\n"})
-    assert run.outcome() == ("gate exited 0", "")
-
-
-def test_a_denial_blocks_with_the_message_on_stderr(tmp_path: Path) -> None:
-    run = Run(tmp_path)
-    run.start("rm -rf /")
-    requests = wait_for(lambda: run.poll().gate_requests, 30, what="the gate's request")
-    run.answer(dict.fromkeys(requests, "deny\nPaddock policy: no.\n"))
-    assert run.outcome() == ("gate exited 2", "Paddock policy: no.\n")
-    assert run.poll().gate_requests == {}  # answered requests are not sent again
-
-
-def test_no_answer_in_time_is_a_refusal(tmp_path: Path) -> None:
-    run = Run(tmp_path, gate_seconds=1)
-    run.start("echo hi")
-    out, err = run.outcome()
-    assert out == "gate exited 2"
-    assert "no decision in time" in err
-
-
-def test_an_answer_for_an_id_the_gate_did_not_make_is_not_written(tmp_path: Path) -> None:
-    run = Run(tmp_path)
-    run.start("echo hi")
-    requests = wait_for(lambda: run.poll().gate_requests, 30, what="the gate's request")
-    payload = "../../escape YWxsb3cK\n" + rs.answer_payload(dict.fromkeys(requests, "allow\n"))
-    payload += "9-9 YWxsb3cK\n"  # after the end line: not read
-    run.answer({}, payload)
-    assert run.outcome()[0] == "gate exited 0"
-    assert not (tmp_path / "escape.ans").exists()
-    assert rs.answer_payload({"../x": "allow\n"}) == "end -\n"
-
-
-def test_the_gate_refuses_when_it_cannot_work(tmp_path: Path) -> None:
-    gate = tmp_path / "gate"
-    gate.write_text(rs.GATE)
-    env = {k: v for k, v in os.environ.items() if k != "PADDOCK_RUN"}
-    done = subprocess.run(["bash", str(gate)], input=request("echo hi"), env=env,
-                          capture_output=True, timeout=30)  # fmt: skip
-    assert done.returncode == 2
-
-
 # -- each harness's side of it -----------------------------------------------------------------
 
 
@@ -202,17 +97,23 @@ def _spec(harness: str, env: dict[str, str] | None = None) -> AgentRunSpec:
 
 
 def test_claude_code_runs_the_gate_from_its_own_settings_only() -> None:
-    invocation = claude_code.gated(_spec("claude-code"), POLICY)
+    spec = _spec("claude-code")
+    invocation = claude_code.gated(spec, POLICY)
+    assert invocation.gated
     assert (
-        '--setting-sources= --settings "$PADDOCK_RUN/claude-settings.json" --strict-mcp-config'
-        in invocation.script
+        '--setting-sources= --settings "$PADDOCK_CONTROL/claude/settings.json" '
+        "--strict-mcp-config" in invocation.script
     )
-    settings = json.loads(invocation.files["claude-settings.json"])
+    settings = json.loads(invocation.files[claude_code.SETTINGS])
     (entry,) = settings["hooks"]["PreToolUse"]
     assert entry["matcher"] == "Bash"
-    assert entry["hooks"][0]["timeout"] > int(invocation.env["PADDOCK_GATE_SECONDS"])
-    assert invocation.files["gate"] == rs.GATE
-    assert settings["permissions"]["allow"][0] == "Bash"
+    hook = entry["hooks"][0]
+    assert hook["timeout"] > gate_seconds(spec)
+    assert hook["command"].startswith('env -i PATH="$PATH" node "$PADDOCK_CONTROL/gate.mjs"')
+    assert hook["command"].endswith("|| exit 2")  # a killed client blocks
+    # Only the gate's answer allows Bash: a gate that dies leaves it refused.
+    assert "Bash" not in settings["permissions"]["allow"]
+    assert "Bash" not in settings["permissions"]["deny"]
 
 
 def test_opencode_gets_the_plugin_merged_into_the_runs_own_config() -> None:
@@ -221,7 +122,7 @@ def test_opencode_gets_the_plugin_merged_into_the_runs_own_config() -> None:
     invocation = opencode.gated(_spec("opencode", {"OPENCODE_CONFIG_CONTENT": own}), POLICY)
     config = json.loads(invocation.files[opencode.CONFIG])
     assert config["provider"] == provider
-    assert config["plugin"] == ["theirs", f"file://{opencode.RUN_MARK}/{opencode.PLUGIN}"]
+    assert config["plugin"] == ["theirs", f"file://{opencode.CONTROL_MARK}/{opencode.PLUGIN}"]
     assert config["permission"] == opencode.permissions(POLICY)
     assert config["permission"]["edit"] == "allow"
     assert invocation.env["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
@@ -230,18 +131,28 @@ def test_opencode_gets_the_plugin_merged_into_the_runs_own_config() -> None:
     assert json.loads(broken.files[opencode.CONFIG])["plugin"]
 
 
-def test_opencode_config_gets_the_run_directory_in_the_sandbox(tmp_path: Path) -> None:
+def test_opencode_config_gets_the_control_directory_in_the_sandbox(tmp_path: Path) -> None:
     invocation = opencode.gated(_spec("opencode"), POLICY)
-    run = tmp_path / "run dir"
-    run.mkdir()
-    (run / opencode.CONFIG).write_text(invocation.files[opencode.CONFIG])
-    # The script up to its exec, then the variable it exports.
-    lines = [*invocation.script.splitlines()[:-1], 'printf %s "$OPENCODE_CONFIG_CONTENT"']
-    env = {**os.environ, "PADDOCK_RUN": str(run)}
+    control = tmp_path / "control dir"
+    for name, text in invocation.files.items():
+        (control / name).parent.mkdir(parents=True, exist_ok=True)
+        (control / name).write_text(text)
+    # The script up to its exec, then the variables it exports.
+    shown = 'printf "%s\\n" "$OPENCODE_CONFIG_CONTENT" "$XDG_CONFIG_HOME" "$XDG_CACHE_HOME"'
+    lines = [*invocation.script.splitlines()[:-1], shown]
+    env = {**os.environ, "PADDOCK_CONTROL": str(control), "PADDOCK_RUN": str(tmp_path / "run")}
     done = subprocess.run(
         ["bash", "-c", "\n".join(lines)], env=env, capture_output=True, text=True, check=True
     )
-    assert json.loads(done.stdout)["plugin"] == [f"file://{run}/{opencode.PLUGIN}"]
+    config, config_home, cache = done.stdout.splitlines()
+    assert json.loads(config)["plugin"] == [f"file://{control}/{opencode.PLUGIN}"]
+    # No user config of the agent's, nor a cache of an earlier run's, is read.
+    assert config_home == f"{control}/{opencode.CONFIG_HOME}"
+    assert cache == f"{tmp_path}/run/cache"
+    # The plugin runs the client beside the control directory's root, with PATH alone.
+    plugin = invocation.files[opencode.PLUGIN]
+    assert 'new URL("../gate.mjs", import.meta.url)' in plugin
+    assert "env: { PATH: process.env.PATH }" in plugin
 
 
 COMMAND, WRITE, FETCH = RequestKind.COMMAND, RequestKind.FILE_WRITE, RequestKind.NETWORK
@@ -305,9 +216,12 @@ def test_gemini_gets_the_hook_in_user_settings_and_the_policy_as_admin_rules() -
     settings = json.loads(invocation.files[gemini.SETTINGS])
     (entry,) = settings["hooks"]["BeforeTool"]
     assert entry["matcher"] == "run_shell_command|write_file|replace"
-    assert entry["hooks"][0]["timeout"] > int(invocation.env["PADDOCK_GATE_SECONDS"]) * 1000
+    assert entry["hooks"][0]["timeout"] > gate_seconds(spec) * 1000
     assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
-    assert invocation.env["GEMINI_CLI_TRUST_WORKSPACE"] == "false"
+    assert settings["advanced"]["ignoreLocalEnv"] is True
+    assert "--extensions none" in invocation.script
+    # No .env file can give the CLI (and its shell and hooks) what runs code on start.
+    assert invocation.env["BASH_ENV"] == invocation.env["NODE_OPTIONS"] == ""
     rules = invocation.files[gemini.POLICY_FILE]
     assert 'toolName = "run_shell_command"\ndecision = "allow"' in rules
     assert 'toolName = "write_file"\ndecision = "allow"' in rules  # the gate asks
@@ -315,18 +229,21 @@ def test_gemini_gets_the_hook_in_user_settings_and_the_policy_as_admin_rules() -
     assert "--admin-policy" in invocation.script
 
 
-def test_codex_gets_the_hook_as_a_session_flag_naming_the_run_directory(tmp_path: Path) -> None:
+def test_codex_gets_the_hook_as_a_session_flag(tmp_path: Path) -> None:
     spec = _spec("codex")
     invocation = codex.gated(spec, POLICY)
     argv_line = invocation.script.split(" < ")[0].removeprefix("exec ")
     shown = subprocess.run(
         ["bash", "-c", f'for word in {argv_line}; do printf "%s\\n" "$word"; done'],
-        env={**os.environ, "PADDOCK_RUN": str(tmp_path), "PADDOCK_WORKSPACE": "/w"},
+        env={**os.environ, "PADDOCK_CONTROL": str(tmp_path), "PADDOCK_WORKSPACE": "/w"},
         capture_output=True, text=True, check=True,
     ).stdout.splitlines()  # fmt: skip
     assert "--dangerously-bypass-hook-trust" in shown
     (hook,) = [word for word in shown if word.startswith("hooks.PreToolUse=")]
-    assert f'matcher="^Bash$", hooks=[{{type="command", command="bash {tmp_path}/gate"}}]' in hook
+    # The hook's own shell expands the control directory, when it runs.
+    assert 'matcher="^Bash$", hooks=[{type="command", command="env -i PATH=' in hook
+    assert 'node \\"$PADDOCK_CONTROL/gate.mjs\\" codex' in hook
+    assert str(tmp_path) not in hook
     assert 'sandbox_mode="workspace-write"' in shown  # fileWrite allow (the default)
     read_only = SandboxPolicySpec.model_validate({"capabilities": {"fileWrite": "deny"}})
     assert 'sandbox_mode="read-only"' in codex.gated(spec, read_only).script

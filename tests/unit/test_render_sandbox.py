@@ -130,12 +130,36 @@ def test_init_containers_run_clone_project_setup_in_order(
     rendered: dict[str, dict[str, Any]],
 ) -> None:
     names = [c["name"] for c in rendered["Pod"]["spec"]["initContainers"]]
-    assert names == ["clone", "project", "setup"]
+    assert names == ["clone", "project", "setup", "gate"]  # the sidecar starts after setup
+
+
+def test_the_gate_sidecar_is_another_user_whose_volumes_the_agent_cannot_write(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    spec = rendered["Pod"]["spec"]
+    gate = spec["initContainers"][-1]
+    assert gate["restartPolicy"] == "Always"  # a native sidecar: runs as long as the pod
+    pod_user = spec["securityContext"]["runAsUser"]
+    assert gate["securityContext"]["runAsUser"] not in (0, pod_user)
+    assert gate["securityContext"]["readOnlyRootFilesystem"] is True
+    gate_mounts = {m["mountPath"]: m for m in gate["volumeMounts"]}
+    assert set(gate_mounts) == {"/paddock/control", "/paddock/gate"}  # no workspace, no HOME
+    assert not any("valueFrom" in e for e in gate["env"])  # and no secret
+    main = spec["containers"][0]
+    main_mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
+    assert main_mounts["/paddock/control"]["readOnly"] is True
+    assert "/paddock/gate" not in main_mounts
+    # The shell's startup files in HOME are read-only files of the pod's ConfigMap.
+    for name in (".bashrc", ".bash_profile", ".profile"):
+        mount = main_mounts[f"/home/paddock/{name}"]
+        assert mount["readOnly"] is True
+        assert mount["name"] == "files"
+        assert mount["subPath"] in rendered["ConfigMap"]["data"]
 
 
 def test_prepared_pod_runs_no_init_container() -> None:
     pod = render_sandbox(INPUTS, prepared=True)["Pod"]
-    assert "initContainers" not in pod["spec"]
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["gate"]  # the sidecar only
     assert pod["metadata"]["annotations"]["paddock.dev/prepared"] == "true"
 
 
@@ -200,7 +224,7 @@ def test_a_gated_run_carries_the_workspaces_instructions_skills_and_mcp_servers_
     assert mcp["headers"]["Authorization"] == "Bearer ${PADDOCK_MCP_DOCS_AUTHORIZATION}"
     assert "mcp__docs" in json.loads(claude.files[claude_code.SETTINGS])["permissions"]["allow"]
     assert "--plugin-dir" in claude.script
-    assert "skills/style/SKILL.md" in claude.script
+    assert f"{claude_code.PLUGIN}/skills/style/SKILL.md" in claude.files
     assert "Be terse." in "".join(claude.files.values())
 
     config = json.loads(
@@ -212,13 +236,14 @@ def test_a_gated_run_carries_the_workspaces_instructions_skills_and_mcp_servers_
     assert config["mcp"]["docs"]["headers"]["Authorization"] == (
         "Bearer {env:PADDOCK_MCP_DOCS_AUTHORIZATION}"  # a reference, never the secret
     )
-    assert config["instructions"] == [f"{opencode.RUN_MARK}/{opencode.INSTRUCTIONS}"]
+    assert config["instructions"] == [f"{opencode.CONTROL_MARK}/{opencode.INSTRUCTIONS}"]
 
     gated_gemini = gemini.gated(_spec("gemini"), SandboxPolicySpec(), _context("gemini"))
     settings = json.loads(gated_gemini.files[gemini.SETTINGS])
     assert settings["mcpServers"]["docs"]["httpUrl"] == "https://mcp.example.com/mcp"
     assert 'mcpName = "docs"' in gated_gemini.files[gemini.POLICY_FILE]
-    assert '/.gemini"/skills/style/SKILL.md' in gated_gemini.script
+    assert f"{gemini.SKILLS}/style/SKILL.md" in gated_gemini.files
+    assert f'cp -r "$PADDOCK_CONTROL/{gemini.SKILLS}"/. ' in gated_gemini.script
 
     assert mcp_servers(WorkspaceSpec()) == {
         "claude-code": {}, "codex": {}, "gemini": {}, "opencode": {}

@@ -1,5 +1,6 @@
 """The launch, wrapper, poll and signal scripts, run by a real bash on real files: detached
-runs, the completion record and its nonce, file events, git changes, killing a process group."""
+runs, the completion record and its nonce, file events, git changes, killing a process group.
+The harness script is the run's control file, which the sidecar's prepare script writes."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from paddock.render import gate_scripts
 from paddock.render import run_scripts as rs
 from support.waiting import wait_for
 
@@ -18,30 +20,43 @@ NONCE = "9f" * 32
 
 @dataclass
 class Sandbox:
-    """A workspace and a run dir standing in for the pod's volumes."""
+    """A workspace, a run dir and the sidecar's dirs standing in for the pod's volumes."""
 
     workspace: Path
     run_dir: Path
+    control_dir: Path
+    gate_dir: Path
 
     def env(self) -> dict[str, str]:
         return {
             **os.environ,
             "PADDOCK_WORKSPACE": str(self.workspace),
             "PADDOCK_RUN_DIR": str(self.run_dir),
+            "PADDOCK_CONTROL_DIR": str(self.control_dir),
+            "PADDOCK_GATE_DIR": str(self.gate_dir),
             "PADDOCK_FILE_POLL_SECONDS": "0.1",
         }
 
+    def prepare(self, script: str, run: str = "r1") -> None:
+        """What the operator has the sidecar do first: the harness script a control file."""
+        subprocess.run(
+            gate_scripts.prepare_argv(run, gated=False), env=self.env(), timeout=30, check=True,
+            input=gate_scripts.prepare_payload({"harness": script}, gated=False), text=True,
+        )  # fmt: skip
+
     def launch(self, script: str, env: dict[str, str] | None = None, run: str = "r1") -> str:
-        payload = rs.launch_payload(NONCE, env or {}, script, "the prompt")
+        if not (self.control_dir / "runs" / run).exists():
+            self.prepare(script, run)
+        payload = rs.launch_payload(NONCE, env or {}, "the prompt")
         done = subprocess.run(
             rs.launch_argv(run), input=payload, capture_output=True, text=True,
             env=self.env(), timeout=30, check=True,
         )  # fmt: skip
         return done.stdout.strip()
 
-    def poll(self, run: str = "r1", stdout: int = 0, files: int = 0, after: str = "") -> rs.Poll:
+    def poll(self, run: str = "r1", stdout: int = 0, files: int = 0) -> rs.Poll:
         done = subprocess.run(
-            rs.poll_argv(run, stdout, files, 1 << 20, after), capture_output=True, text=True,
+            rs.poll_argv(run, stdout, files, 1 << 20), capture_output=True, text=True,
             env=self.env(), timeout=30, check=True,
         )  # fmt: skip
         return rs.parse_poll(done.stdout)
@@ -54,7 +69,7 @@ class Sandbox:
 def sandbox(tmp_path: Path) -> Sandbox:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    return Sandbox(workspace, tmp_path / "run")
+    return Sandbox(workspace, tmp_path / "run", tmp_path / "control", tmp_path / "gate")
 
 
 def test_a_run_is_launched_once_and_completes_with_its_nonce(sandbox: Sandbox) -> None:
@@ -149,25 +164,14 @@ def test_a_missing_workspace_ends_the_run_with_127(sandbox: Sandbox) -> None:
     assert "is not there" in poll.stderr_tail
 
 
-def test_every_waiting_gate_request_is_brought_within_a_bounded_number_of_polls(
-    sandbox: Sandbox,
-) -> None:
-    """500 requests wait for a person: each poll brings 16 and the next goes on after the
-    last, so all are seen within 32 polls and the first 16 never hold the rest back."""
-    requests = sandbox.run_dir / "r1" / "requests"
-    requests.mkdir(parents=True)
-    ids = [f"1700000000-{n}" for n in range(500)]
-    for request_id in ids:
-        (requests / f"{request_id}.req").write_text(f'{{"command": "touch {request_id}"}}')
-    (requests / f"{ids[3]}.ans").write_text("allow\n")  # answered: never brought again
-    seen: list[str] = []
-    after = ""
-    for _ in range(-(-len(ids) // rs.MAX_REQUESTS)):
-        poll = sandbox.poll(after=after)
-        assert len(poll.gate_requests) <= rs.MAX_REQUESTS
-        seen += poll.gate_requests
-        after = rs.gate_cursor(poll)
-    assert set(seen) == set(ids) - {ids[3]}
+def test_a_run_its_sidecar_did_not_prepare_is_not_launched(sandbox: Sandbox) -> None:
+    done = subprocess.run(
+        rs.launch_argv("r1"), input=rs.launch_payload(NONCE, {}, "p"), capture_output=True,
+        text=True, env=sandbox.env(), timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "control files are not there" in done.stderr
+    assert not (sandbox.run_dir / "r1").exists()
 
 
 def test_the_secret_env_a_container_started_with_is_read_back_whole() -> None:

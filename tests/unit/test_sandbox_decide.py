@@ -333,7 +333,7 @@ def test_a_pod_recreated_after_setup_runs_no_init_container() -> None:
     plan = decide(settled(sandbox=sandbox(status=prepared)))
     (created,) = [w.obj for w in plan.writes if isinstance(w, Create)]
     assert created["kind"] == "Pod"
-    assert "initContainers" not in created["spec"]
+    assert [c["name"] for c in created["spec"]["initContainers"]] == ["gate"]  # the sidecar
 
 
 def test_a_changed_workspace_is_reported_not_re_prepared() -> None:

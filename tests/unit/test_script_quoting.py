@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from paddock.api.agentrun import AgentRunSpec, Harness
 from paddock.api.workspace import WorkspaceSpec
 from paddock.harness import HARNESSES
+from paddock.render import gate_scripts
 from paddock.render import run_scripts as rs
 from paddock.render.init_scripts import ASKPASS_SCRIPT, CLONE_SCRIPT, render_project_script
 from paddock.render.projections import render_projection
@@ -155,9 +156,14 @@ def test_a_runs_env_and_prompt_reach_the_harness_as_data(
 ) -> None:
     workspace, run_dir = tmp_path / "workspace", tmp_path / "run"
     workspace.mkdir()
-    env = {**os.environ, "PADDOCK_WORKSPACE": str(workspace), "PADDOCK_RUN_DIR": str(run_dir)}
+    env = {**os.environ, "PADDOCK_WORKSPACE": str(workspace), "PADDOCK_RUN_DIR": str(run_dir),
+           "PADDOCK_CONTROL_DIR": str(tmp_path / "control"),
+           "PADDOCK_GATE_DIR": str(tmp_path / "gate")}  # fmt: skip
     harness = 'printf "%s" "$VALUE" > env.out; cat "$PADDOCK_PROMPT_FILE" > prompt.out'
-    payload = rs.launch_payload("ab" * 32, {"VALUE": value, "CANARY": str(canary)}, harness, value)
+    files = gate_scripts.prepare_payload({"harness": harness}, gated=False)
+    argv = gate_scripts.prepare_argv("r1", gated=False)
+    subprocess.run(argv, input=files, text=True, env=env, check=True, timeout=30)
+    payload = rs.launch_payload("ab" * 32, {"VALUE": value, "CANARY": str(canary)}, value)
     subprocess.run(rs.launch_argv("r1"), input=payload, text=True, env=env, check=True, timeout=30)
     wait_for(lambda: (run_dir / "r1" / "exit").exists(), 30, what="the run's completion record")
     assert text(workspace / "env.out") == value

@@ -241,7 +241,7 @@ def test_a_new_sandbox_restores_the_matching_snapshot_with_no_init_container() -
         "kind": "VolumeSnapshot",
         "name": "ready-one",
     }
-    assert "initContainers" not in created(plan, "Pod")["spec"]
+    assert [c["name"] for c in created(plan, "Pod")["spec"]["initContainers"]] == ["gate"]
     assert plan.status.to_api()["restoredFrom"] == "ready-one"
     assert conditions(plan)["Restored"]["reason"] == "Restoring"
 
@@ -249,7 +249,10 @@ def test_a_new_sandbox_restores_the_matching_snapshot_with_no_init_container() -
 def test_without_a_match_the_volume_is_empty_set_up_and_says_why() -> None:
     plan = decide_sandbox(world(body(), [snapshot("x", hash_="other")]), "img", NOW)
     assert "dataSource" not in created(plan, "PersistentVolumeClaim")["spec"]
-    assert [c["name"] for c in created(plan, "Pod")["spec"]["initContainers"]][-1] == "setup"
+    assert [c["name"] for c in created(plan, "Pod")["spec"]["initContainers"]][-2:] == [
+        "setup",
+        "gate",
+    ]
     assert conditions(plan)["Restored"]["reason"] == "NoSnapshot"
 
 

@@ -178,6 +178,17 @@ def sandbox_lost(message: str) -> Ending:
     return Ending(RunPhase.FAILED, R.SANDBOX_LOST, message)
 
 
+def gate_lost(pod: str, age: int | None) -> Ending:
+    """The gate's server in the sandbox's sidecar stopped (killed, or its container
+    restarted): the harness's commands cannot be judged, and are refused, so the run ends."""
+    said = "is gone" if age is None else f"has not answered for {age}s"
+    message = (
+        f"the policy gate in the sidecar of pod {pod} {said}: the agent's commands could not "
+        "be judged and were refused"
+    )
+    return Ending(RunPhase.FAILED, R.GATE_LOST, message)
+
+
 def signal_to_send(
     signalled: dict[str, datetime], now: datetime, grace: float = KILL_GRACE_SECONDS
 ) -> str | None:

@@ -31,7 +31,7 @@ from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.kube.errors import KubeError, NotFoundError
 from paddock.objectstore import errors as store
-from paddock.render import run_scripts
+from paddock.render import gate_scripts, run_scripts
 from paddock.render.names import SANDBOX_CONTAINER
 from paddock.runs import events as ev
 from paddock.runs import journal
@@ -57,6 +57,7 @@ class Execution(RunRecord):
     signalled: dict[str, datetime] = field(default_factory=dict)
     touched: datetime | None = None
     wrapper_gone_polls: int = 0
+    gated: bool | None = None  # its harness goes through the gate (known once it is found)
     gate_after: str = ""  # the gate request the last poll ended at; the next goes on after it
 
     @classmethod
@@ -202,11 +203,12 @@ class Execution(RunRecord):
         )
         self._flush()
         invocation = inputs.invocation(self.namespace, spec, sandbox)
+        unprepared = inputs.prepare(self.namespace, sandbox, self.run_id, invocation)
+        if unprepared:
+            return decide.launch_failure(spec, sandbox.pod, 2, unprepared)
         env = {e.name: e.value or "" for e in spec.env} | invocation.env | secret_env
         prompt = inputs.prompt(self.namespace, spec)
-        payload = run_scripts.launch_payload(
-            nonce, env, invocation.script, prompt, invocation.files
-        )
+        payload = run_scripts.launch_payload(nonce, env, prompt)
         argv = run_scripts.launch_argv(self.run_id)
         result = kube_exec.run(self.namespace, sandbox.pod, SANDBOX_CONTAINER, argv, stdin=payload)
         if result.exit_code == 0:
@@ -223,14 +225,26 @@ class Execution(RunRecord):
             self.cursor.get("stdout", 0),
             self.cursor.get("files", 0),
             journal.POLL_BYTES,
-            self.gate_after,
         )
         result = kube_exec.run(self.namespace, self.sandbox.pod, SANDBOX_CONTAINER, argv)
         if result.exit_code != 0:
             raise RuntimeError(f"poll exited {result.exit_code}: {result.stderr.strip()[-500:]}")
-        poll = run_scripts.parse_poll(result.stdout)
-        self.gate_after = run_scripts.gate_cursor(poll)
-        return poll
+        return run_scripts.parse_poll(result.stdout)
+
+    def _gate(self, spec: AgentRunSpec) -> tuple[dict[str, bytes], Ending | None]:
+        """The requests the gate waits on, from the sandbox's sidecar, and the run's end when
+        the gate's server stopped (its commands are refused: the harness is killed)."""
+        assert self.sandbox is not None
+        if self.gated is None:
+            self.gated = inputs.is_gated(spec, self.sandbox)
+        if not self.gated:
+            return {}, None
+        gate = inputs.poll_gate(self.namespace, self.sandbox, self.run_id, self.gate_after)
+        self.gate_after = gate_scripts.cursor(gate)
+        if not gate.server_stopped:
+            return gate.requests, None
+        inputs.kill(self.namespace, self.run_id, self.sandbox.pod)
+        return gate.requests, decide.gate_lost(self.sandbox.pod, gate.server_age)
 
     def _follow(self, spec: AgentRunSpec, now: datetime, abort: Ending | None) -> float | None:
         if self.sandbox is None:  # an operator restart: find the sandbox again
@@ -252,18 +266,14 @@ class Execution(RunRecord):
             message = f"the sandbox pod {self.sandbox.pod} is gone; the run's process with it"
             self._end(spec, decide.sandbox_lost(message))
             return None
-        progress = Progress(
-            self.sandbox.pod,
-            self.cursor,
-            self.summary,
-            self.status.completion_digest,
-            self.wrapper_gone_polls,
-            max(self.scrubber.longest - 1, 0),
-        )
+        progress = Progress(self.sandbox.pod, self.cursor, self.summary,
+                            self.status.completion_digest, self.wrapper_gone_polls,
+                            max(self.scrubber.longest - 1, 0))  # fmt: skip
         followed = decide.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
         self.wrapper_gone_polls = followed.wrapper_gone_polls
+        requests, ending = self._gate(spec) if followed.ending is None else ({}, followed.ending)
         answered = inputs.judge_gate(
-            self.namespace, spec, self.sandbox, poll, self._asking(spec, now)
+            self.namespace, spec, self.sandbox, requests, self._asking(spec, now)
         )
         drafts = followed.drafts
         if answered is not None:  # the commands the harness waits to run, logged first
@@ -274,8 +284,8 @@ class Execution(RunRecord):
         self._flush()
         if answered is not None:
             inputs.send_answers(self.namespace, self.sandbox, self.run_id, answered)
-        if followed.ending is not None:
-            self._end(spec, followed.ending)
+        if ending is not None:
+            self._end(spec, ending)
             return None
         return 0 if followed.poll_again_now else IDLE_POLL_SECONDS
 
@@ -318,6 +328,8 @@ class Execution(RunRecord):
     # -- the end -----------------------------------------------------------------------------
 
     def _end(self, spec: AgentRunSpec, ending: Ending) -> None:
+        if self.sandbox is not None and self.status.completion_digest is not None:
+            inputs.close_gate(self.namespace, self.sandbox, self.run_id)
         approvals, ended = gating.end_all(self.status.approvals, utcnow())
         self._append([*ending.drafts, *ended, decide.terminal_event(ending)])
         if ended:

@@ -28,8 +28,14 @@ from paddock.kube import exec as kube_exec
 from paddock.kube.cache import CACHE
 from paddock.kube.errors import KubeError
 from paddock.policy.gate import judge_command
-from paddock.render import run_scripts
-from paddock.render.names import ACTIVITY_ANNOTATION, LAST_RUN_ANNOTATION, SANDBOX_CONTAINER
+from paddock.render import gate_scripts, run_scripts
+from paddock.render.gate_scripts import GatePoll
+from paddock.render.names import (
+    ACTIVITY_ANNOTATION,
+    GATE_CONTAINER,
+    LAST_RUN_ANNOTATION,
+    SANDBOX_CONTAINER,
+)
 from paddock.render.ownership import controlled_by
 from paddock.render.projections import agent_skills, mcp_servers, render_agents_md
 from paddock.runs.scrubbing import Scrubber
@@ -216,6 +222,41 @@ def invocation(namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox) -> Inv
     return harness.invocation(spec, workspace)
 
 
+def is_gated(spec: AgentRunSpec, sandbox: ReadySandbox) -> bool:
+    """Whether the run's harness goes through the gate (its sidecar runs a server for it)."""
+    return HARNESSES[spec.harness].gate is not None and sandbox.policy.label is not None
+
+
+def prepare(namespace: str, sandbox: ReadySandbox, run_id: str, invocation: Invocation) -> str:
+    """Write the run's control files (its harness script among them) in the sandbox's
+    sidecar, and start the gate's server for a gated run; what went wrong, or ''."""
+    files = {**invocation.files, "harness": invocation.script}
+    argv = gate_scripts.prepare_argv(run_id, gated=invocation.gated)
+    payload = gate_scripts.prepare_payload(files, gated=invocation.gated)
+    try:
+        result = kube_exec.run(namespace, sandbox.pod, GATE_CONTAINER, argv, stdin=payload)
+    except KubeError as exc:
+        return f"its sidecar {GATE_CONTAINER} cannot be reached ({exc.message})"
+    if result.exit_code == 0:
+        return ""
+    return f"its sidecar could not prepare it (exit {result.exit_code}): {result.stderr[-500:]}"
+
+
+def poll_gate(namespace: str, sandbox: ReadySandbox, run_id: str, after: str) -> GatePoll:
+    """The gate's server's state and the requests waiting, from the sandbox's sidecar."""
+    argv = gate_scripts.poll_argv(run_id, after)
+    result = kube_exec.run(namespace, sandbox.pod, GATE_CONTAINER, argv)
+    if result.exit_code != 0:
+        raise RuntimeError(f"gate poll exited {result.exit_code}: {result.stderr[-500:]}")
+    return gate_scripts.parse_poll(result.stdout)
+
+
+def close_gate(namespace: str, sandbox: ReadySandbox, run_id: str) -> None:
+    """Stop the run's gate server and remove its control files (the run ended)."""
+    with contextlib.suppress(KubeError):
+        kube_exec.run(namespace, sandbox.pod, GATE_CONTAINER, gate_scripts.close_argv(run_id))
+
+
 def workspace_context(spec: WorkspaceSpec, harness: str) -> WorkspaceContext:
     """What the Workspace gives the agent, for a harness that does not read it from the
     workspace's files."""
@@ -230,13 +271,12 @@ def judge_gate(
     namespace: str,
     spec: AgentRunSpec,
     sandbox: ReadySandbox,
-    poll: run_scripts.Poll,
+    requests: dict[str, bytes],
     asking: gating.Asking,
 ) -> gating.Answered | None:
-    """Judge the commands the harness's gate sent (in the poll), and the approvals pending;
-    None when there is nothing to judge."""
+    """Judge the requests the harness's gate sent (through the sidecar), and the approvals
+    pending; None when there is nothing to judge."""
     gate = HARNESSES[spec.harness].gate
-    requests = poll.gate_requests
     pending = any(a.state == ApprovalState.PENDING for a in asking.approvals)
     if gate is None or not (requests or pending):
         return None
@@ -252,14 +292,13 @@ def judge_gate(
 def send_answers(
     namespace: str, sandbox: ReadySandbox, run_id: str, answered: gating.Answered
 ) -> None:
-    """Give the gate its answers in the sandbox."""
+    """Give the gate its answers, through the sandbox's sidecar."""
     if not answered.answers:
         return
-    payload = run_scripts.answer_payload(answered.answers)
+    payload = gate_scripts.answer_payload(answered.answers)
     result = kube_exec.run(
-        namespace, sandbox.pod, SANDBOX_CONTAINER, run_scripts.answer_argv(run_id),
-        stdin=payload,
-    )  # fmt: skip
+        namespace, sandbox.pod, GATE_CONTAINER, gate_scripts.answer_argv(run_id), stdin=payload
+    )
     if result.exit_code != 0:  # the step is retried, and the requests come again
         raise RuntimeError(f"answering the gate exited {result.exit_code}: {result.stderr}")
     metrics.policy_decided(answered.decisions, "harness")

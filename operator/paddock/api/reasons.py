@@ -152,6 +152,7 @@ class RunReason(Reason):
     SANDBOX_LOST = "SandboxLost", W
     LAUNCH_FAILED = "LaunchFailed", W
     WRAPPER_LOST = "WrapperLost", W
+    GATE_LOST = "GateLost", W
     POLICY_DENIED = "PolicyDenied", W
     POLICY_NOT_FOUND = "PolicyNotFound", W
     # Approvals

@@ -3,10 +3,12 @@
 - Exec directories: kwok runs a ``pods/exec`` request as a local process configured by an
   ``Exec`` object named after the pod. This agent creates one per pod, with the working
   directory ``<root>/pods/<namespace>/<pod>``, owned by the pod so that garbage collection
-  removes it, and removes the directory when the pod is gone. The first container's mounts
-  appear under ``<pod dir>/fs/<mount path>`` (a claim's volume as a link to its directory, any
-  other volume as a directory), and its literal env vars are passed on with any value naming a
-  mount path translated, so ``$PADDOCK_WORKSPACE`` names the pod's workspace volume. Its PATH
+  removes it, and removes the directory when the pod is gone. Its containers' mounts (one
+  exec environment stands for them all: the first container's, then the sidecar's) appear
+  under ``<pod dir>/fs/<mount path>`` (a claim's volume as a link to its directory, one file
+  of a volume as an empty file, any other volume as a directory), and their literal env vars
+  are passed on with any value naming a mount path translated, so ``$PADDOCK_WORKSPACE``
+  names the pod's workspace volume. Its PATH
   stands in for the sandbox image's programs: ``<pod dir>/image-bin`` (empty unless something
   puts programs there, as tests do), the pinned agent CLIs that ``make agent-clis`` installed
   (the published sandbox image holds them), then the host's. It stands in for a container's
@@ -73,9 +75,18 @@ def image_path(directory: Path) -> str:
     return ":".join([str(directory / IMAGE_BIN), str(agent_clis_bin()), host])
 
 
+def _containers(pod: Any) -> list[Any]:
+    """The first container, then the others and the init containers (the gate's sidecar)."""
+    return [*(pod.spec.containers or []), *(pod.spec.init_containers or [])]
+
+
 def _mounts(pod: Any) -> list[Any]:
-    containers = pod.spec.containers or []
-    return list(containers[0].volume_mounts or []) if containers else []
+    """Every container's mounts, the first's first; one per mount path."""
+    seen: dict[str, Any] = {}
+    for container in _containers(pod):
+        for mount in container.volume_mounts or []:
+            seen.setdefault(mount.mount_path, mount)
+    return list(seen.values())
 
 
 def _translate(value: str, directory: Path, mount_paths: list[str]) -> str:
@@ -89,10 +100,12 @@ def _translate(value: str, directory: Path, mount_paths: list[str]) -> str:
 def exec_env(pod: Any, directory: Path) -> list[dict[str, str]]:
     mount_paths = sorted((m.mount_path for m in _mounts(pod)), key=len, reverse=True)
     env = {"HOME": str(directory / "home")}
-    containers = pod.spec.containers or []
-    for var in (containers[0].env or []) if containers else []:
-        if var.value is not None:  # valueFrom (Secrets, fields) is not emulated
-            env[var.name] = _translate(var.value, directory, mount_paths)
+    for index, container in enumerate(_containers(pod)):
+        for var in container.env or []:
+            if var.value is None:  # valueFrom (Secrets, fields) is not emulated
+                continue
+            if index == 0 or var.name not in env:  # the first container's win
+                env[var.name] = _translate(var.value, directory, mount_paths)
     env |= {"POD_NAME": pod.metadata.name, "POD_NAMESPACE": pod.metadata.namespace}
     env["PATH"] = image_path(directory)
     return [{"name": name, "value": value} for name, value in env.items()]
@@ -109,6 +122,9 @@ def link_mounts(core: client.CoreV1Api, pod: Any, directory: Path, root: Path) -
         target.parent.mkdir(parents=True, exist_ok=True)
         volume = volumes.get(mount.name)
         claim = volume.persistent_volume_claim if volume is not None else None
+        if mount.sub_path:  # one file of a volume (a shell startup file): empty here
+            target.touch()
+            continue
         if claim is None:
             target.mkdir()
             continue

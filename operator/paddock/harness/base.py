@@ -22,7 +22,7 @@ WORKSPACE = '"$PADDOCK_WORKSPACE"'
 # harness's hook is given longer still, since a hook that times out lets its command run.
 GATE_MARGIN_SECONDS = 120
 HOOK_MARGIN_SECONDS = 60
-GATE_COMMAND = 'bash "$PADDOCK_RUN/gate"'  # what a hook runs; PADDOCK_RUN is the run's directory
+GATE_CLIENT = "gate.mjs"  # in the run's control directory (render/gate_scripts.py)
 
 
 def gate_seconds(spec: AgentRunSpec) -> int:
@@ -35,19 +35,31 @@ def hook_seconds(spec: AgentRunSpec) -> int:
     return gate_seconds(spec) + HOOK_MARGIN_SECONDS
 
 
-def run_file(name: str) -> str:
-    """A file of the run's directory, as a shell word (``"$PADDOCK_RUN/name"``)."""
-    return f'"$PADDOCK_RUN/{name}"'
+def gate_command(harness: str, spec: AgentRunSpec) -> str:
+    """What a hook runs: the gate client from the run's control directory (read-only to the
+    agent), with no environment but PATH, so that nothing the CLI's environment gained from
+    the agent's files (Gemini CLI loads a workspace ``.env``: ``NODE_OPTIONS``, say) runs in
+    it. A client killed by a signal exits 2 through the ``|| exit 2``, which blocks."""
+    client = control_file(GATE_CLIENT)
+    return f'env -i PATH="$PATH" node {client} {harness} {gate_seconds(spec)} || exit 2'
+
+
+def control_file(name: str) -> str:
+    """A file of the run's control directory, as a shell word (``"$PADDOCK_CONTROL/name"``)."""
+    return f'"$PADDOCK_CONTROL/{name}"'
 
 
 @dataclass(frozen=True)
 class Invocation:
     """How a harness is started: a bash script run in the workspace, with extra env, and
-    files the launch writes into the run's directory first (the gate, a CLI's settings)."""
+    the files of the run's control directory it reads (a CLI's settings, hooks, plugins and
+    skills; ``claude/settings.json``), which the sandbox's sidecar writes, read-only to the
+    agent. ``gated``: its tools go through Paddock's gate (the sidecar runs the server)."""
 
     script: str
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    gated: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,13 +199,6 @@ def other(kind: str, event: dict[str, Any]) -> Draft:
     return Draft("notice", kind, {"harnessEvent": event})
 
 
-def skill_lines(skills: dict[str, str], folder: str, files: dict[str, str]) -> list[str]:
-    """The script lines that put each skill's SKILL.md into ``folder``/NAME/ (a shell path
-    expression; a run's files arrive flat in its directory and are moved into place), adding
-    those files to ``files``."""
-    lines = []
-    for index, (name, text) in enumerate(sorted(skills.items())):
-        files[f"skill-{index}.md"] = text
-        into = f"{folder}/{shlex.quote(name)}"
-        lines += [f"mkdir -p {into}", f"mv {run_file(f'skill-{index}.md')} {into}/SKILL.md"]
-    return lines
+def skill_files(skills: dict[str, str], folder: str) -> dict[str, str]:
+    """Each skill's SKILL.md as a control file ``folder/NAME/SKILL.md``."""
+    return {f"{folder}/{name}/SKILL.md": text for name, text in sorted(skills.items())}

@@ -8,7 +8,6 @@ from typing import Any
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
-    GATE_COMMAND,
     NO_WORKSPACE,
     PROMPT,
     Gate,
@@ -19,18 +18,17 @@ from paddock.harness.base import (
     WorkspaceContext,
     call_summary,
     command_line,
-    gate_seconds,
+    control_file,
+    gate_command,
     hook_seconds,
     json_object,
     option,
     other,
-    run_file,
     session,
-    skill_lines,
+    skill_files,
     text_of,
     tool_request,
 )
-from paddock.render import run_scripts
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
@@ -58,10 +56,10 @@ def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -
     )
 
 
-SETTINGS = "claude-settings.json"
-INSTRUCTIONS = "instructions.md"
-MCP_CONFIG = "claude-mcp.json"
-PLUGIN = "workspace-plugin"  # the Workspace's agent skills, as a plugin of the run's own
+SETTINGS = "claude/settings.json"
+INSTRUCTIONS = "claude/instructions.md"
+MCP_CONFIG = "claude/mcp.json"
+PLUGIN = "claude/plugin"  # the Workspace's agent skills, as a plugin of the run's own
 FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 WEB_TOOLS = ("WebFetch", "WebSearch")
 
@@ -86,14 +84,17 @@ def _tool_groups(policy: SandboxPolicySpec) -> list[tuple[tuple[str, ...], Decis
 def permissions(
     policy: SandboxPolicySpec, mcp_servers: tuple[str, ...] = ()
 ) -> dict[str, list[str]]:
-    """The policy as Claude Code's own permission rules: Bash is allowed, since the gate
-    judges every command; the file-writing and web tools follow fileWrite and network, and
-    those to ask about are allowed too, since the gate asks (a headless CLI cannot). The
-    Workspace's MCP servers' tools are allowed: the platform's choice, run on their servers."""
-    allow: list[str] = ["Bash", *(f"mcp__{name}" for name in mcp_servers)]
+    """The policy as Claude Code's own permission rules. The tools the gate judges (Bash, and
+    those the policy asks about) are in neither list: only the gate's answer allows a call
+    (its hook output), so a gate that is killed or fails leaves the call to these rules,
+    which headless refuse it. The file-writing and web tools the policy allows or denies
+    follow fileWrite and network; the Workspace's MCP servers' tools are allowed: the
+    platform's choice, run on their servers."""
+    allow: list[str] = [f"mcp__{name}" for name in mcp_servers]
     deny: list[str] = []
     for tools, decision in _tool_groups(policy):
-        (deny if decision == Decision.DENY else allow).extend(tools)
+        if decision != Decision.ASK:
+            (deny if decision == Decision.DENY else allow).extend(tools)
     return {"allow": allow, "deny": deny}
 
 
@@ -110,53 +111,37 @@ def gated(
     spec: AgentRunSpec, policy: SandboxPolicySpec, workspace: WorkspaceContext = NO_WORKSPACE
 ) -> Invocation:
     """Claude Code with a PreToolUse hook that runs the gate (on Bash, and on the tools the
-    policy asks about). The settings are the run's own (``--settings``), and no other source
-    is read (``--setting-sources=``): a ``.claude/settings.json`` the agent writes into the
-    workspace or its HOME, with ``disableAllHooks``, is never read; nor is an MCP server but
-    the Workspace's (``--strict-mcp-config``). Nor are the workspace's CLAUDE.md,
-    ``.mcp.json`` and ``.claude/skills``, so the Workspace's
-    instructions, MCP servers and agent skills come from the operator: appended to the system
-    prompt, as ``--mcp-config``, and as a plugin of the run's own (``--plugin-dir``)."""
-    hook = {"type": "command", "command": GATE_COMMAND, "timeout": hook_seconds(spec)}
+    policy asks about). The settings are the run's own (``--settings``, in the control
+    directory), and no other source is read (``--setting-sources=``): a
+    ``.claude/settings.json`` the agent writes into the workspace or its HOME, with
+    ``disableAllHooks``, is never read; nor is an MCP server but the Workspace's
+    (``--strict-mcp-config``). Nor are the workspace's CLAUDE.md, ``.mcp.json`` and
+    ``.claude/skills``, so the Workspace's instructions, MCP servers and agent skills come
+    from the operator: appended to the system prompt, as ``--mcp-config``, and as a plugin
+    of the run's own (``--plugin-dir``)."""
+    command = gate_command("claude-code", spec)
+    hook = {"type": "command", "command": command, "timeout": hook_seconds(spec)}
     matcher = "|".join(gated_tools(policy))
     settings = {
         "hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [hook]}]},
         "permissions": permissions(policy, tuple(workspace.mcp)),
     }
-    files = {"gate": run_scripts.GATE, SETTINGS: json.dumps(settings)}
+    files = {SETTINGS: json.dumps(settings)}
     # No setting source but the run's own: the user's settings are as writable by the agent
     # as the workspace's, and persist from one run of the sandbox to the next.
-    more = ["--setting-sources=", "--settings", run_file(SETTINGS), "--strict-mcp-config"]
-    prelude = ""
+    more = ["--setting-sources=", "--settings", control_file(SETTINGS), "--strict-mcp-config"]
     if workspace.instructions:
         files[INSTRUCTIONS] = workspace.instructions
-        more += ["--append-system-prompt-file", run_file(INSTRUCTIONS)]
+        more += ["--append-system-prompt-file", control_file(INSTRUCTIONS)]
     if workspace.mcp:
         files[MCP_CONFIG] = json.dumps({"mcpServers": workspace.mcp})
-        more += ["--mcp-config", run_file(MCP_CONFIG)]
+        more += ["--mcp-config", control_file(MCP_CONFIG)]
     if workspace.skills:
-        prelude = _plugin(workspace.skills, files)
-        more += ["--plugin-dir", run_file(PLUGIN)]
-    return Invocation(
-        script=f"{prelude}exec {_argv(spec, *more)} < {PROMPT}\n",
-        env={"PADDOCK_GATE_SECONDS": str(gate_seconds(spec))},
-        files=files,
-    )
-
-
-def _plugin(skills: dict[str, str], files: dict[str, str]) -> str:
-    """The lines that lay out the plugin of the Workspace's skills in the run's directory
-    (its files arrive flat: each SKILL.md is moved into place), adding those files."""
-    files[f"{PLUGIN}.json"] = json.dumps(
-        {"name": "workspace", "description": "The Workspace's skills."}
-    )
-    root = run_file(PLUGIN)
-    lines = [
-        f"mkdir -p {root}/.claude-plugin",
-        f"mv {run_file(PLUGIN + '.json')} {root}/.claude-plugin/plugin.json",
-    ]
-    lines += skill_lines(skills, f"{root}/skills", files)
-    return "\n".join(lines) + "\n"
+        plugin = {"name": "workspace", "description": "The Workspace's skills."}
+        files[f"{PLUGIN}/.claude-plugin/plugin.json"] = json.dumps(plugin)
+        files |= skill_files(workspace.skills, f"{PLUGIN}/skills")
+        more += ["--plugin-dir", control_file(PLUGIN)]
+    return Invocation(script=f"exec {_argv(spec, *more)} < {PROMPT}\n", files=files, gated=True)
 
 
 def request_of(request: dict[str, Any]) -> Request | None:

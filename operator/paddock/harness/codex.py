@@ -18,14 +18,13 @@ from paddock.harness.base import (
     WorkspaceContext,
     call_summary,
     command_line,
-    gate_seconds,
+    gate_command,
     json_object,
     option,
     other,
     session,
     tool_request,
 )
-from paddock.render import run_scripts
 from paddock.render.projections import toml_value
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
@@ -65,14 +64,13 @@ def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -
     return Invocation(script=f"exec {_argv(spec, *more)} < {PROMPT}\n")
 
 
-# The PreToolUse hook as a config override (``-c``): a session flag, which no config file
-# overrides. Codex runs hooks only from reviewed ("trusted") sources unless told not to
-# check; Paddock writes this one itself. Codex names its exec_command tool Bash in a hook's
-# request. No timeout: Codex waits for the hook (the gate has its own).
-HOOK = (
-    'hooks.PreToolUse=[{matcher="^Bash$", '
-    'hooks=[{type="command", command="bash $PADDOCK_RUN/gate"}]}]'
-)
+def hook(spec: AgentRunSpec) -> str:
+    """The PreToolUse hook as a config override (``-c``): a session flag, which no config
+    file overrides. Codex runs hooks only from reviewed ("trusted") sources unless told not
+    to check; Paddock writes this one itself. Codex names its exec_command tool Bash in a
+    hook's request. No timeout: Codex waits for the hook (the gate has its own)."""
+    command = toml_value(gate_command("codex", spec))
+    return f'hooks.PreToolUse=[{{matcher="^Bash$", hooks=[{{type="command", command={command}}}]}}]'
 
 
 def sandbox_options(policy: SandboxPolicySpec) -> list[str]:
@@ -102,14 +100,8 @@ def gated(
         *sandbox_options(policy),
         *mcp_options(workspace),
     ]
-    # The hook names the run's directory, known in the sandbox only: quoted around it.
-    before, after = HOOK.split("$PADDOCK_RUN")
-    hook = f"'{before}'\"$PADDOCK_RUN\"'{after}'"
-    script = f"exec {_argv(spec, *more, '-c', '@HOOK@')} < {PROMPT}\n".replace("@HOOK@", hook)
     return Invocation(
-        script=script,
-        env={"PADDOCK_GATE_SECONDS": str(gate_seconds(spec))},
-        files={"gate": run_scripts.GATE},
+        script=f"exec {_argv(spec, *more, '-c', hook(spec))} < {PROMPT}\n", gated=True
     )
 
 

@@ -8,7 +8,6 @@ from typing import Any
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.harness.base import (
-    GATE_COMMAND,
     NO_WORKSPACE,
     PROMPT,
     Gate,
@@ -19,22 +18,22 @@ from paddock.harness.base import (
     WorkspaceContext,
     call_summary,
     command_line,
-    gate_seconds,
+    control_file,
+    gate_command,
     hook_seconds,
     json_object,
     option,
     other,
-    run_file,
     session,
-    skill_lines,
+    skill_files,
     tool_request,
 )
-from paddock.render import run_scripts
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
-SETTINGS = "gemini-settings.json"
-POLICY_FILE = "gemini-policy.toml"
+SETTINGS = "gemini/settings.json"
+POLICY_FILE = "gemini/policy.toml"
+SKILLS = "gemini/skills"
 FILE_TOOLS = ("write_file", "replace")
 WEB_TOOLS = ("web_fetch", "google_web_search")
 # Where each tool Paddock gates names its target, and what it asks for.
@@ -76,7 +75,7 @@ def _auth(spec: AgentRunSpec) -> dict[str, Any]:
 def _script(spec: AgentRunSpec, settings: dict[str, Any], *more: str) -> tuple[str, str]:
     script = (
         f"mkdir -p {USER_SETTINGS}\n"
-        f"cp {run_file(SETTINGS)} {USER_SETTINGS}/settings.json\n"
+        f"cp {control_file(SETTINGS)} {USER_SETTINGS}/settings.json\n"
         f"exec {_argv(spec, *more)} < {PROMPT}\n"
     )
     return script, json.dumps(settings)
@@ -122,52 +121,60 @@ def native_policy(policy: SandboxPolicySpec, mcp_servers: tuple[str, ...] = ()) 
 
 
 def gated_tools(policy: SandboxPolicySpec) -> list[str]:
-    """The tools whose calls go through the gate: the shell, and those the policy asks about."""
+    """The tools whose calls go through the gate: the shell, the file tools (a write into the
+    workspace's ``.gemini/`` would give the next run hooks and MCP servers: the gate refuses
+    it whatever fileWrite says), and the web tools when the policy asks about them."""
     tools = ["run_shell_command"]
-    if policy.capabilities.file_write == Decision.ASK:
+    if policy.capabilities.file_write != Decision.DENY:
         tools.extend(FILE_TOOLS)
     if policy.capabilities.network == Decision.ASK:
         tools.extend(WEB_TOOLS)
     return tools
 
 
+# Variables no .env file may give the gated CLI, which loads the workspace's .gemini/.env into
+# its environment (and so its shell's and its hooks') for any name it does not have yet: set
+# empty here, where empty means none, they are had. They make a shell or a runtime run code
+# on start.
+ENV_FROM_FILES = (
+    "BASH_ENV", "ENV", "PROMPT_COMMAND", "NODE_OPTIONS", "LD_PRELOAD", "LD_AUDIT",
+    "PYTHONSTARTUP", "PERL5OPT", "RUBYOPT", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+)  # fmt: skip
+
+
 def gated(
     spec: AgentRunSpec, policy: SandboxPolicySpec, workspace: WorkspaceContext = NO_WORKSPACE
 ) -> Invocation:
-    """Gemini CLI with a BeforeTool hook that runs the gate, in the user settings it reads,
-    and the policy's rules as an admin policy (``--admin-policy``). The workspace is not
-    trusted (``GEMINI_CLI_TRUST_WORKSPACE=false``): its ``.gemini/settings.json``, which the
-    agent can write (``hooksConfig.enabled: false`` would switch user hooks off), is not read,
-    nor are its ``.gemini/skills``: the Workspace's MCP servers and agent skills come from
-    the operator, in the user settings and the user's skills directory. Gemini's hook
-    timeout is in milliseconds."""
-    hook = {"type": "command", "command": GATE_COMMAND, "timeout": hook_seconds(spec) * 1000}
+    """Gemini CLI with a BeforeTool hook that runs the gate, in the user settings it reads
+    (copied from the control directory at each launch, so that what the agent wrote there
+    does not reach the next run), and the policy's rules as an admin policy
+    (``--admin-policy``). Gemini CLI runs hooks in a trusted workspace only, so the workspace
+    is trusted (``--skip-trust``): its ``.gemini/`` is a protected place, and Gemini's own file
+    tools always go through the gate (which refuses a write there whatever fileWrite says).
+    No extension is loaded (``--extensions none``), no workspace ``.env`` is read
+    (``advanced.ignoreLocalEnv``), and the variables that make a shell or a program run code
+    on start are set empty, so that no ``.env`` file can give them. The Workspace's MCP
+    servers and agent skills come from the operator, in the user settings and the user's
+    skills directory. Gemini's hook timeout is in milliseconds."""
+    command = gate_command("gemini", spec)
+    hook = {"type": "command", "command": command, "timeout": hook_seconds(spec) * 1000}
     settings: dict[str, Any] = {
         **_auth(spec),
         "hooks": {"BeforeTool": [{"matcher": "|".join(gated_tools(policy)), "hooks": [hook]}]},
+        "advanced": {"ignoreLocalEnv": True},
     }
-    if workspace.mcp:  # the Workspace's, which the untrusted workspace's settings no longer give
+    if workspace.mcp:  # the Workspace's, which the workspace's own settings do not give
         settings["mcpServers"] = workspace.mcp
-    script, text = _script(spec, settings, "--admin-policy", run_file(POLICY_FILE))
-    files = {
-        "gate": run_scripts.GATE,
-        SETTINGS: text,
-        POLICY_FILE: native_policy(policy, tuple(workspace.mcp)),
-    }
-    return Invocation(
-        script=_skills(workspace.skills, files) + script,
-        env={
-            "GEMINI_CLI_TRUST_WORKSPACE": "false",
-            "PADDOCK_GATE_SECONDS": str(gate_seconds(spec)),
-        },
-        files=files,
-    )
-
-
-def _skills(skills: dict[str, str], files: dict[str, str]) -> str:
-    """The lines that put the Workspace's skills in the user's skills directory (the run's
-    files arrive flat: each SKILL.md is moved into place), adding those files."""
-    return "".join(line + "\n" for line in skill_lines(skills, f"{USER_SETTINGS}/skills", files))
+    more = ["--admin-policy", control_file(POLICY_FILE), "--extensions", "none"]
+    script, text = _script(spec, settings, *more)
+    files = {SETTINGS: text, POLICY_FILE: native_policy(policy, tuple(workspace.mcp))}
+    if workspace.skills:
+        files |= skill_files(workspace.skills, SKILLS)
+        into = f"{USER_SETTINGS}/skills"
+        script = f"mkdir -p {into}\ncp -r {control_file(SKILLS)}/. {into}/\n" + script
+    env = dict.fromkeys(ENV_FROM_FILES, "")
+    return Invocation(script=script, env=env, files=files, gated=True)
 
 
 def request_of(request: dict[str, Any]) -> Request | None:

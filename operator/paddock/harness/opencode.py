@@ -19,15 +19,14 @@ from paddock.harness.base import (
     WorkspaceContext,
     call_summary,
     command_line,
+    control_file,
     gate_seconds,
     json_object,
     option,
     other,
-    run_file,
     session,
     tool_request,
 )
-from paddock.render import run_scripts
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
@@ -51,23 +50,26 @@ def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -
     return Invocation(script=f"exec {_argv(spec)} < {PROMPT}\n")
 
 
-CONFIG = "opencode-config.json"
-PLUGIN = "opencode-gate.mjs"
-RUN_MARK = "@PADDOCK_RUN@"  # the run's directory, known in the sandbox only
+CONFIG = "opencode/config.json"
+PLUGIN = "opencode/gate-plugin.mjs"
+CONFIG_HOME = "opencode/xdg-config"  # OpenCode's user config directory: empty, read-only
+CONTROL_MARK = "@PADDOCK_CONTROL@"  # the run's control directory, known in the sandbox only
 # The plugin: every call of a gated tool (bash, and those the policy asks about) goes to the
-# gate first (the request as JSON on its stdin); a refusal, or a gate that cannot be started,
-# throws, which blocks the call and shows the agent the message. OpenCode sets no time limit
-# on a plugin.
+# gate client beside it first (the request as JSON on its stdin, no environment but PATH);
+# anything but its "allow" (a refusal, a gate that cannot start or is killed) throws, which
+# blocks the call and shows the agent the message. OpenCode sets no time limit on a plugin.
 GATE_PLUGIN = """import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 const GATED = new Set(@GATED@);
+const CLIENT = fileURLToPath(new URL("../gate.mjs", import.meta.url));
 export const PaddockGate = async () => ({
   "tool.execute.before": async (input, output) => {
     if (!GATED.has(input.tool)) return;
     const request = JSON.stringify({ tool: input.tool, args: output.args });
     const [code, said] = await new Promise((resolve) => {
       let err = "";
-      const gate = spawn("bash", [process.env.PADDOCK_RUN + "/gate"],
-                         { stdio: ["pipe", "ignore", "pipe"] });
+      const gate = spawn("node", [CLIENT, "opencode", "@SECONDS@"],
+                         { stdio: ["pipe", "ignore", "pipe"], env: { PATH: process.env.PATH } });
       gate.stderr.on("data", (chunk) => { err += chunk; });
       gate.on("error", (e) => resolve([2, "Paddock's gate could not start: " + e.message]));
       gate.on("close", (c) => resolve([c, err]));
@@ -84,44 +86,44 @@ def gated(
 ) -> Invocation:
     """OpenCode with Paddock's gate as a plugin (``tool.execute.before`` on bash), from the
     run's own config, merged into the run's ``OPENCODE_CONFIG_CONTENT``, with project config
-    off (``OPENCODE_DISABLE_PROJECT_CONFIG=1``): an ``opencode.json`` the agent writes into
-    the workspace is never read. That also leaves out the workspace's AGENTS.md: the
-    Workspace's instructions come from the operator, as an instructions file of the run's."""
+    off (``OPENCODE_DISABLE_PROJECT_CONFIG=1``): an ``opencode.json`` or plugin the agent
+    writes into the workspace is never read; nor is its user config (``XDG_CONFIG_HOME`` is
+    an empty directory of the read-only control directory), so a plugin the agent leaves in
+    ``~/.config/opencode/plugin/`` never runs. That also leaves out the workspace's
+    AGENTS.md: the Workspace's instructions come from the operator, as an instructions file
+    of the run's."""
     own = next((e.value for e in spec.env if e.name == CONFIG_ENV and e.value), None)
     try:
         config = json.loads(own) if own else {}
     except ValueError:
         config = {}  # OpenCode would refuse it too; the gate's config stands alone
     config = config if isinstance(config, dict) else {}
-    config["plugin"] = [*(config.get("plugin") or []), f"file://{RUN_MARK}/{PLUGIN}"]
+    config["plugin"] = [*(config.get("plugin") or []), f"file://{CONTROL_MARK}/{PLUGIN}"]
     config["permission"] = permissions(policy)
     if workspace.mcp:  # the Workspace's servers; the run's own, by the same name, win
         config["mcp"] = {**workspace.mcp, **(config.get("mcp") or {})}
-    files = {"gate": run_scripts.GATE}
+    files = {f"{CONFIG_HOME}/opencode/.keep": ""}
     if workspace.instructions:
         files[INSTRUCTIONS] = workspace.instructions
-        config["instructions"] = [*(config.get("instructions") or []), f"{RUN_MARK}/{INSTRUCTIONS}"]
+        instructions = f"{CONTROL_MARK}/{INSTRUCTIONS}"
+        config["instructions"] = [*(config.get("instructions") or []), instructions]
+    plugin = GATE_PLUGIN.replace("@GATED@", json.dumps(gated_tools(policy)))
+    files[PLUGIN] = plugin.replace("@SECONDS@", str(gate_seconds(spec)))
+    files[CONFIG] = json.dumps(config)
     script = (
-        f"config=$(cat {run_file(CONFIG)})\n"
-        f'export {CONFIG_ENV}="${{config//{RUN_MARK}/$PADDOCK_RUN}}"\n'
+        f"config=$(cat {control_file(CONFIG)})\n"
+        f'export {CONFIG_ENV}="${{config//{CONTROL_MARK}/$PADDOCK_CONTROL}}"\n'
+        f"export XDG_CONFIG_HOME={control_file(CONFIG_HOME)}\n"
+        # A cache of the run's own: OpenCode loads provider packages from it.
+        'export XDG_CACHE_HOME="$PADDOCK_RUN/cache"\n'
         f"exec {_argv(spec)} < {PROMPT}\n"
     )
-    return Invocation(
-        script=script,
-        env={
-            "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
-            "PADDOCK_GATE_SECONDS": str(gate_seconds(spec)),
-        },
-        files={
-            **files,
-            PLUGIN: GATE_PLUGIN.replace("@GATED@", json.dumps(gated_tools(policy))),
-            CONFIG: json.dumps(config),
-        },
-    )
+    env = {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
+    return Invocation(script=script, env=env, files=files, gated=True)
 
 
 CONFIG_ENV = "OPENCODE_CONFIG_CONTENT"
-INSTRUCTIONS = "instructions.md"
+INSTRUCTIONS = "opencode/instructions.md"
 
 
 # Where each tool Paddock gates names its target, and what it asks for.
@@ -154,9 +156,11 @@ def permissions(policy: SandboxPolicySpec) -> dict[str, str]:
 
 
 def gated_tools(policy: SandboxPolicySpec) -> list[str]:
-    """The tools whose calls go through the gate: bash, and those the policy asks about."""
+    """The tools whose calls go through the gate: bash, the file tools (OpenCode runs code it
+    finds in its data directory, a protected place the gate refuses a write into whatever
+    fileWrite says), and webfetch when the policy asks about it."""
     tools = ["bash"]
-    if policy.capabilities.file_write == Decision.ASK:
+    if policy.capabilities.file_write != Decision.DENY:
         tools.extend(FILE_TOOLS)
     if policy.capabilities.network == Decision.ASK:
         tools.append("webfetch")

@@ -1,9 +1,12 @@
 """Places no command or file tool of an agent may write into, whatever
-``capabilities.fileWrite`` says: where Paddock's gate, its requests and answers live (the run
-directory, under ``/paddock``) and where each CLI reads its hooks and settings from (in the
-sandbox's ``$HOME``). Defence in depth: the engine reads a redirection's target as written, so
-a target it cannot resolve (``> "$f"``), a link, or a program that writes files itself is not
-caught here."""
+``capabilities.fileWrite`` says: Paddock's own (under ``/paddock``: the run's journals, its
+read-only control directory), where each CLI reads its hooks, settings, plugins or code from
+(in the sandbox's ``$HOME``, and the workspace's ``.gemini/``, which Gemini CLI reads in the
+trusted workspace its hooks need), and the shell's startup files (Claude Code's shell sources
+``~/.bashrc``; a login shell ``~/.profile``). Defence in depth: what decides is out of the
+agent's reach anyway (the sidecar's, and read-only mounts); the engine reads a redirection's
+target as written, so a target it cannot resolve (``> "$f"``), a link, or a program that
+writes files itself is not caught here."""
 
 from __future__ import annotations
 
@@ -15,19 +18,24 @@ WORKSPACE = "/workspace"
 # What a reference to these variables names in a sandbox (PADDOCK_RUN: any run's directory).
 KNOWN = {
     "PADDOCK_RUN": "/paddock/run/_",
+    "PADDOCK_CONTROL": "/paddock/control/runs/_",
     "HOME": HOME,
     "PADDOCK_WORKSPACE": WORKSPACE,
     "CODEX_HOME": f"{HOME}/.codex",
     "GEMINI_CLI_HOME": HOME,
     "XDG_CONFIG_HOME": f"{HOME}/.config",
 }
+SHELL_STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout")
 PLACES = {
-    "/paddock": "Paddock's run directory (the gate, its requests and answers)",
+    "/paddock": "Paddock's run and control directories",
     f"{HOME}/.claude": "Claude Code's user settings",
     f"{HOME}/.codex": "Codex's home",
     f"{HOME}/.gemini": "Gemini CLI's user settings",
+    f"{WORKSPACE}/.gemini": "Gemini CLI's workspace settings and .env",
     f"{HOME}/.config/opencode": "OpenCode's config and plugins",
     f"{HOME}/.opencode": "OpenCode's config",
+    f"{HOME}/.local/share/opencode": "OpenCode's data and the programs it downloads",
+    **{f"{HOME}/{name}": "the shell's startup files" for name in SHELL_STARTUP},
 }
 _LEADING_VARIABLE = re.compile(r"^\$(?:\{(\w+)\}|(\w+))")
 

@@ -20,6 +20,7 @@ IMAGE_ANNOTATION = f"{GROUP}/image"  # the image a snapshot's volume was set up 
 RESTORE_ARCHIVE_ANNOTATION = f"{GROUP}/restore-archive"  # the archive a PVC is filled from
 UNPACKED_ANNOTATION = f"{GROUP}/archive-unpacked"  # "true" once that archive is in the volume
 SANDBOX_CONTAINER = "sandbox"  # the sandbox pod's main container, where runs exec
+GATE_CONTAINER = "gate"  # its sidecar, of another user: the gate's server and control files
 
 
 def sandbox_labels(sandbox: str) -> dict[str, str]:

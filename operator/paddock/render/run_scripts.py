@@ -6,8 +6,11 @@ of the workspace or its snapshots):
 
 - ``launch`` (one exec) creates that directory atomically (a second launch of the same run does
   nothing), reads the payload from stdin (the completion nonce, the harness's environment
-  including its API keys, the harness script and the prompt), and starts ``wrapper`` in a new
-  session, detached from the exec connection. Nothing secret is ever in an argv.
+  including its API keys, and the prompt), and starts ``wrapper`` in a new session, detached
+  from the exec connection. Nothing secret is ever in an argv. The harness script, like every
+  file that decides what the harness may do, is not in this directory but in the run's
+  control directory (``$PADDOCK_CONTROL``), which the sandbox's sidecar wrote before the launch
+  and the sandbox container mounts read-only (``gate_scripts.py``).
 - ``wrapper`` runs the harness in its own session (so cancel can kill its whole process group)
   with stdout and stderr in files, polls the workspace for file changes meanwhile, and when the
   harness exits writes the git changes and, last, the completion record ``<exit code> <nonce>``.
@@ -16,23 +19,21 @@ of the workspace or its snapshots):
 - ``poll`` (one exec per tick) returns the journals from the given offsets, whether the wrapper
   is alive, and once it has finished, the completion record, the stderr tail and the changes.
 - ``signal`` sends a signal to the harness's process group.
-- ``gate`` (written into the run directory at launch, when the run has a policy) is what a
-  harness's pre-execution hook runs for each shell command: it leaves the hook's request in
-  ``requests/<id>.req`` and waits for the operator's answer in ``requests/<id>.ans`` (the poll
-  brings requests; ``answer``, one exec, writes answers). It exits 0 only on an answer of ``allow``,
-  and 2, the hooks' "block", on anything else: a denial, no answer in time, or an error of its
-  own (every CLI runs a command whose hook fails any other way).
 """
 
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 LAUNCH = r"""set -eu
 run=$PADDOCK_RUN_DIR/$1
+control=$PADDOCK_CONTROL_DIR/runs/$1
+if [ ! -f "$control/harness" ]; then
+  echo "paddock: the run's control files are not there (its sidecar did not prepare it)" >&2
+  exit 2
+fi
 mkdir -p "$PADDOCK_RUN_DIR"
 if ! mkdir -m 700 "$run" 2>/dev/null; then
   echo "already-started"
@@ -44,7 +45,7 @@ while IFS=' ' read -r key name value; do
     nonce) nonce=$name ;;
     # The x keeps a value's trailing newlines, which $(...) would strip.
     env) decoded=$(printf '%s' "$value" | base64 -d; printf x); export "$name=${decoded%x}" ;;
-    file) printf '%s' "$value" | base64 -d > "$run/$name" ;;
+    prompt) printf '%s' "$name" | base64 -d > "$run/prompt" ;;
     end) break ;;
   esac
 done
@@ -52,7 +53,7 @@ if [ -z "$nonce" ]; then
   echo "paddock: the launch payload carried no nonce" >&2
   exit 2
 fi
-export PADDOCK_RUN="$run" PADDOCK_PROMPT_FILE="$run/prompt"
+export PADDOCK_RUN="$run" PADDOCK_CONTROL="$control" PADDOCK_PROMPT_FILE="$run/prompt"
 printf '%s\n' "$nonce" | setsid bash -c "$2" paddock-wrapper "$run" >/dev/null 2>&1 &
 printf '%s\n' "$!" > "$run/wrapper.pid"
 echo "started"
@@ -93,7 +94,7 @@ if ! cd "$PADDOCK_WORKSPACE" 2>/dev/null; then
   finish 127
 fi
 snapshot > "$run/snapshot"
-setsid bash "$run/harness" > "$run/stdout" 2> "$run/stderr" < /dev/null &
+setsid bash "$PADDOCK_CONTROL/harness" > "$run/stdout" 2> "$run/stderr" < /dev/null &
 child=$!
 printf '%s\n' "$child" > "$run/harness.pid"
 while kill -0 "$child" 2>/dev/null; do
@@ -127,25 +128,6 @@ pid=$(cat "$run/wrapper.pid" 2>/dev/null)
 if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "alive 1"; else echo "alive 0"; fi
 chunk stdout "$2" "$4"
 chunk files "$3" "$4"
-if [ -d "$run/requests" ]; then
-  # The unanswered requests in turn: those after the id the last poll ended at ($5), then
-  # from the first, so that a request waiting for a person never holds the others back.
-  export LC_ALL=C  # one order for the glob and the comparison
-  waiting=()
-  for request in "$run"/requests/*.req; do
-    [ -f "$request" ] || continue
-    id=${request##*/}; id=${id%.req}
-    [ -f "$run/requests/$id.ans" ] || waiting+=("$id")
-  done
-  later=(); earlier=()
-  for id in "${waiting[@]}"; do
-    if [[ "$id" > "${5:-}" ]]; then later+=("$id"); else earlier+=("$id"); fi
-  done
-  for id in "${later[@]}" "${earlier[@]}"; do
-    [ "$((n = ${n:-0} + 1))" -gt MAX_REQUESTS ] && break
-    printf 'gate %s ' "$id"; base64 -w0 < "$run/requests/$id.req"; echo
-  done
-fi
 if [ -f "$run/exit" ]; then
   printf 'exit '; head -c 256 "$run/exit" | base64 -w0; echo
   printf 'stderr '; tail -c STDERR_BYTES "$run/stderr" | base64 -w0; echo
@@ -154,56 +136,9 @@ if [ -f "$run/exit" ]; then
 fi
 """
 
-GATE = r"""set -u
-trap 'exit 2' EXIT HUP INT TERM
-dir=${PADDOCK_RUN:?}/requests
-mkdir -p "$dir" 2>/dev/null
-id=$(date +%s)-$$
-head -c REQUEST_BYTES > "$dir/$id.tmp" && mv -f "$dir/$id.tmp" "$dir/$id.req" || {
-  echo "paddock gate: the request could not be written; refused" >&2
-  exit 2
-}
-deadline=$(( $(date +%s) + ${PADDOCK_GATE_SECONDS:-900} ))
-while [ ! -f "$dir/$id.ans" ]; do
-  if [ "$(date +%s)" -ge "$deadline" ]; then
-    echo "paddock gate: no decision in time; refused" >&2
-    exit 2
-  fi
-  sleep 0.1
-done
-verdict=$(head -n 1 "$dir/$id.ans")
-if [ "$verdict" = allow ]; then
-  rm -f "$dir/$id.req" "$dir/$id.ans"
-  trap - EXIT
-  exit 0
-fi
-tail -n +2 "$dir/$id.ans" >&2
-rm -f "$dir/$id.req" "$dir/$id.ans"
-exit 2
-"""
-
-# Answers: ``<id> <base64 answer>`` lines on stdin up to an ``end`` line (exec's stdin is not
-# closed); an id is digits and dashes, as the gate makes them (anything else is not written:
-# the ids come from the sandbox).
-ANSWER = r"""dir=$PADDOCK_RUN_DIR/$1/requests
-while IFS=' ' read -r id value; do
-  [ "$id" = end ] && break
-  case $id in *[!0-9-]*|'') continue ;; esac
-  [ -f "$dir/$id.req" ] || continue
-  printf '%s' "$value" | base64 -d > "$dir/$id.tmp" && mv -f "$dir/$id.tmp" "$dir/$id.ans"
-done
-"""
-
-REQUEST_BYTES = 65536
-MAX_REQUESTS = 16  # a poll's gate requests at most; the next poll goes on after the last
-GATE = GATE.replace("REQUEST_BYTES", str(REQUEST_BYTES))
 STDERR_BYTES = 4096
 CHANGES_BYTES = 65536
-POLL = (
-    POLL.replace("STDERR_BYTES", str(STDERR_BYTES))
-    .replace("CHANGES_BYTES", str(CHANGES_BYTES))
-    .replace("MAX_REQUESTS", str(MAX_REQUESTS))
-)
+POLL = POLL.replace("STDERR_BYTES", str(STDERR_BYTES)).replace("CHANGES_BYTES", str(CHANGES_BYTES))
 
 SIGNAL = r"""pid=$(cat "$PADDOCK_RUN_DIR/$1/harness.pid" 2>/dev/null) || exit 0
 kill "-$2" -- "-$pid" 2>/dev/null
@@ -218,10 +153,7 @@ def launch_argv(run_id: str) -> list[str]:
     return ["bash", "-c", LAUNCH, "paddock-launch", run_id, WRAPPER]
 
 
-def poll_argv(
-    run_id: str, stdout_offset: int, files_offset: int, max_bytes: int, gate_after: str = ""
-) -> list[str]:
-    """``gate_after``: the gate request the last poll ended at (its next one starts after)."""
+def poll_argv(run_id: str, stdout_offset: int, files_offset: int, max_bytes: int) -> list[str]:
     return [
         "bash",
         "-c",
@@ -231,16 +163,7 @@ def poll_argv(
         str(stdout_offset),
         str(files_offset),
         str(max_bytes),
-        gate_after,
     ]
-
-
-def gate_cursor(poll: Poll) -> str:
-    """Where the next poll's gate requests start: after the last this one brought when it
-    brought a full batch (more may wait), else from the first."""
-    if len(poll.gate_requests) < MAX_REQUESTS:
-        return ""
-    return list(poll.gate_requests)[-1]
 
 
 # The container's secret env as it started (an exec gets that env): base64, one a line.
@@ -262,37 +185,15 @@ def signal_argv(run_id: str, signal: str) -> list[str]:
     return ["bash", "-c", SIGNAL, "paddock-signal", run_id, signal]
 
 
-def answer_argv(run_id: str) -> list[str]:
-    return ["bash", "-c", ANSWER, "paddock-answer", run_id]
-
-
-GATE_ID = re.compile(r"^[0-9]+-[0-9]+$")
-
-
-def answer_payload(answers: Mapping[str, str]) -> str:
-    """The answer script's stdin; ids that are not the gate's own are left out."""
-    lines = [f"{i} {_b64(text)}\n" for i, text in answers.items() if GATE_ID.match(i)]
-    return "".join(lines) + "end -\n"
-
-
 def _b64(data: str) -> str:
     return base64.b64encode(data.encode()).decode()
 
 
-def launch_payload(
-    nonce: str,
-    env: Mapping[str, str],
-    harness_script: str,
-    prompt: str | None,
-    files: Mapping[str, str] | None = None,
-) -> str:
-    """The launch script's stdin: one ``key name value`` line each, values in base64.
-    ``files`` are more files for the run directory (the gate, a harness's settings)."""
+def launch_payload(nonce: str, env: Mapping[str, str], prompt: str | None) -> str:
+    """The launch script's stdin: one ``key name value`` line each, values in base64."""
     lines = [f"nonce {nonce}"]
     lines += [f"env {name} {_b64(value)}" for name, value in env.items()]
-    lines += [f"file {name} {_b64(text)}" for name, text in (files or {}).items()]
-    lines.append(f"file harness {_b64(harness_script)}")
-    lines.append(f"file prompt {_b64(prompt or '')}")
+    lines.append(f"prompt {_b64(prompt or '')}")
     lines.append("end -")
     return "\n".join(lines) + "\n"
 
@@ -318,7 +219,6 @@ class Poll:
     stderr_tail: str = ""
     changes: str = ""
     diff: str = ""
-    gate_requests: dict[str, bytes] = field(default_factory=dict)  # id -> the hook's input
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -345,10 +245,6 @@ def parse_poll(output: str) -> Poll:
             poll.changes = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
         elif key == "diff":
             poll.diff = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
-        elif key == "gate":
-            request_id, _, encoded = value.partition(" ")
-            if GATE_ID.match(request_id):
-                poll.gate_requests[request_id] = base64.b64decode(encoded or "")
         else:
             poll.extra[key] = value
     return poll

@@ -9,6 +9,13 @@ from paddock.api.common import SecretKeySelector
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.render import names
+from paddock.render.containers import (
+    CONTAINER_SECURITY,
+    CONTROL_DIR,
+    KEEP_ALIVE,
+    gate_container,
+    mount,
+)
 from paddock.render.init_scripts import (
     ASKPASS_SCRIPT,
     CLONE_SCRIPT,
@@ -24,6 +31,14 @@ HOME_DIR = "/home/paddock"
 RUN_DIR = "/paddock/run"
 FILES_DIR = "/paddock/files"
 SANDBOX_UID = 1000
+# The shell's startup files in the sandbox's HOME, mounted read-only (empty but for a comment):
+# Claude Code's shell sources ~/.bashrc and keeps its functions and aliases, and a login
+# shell reads ~/.profile, so what the agent wrote there would run, or change what a command
+# the policy judged runs, in the runs that come after.
+SHELL_STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout")
+SHELL_STARTUP_KEY = "shell-startup"
+SHELL_STARTUP_TEXT = "# Paddock: read-only in a sandbox (the policy judges what runs).\n"
+
 CONFIGMAP_LIMIT = 900 * 1024  # under the 1 MiB object limit, with room for metadata
 
 # The workspace volume's root belongs to whoever provisioned it (often root), its files to the
@@ -34,9 +49,6 @@ GIT_SAFE_WORKSPACE = [
     {"name": "GIT_CONFIG_KEY_0", "value": "safe.directory"},
     {"name": "GIT_CONFIG_VALUE_0", "value": WORKSPACE_DIR},
 ]
-
-# The main container stays up, doing nothing, until the pod is deleted; runs exec into it.
-KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,7 @@ def render_files_configmap(inputs: SandboxInputs, projection: Projection) -> dic
     data = {
         "askpass.sh": ASKPASS_SCRIPT,
         "clone.sh": CLONE_SCRIPT,
+        SHELL_STARTUP_KEY: SHELL_STARTUP_TEXT,
         "project.sh": render_project_script(projection),
         "setup.sh": render_setup_script(
             inputs.workspace.setup, inputs.workspace.setup_step_timeout
@@ -138,13 +151,6 @@ def render_workspace_pvc(
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
-_CONTAINER_SECURITY = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
-}
-
-
 def _container(
     name: str,
     inputs: SandboxInputs,
@@ -166,7 +172,7 @@ def _container(
             *_secret_names(env),
         ],
         "volumeMounts": mounts,
-        "securityContext": _CONTAINER_SECURITY,
+        "securityContext": CONTAINER_SECURITY,
         # Only what Paddock's scripts write, with secret values masked; never the log's tail
         # (FallbackToLogsOnError would put whatever a step printed into the pod's status).
         "terminationMessagePolicy": "File",
@@ -179,19 +185,12 @@ def _container(
     return container
 
 
-def _mount(volume: str, path: str, *, read_only: bool = False) -> dict[str, Any]:
-    mount: dict[str, Any] = {"name": volume, "mountPath": path}
-    if read_only:
-        mount["readOnly"] = True
-    return mount
-
-
 def _init_containers(inputs: SandboxInputs, projection: Projection) -> list[dict[str, Any]]:
     common = [
-        _mount("workspace", WORKSPACE_DIR),
-        _mount("home", HOME_DIR),
-        _mount("tmp", "/tmp"),  # noqa: S108  (an emptyDir, private to the pod)
-        _mount("files", FILES_DIR, read_only=True),
+        mount("workspace", WORKSPACE_DIR),
+        mount("home", HOME_DIR),
+        mount("tmp", "/tmp"),  # noqa: S108  (an emptyDir, private to the pod)
+        mount("files", FILES_DIR, read_only=True),
     ]
 
     # The outer shell keeps the script from being PID 1, which ignores signals it does not
@@ -255,6 +254,11 @@ def _main_container(inputs: SandboxInputs, projection: Projection) -> dict[str, 
         {"name": "PADDOCK_SANDBOX", "value": inputs.name},
         {"name": "PADDOCK_WORKSPACE", "value": WORKSPACE_DIR},
         {"name": "PADDOCK_RUN_DIR", "value": RUN_DIR},
+        {"name": "PADDOCK_CONTROL_DIR", "value": CONTROL_DIR},
+    ]
+    startup = [
+        {**mount("files", f"{HOME_DIR}/{name}", read_only=True), "subPath": SHELL_STARTUP_KEY}
+        for name in SHELL_STARTUP
     ]
     return _container(
         names.SANDBOX_CONTAINER,
@@ -262,18 +266,21 @@ def _main_container(inputs: SandboxInputs, projection: Projection) -> dict[str, 
         command=KEEP_ALIVE,
         env=env,
         mounts=[
-            _mount("workspace", WORKSPACE_DIR),
-            _mount("home", HOME_DIR),
-            _mount("tmp", "/tmp"),  # noqa: S108
+            mount("workspace", WORKSPACE_DIR),
+            mount("home", HOME_DIR),
+            mount("tmp", "/tmp"),  # noqa: S108
             # Run journals: an emptyDir, never part of the workspace volume or its snapshots.
-            _mount("run", RUN_DIR),
+            mount("run", RUN_DIR),
+            mount("control", CONTROL_DIR, read_only=True),
+            *startup,
         ],
     )
 
 
 def _volumes(inputs: SandboxInputs, projection: Projection) -> list[dict[str, Any]]:
     files_items = [
-        {"key": key, "path": key} for key in ("askpass.sh", "clone.sh", "project.sh", "setup.sh")
+        {"key": key, "path": key}
+        for key in ("askpass.sh", "clone.sh", "project.sh", "setup.sh", SHELL_STARTUP_KEY)
     ]
     files_items += [
         {"key": _file_key(index), "path": f"project/{path}"}
@@ -284,6 +291,8 @@ def _volumes(inputs: SandboxInputs, projection: Projection) -> list[dict[str, An
         {"name": "home", "emptyDir": {}},
         {"name": "tmp", "emptyDir": {}},
         {"name": "run", "emptyDir": {}},
+        {"name": "control", "emptyDir": {}},
+        {"name": "gate", "emptyDir": {}},
         {
             "name": "files",
             "configMap": {
@@ -327,10 +336,12 @@ def render_sandbox_pod(
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [_main_container(inputs, projection)],
+        "initContainers": [
+            *([] if prepared else _init_containers(inputs, projection)),
+            gate_container(inputs.image),
+        ],
         "volumes": _volumes(inputs, projection),
     }
-    if not prepared:
-        spec["initContainers"] = _init_containers(inputs, projection)
     spec |= _placement(inputs.sandbox)
     return {
         "apiVersion": "v1",

@@ -13,6 +13,7 @@ from typing import Any
 
 from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase
+from paddock.render.names import GATE_CONTAINER
 from paddock.times import parse_time
 
 Obj = dict[str, Any]
@@ -68,7 +69,10 @@ def setup_seconds(pod: Obj) -> float | None:
 
 
 def _init_statuses(pod: Obj) -> list[Obj]:
-    return list(pod.get("status", {}).get("initContainerStatuses") or [])
+    """The init containers that prepare the workspace (not the gate's sidecar, which runs
+    for as long as the pod)."""
+    statuses = pod.get("status", {}).get("initContainerStatuses") or []
+    return [s for s in statuses if s.get("name") != GATE_CONTAINER]
 
 
 def _container_statuses(pod: Obj) -> list[Obj]:
