@@ -5,7 +5,9 @@ Paddock records it; an endpoint that cannot serve makes a Failed run whose error
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import socket
 from pathlib import Path
 from typing import Any
@@ -170,10 +172,11 @@ def test_the_policy_gates_every_shell_command_of_a_real_cli(
             )  # fmt: skip
         cluster.apply(agent_run("gated", "box", harness, "Touch files.", **fields), namespace)
         status = wait_for_run(cluster, namespace, "gated", timeout=240)
-        seen = json.dumps(model.requests[-1]["body"])
+        asked = list(model.requests)
 
     events = log_events(cluster, namespace, "gated")
     assert status["phase"] == "Succeeded", (status, events[-3:])
+    seen = json.dumps(asked[-1]["body"])
     assert of_type(events, "sandbox.ready")[0]["data"]["policy"] == "inline"
     assert of_type(events, "run.started")[0]["data"]["policy"] == "inline"
     listing = cluster.kubectl(
@@ -354,3 +357,58 @@ def test_file_write_reaches_the_clis_own_file_tool(
         assert result["data"]["isError"] or "unavailable tool" in said, said
     else:
         assert written == "written by the agent\n"
+
+
+# What a CLI does when the hook that runs the gate is killed while its command waits for a
+# person (docs/policy.md, per CLI): Claude Code and OpenCode refuse the command; Codex and
+# Gemini CLI run a command whose hook failed other than by blocking.
+KILLED_HOOK_RUNS = {"claude-code": False, "opencode": False, "codex": True, "gemini": True}
+
+
+def _command_line(pid: int) -> tuple[str, int]:
+    """A process's command line and its parent's pid ("" when it is gone)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return "", 0
+    return command, parent
+
+
+def _waiting_hook(namespace: str) -> int | None:
+    """The outermost process of the hook waiting in the namespace's kwok pod (its processes
+    run on this machine, under the pod's directory): the shell that runs the gate client,
+    else the client itself."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        command, parent = _command_line(int(proc.name))
+        if f"/{namespace}/" in command and "gate.mjs" in command:
+            return parent if "gate.mjs" in _command_line(parent)[0] else int(proc.name)
+    return None
+
+
+@pytest.mark.parametrize("harness", GATED)
+def test_a_hook_killed_while_its_command_waits_blocks_or_not_as_the_docs_say(
+    cluster: Cluster,
+    namespace: str,
+    operator: Any,
+    agent_clis: Path,
+    harness: str,
+) -> None:
+    ready_sandbox(cluster, namespace, "box", policy=ASKING_POLICY)
+    with ScriptedModel(["touch asked-1"]) as model:
+        fields = harness_fields(cluster, namespace, "box", harness, model.url)
+        cluster.apply(agent_run("killed", "box", harness, "Touch.", **fields), namespace)
+        _pending(cluster, namespace, "killed", 1)
+        hook = wait_for(lambda: _waiting_hook(namespace), 30, what="the waiting hook")
+        os.kill(hook, signal.SIGKILL)
+        status = wait_for_run(cluster, namespace, "killed", timeout=180)
+
+    events = log_events(cluster, namespace, "killed")
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    listing = cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+        "bash", "-c", 'ls -A "$PADDOCK_WORKSPACE"',
+    ).stdout.split()  # fmt: skip
+    assert ("asked-1" in listing) is KILLED_HOOK_RUNS[harness], listing

@@ -230,6 +230,7 @@ def test_an_answer_for_an_id_the_server_did_not_make_is_not_written(channel: Cha
 def test_a_stopped_server_refuses_every_request(channel: Channel) -> None:
     assert not channel.poll().server_stopped
     os.kill(channel.server_pid(), signal.SIGKILL)
+    wait_for(lambda: channel.poll().server_stopped, 30, what="the server seen gone")
     code, _, err = outcome(channel.ask(request("echo hi")))
     assert code == 2
     assert "cannot be reached" in err
@@ -239,6 +240,7 @@ def test_a_server_that_stops_beating_is_seen_as_stopped() -> None:
     assert gs.parse_poll("server 2\n").server_stopped is False
     assert gs.parse_poll(f"server {gs.STALE_SECONDS + 1}\n").server_stopped
     assert gs.parse_poll("missing\n").server_stopped
+    assert gs.parse_poll("server gone\n").server_stopped
     assert gs.parse_poll("").server_stopped  # no answer about the server at all
 
 
@@ -316,3 +318,17 @@ def test_prepare_refuses_a_file_name_outside_the_control_directory(tmp_path: Pat
         )  # fmt: skip
         assert done.returncode == 2, name
     assert not list(tmp_path.rglob("escape"))
+
+
+def test_the_channel_works_where_the_sockets_full_path_is_over_the_limit(tmp_path: Path) -> None:
+    """A unix socket's path holds at most 107 bytes (kwok's pods live deep in the host's
+    tree): the server and the client name it from its own directory."""
+    channel = Channel(tmp_path / ("deep-" * 25))
+    assert len(str(channel.control / "gate.sock")) > 108
+    assert channel.prepare().returncode == 0
+    try:
+        client = channel.ask(request("echo hi"))
+        channel.answer(dict.fromkeys(channel.waiting(), "allow\n"))
+        assert outcome(client)[0] == 0
+    finally:
+        channel.close()

@@ -42,6 +42,14 @@ POLICY = SandboxPolicySpec.model_validate(
         "eval 'echo x >$HOME/.claude/settings.json'",
         "(echo x &> /home/paddock/.claude/settings.json)",
         "echo $(echo x > ~/.codex/config.toml)",
+        "echo 'process.exit(0)' > \"$PADDOCK_CONTROL/gate.mjs\"",
+        "echo x > /paddock/control/runs/r/claude/settings.json",
+        "echo 'touch pwned' >> ~/.bashrc",
+        "echo 'alias ls=x' >> $HOME/.profile",
+        "echo x > /home/paddock/.bash_profile",
+        "echo BASH_ENV=x > .gemini/.env",
+        "echo '{}' > $PADDOCK_WORKSPACE/.gemini/settings.json",
+        "echo x > ~/.local/share/opencode/bin/rg",
     ],
 )
 def test_a_write_into_the_gates_or_a_clis_settings_is_denied_whatever_file_write_says(

@@ -271,7 +271,9 @@ class Execution(RunRecord):
                             max(self.scrubber.longest - 1, 0))  # fmt: skip
         followed = decide.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
         self.wrapper_gone_polls = followed.wrapper_gone_polls
-        requests, ending = self._gate(spec) if followed.ending is None else ({}, followed.ending)
+        # A gate lost during the run ends it so, whatever the harness did meanwhile.
+        requests, lost = self._gate(spec)
+        ending = lost or followed.ending
         answered = inputs.judge_gate(
             self.namespace, spec, self.sandbox, requests, self._asking(spec, now)
         )

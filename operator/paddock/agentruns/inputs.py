@@ -236,7 +236,10 @@ def prepare(namespace: str, sandbox: ReadySandbox, run_id: str, invocation: Invo
     try:
         result = kube_exec.run(namespace, sandbox.pod, GATE_CONTAINER, argv, stdin=payload)
     except KubeError as exc:
-        return f"its sidecar {GATE_CONTAINER} cannot be reached ({exc.message})"
+        return (
+            f"its sidecar {GATE_CONTAINER} cannot be reached ({exc.message}); a sandbox pod "
+            "made by an operator older than the sidecar has none: pause and resume the Sandbox"
+        )
     if result.exit_code == 0:
         return ""
     return f"its sidecar could not prepare it (exit {result.exit_code}): {result.stderr[-500:]}"

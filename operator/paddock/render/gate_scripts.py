@@ -11,8 +11,9 @@ container's, and its processes cannot be signalled by it.
   hooks and plugins, which the harness reads from there. For a gated run it then starts the
   gate server (``data/gate/server.mjs``), listening on ``gate.sock`` there, with its pending
   requests in ``gate/runs/<run uid>/requests``; it returns once the server listens.
-- ``poll`` (one exec per tick of a gated run) returns how many seconds ago the server last
-  beat and the requests waiting for an answer, oldest after the cursor first.
+- ``poll`` (one exec per tick of a gated run) returns whether the server runs and how many
+  seconds ago it last beat (a stopped one no longer does), and the requests waiting for an
+  answer, those after the cursor first.
 - ``answer`` (one exec) writes the operator's answers, which the server sends back on the
   connection each request came on, and on that connection only.
 - ``close`` (one exec, when the run ends) stops the server and removes the run's files.
@@ -65,8 +66,12 @@ if [ ! -f "$private/server.pid" ]; then
   echo "missing"
   exit 0
 fi
-beat=$(stat -c %Y "$private/heartbeat" 2>/dev/null || echo 0)
-echo "server $(( $(date +%s) - beat ))"
+if kill -0 "$(cat "$private/server.pid")" 2>/dev/null; then
+  beat=$(stat -c %Y "$private/heartbeat" 2>/dev/null || echo 0)
+  echo "server $(( $(date +%s) - beat ))"
+else
+  echo "server gone"
+fi
 dir=$private/requests
 [ -d "$dir" ] || exit 0
 # The unanswered requests in turn: those after the id the last poll ended at ($2), then from

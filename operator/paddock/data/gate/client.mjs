@@ -9,11 +9,14 @@
 // 2, the hooks' "block", with the reason on stderr: a denial, no answer in time, a request
 // too big, a server that cannot be reached or that ends the connection without an answer.
 import net from "node:net";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const [harness, seconds] = process.argv.slice(2);
 const MAX_REQUEST = 65536;
-const socketPath = fileURLToPath(new URL("./gate.sock", import.meta.url));
+// A socket's path is at most 107 bytes: it is named from its own directory.
+process.chdir(path.dirname(fileURLToPath(import.meta.url)));
+const socketPath = "gate.sock";
 
 function refuse(why) {
   process.stderr.write(`paddock gate: ${why}; refused\n`);

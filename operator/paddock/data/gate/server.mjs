@@ -15,7 +15,7 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 
-const [socketPath, requests, heartbeat] = process.argv.slice(2);
+const [socketPath, requests, heartbeat] = process.argv.slice(2).map((p) => path.resolve(p));
 const MAX_REQUEST = 65536;
 const MAX_WAITING = 64; // requests waiting for an answer at once; more are refused
 const ANSWER_POLL_MS = 100;
@@ -96,8 +96,11 @@ const server = net.createServer((socket) => {
 fs.rmSync(requests, { recursive: true, force: true });
 fs.mkdirSync(requests, { recursive: true, mode: 0o700 });
 fs.rmSync(socketPath, { force: true });
-server.listen(socketPath, () => {
-  fs.chmodSync(socketPath, 0o666); // the agent's user connects; the directory stays the sidecar's
+// A socket's path is at most 107 bytes: it is named from its own directory.
+const socketName = path.basename(socketPath);
+process.chdir(path.dirname(socketPath));
+server.listen(socketName, () => {
+  fs.chmodSync(socketName, 0o666); // the agent's user connects; the directory stays the sidecar's
   const beat = () => fs.writeFileSync(heartbeat, `${process.pid}\n`);
   beat();
   setInterval(beat, HEARTBEAT_MS);
