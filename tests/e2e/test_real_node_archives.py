@@ -16,7 +16,15 @@ from paddock.devcluster import node
 from support.kube import Cluster, object_store_in_use
 from support.objects import ObjectStore
 from support.real_node import exec_in, node_sandbox
-from support.sandboxes import condition, events_for, get, status_of, wait_for_phase, workspace
+from support.sandboxes import (
+    condition,
+    events_for,
+    get,
+    setup_containers,
+    status_of,
+    wait_for_phase,
+    workspace,
+)
 from support.waiting import wait_for
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
@@ -92,7 +100,7 @@ def test_an_archive_is_taken_after_setup_and_restored_into_the_next_sandbox(
     assert (restored["status"], restored["reason"]) == ("True", "Restored")
     assert condition(second, "SetupComplete")["reason"] == "Restored"
     pod = get(cluster, namespace, "pod", "second") or {}
-    assert "initContainers" not in pod["spec"]  # no clone, project or setup
+    assert setup_containers(pod) == []  # no clone, project or setup
     assert exec_in(cluster, namespace, "second", "cat setup-runs.txt build/out.txt") == (
         "ran\nartefact\n"
     )

@@ -137,7 +137,7 @@ def test_no_cli_opens_its_fence_from_inside_on_the_real_node(
             cluster.apply(agent_run(harness, "fence", harness, "Try.", **fields), namespace)
             status = wait_for_run(cluster, namespace, harness, timeout=300)
             listing = exec_in(cluster, namespace, "fence", "ls -A /workspace").split()
-            fence = exec_in(cluster, namespace, "fence", "cat /workspace/fence.log")
+            fence = exec_in(cluster, namespace, "fence", "cat /workspace/fence.log 2>&1; true")
             results[harness] = {"status": status, "listing": listing, "fence": fence}
 
     for harness, result in results.items():
@@ -145,7 +145,7 @@ def test_no_cli_opens_its_fence_from_inside_on_the_real_node(
         events = log_events(cluster, namespace, harness)
         assert status["phase"] == "Succeeded", (harness, status, events[-3:])
         assert [n for n in listing if n.startswith("pwned")] == [], (harness, fence)
-        assert "after.txt" in listing, harness  # the allowed command still runs
+        assert "after.txt" in listing, (harness, events[-6:])  # the allowed command runs
         lines = fence.splitlines()
         assert "END" in lines, (harness, fence)
         # Not one write, move, removal or change of the control directory or its files.

@@ -19,6 +19,7 @@ from support.sandboxes import (
     ready_sandbox,
     sandbox,
     secret,
+    setup_containers,
     status_of,
     wait_for_phase,
     wait_for_reason,
@@ -60,7 +61,7 @@ def test_sandbox_gets_its_objects_and_becomes_ready(
     pod = get(cluster, namespace, "pod", "one")
     assert pod is not None
     # No source, so no clone: the project and setup init containers.
-    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["project", "setup"]
+    assert setup_containers(pod) == ["project", "setup"]
     events = events_for(cluster, namespace, "one")
     reasons = [e["reason"] for e in events]
     assert "Ready" in reasons
@@ -89,7 +90,7 @@ def test_pause_keeps_the_volume_and_resume_skips_setup(
     wait_for_phase(cluster, namespace, "p", "Ready")
     pod = get(cluster, namespace, "pod", "p")
     assert pod is not None
-    assert "initContainers" not in pod["spec"], "resume ran clone/setup again"
+    assert setup_containers(pod) == [], "resume ran clone/setup again"
     assert pod["metadata"]["annotations"]["paddock.dev/prepared"] == "true"
     assert get(cluster, namespace, "pvc", "p-workspace")["metadata"]["uid"] == pvc_uid  # type: ignore[index]
 
@@ -233,7 +234,7 @@ def test_evicted_pod_is_recreated_without_setup(
         60,
         what="a new pod",
     )
-    assert "initContainers" not in pod["spec"]
+    assert setup_containers(pod) == []
     wait_for_phase(cluster, namespace, "ev", "Ready")
     assert any(e["reason"] == "PodEvicted" for e in events_for(cluster, namespace, "ev"))
 

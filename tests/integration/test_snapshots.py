@@ -22,6 +22,7 @@ from support.sandboxes import (
     merge_patch,
     sandbox,
     secret,
+    setup_containers,
     status_of,
     wait_for_phase,
     workspace,
@@ -65,7 +66,7 @@ def _live(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, A
 
 def _init_containers(cluster: Cluster, namespace: str, pod: str) -> list[str]:
     found = get(cluster, namespace, "pod", pod) or {}
-    return [c["name"] for c in found.get("spec", {}).get("initContainers") or []]
+    return setup_containers(found)
 
 
 def _snapshots(cluster: Cluster, namespace: str, workspace_name: str) -> list[dict[str, Any]]:
@@ -413,5 +414,5 @@ def test_a_restore_that_does_not_finish_in_time_falls_back_to_a_cold_start(
         what="a cold claim",
     )
     pod = wait_for(lambda: get(cluster, namespace, "pod", "stuck"), 60, what="the new pod")
-    assert "project" in [c["name"] for c in pod["spec"].get("initContainers") or []]
+    assert "project" in setup_containers(pod)
     assert "restoredFrom" not in status_of(cluster, namespace, "sandbox", "stuck")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from paddock.render.names import GATE_CONTAINER
 from support.kube import Cluster
 from support.waiting import wait_for
 
@@ -149,3 +150,10 @@ def project_on_kwok(cluster: Cluster, namespace: str, sandbox_name: str, scratch
         "exec", "-n", namespace, sandbox_name, "-c", "sandbox", "--",
         "env", f"PADDOCK_FILES={scratch}", "bash", str(scratch / "project.sh"),
     )  # fmt: skip
+
+
+def setup_containers(pod: dict[str, Any]) -> list[str]:
+    """The init containers that prepare a sandbox's workspace (clone, project, setup), in
+    order: not the gate's sidecar, which every sandbox pod has."""
+    containers = pod.get("spec", {}).get("initContainers") or []
+    return [c["name"] for c in containers if c["name"] != GATE_CONTAINER]

@@ -146,8 +146,8 @@ def test_opencode_config_gets_the_control_directory_in_the_sandbox(tmp_path: Pat
     )
     config, config_home, cache = done.stdout.splitlines()
     assert json.loads(config)["plugin"] == [f"file://{control}/{opencode.PLUGIN}"]
-    # No user config of the agent's, nor a cache of an earlier run's, is read.
-    assert config_home == f"{control}/{opencode.CONFIG_HOME}"
+    # No user config or cache of an earlier run's (nor ~/.config/opencode) is read.
+    assert config_home == f"{tmp_path}/run/config"
     assert cache == f"{tmp_path}/run/cache"
     # The plugin runs the client beside the control directory's root, with PATH alone.
     plugin = invocation.files[opencode.PLUGIN]
@@ -223,7 +223,8 @@ def test_gemini_gets_the_hook_in_user_settings_and_the_policy_as_admin_rules() -
     # No .env file can give the CLI (and its shell and hooks) what runs code on start.
     assert invocation.env["BASH_ENV"] == invocation.env["NODE_OPTIONS"] == ""
     rules = invocation.files[gemini.POLICY_FILE]
-    assert 'toolName = "run_shell_command"\ndecision = "allow"' in rules
+    assert 'toolName = "run_shell_command"\ndecision = "allow"\npriority = 900\n' in rules
+    assert "allowRedirection = true" in rules  # a redirection is the gate's to judge
     assert 'toolName = "write_file"\ndecision = "allow"' in rules  # the gate asks
     assert 'toolName = "web_fetch"\ndecision = "deny"' in rules
     assert "--admin-policy" in invocation.script
@@ -244,9 +245,8 @@ def test_codex_gets_the_hook_as_a_session_flag(tmp_path: Path) -> None:
     assert 'matcher="^Bash$", hooks=[{type="command", command="env -i PATH=' in hook
     assert 'node \\"$PADDOCK_CONTROL/gate.mjs\\" codex' in hook
     assert str(tmp_path) not in hook
-    assert 'sandbox_mode="workspace-write"' in shown  # fileWrite allow (the default)
-    read_only = SandboxPolicySpec.model_validate({"capabilities": {"fileWrite": "deny"}})
-    assert 'sandbox_mode="read-only"' in codex.gated(spec, read_only).script
+    # Its own sandbox cannot start in a restricted pod (no user namespaces): off, gated.
+    assert 'sandbox_mode="danger-full-access"' in shown
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
-from paddock.api.policy import Decision, SandboxPolicySpec
+from paddock.api.policy import SandboxPolicySpec
 from paddock.harness.base import (
     NO_WORKSPACE,
     PROMPT,
@@ -73,31 +73,25 @@ def hook(spec: AgentRunSpec) -> str:
     return f'hooks.PreToolUse=[{{matcher="^Bash$", hooks=[{{type="command", command={command}}}]}}]'
 
 
-def sandbox_options(policy: SandboxPolicySpec) -> list[str]:
-    """Codex's own sandbox from the policy: the workspace writable with fileWrite allow (else
-    read-only: Codex cannot ask, and its file edits do not reach the gate), network inside
-    it with network allow."""
-    writable = policy.capabilities.file_write == Decision.ALLOW
-    network = "true" if policy.capabilities.network == Decision.ALLOW else "false"
-    mode = "workspace-write" if writable else "read-only"
-    return [
-        "-c",
-        f'sandbox_mode="{mode}"',
-        "-c",
-        f"sandbox_workspace_write.network_access={network}",
-    ]
+# Codex's own sandbox (bubblewrap) needs user namespaces, which a container at the restricted
+# Pod Security level does not get: with it every command fails. Under the gate it is off; the
+# gate judges every command, and the pod is the boundary, as for the other CLIs.
+NO_OWN_SANDBOX = ["-c", 'sandbox_mode="danger-full-access"']
 
 
 def gated(
     spec: AgentRunSpec, policy: SandboxPolicySpec, workspace: WorkspaceContext = NO_WORKSPACE
 ) -> Invocation:
     """Codex with a PreToolUse hook on its shell tool that runs the gate (hooks switched on
-    by a session flag too, so a config file that switches them off changes nothing)."""
+    by a session flag too, so a config file that switches them off changes nothing). The
+    policy reaches Codex through the gate alone: its own file edits (apply_patch) reach no
+    hook, so fileWrite holds for its commands' redirections, not for its patches."""
+    del policy  # judged by the gate
     more = [
         "--dangerously-bypass-hook-trust",
         "-c",
         "features.codex_hooks=true",
-        *sandbox_options(policy),
+        *NO_OWN_SANDBOX,
         *mcp_options(workspace),
     ]
     return Invocation(

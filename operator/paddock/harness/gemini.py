@@ -100,7 +100,8 @@ def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -
 
 def native_policy(policy: SandboxPolicySpec, mcp_servers: tuple[str, ...] = ()) -> str:
     """The policy as Gemini CLI admin policy rules (the highest tier, which no user or
-    workspace rule overrides): its shell allowed, since the gate judges each command; the
+    workspace rule overrides): its shell allowed, redirections too, since the gate judges
+    each command; the
     file and web tools per fileWrite and network, those to ask about allowed too, since the
     gate asks (headless, Gemini's own ask is a refusal); the tools of the Workspace's MCP
     servers allowed (headless, Gemini leaves out a tool it would ask about)."""
@@ -112,6 +113,9 @@ def native_policy(policy: SandboxPolicySpec, mcp_servers: tuple[str, ...] = ()) 
         f'decision = "{"deny" if decision == Decision.DENY else "allow"}"\npriority = 900\n'
         for tool, decision in decisions
     ]
+    # Headless, Gemini CLI refuses a shell command with a redirection unless its rule says
+    # otherwise; the gate judges each redirection (fileWrite, protected places).
+    rules[0] += "allowRedirection = true\n"
     rules += [
         f'[[rule]]\nmcpName = {json.dumps(name)}\ntoolName = "*"\ndecision = "allow"\n'
         "priority = 900\n"

@@ -52,7 +52,6 @@ def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -
 
 CONFIG = "opencode/config.json"
 PLUGIN = "opencode/gate-plugin.mjs"
-CONFIG_HOME = "opencode/xdg-config"  # OpenCode's user config directory: empty, read-only
 CONTROL_MARK = "@PADDOCK_CONTROL@"  # the run's control directory, known in the sandbox only
 # The plugin: every call of a gated tool (bash, and those the policy asks about) goes to the
 # gate client beside it first (the request as JSON on its stdin, no environment but PATH);
@@ -87,8 +86,8 @@ def gated(
     """OpenCode with Paddock's gate as a plugin (``tool.execute.before`` on bash), from the
     run's own config, merged into the run's ``OPENCODE_CONFIG_CONTENT``, with project config
     off (``OPENCODE_DISABLE_PROJECT_CONFIG=1``): an ``opencode.json`` or plugin the agent
-    writes into the workspace is never read; nor is its user config (``XDG_CONFIG_HOME`` is
-    an empty directory of the read-only control directory), so a plugin the agent leaves in
+    writes into the workspace is never read; nor is the user config of an earlier run
+    (``XDG_CONFIG_HOME`` is the run's own, new directory), so a plugin the agent leaves in
     ``~/.config/opencode/plugin/`` never runs. That also leaves out the workspace's
     AGENTS.md: the Workspace's instructions come from the operator, as an instructions file
     of the run's."""
@@ -102,7 +101,7 @@ def gated(
     config["permission"] = permissions(policy)
     if workspace.mcp:  # the Workspace's servers; the run's own, by the same name, win
         config["mcp"] = {**workspace.mcp, **(config.get("mcp") or {})}
-    files = {f"{CONFIG_HOME}/opencode/.keep": ""}
+    files: dict[str, str] = {}
     if workspace.instructions:
         files[INSTRUCTIONS] = workspace.instructions
         instructions = f"{CONTROL_MARK}/{INSTRUCTIONS}"
@@ -113,9 +112,9 @@ def gated(
     script = (
         f"config=$(cat {control_file(CONFIG)})\n"
         f'export {CONFIG_ENV}="${{config//{CONTROL_MARK}/$PADDOCK_CONTROL}}"\n'
-        f"export XDG_CONFIG_HOME={control_file(CONFIG_HOME)}\n"
-        # A cache of the run's own: OpenCode loads provider packages from it.
-        'export XDG_CACHE_HOME="$PADDOCK_RUN/cache"\n'
+        # A user config directory and a cache of the run's own (OpenCode writes into the
+        # first, and loads plugins and packages from both), so nothing of an earlier run's.
+        'export XDG_CONFIG_HOME="$PADDOCK_RUN/config" XDG_CACHE_HOME="$PADDOCK_RUN/cache"\n'
         f"exec {_argv(spec)} < {PROMPT}\n"
     )
     env = {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
