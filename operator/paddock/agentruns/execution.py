@@ -271,9 +271,8 @@ class Execution(RunRecord):
                             max(self.scrubber.longest - 1, 0))  # fmt: skip
         followed = decide.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
         self.wrapper_gone_polls = followed.wrapper_gone_polls
-        # A gate lost during the run ends it so, whatever the harness did meanwhile.
         requests, lost = self._gate(spec)
-        ending = lost or followed.ending
+        ending = lost or followed.ending  # a gate lost ends the run so, whatever else
         answered = inputs.judge_gate(
             self.namespace, spec, self.sandbox, requests, self._asking(spec, now)
         )
@@ -330,10 +329,11 @@ class Execution(RunRecord):
     # -- the end -----------------------------------------------------------------------------
 
     def _end(self, spec: AgentRunSpec, ending: Ending) -> None:
-        if self.sandbox is not None and self.status.completion_digest is not None:
-            inputs.close_gate(self.namespace, self.sandbox, self.run_id)
         approvals, ended = gating.end_all(self.status.approvals, utcnow())
         self._append([*ending.drafts, *ended, decide.terminal_event(ending)])
+        # Only once the end is durable: a run whose gate is gone would otherwise be GateLost.
+        if self.sandbox is not None and self.status.completion_digest is not None:
+            inputs.close_gate(self.namespace, self.sandbox, self.run_id)
         if ended:
             self.status.approvals, self.status.pending_approvals = approvals, 0
             self._condition(C.AWAITING_APPROVAL, False, R.NO_APPROVAL_PENDING, "The run ended.")
