@@ -91,7 +91,10 @@ def _commands(args: argparse.Namespace) -> list[str]:
     if args.stdin:
         if args.command:
             raise UsageError("give the commands on stdin or after --, not both")
-        commands = [line for line in sys.stdin.read().splitlines() if line.strip()]
+        # Bytes, one command per newline: a byte that is not UTF-8 reaches the engine (which
+        # denies it), and no other character ends a line.
+        text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+        commands = [line for line in text.split("\n") if line.strip()]
     else:
         commands = [" ".join(args.command)] if args.command else []
     if not commands:

@@ -87,6 +87,21 @@ def test_a_request_the_gate_cannot_read_is_refused(raw: bytes) -> None:
     assert result.drafts[0].data["reason"] == "Unreadable"
 
 
+def test_a_command_with_a_byte_that_is_not_utf8_is_denied_alone() -> None:
+    """The engine cannot raise on any text: one such request is denied, saying why, and the
+    others of the same poll are answered as usual."""
+    bad = json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash",
+                      "tool_input": {"command": "ls \udcff"}}).encode()  # fmt: skip
+    requests = {"1-1": bad, "1-2": request("ls -la"), "1-3": request("rm -rf x")}
+    result = gating.answer(requests, POLICY, {}, claude_code.request_of, NOBODY_ASKED)
+    assert result.answers["1-2"] == "allow\n"
+    assert result.answers["1-3"].startswith("deny\n")
+    verdict, _, message = result.answers["1-1"].partition("\n")
+    assert verdict == "deny"
+    assert "not UTF-8" in message
+    assert all(json.dumps(draft.data, ensure_ascii=False).encode() for draft in result.drafts)
+
+
 # -- each harness's side of it -----------------------------------------------------------------
 
 

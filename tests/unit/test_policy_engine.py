@@ -356,7 +356,8 @@ def test_each_part_names_the_rule_that_decided_it() -> None:
     assert [(p.kind, p.text, p.decision, p.rule) for p in verdict.parts] == [
         ("command", "git status", ALLOW, "allow: git status*"),
         ("command", "curl -s x", DENY, "deny: curl*"),
-        ("command", "sh", ASK, "default"),
+        ("command", "sh reads its script from stdin, which is only known at run time", DENY,
+         "cannot tell what runs"),
         ("file-write", "out", DENY, "capabilities.fileWrite"),
     ]
     assert verdict.explain() == "deny: command `curl -s x` (deny: curl*)"

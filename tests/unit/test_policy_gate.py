@@ -3,6 +3,7 @@ policy a sandbox runs under, a SandboxPolicy's Valid condition, and `paddock pol
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -323,7 +324,7 @@ def test_policy_check_json_and_stdin(
         ("ls", "allow", "allow: ls*"),
         ("curl x", "deny", "deny: curl*"),
     ]
-    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("ls\n\ngit commit -m x\n"))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"ls\n\ngit commit -m x\n")))
     assert main(["policy", "check", "-f", str(path), "--stdin", "--json"]) == 3
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["verdict"] for line in lines] == ["allow", "ask"]

@@ -17,10 +17,11 @@ from enum import StrEnum
 from typing import Any
 
 from paddock.api.policy import Capabilities, CommandRules, Decision, SandboxPolicySpec
+from paddock.policy import arith, builtins, environment
 from paddock.policy.globs import always_matches, could_match
 from paddock.policy.protected import protected_place
-from paddock.policy.shell import DYNAMIC, ShellSyntaxError, Word, parse
-from paddock.policy.wrappers import JUDGED_ITSELF, Runs, Unknown, runs
+from paddock.policy.shell import DYNAMIC, Evaluated, ShellSyntaxError, Word, parse
+from paddock.policy.wrappers import Runs, Unknown, judged_itself, runs
 
 MAX_DEPTH = 8  # bash -c inside eval inside bash -c ...: deeper than this is denied
 STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.DENY: 2}
@@ -88,12 +89,23 @@ def evaluate(
     policy: SandboxPolicySpec, command: str, scripts: Mapping[str, str] | None = None
 ) -> Verdict:
     """The verdict on ``command``. ``scripts`` are the Workspace's named commands: a rule may
-    name a script, and then matches every part of a command that is exactly that script."""
+    name a script, and then matches every part of a command that is exactly that script.
+    Never raises: whatever fails in judging is a denial that says so."""
     # With no policy the pod is the boundary, and nothing is protected from a command either.
     protect = policy is not UNRESTRICTED
-    judge = _Judge(policy.commands, policy.capabilities, dict(scripts or {}), protect)
-    parts = judge.script(command, depth=0, aliases=judge.aliases(command))
+    try:
+        judge = _Judge(policy.commands, policy.capabilities, dict(scripts or {}), protect)
+        parts = judge.script(command, depth=0, aliases=judge.aliases(command))
+        parts += judge.evaluated()
+    except Exception as exc:
+        rule = f"Paddock could not judge it ({type(exc).__name__}), so it is denied"
+        parts = [Part(PartKind.SYNTAX, printable(command.strip()), Decision.DENY, rule)]
     return Verdict(strictest(p.decision for p in parts), tuple(parts))
+
+
+def printable(text: str) -> str:
+    """``text`` as it can be shown: a byte that is not UTF-8 as an escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def file_write(capabilities: Capabilities, target: str, protect: bool = True) -> Part:
@@ -116,9 +128,21 @@ class _Judge:
     scripts: dict[str, str]
     protect: bool = True
     _normal_scripts: dict[str, str] = field(init=False)
+    # Every text each variable is given, anywhere in the command (None: not known), and the
+    # text bash evaluates again: judged once all of the command is read.
+    values: dict[str, list[str | None]] = field(default_factory=dict)
+    pending: list[Evaluated] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._normal_scripts = {name: _normal(cmd) for name, cmd in self.scripts.items()}
+
+    @property
+    def anything(self) -> Decision:
+        """The verdict on a command that cannot be told: the strictest any command could get
+        (deny where some rule denies; allow only where nothing is denied or asked)."""
+        could = [self.rules.default, self.capabilities.file_write]
+        could += [Decision.DENY] * bool(self.rules.deny) + [Decision.ASK] * bool(self.rules.ask)
+        return strictest(could)
 
     def aliases(self, text: str) -> frozenset[str]:
         """The scripts whose command is exactly ``text``."""
@@ -131,13 +155,38 @@ class _Judge:
         try:
             parsed = parse(text)
         except ShellSyntaxError as exc:
-            return [Part(PartKind.SYNTAX, text.strip(), Decision.DENY, f"unparsable: {exc}")]
-        parts: list[Part] = []
+            return [
+                Part(PartKind.SYNTAX, printable(text.strip()), Decision.DENY, f"unparsable: {exc}")
+            ]
+        parts = [Part(PartKind.SYNTAX, h.text, self.anything, h.reason) for h in parsed.hazards]
+        self.pending += parsed.evaluated
+        for name, value in parsed.values:
+            parts += self.assigned(name, value, depth, aliases)
         for command in parsed.commands:
             own = aliases | self.aliases(command.source)
-            parts += self.command(command.words, depth, own, command.stdin)
+            parts += self.command(
+                command.words, depth, own, command.stdin, command.stdin_file, command.declaration
+            )
         for write in parsed.writes:
             parts.append(file_write(self.capabilities, write.target.shown, self.protect))
+        return parts
+
+    def assigned(
+        self, name: str, value: str | None, depth: int, aliases: frozenset[str]
+    ) -> list[Part]:
+        """A variable given ``value``: remembered, and judged by what it makes run."""
+        self.values.setdefault(name, []).append(value)
+        effect = environment.effect(name, value)
+        return [] if effect is None else self.wrapped(effect, depth, aliases)
+
+    def evaluated(self) -> list[Part]:
+        """The text bash evaluates again, judged with every value the command assigns."""
+        parts = []
+        for item in self.pending:
+            problem = arith.unsafe(item.how, item.reading, self.values)
+            if problem:
+                text = " ".join(item.source.split())
+                parts.append(Part(PartKind.COMMAND, text, self.anything, problem))
         return parts
 
     def command(
@@ -146,31 +195,45 @@ class _Judge:
         depth: int,
         aliases: frozenset[str],
         stdin: Word | None = None,
+        stdin_file: bool = False,
+        declaration: bool = False,
     ) -> list[Part]:
         text = " ".join(word.shown for word in words)
         if not words[0].literal:
             rule = "dynamic command name: what runs is only known at run time"
-            return [Part(PartKind.COMMAND, text, Decision.DENY, rule)]
+            return [Part(PartKind.COMMAND, text, self.anything, rule)]
         matched = self.match(words, aliases)
-        inner = runs(words, stdin)
-        if inner is None or words[0].pattern.rsplit("/", 1)[-1] in JUDGED_ITSELF:
+        inner = runs(words, stdin, stdin_file)
+        if inner is None or judged_itself(words[0]):
             decision, rule = matched or (self.rules.default, "default")
             own = [Part(PartKind.COMMAND, text, decision, rule)]
         else:  # a wrapper has no verdict of its own unless a rule names it
             own = [] if matched is None else [Part(PartKind.COMMAND, text, *matched)]
         for item in inner or []:
             own += self.wrapped(item, depth, aliases)
+        if not declaration:  # a declaration's names and values are read with the script
+            found = builtins.effects(words)
+            self.pending.append(Evaluated(text, found.reading))
+            for name, value in found.assigned:
+                own += self.assigned(name, value, depth, aliases)
+            for item in found.runs:
+                own += self.wrapped(item, depth, aliases)
         return own
 
     def wrapped(self, item: Runs | Unknown, depth: int, aliases: frozenset[str]) -> list[Part]:
         if isinstance(item, Unknown):
-            return [Part(PartKind.COMMAND, item.reason, Decision.DENY, "cannot tell what runs")]
+            return [Part(PartKind.COMMAND, item.reason, self.anything, "cannot tell what runs")]
+        parts: list[Part] = []
+        for name, value in item.environment:
+            parts += self.assigned(name, value, depth, aliases)
         if item.script is not None:
-            return self.script(item.script, depth + 1, aliases | self.aliases(item.script))
+            return parts + self.script(item.script, depth + 1, aliases | self.aliases(item.script))
         words = item.words
+        if not words:
+            return parts
         if item.more_arguments:
             words = (*words, Word(DYNAMIC, "<arguments read at run time>"))
-        return self.command(words, depth + 1, aliases, item.stdin)
+        return parts + self.command(words, depth + 1, aliases, item.stdin, item.stdin_file)
 
     def match(
         self, words: tuple[Word, ...], aliases: frozenset[str]

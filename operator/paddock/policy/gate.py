@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.workspace import ParallelGroup, SetupCommand, WorkspaceSpec
-from paddock.policy.engine import UNRESTRICTED, Part, PartKind, Verdict, evaluate, file_write
+from paddock.policy.engine import (
+    UNRESTRICTED,
+    Part,
+    PartKind,
+    Verdict,
+    evaluate,
+    file_write,
+    printable,
+)
 
 MAX_SHOWN = 120  # characters of a command quoted in a message
 
@@ -78,7 +86,10 @@ def blocking(judged: list[Judged]) -> Judged | None:
 def judge_command(
     policy: SandboxPolicySpec | None, command: str, scripts: dict[str, str]
 ) -> Judged:
-    return Judged("command", command, evaluate(policy or UNRESTRICTED, command, scripts))
+    """The verdict on ``command``, judged as given; kept as it can be shown (a byte that is
+    not UTF-8 escaped), for messages, Events and the log."""
+    verdict = evaluate(policy or UNRESTRICTED, command, scripts)
+    return Judged("command", printable(command), verdict)
 
 
 def judge_capability(policy: SandboxPolicySpec, kind: PartKind, target: str) -> Judged:

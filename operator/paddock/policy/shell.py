@@ -1,88 +1,72 @@
 """Reading a shell command the way bash will run it: every simple command, wherever it sits,
-with its words unquoted, and every redirection that writes a file.
+with its words expanded as far as the text tells, every redirection that writes a file, what
+is assigned to which variable, and the text bash evaluates again.
 
 The parser is shfmt (mvdan/sh, through its ``--to-json`` syntax tree): a complete bash parser
-that refuses what bash would not run, rather than recovering from errors with a guess. Nothing
-here runs the command; shfmt only reads it.
+that refuses what bash would not run, rather than recovering from errors with a guess. Where
+shfmt and bash are known to read a text differently, the text is refused (ShellSyntaxError)
+or the difference is reported as a hazard. Nothing here runs the command.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import re
-import resource
-import shutil
-import subprocess
-import sysconfig
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache, lru_cache
-from pathlib import Path
+from functools import lru_cache
 from typing import Any
+
+from paddock.policy import arith
+from paddock.policy import redirects as redirects_
+from paddock.policy.arith import Reading
+from paddock.policy.redirects import FileWrite
+from paddock.policy.shfmt import ShellSyntaxError, syntax_tree
+from paddock.policy.words import DYNAMIC, Word, word, words
 
 Node = dict[str, Any]
 
-# Marks text only known at run time (a parameter, command or arithmetic expansion) inside a
-# word's pattern. NUL can never be part of a shell word, so it cannot be forged.
-DYNAMIC = "\x00"
-PARSE_TIMEOUT = 10.0  # seconds; shfmt reads even a long script in milliseconds
-SHFMT_CPU_SECONDS = 5
-SHFMT_MEMORY = 256 << 20  # bytes of data
-MAX_TREE_BYTES = 32 << 20  # shfmt's JSON of one command; a long setup script's is ~1 MiB
-WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
-# Where writing creates or changes no file.
-NOT_FILES = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd/")
-_GLOB_CHARS = frozenset("*?[")
-_BRACES = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")  # {a,b} and {1..3} expand; {} does not
-
-
-class ShellSyntaxError(ValueError):
-    """The text is not a command bash would run."""
-
-
-@dataclass(frozen=True)
-class Word:
-    """One word after quote removal. ``pattern`` holds DYNAMIC where the text is only known
-    at run time; ``shown`` is the same text with those places as written (``$X``)."""
-
-    pattern: str
-    shown: str
-    expands: bool = False  # unquoted glob or brace characters: bash may turn it into others
-
-    @property
-    def dynamic(self) -> bool:
-        return DYNAMIC in self.pattern
-
-    @property
-    def literal(self) -> bool:
-        """Whether bash runs exactly this text: nothing expands at run time."""
-        return not self.dynamic and not self.expands
+ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+__all__ = ["DYNAMIC", "FileWrite", "ShellSyntaxError", "Word", "parse"]
 
 
 @dataclass(frozen=True)
 class SimpleCommand:
-    """A command with its arguments, as bash runs it (leading assignments left out), and the
-    text its stdin gets from a here-document or here-string, if any."""
+    """A command with its arguments, as bash runs it (its leading assignments are among the
+    Script's values), and its stdin: the text of a here-document or here-string (``stdin``),
+    or a file (``stdin_file``)."""
 
     words: tuple[Word, ...]
     source: str
     stdin: Word | None = None
+    stdin_file: bool = False
+    declaration: bool = False  # export/declare/local: its names and values are read already
 
 
 @dataclass(frozen=True)
-class FileWrite:
-    """A redirection that opens a file for writing."""
+class Hazard:
+    """A place bash may read otherwise than the parser did, or that runs what cannot be told."""
 
-    target: Word
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """Text bash evaluates again (``how``: arithmetic; a name, behind ``${!x}``; a prompt,
+    behind ``${x@P}``) and what it reads."""
+
     source: str
+    reading: Reading
+    how: str = "arithmetic"
 
 
 @dataclass(frozen=True)
 class Script:
     commands: tuple[SimpleCommand, ...]
     writes: tuple[FileWrite, ...]
+    # Every variable the script assigns and a text it may hold (None: not known).
+    values: tuple[tuple[str, str | None], ...] = ()
+    evaluated: tuple[Evaluated, ...] = ()
+    hazards: tuple[Hazard, ...] = ()
 
 
 def parse(text: str) -> Script:
@@ -98,115 +82,249 @@ def parse(text: str) -> Script:
 @lru_cache(maxsize=4096)
 def _parse(text: str) -> Script | ShellSyntaxError:
     try:
-        return _read_script(text)
+        return _Reader(_bytes(text)).script()
     except ShellSyntaxError as exc:
         return exc
 
 
-def _read_script(text: str) -> Script:
-    data = text.replace("\r\n", "\n").replace("\r", "\n").encode()
-    tree = _syntax_tree(data)
-    commands: list[SimpleCommand] = []
-    writes: list[FileWrite] = []
-    stdin: dict[int, Word] = {}  # by id() of a statement's command: its here-document
-    for node in _nodes(tree):
-        kind = node.get("Type")
-        if isinstance(node.get("Cmd"), dict):  # a statement, seen before its command
-            fed = _here_text(node.get("Redirs") or [], data)
-            if fed is not None:
-                stdin[id(node["Cmd"])] = fed
-        if kind == "CallExpr" and node.get("Args"):
-            words = tuple(_word(arg, data) for arg in node["Args"])
-            commands.append(SimpleCommand(words, _source(node, data), stdin.get(id(node))))
-        elif kind == "DeclClause":
-            variant = Word(node["Variant"]["Value"], node["Variant"]["Value"])
-            words = (variant, *(_assignment(arg, data) for arg in node.get("Args") or []))
-            commands.append(SimpleCommand(words, _source(node, data)))
-        elif kind == "LetClause":
-            source = _source(node, data)
-            commands.append(SimpleCommand((Word("let", "let"), _opaque(source[4:])), source))
-        for redirect in node.get("Redirs") or []:
-            write = _file_write(redirect, data)
-            if write is not None:
-                writes.append(write)
-    return Script(tuple(commands), tuple(writes))
-
-
-@cache
-def shfmt_path() -> str:
-    """shfmt as the ``shfmt-py`` wheel installs it: next to this Python, else on PATH."""
-    beside = Path(sysconfig.get_path("scripts")) / "shfmt"
-    found = str(beside) if beside.is_file() else shutil.which("shfmt")
-    if found is None:
-        raise RuntimeError("shfmt is not installed (pip install shfmt-py)")
-    return found
-
-
-def _syntax_tree(data: bytes) -> Node:
-    """shfmt's syntax tree of ``data``. Its JSON is indented by depth, so a deeply nested
-    command makes a tree far larger than itself: shfmt gets bounded memory, CPU and time, and
-    a tree over MAX_TREE_BYTES is refused, so no command can exhaust the operator."""
-    process = subprocess.Popen(
-        [shfmt_path(), "-ln", "bash", "--to-json"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    # Set before shfmt is given anything to read: it can allocate nothing large until then.
-    resource.prlimit(process.pid, resource.RLIMIT_DATA, (SHFMT_MEMORY, SHFMT_MEMORY))
-    resource.prlimit(process.pid, resource.RLIMIT_CPU, (SHFMT_CPU_SECONDS, SHFMT_CPU_SECONDS))
-    timer = threading.Timer(PARSE_TIMEOUT, process.kill)
-    timer.start()
+def _bytes(text: str) -> bytes:
+    """The script as shfmt reads it. A carriage return is read as a newline (so ``ls\\rcurl``
+    is two commands, which bash would read as one name), except after a backslash, where bash
+    quotes it and shfmt would continue the line."""
+    if "\x00" in text:
+        raise ShellSyntaxError("it holds a NUL character, which no shell command can")
+    if "\\\r" in text:
+        raise ShellSyntaxError(
+            "a backslash before a carriage return, which bash reads as a quoted character "
+            "and the parser as a line continuation"
+        )
     try:
-        out = _read(process, data)
-        err = process.stderr.read() if process.stderr else b""
-        process.wait()
-    finally:
-        timer.cancel()
-        process.kill()
-        process.wait()
-        for stream in (process.stdin, process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
-    if out is None:
-        raise ShellSyntaxError("too deeply nested to judge")
-    if process.returncode != 0:
-        message = err.decode(errors="replace").strip().removeprefix("<standard input>:")
-        if process.returncode < 0 or message.startswith(("fatal error", "runtime:")):
-            message = "too deeply nested to judge, or not parsed in time"
-        raise ShellSyntaxError(message or "the command cannot be parsed")
-    try:
-        tree: Node = json.loads(out)
-    except RecursionError:
-        raise ShellSyntaxError("too deeply nested to judge") from None
-    return tree
+        return text.replace("\r\n", "\n").replace("\r", "\n").encode()
+    except UnicodeEncodeError:
+        raise ShellSyntaxError("it is not UTF-8 text") from None
 
 
-def _read(process: subprocess.Popen[bytes], data: bytes) -> bytes | None:
-    """What shfmt writes for ``data``, or None past MAX_TREE_BYTES."""
-    assert process.stdin is not None
-    assert process.stdout is not None
-    with contextlib.suppress(BrokenPipeError):
-        process.stdin.write(data)
-        process.stdin.close()
-    chunks, size = [], 0
-    while chunk := process.stdout.read(1 << 20):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_TREE_BYTES:
-            return None
-    return b"".join(chunks)
+# What the reader does with each type of shfmt's nodes (the rest only hold these).
+_READERS = {
+    "CallExpr": "_call",
+    "DeclClause": "_declaration",
+    "ArithmCmd": "_arithmetic_command",
+    "ArithmExp": "_arithmetic_command",
+    "CStyleLoop": "_c_loop",
+    "LetClause": "_let",
+    "ParamExp": "_parameter",
+    "BinaryTest": "_binary_test",
+    "UnaryTest": "_unary_test",
+    "ForClause": "_for",
+    "DblQuoted": "_double_quoted",
+}
 
 
-def _nodes(tree: Node) -> Iterator[Node]:
-    """Every node of the tree, in source order: a command nested anywhere is found. (A
-    stack, not recursion: nesting as deep as shfmt accepts is fine.)"""
+class _Reader:
+    """One walk over shfmt's tree of a script, collecting what the Script holds."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.commands: list[SimpleCommand] = []
+        self.values: list[tuple[str, str | None]] = []
+        self.evaluated: list[Evaluated] = []
+        self.hazards: list[Hazard] = []
+        self.redirects: list[Node] = []
+        self.stdin: dict[int, tuple[Word | None, bool]] = {}  # by id() of a statement's command
+
+    def script(self) -> Script:
+        for node in _nodes(syntax_tree(self.data)):
+            self._comments(node)
+            if isinstance(node.get("Cmd"), dict):  # a statement, seen before its command
+                redirects = node.get("Redirs") or []
+                self.stdin[id(node["Cmd"])] = redirects_.stdin(redirects, self.data)
+                self.redirects += redirects
+            read = _READERS.get(str(node.get("Type")))
+            if read is not None:
+                getattr(self, read)(node)
+        return Script(
+            tuple(self.commands),
+            tuple(redirects_.writes(self.redirects, self.data)),
+            tuple(self.values),
+            tuple(self.evaluated),
+            tuple(self.hazards),
+        )
+
+    def source(self, node: Node) -> str:
+        return _source(node, self.data)
+
+    def _call(self, node: Node) -> None:
+        for assignment in node.get("Assigns") or []:
+            self._assign(assignment)
+        found = tuple(w for arg in node.get("Args") or [] for w in words(arg, self.data))
+        if found:
+            stdin, from_file = self.stdin.get(id(node), (None, False))
+            self.commands.append(SimpleCommand(found, self.source(node), stdin, from_file))
+
+    def _declaration(self, node: Node) -> None:
+        variant = node["Variant"]["Value"]
+        shown: list[Word] = [Word(variant, variant)]
+        flags, declared = "", set()
+        for arg in node.get("Args") or []:
+            if arg.get("Naked"):
+                name = (arg.get("Name") or {}).get("Value", "")
+                value = word(arg["Value"], self.data) if arg.get("Value") else Word(name, name)
+                if value.literal and value.pattern.startswith(("-", "+")):
+                    flags += value.pattern[1:]
+                else:
+                    self._named(value, f"{variant} {value.shown}")
+                    named, equals, text = value.pattern.partition("=")
+                    declared.add(named)
+                    if equals:
+                        self.values.append((named, text if value.literal else None))
+                shown.append(value)
+                continue
+            name, given = self._assign(arg)
+            declared.add(name)
+            source = self.source(arg)
+            shown.append(Word(source, source, expands=given is None))
+            if "n" in flags and given is not None:
+                self._named(given, source)
+        if "i" in flags:  # what an integer variable is given is evaluated as arithmetic
+            self._evaluate(self.source(node), Reading(names=declared))
+        self.commands.append(SimpleCommand(tuple(shown), self.source(node), declaration=True))
+
+    def _named(self, value: Word, where: str) -> None:
+        """A word bash takes as a variable's name (``NAME``, ``NAME=VALUE``, ``a[i]``)."""
+        reading = Reading()
+        if not value.literal:
+            reading.opaque.append(value.shown)
+        else:
+            arith.name_reading(value.pattern.partition("=")[0], reading)
+        self._evaluate(where, reading)
+
+    def _assign(self, node: Node) -> tuple[str, Word | None]:
+        """``NAME=VALUE`` (leading, alone, or given to export/declare): the name and its value
+        (None for an array)."""
+        name = (node.get("Name") or {}).get("Value", "")
+        source = self.source(node)
+        self._arithmetic(node.get("Index"), source)
+        if node.get("Array") is None:
+            value = node.get("Value")
+            if value is None:
+                self.values.append((name, ""))
+                return name, Word("", "")
+            self._value(name, value)
+            return name, word(value, self.data)
+        for element in node["Array"].get("Elems") or []:
+            self._arithmetic(element.get("Index"), source)
+            if element.get("Value") is not None:
+                self._value(name, element["Value"])
+        return name, None
+
+    def _value(self, name: str, node: Node) -> None:
+        """A text ``name`` is given: known when literal; a number from ``$((...))``."""
+        parts = node.get("Parts") or []
+        if len(parts) == 1 and parts[0]["Type"] == "ArithmExp":
+            self.values.append((name, "0"))
+            return
+        value = word(node, self.data)
+        self.values.append((name, value.pattern if value.literal else None))
+
+    def _evaluate(self, where: str, reading: Reading, how: str = "arithmetic") -> None:
+        if reading.names or reading.opaque:
+            self.evaluated.append(Evaluated(where, reading, how))
+        self.values += [(name, "0") for name in reading.assigned]
+
+    def _arithmetic(self, node: Node | None, where: str) -> None:
+        if node is None or _whole_array(node):
+            return
+        reading = Reading()
+        arith.expression(node, reading, self.source)
+        self._evaluate(where, reading)
+
+    def _arithmetic_command(self, node: Node) -> None:
+        self._arithmetic(node.get("X"), self.source(node))
+
+    def _c_loop(self, node: Node) -> None:
+        for key in ("Init", "Cond", "Post"):
+            self._arithmetic(node.get(key), self.source(node))
+
+    def _let(self, node: Node) -> None:
+        source = self.source(node)
+        for expression in node.get("Exprs") or []:
+            self._arithmetic(expression, source)
+        shown = [Word("let", "let")] + [_opaque(self.source(e)) for e in node.get("Exprs") or []]
+        self.commands.append(SimpleCommand(tuple(shown), source, declaration=True))
+
+    def _parameter(self, node: Node) -> None:
+        source = self.source(node)
+        name = (node.get("Param") or {}).get("Value", "")
+        self._arithmetic(node.get("Index"), source)
+        for key in ("Offset", "Length"):
+            self._arithmetic((node.get("Slice") or {}).get(key), source)
+        expansion = node.get("Exp") or {}
+        operator = expansion.get("Op")
+        if node.get("Excl") and not node.get("Names") and not _whole_array(node.get("Index")):
+            self._evaluate(source, Reading(names={name}), "name")
+        if operator == "@" and word(expansion.get("Word") or {}, self.data).pattern == "P":
+            self._evaluate(source, Reading(names={name}), "prompt")
+        if operator in (":=", "=") and expansion.get("Word") is not None:
+            self._value(name, expansion["Word"])
+
+    def _binary_test(self, node: Node) -> None:
+        if node.get("Op") in ARITHMETIC_TESTS:
+            reading = Reading()
+            for side in (node.get("X"), node.get("Y")):
+                if side and side.get("Type") == "Word":
+                    arith.word(side, reading, self.source)
+            self._evaluate(self.source(node), reading)
+
+    def _unary_test(self, node: Node) -> None:
+        operand = node.get("X") or {}
+        if node.get("Op") == "-v" and operand.get("Type") == "Word":
+            self._named(word(operand, self.data), self.source(node))
+
+    def _for(self, node: Node) -> None:
+        loop = node.get("Loop") or {}
+        if loop.get("Type") != "WordIter":
+            return
+        name = (loop.get("Name") or {}).get("Value", "")
+        items = loop.get("Items")
+        if not items:
+            self.values.append((name, None))  # "$@"
+        for item in items or []:
+            for value in words(item, self.data):
+                self.values.append((name, value.pattern if value.literal else None))
+
+    def _double_quoted(self, node: Node) -> None:
+        for inner in _nodes(node.get("Parts") or [], stop="CmdSubst"):
+            # Bash keeps these quotes as text, and expands what they hold; shfmt does not.
+            if inner.get("Type") == "SglQuoted" and set(inner.get("Value", "")) & set('$`\\"}'):
+                reason = "single quotes inside a double-quoted ${...}: bash and the parser differ"
+                self.hazards.append(Hazard(self.source(node), reason))
+                return
+
+    def _comments(self, node: Node) -> None:
+        for comment in (node.get("Comments") or []) + (node.get("Last") or []):
+            text = comment.get("Text", "")
+            if "\n" in text or text.endswith("\\"):
+                reason = "a comment ending in a backslash: bash ends it at the line's end"
+                self.hazards.append(Hazard("#" + text.split("\n", 1)[0], reason))
+
+
+def _whole_array(index: Node | None) -> bool:
+    """``[@]`` and ``[*]``: every element, nothing evaluated."""
+    parts = (index or {}).get("Parts") or []
+    return len(parts) == 1 and parts[0].get("Value") in ("@", "*")
+
+
+def _nodes(tree: Any, stop: str | None = None) -> Iterator[Node]:
+    """Every node of the tree, in source order: a command nested anywhere is found (not
+    below a node of type ``stop``). A stack, not recursion: nesting as deep as shfmt accepts
+    is fine."""
     stack: list[Any] = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             yield node
-            stack.extend(reversed(list(node.values())))
+            if stop is None or node.get("Type") != stop:
+                stack.extend(reversed(list(node.values())))
         elif isinstance(node, list):
             stack.extend(reversed(node))
 
@@ -217,138 +335,3 @@ def _source(node: Node, data: bytes) -> str:
 
 def _opaque(text: str) -> Word:
     return Word(text, text, expands=True)
-
-
-def _file_write(redirect: Node, data: bytes) -> FileWrite | None:
-    op, word = redirect["Op"], redirect.get("Word")
-    if word is None:
-        return None
-    target = _word(word, data)
-    if op == ">&" and (target.pattern.isdigit() or target.pattern == "-"):
-        return None  # duplicates or closes a descriptor: no file is opened
-    if op not in WRITE_OPERATORS and op != ">&":
-        return None
-    if target.literal and target.pattern.startswith(NOT_FILES):
-        return None
-    return FileWrite(target, _source(redirect, data))
-
-
-def _here_text(redirects: list[Node], data: bytes) -> Word | None:
-    """What the last here-document (<<, <<-) or here-string (<<<) feeds to stdin."""
-    fed = None
-    for redirect in redirects:
-        if redirect["Op"] in ("<<", "<<-") and redirect.get("Hdoc") is not None:
-            fed = _word(redirect["Hdoc"], data)
-        elif redirect["Op"] == "<<<" and redirect.get("Word") is not None:
-            fed = _word(redirect["Word"], data)
-        elif redirect["Op"] in ("<", "<&", "<>"):
-            fed = None  # stdin is a file: its text is not known
-    return fed
-
-
-def _assignment(node: Node, data: bytes) -> Word:
-    """An argument of export/declare/local/readonly: NAME, NAME=VALUE or a plain word."""
-    name = (node.get("Name") or {}).get("Value", "")
-    value = node.get("Value")
-    if node.get("Naked"):
-        return _word(value, data) if value else Word(name, name)
-    if node.get("Array") is not None or value is None:
-        source = _source(node, data)
-        return Word(source, source, expands=node.get("Array") is not None)
-    inner = _word(value, data)
-    sign = "+=" if node.get("Append") else "="
-    return Word(name + sign + inner.pattern, name + sign + inner.shown, inner.expands)
-
-
-def _word(node: Node, data: bytes) -> Word:
-    pattern: list[str] = []
-    shown: list[str] = []
-    expands = False
-    for part in node.get("Parts") or []:
-        kind = part["Type"]
-        if kind == "Lit":
-            text = _unescape(part.get("Value", ""), quoted=False)
-            expands = expands or _expands(text)
-            pattern.append(text)
-            shown.append(text)
-        elif kind == "SglQuoted":
-            text = _ansi_c(part.get("Value", "")) if part.get("Dollar") else part.get("Value", "")
-            pattern.append(text)
-            shown.append(text)
-        elif kind == "DblQuoted":
-            quoted_pattern, quoted_shown = _double_quoted(part, data)
-            pattern += quoted_pattern
-            shown += quoted_shown
-        elif kind == "ExtGlob":
-            text = _source(part, data)
-            expands = True
-            pattern.append(text)
-            shown.append(text)
-        else:  # ParamExp, CmdSubst, ArithmExp, ProcSubst: known only at run time
-            pattern.append(DYNAMIC)
-            shown.append(_source(part, data))
-    return Word("".join(pattern), "".join(shown), expands)
-
-
-def _double_quoted(node: Node, data: bytes) -> tuple[list[str], list[str]]:
-    pattern: list[str] = []
-    shown: list[str] = []
-    for part in node.get("Parts") or []:
-        if part["Type"] == "Lit":
-            text = _unescape(part.get("Value", ""), quoted=True)
-            pattern.append(text)
-            shown.append(text)
-        else:
-            pattern.append(DYNAMIC)
-            shown.append(_source(part, data))
-    return pattern, shown
-
-
-def _expands(text: str) -> bool:
-    """Unquoted text that bash's pathname or brace expansion may turn into other words."""
-    if any(char in _GLOB_CHARS for char in text) and text not in ("[", "[["):
-        return True
-    return _BRACES.search(text) is not None
-
-
-def _unescape(text: str, *, quoted: bool) -> str:
-    """Backslash removal: unquoted, a backslash quotes any character (and drops a newline);
-    inside double quotes, only $ ` " \\ and newline."""
-    out: list[str] = []
-    chars = iter(text)
-    for char in chars:
-        if char != "\\":
-            out.append(char)
-            continue
-        following = next(chars, "")
-        if following == "\n":
-            continue
-        if quoted and following not in '$`"\\':
-            out.append("\\")
-        out.append(following)
-    return "".join(out)
-
-
-_ANSI_C = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r"}
-_ANSI_C |= {"t": "\t", "v": "\v"}
-_ANSI_C_ESCAPE = re.compile(
-    r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL
-)
-
-
-def _ansi_c(text: str) -> str:
-    """The value of $'...': bash's backslash escapes, up to the first NUL, where bash stops."""
-
-    def escape(match: re.Match[str]) -> str:
-        code = match.group(1)
-        if code[0] in "xuU":
-            return chr(min(int(code[1:], 16), 0x10FFFF))
-        if code[0] in "01234567":
-            return chr(int(code, 8))
-        if code[0] == "c" and len(code) == 2:
-            return chr(ord(code[1].upper()) ^ 0x40)
-        if code in _ANSI_C:
-            return _ANSI_C[code]
-        return code if code in "\\'\"?" else "\\" + code
-
-    return _ANSI_C_ESCAPE.sub(escape, text).split("\x00", 1)[0]

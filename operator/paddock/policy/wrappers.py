@@ -10,17 +10,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from paddock.policy.shell import DYNAMIC, Word
+from paddock.policy.redirects import plain_file
+from paddock.policy.words import DYNAMIC, Word
+from paddock.policy.wrapper_options import (
+    SHELL_LONG_FLAGS,
+    SHELL_VALUES,
+    SHELLS,
+    STARTUP_FILES,
+    WRAPPERS,
+    Wrapper,
+)
 
 
 @dataclass(frozen=True)
 class Runs:
-    """A command run by another: ``words`` as arguments, or ``script`` as shell text."""
+    """A command run by another: ``words`` as arguments, or ``script`` as shell text; with
+    the variables the wrapper sets for it (``env A=1``)."""
 
     words: tuple[Word, ...] = ()
     script: str | None = None
     more_arguments: bool = False  # xargs adds arguments read at run time
     stdin: Word | None = None  # the here-document the wrapped command reads
+    stdin_file: bool = False
+    environment: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -30,195 +42,166 @@ class Unknown:
     reason: str
 
 
-@dataclass(frozen=True)
-class Wrapper:
-    """How one wrapper finds the command it runs among its arguments."""
-
-    values: frozenset[str] = frozenset()  # options followed by a value
-    flags: frozenset[str] = frozenset()  # options without one
-    operands: int = 0  # words before the command (timeout's duration, chroot's directory)
-    assignments: bool = False  # NAME=VALUE words before the command (env, sudo)
-    script_options: frozenset[str] = frozenset()  # options whose value is shell text (su -c)
-    more_arguments: bool = False
-    numbers: bool = False  # -N is an option (nice -10)
-    no_command: frozenset[str] = field(default_factory=frozenset)  # options that run nothing
-
-
-def _opts(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-WRAPPERS: dict[str, Wrapper] = {
-    "env": Wrapper(
-        values=_opts("-u --unset -C --chdir"),
-        flags=_opts(
-            "-i --ignore-environment -0 --null -v --debug - --default-signal --ignore-signal "
-            "--block-signal --list-signal-handling"
-        ),
-        assignments=True,
-    ),
-    "timeout": Wrapper(
-        values=_opts("-s --signal -k --kill-after"),
-        flags=_opts("--preserve-status --foreground -v --verbose -f -p"),
-        operands=1,
-    ),
-    "nohup": Wrapper(),
-    "nice": Wrapper(values=_opts("-n --adjustment"), numbers=True),
-    "ionice": Wrapper(values=_opts("-c --class -n --classdata"), flags=_opts("-t --ignore")),
-    "stdbuf": Wrapper(values=_opts("-i -o -e --input --output --error")),
-    "setsid": Wrapper(flags=_opts("-c --ctty -f --fork -w --wait")),
-    "exec": Wrapper(values=_opts("-a"), flags=_opts("-c -l")),
-    "command": Wrapper(flags=_opts("-p"), no_command=_opts("-v -V")),
-    "builtin": Wrapper(),
-    "time": Wrapper(
-        values=_opts("-f --format -o --output"),
-        flags=_opts("-a --append -p --portability -v --verbose -q --quiet"),
-    ),
-    "xargs": Wrapper(
-        values=_opts(
-            "-a --arg-file -d --delimiter -E --eof -I --replace -L --max-lines -n --max-args "
-            "-P --max-procs -s --max-chars --process-slot-var"
-        ),
-        flags=_opts(
-            "-0 --null -o --open-tty -p --interactive -r --no-run-if-empty -t --verbose -x "
-            "--exit -e -i -l"
-        ),
-        more_arguments=True,
-    ),
-    "sudo": Wrapper(
-        values=_opts(
-            "-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt -r --role "
-            "-t --type -T --command-timeout -U --other-user -R --chroot"
-        ),
-        flags=_opts(
-            "-A --askpass -b --background -E --preserve-env -H --set-home -n --non-interactive "
-            "-P --preserve-groups -S --stdin -s --shell -i --login -k --reset-timestamp"
-        ),
-        assignments=True,
-        no_command=_opts("-l --list -v --validate -V --version -K --remove-timestamp"),
-    ),
-    "doas": Wrapper(values=_opts("-u -C"), flags=_opts("-n -s")),
-    "chroot": Wrapper(values=_opts("--userspec --groups"), flags=_opts("--skip-chdir"), operands=1),
-    "flock": Wrapper(
-        values=_opts("-w --timeout -E --conflict-exit-code"),
-        flags=_opts(
-            "-s --shared -x -e --exclusive -u --unlock -n --nb --nonblock -o --close -F "
-            "--no-fork --verbose"
-        ),
-        operands=1,
-        script_options=_opts("-c --command"),
-    ),
-    "watch": Wrapper(
-        values=_opts("-n --interval -q --equexit"),
-        flags=_opts(
-            "-b --beep -c --color -C --no-color -d --differences -e --errexit -g --chgexit "
-            "-p --precise -t --no-title -w --no-wrap -x --exec"
-        ),
-    ),
-    "strace": Wrapper(
-        values=_opts("-o -e -s -u -E -a -b -I -O -S -X -P"),
-        flags=_opts("-f -ff -c -C -d -D -F -i -k -q -qq -r -t -tt -ttt -T -v -w -x -xx -y -yy"),
-    ),
-    "ltrace": Wrapper(values=_opts("-o -e -s -u -a -n"), flags=_opts("-f -c -C -i -r -S -t -T")),
-    "unbuffer": Wrapper(flags=_opts("-p")),
-    "su": Wrapper(
-        values=_opts("-s --shell -g --group -G --supp-group -w --whitelist-environment"),
-        flags=_opts("- -l --login -m -p --preserve-environment -P --pty -f --fast"),
-        script_options=_opts("-c --command --session-command"),
-    ),
-    "runuser": Wrapper(
-        values=_opts("-u --user -s --shell -g --group -G --supp-group"),
-        flags=_opts("- -l --login -m -p --preserve-environment"),
-        script_options=_opts("-c --command --session-command"),
-    ),
-    "script": Wrapper(
-        values=_opts("-E --echo -I --log-in -O --log-out -T --log-timing -B --log-io -m"),
-        flags=_opts("-a --append -e --return -f --flush -q --quiet"),
-        script_options=_opts("-c --command"),
-    ),
-}
-# Wrappers whose remaining words are the command only with an option (su -c), or never.
-SCRIPT_ONLY = frozenset({"su", "runuser", "script"})
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
-_SHELL_VALUES = _opts("-o +o -O +O --rcfile --init-file")
-_SHELL_LONG_FLAGS = _opts(
-    "--norc --noprofile --login --posix --restricted --verbose --noediting --debugger "
-    "--dump-strings --dump-po-strings --protected"
-)
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 # Commands judged as themselves as well as by what they run.
-JUDGED_ITSELF = frozenset({"find"})
+JUDGED_ITSELF = frozenset({"find", "git", "source", "."})
+# Where the wrappers' own programs are: a path elsewhere (./nohup) is a file of its own.
+PROGRAM_DIRECTORIES = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
+REPLACED = "{}"  # what find -exec and xargs -i replace with a file name or an input line
+APPLETS = frozenset({"busybox", "toybox"})  # multi-call programs: the first word is the command
+# git configs that run nothing, whatever their value (``git -c user.name=x``).
+GIT_HARMLESS_KEYS = ("user.", "color.", "advice.", "core.quotepath", "init.defaultbranch",
+                     "commit.gpgsign", "log.", "pull.rebase", "diff.noprefix", "column.",
+                     "core.autocrlf", "push.default", "merge.conflictstyle", "i18n.")  # fmt: skip
 
 
-def runs(words: tuple[Word, ...], stdin: Word | None = None) -> list[Runs | Unknown] | None:
+def judged_itself(name: Word) -> bool:
+    """Whether a command is judged as itself besides what it runs: find, and a program that
+    is not where the wrappers' own programs are (``./nohup`` is a file of the workspace, and
+    runs whatever it holds)."""
+    path = name.pattern
+    if path.rsplit("/", 1)[-1] in JUDGED_ITSELF:
+        return True
+    return "/" in path and not path.startswith(PROGRAM_DIRECTORIES)
+
+
+def runs(
+    words: tuple[Word, ...], stdin: Word | None = None, stdin_file: bool = False
+) -> list[Runs | Unknown] | None:
     """What the command of these words runs besides itself, or None when it runs nothing else
     (a plain command, or a wrapper with nothing to run). ``words[0]`` is a literal name;
-    ``stdin`` the here-document it is fed, if any (a shell runs it as a script)."""
+    ``stdin`` the here-document it is fed, if any (a shell runs it as a script), and
+    ``stdin_file`` whether its stdin is a file."""
     name = words[0].pattern.rsplit("/", 1)[-1]
     args = words[1:]
     if name == "busybox" and args and args[0].pattern in SHELLS:
         name, args = args[0].pattern, args[1:]
     if name in SHELLS:
-        return _shell(name, args, stdin)
+        return _shell(name, args, stdin, stdin_file)
     if name == "eval":
+        args = args[1:] if args and args[0].pattern == "--" else args
         return [_script(args, "eval")] if args else None
     if name == "trap":
         return _trap(args)
+    if name in ("source", "."):
+        args = args[1:] if args and args[0].pattern == "--" else args
+        return _file(name, args[0]) if args else None
+    if name in APPLETS and args and not args[0].pattern.startswith("-"):
+        return [Runs(words=args)]  # busybox wget: the applet is the command
+    if name == "git":
+        return _git(args)
     if name == "find":
         return _find(args) or None
     wrapper = WRAPPERS.get(name)
-    return None if wrapper is None else _wrapped(name, wrapper, args, stdin)
+    if wrapper is None:
+        return None
+    if wrapper.permutes:
+        return _permuting(name, wrapper, args, stdin)
+    return _wrapped(name, wrapper, args, stdin, stdin_file)
 
 
 def _script(args: tuple[Word, ...], what: str) -> Runs | Unknown:
     """Shell text made of words (eval joins them with spaces, as bash does)."""
-    if any(word.dynamic for word in args):
-        return Unknown(f"{what} runs text that is only known at run time")
+    unknown = next((word for word in args if not word.literal), None)
+    if unknown is not None:
+        return Unknown(f"{what} runs text that is only known at run time: {unknown.shown}")
     return Runs(script=" ".join(word.pattern for word in args))
 
 
-def _shell(name: str, args: tuple[Word, ...], stdin: Word | None) -> list[Runs | Unknown] | None:
+def _unknown_option(name: str, word: Word) -> list[Runs | Unknown]:
+    return [
+        Unknown(
+            f"{name} is given a word only known at run time where an option may be: {word.shown}"
+        )
+    ]
+
+
+def _shell(
+    name: str, args: tuple[Word, ...], stdin: Word | None, stdin_file: bool
+) -> list[Runs | Unknown] | None:
     """``bash -c TEXT``: TEXT is a script; so is a here-document a shell reads as its script.
-    A shell that runs a file, or stdin from a pipe, is judged as the shell command itself."""
+    A shell that runs a file, or reads a file on stdin, is judged as the shell command
+    itself; one that reads stdin from elsewhere (a pipe) runs what cannot be told."""
     index, command_mode, reads_stdin = 0, False, False
     while index < len(args):
+        if not args[index].literal:
+            return _unknown_option(name, args[index])
         text = args[index].pattern
         if text == "--" or not text.startswith(("-", "+")) or text in ("-", "+"):
             break
-        if text in _SHELL_VALUES:
-            index += 2
-            continue
-        if text.startswith("--"):
-            if text not in _SHELL_LONG_FLAGS:
+        if text in STARTUP_FILES:
+            return [Unknown(f"{name} {text} runs the code of a file")]
+        takes_value = text in SHELL_VALUES
+        if text.startswith("--") and not takes_value:
+            if text not in SHELL_LONG_FLAGS:
                 return [Unknown(f"{name} has an option Paddock does not know: {text}")]
         elif "c" in text[1:]:
             command_mode = True
         elif "s" in text[1:]:
             reads_stdin = True
-        elif any(flag in text[1:] for flag in "oO"):
-            index += 2
-            continue
-        index += 1
+        else:
+            takes_value = takes_value or any(flag in text[1:] for flag in "oO")
+        index += 2 if takes_value else 1
     if index < len(args) and args[index].pattern == "--":
         index += 1
-    if not command_mode:
-        if stdin is None or (index < len(args) and not reads_stdin):
-            return None
-        if stdin.dynamic:
-            return [Unknown(f"{name} reads a script that is only known at run time")]
-        return [Runs(script=stdin.pattern)]
-    if index >= len(args):
-        return [Unknown(f"{name} -c is given no command")]
-    return [_script(args[index : index + 1], f"{name} -c")]
+    if command_mode:
+        if index >= len(args):
+            return [Unknown(f"{name} -c is given no command")]
+        return [_script(args[index : index + 1], f"{name} -c")]
+    if index < len(args) and not reads_stdin:
+        return _file(name, args[index])
+    if stdin_file:
+        return None
+    if stdin is None:
+        return [Unknown(f"{name} reads its script from stdin, which is only known at run time")]
+    return [_script((stdin,), f"{name}'s here-document")]
+
+
+def _file(name: str, path: Word) -> list[Runs | Unknown] | None:
+    """A script file a shell or ``source`` runs: judged as the command itself when it is a
+    file of its own (its content is not known either way), what cannot be told when it is
+    stdin or a process substitution in disguise (``bash /dev/stdin``, ``source <(...)``)."""
+    if plain_file(path):
+        return None
+    return [Unknown(f"{name} runs a script only known at run time: {path.shown}")]
+
+
+def _git(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
+    """``git -c KEY=VALUE``: a config that may name a program (core.pager, an alias with !,
+    core.fsmonitor...), so denied unless KEY is one that runs nothing."""
+    for index, word in enumerate(args):
+        if not word.literal or not word.pattern.startswith("-"):
+            break
+        setting = None
+        if word.pattern in ("-c", "--config-env") and index + 1 < len(args):
+            setting = args[index + 1]
+        elif word.pattern.startswith(("-c", "--config-env=")):
+            text = word.pattern.removeprefix("--config-env=").removeprefix("-c")
+            setting = Word(text, text)
+        if setting is None:
+            continue
+        key = setting.pattern.partition("=")[0].lower()
+        if not setting.literal or not key.startswith(GIT_HARMLESS_KEYS):
+            return [
+                Unknown(f"git {word.pattern} {setting.shown} sets a config that may run a program")
+            ]
+    return None
 
 
 def _trap(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
-    if len(args) < 2 or args[0].pattern.startswith("-"):
+    if any(not word.single for word in args):
+        return [Unknown("trap is given words only known at run time")]
+    if args and args[0].pattern == "--":
+        args = args[1:]
+    if len(args) < 2 or (args[0].literal and args[0].pattern.startswith("-")):
         return None  # lists or resets traps
     return [_script(args[:1], "trap")]
 
 
 def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
+    """find's -exec commands, each ``{}`` in them a file name only known at run time."""
+    if any(not word.single for word in args):
+        return [Unknown("find is given words that may become several at run time")]
     found: list[Runs | Unknown] = []
     index = 0
     while index < len(args):
@@ -227,73 +210,183 @@ def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
             while end < len(args) and args[end].pattern not in (";", "+"):
                 end += 1
             if end > index + 1:
-                found.append(Runs(words=args[index + 1 : end]))
+                found.append(Runs(words=_replaced(args[index + 1 : end], REPLACED)))
             index = end
         index += 1
     return found
 
 
-def _wrapped(
-    name: str, wrapper: Wrapper, args: tuple[Word, ...], stdin: Word | None
-) -> list[Runs | Unknown] | None:
-    index = 0
-    while index < len(args):
-        word = args[index]
+def _replaced(words: tuple[Word, ...], marker: str) -> tuple[Word, ...]:
+    """The words with each ``marker`` made text only known at run time."""
+    return tuple(
+        Word(w.pattern.replace(marker, DYNAMIC), w.shown, w.expands, w.splits) for w in words
+    )
+
+
+@dataclass
+class _Options:
+    index: int  # of the first word after the options (the first operand, or after --)
+    given: dict[str, str] = field(default_factory=dict)  # option -> value ("" for a flag)
+    operands: list[int] = field(default_factory=list)  # operands among options (permuting)
+
+
+def _options(
+    name: str, wrapper: Wrapper, args: tuple[Word, ...]
+) -> _Options | list[Runs | Unknown] | None:
+    """A wrapper's options as its option parser reads them; what it runs when an option
+    says (su -c); None when an option makes it run nothing."""
+    parsed = _Options(0)
+    while parsed.index < len(args):
+        word = args[parsed.index]
+        if not word.literal:
+            return _unknown_option(name, word)
         text = word.pattern
-        if not word.literal and text.startswith("-"):
-            return [Unknown(f"{name} is given an option only known at run time: {word.shown}")]
         if text == "--":
-            index += 1
+            parsed.index += 1
             break
         if not text.startswith("-") or (text == "-" and "-" not in wrapper.flags):
-            break
-        option, has_value, value = text.partition("=") if text.startswith("--") else (text, "", "")
+            if not wrapper.permutes:
+                break
+            parsed.operands.append(parsed.index)
+            parsed.index += 1
+            continue
+        if text == "-" or (wrapper.numbers and text[1:].isdigit()):
+            parsed.index += 1
+            continue
+        outcome = _long(name, wrapper, args, parsed) if text.startswith("--") else None
+        if not text.startswith("--"):
+            outcome = _short(name, wrapper, args, parsed)
+        if outcome is not None:
+            return outcome or None
+    return parsed
+
+
+def _value(args: tuple[Word, ...], index: int) -> Word | None:
+    """The word after an option that takes one: None when missing or several words."""
+    return args[index] if index < len(args) and args[index].single else None
+
+
+def _long(
+    name: str, wrapper: Wrapper, args: tuple[Word, ...], parsed: _Options
+) -> list[Runs | Unknown] | None:
+    """One ``--option[=value]``; what runs when it decides, else None (read on)."""
+    text = args[parsed.index].pattern
+    option, has_value, value = text.partition("=")
+    if option in wrapper.no_command:
+        return []
+    if option in wrapper.script_options:
+        return [
+            _option_script(
+                name, option, (Word(value, value),) if has_value else args[parsed.index + 1 :]
+            )
+        ]
+    if option in wrapper.values and not has_value:
+        given = _value(args, parsed.index + 1)
+        if given is None:
+            return [Unknown(f"{name} {option} is given no single value")]
+        parsed.given[option] = given.pattern
+        parsed.index += 2
+        return None
+    if (
+        option in wrapper.values
+        or option in wrapper.optional
+        or (option in wrapper.flags and not has_value)
+    ):
+        parsed.given[option] = value
+        parsed.index += 1
+        return None
+    return [Unknown(f"{name} has an option Paddock does not know: {text}")]
+
+
+def _short(
+    name: str, wrapper: Wrapper, args: tuple[Word, ...], parsed: _Options
+) -> list[Runs | Unknown] | None:
+    """One ``-abc`` cluster: flags, perhaps ending in an option that takes the rest of the
+    cluster (or the next word) as its value."""
+    text = args[parsed.index].pattern
+    for position in range(1, len(text)):
+        option, rest = "-" + text[position], text[position + 1 :]
         if option in wrapper.no_command:
-            return None
+            return []
         if option in wrapper.script_options:
-            attached = (Word(value, word.shown.partition("=")[2]),)
-            return [_option_script(name, option, attached if has_value else args[index + 1 :])]
-        if option in wrapper.values:
-            index += 1 if has_value else 2
-        elif option in wrapper.flags or (wrapper.numbers and option[1:].isdigit()):
-            index += 1
-        elif consumed := _short_cluster(option, wrapper):
-            index += consumed
-        else:
+            return [
+                _option_script(
+                    name, option, (Word(rest, rest),) if rest else args[parsed.index + 1 :]
+                )
+            ]
+        if option in wrapper.values and not rest:
+            given = _value(args, parsed.index + 1)
+            if given is None:
+                return [Unknown(f"{name} {option} is given no single value")]
+            parsed.given[option] = given.pattern
+            parsed.index += 2
+            return None
+        if option in wrapper.values or option in wrapper.optional:
+            parsed.given[option] = rest
+            break
+        if option not in wrapper.flags:
             return [Unknown(f"{name} has an option Paddock does not know: {text}")]
-    if name in SCRIPT_ONLY:
-        return None
-    index += wrapper.operands
-    while wrapper.assignments and index < len(args) and _is_assignment(args[index]):
+        parsed.given[option] = ""
+    parsed.index += 1
+    return None
+
+
+def _wrapped(
+    name: str, wrapper: Wrapper, args: tuple[Word, ...], stdin: Word | None, stdin_file: bool
+) -> list[Runs | Unknown] | None:
+    parsed = _options(name, wrapper, args)
+    if not isinstance(parsed, _Options):
+        return parsed
+    index, given = parsed.index, parsed.given
+    for _ in range(wrapper.operands):
+        if index < len(args) and not args[index].single:
+            return [Unknown(f"{name} is given a word that may become several: {args[index].shown}")]
         index += 1
+    if name == "flock" and index < len(args) and args[index].pattern in ("-c", "--command"):
+        return [_option_script(name, args[index].pattern, args[index + 1 :])]
+    environment: list[tuple[str, str | None]] = []
+    while wrapper.assignments and index < len(args) and "=" in args[index].pattern:
+        variable, _, value = args[index].pattern.partition("=")
+        if not args[index].single or DYNAMIC in variable:
+            return [Unknown(f"{name} sets a variable only known at run time: {args[index].shown}")]
+        environment.append((variable, None if DYNAMIC in value else value))
+        index += 1
+    extra: list[Runs | Unknown] = []
+    output = given.get("-o", "")
+    if name == "strace" and output.startswith(("|", "!")):
+        extra.append(Runs(script=output[1:]))  # strace -o '|cmd' pipes its trace to cmd
     if index >= len(args):
-        return None
+        return extra or ([Runs(environment=tuple(environment))] if environment else None)
     command = args[index:]
-    if name == "watch" and "-x" not in {w.pattern for w in args[:index]}:
-        return [_script(command, "watch")]  # watch hands its words to sh -c
-    return [Runs(words=command, more_arguments=wrapper.more_arguments, stdin=stdin)]
+    if name == "watch" and "-x" not in given and "--exec" not in given:
+        return [*extra, _script(command, "watch")]  # watch hands its words to sh -c
+    replace = next((given[o] or REPLACED for o in ("-I", "-i", "--replace") if o in given), None)
+    if replace is not None:
+        command = _replaced(command, replace)
+    more = wrapper.more_arguments and replace is None
+    return [*extra, Runs(command, None, more, stdin, stdin_file, tuple(environment))]
+
+
+def _permuting(
+    name: str, wrapper: Wrapper, args: tuple[Word, ...], stdin: Word | None
+) -> list[Runs | Unknown] | None:
+    """su, runuser and script read options anywhere: ``su USER -c CMD`` runs CMD. Without
+    -c, ``runuser -u USER CMD`` runs CMD, ``su USER ARGS`` hands ARGS to a shell, and
+    otherwise a shell reads its commands from stdin."""
+    parsed = _options(name, wrapper, args)
+    if not isinstance(parsed, _Options):
+        return parsed
+    rest = tuple(args[i] for i in parsed.operands) + args[parsed.index :]
+    if name == "runuser" and ("-u" in parsed.given or "--user" in parsed.given) and rest:
+        return [Runs(words=rest)]
+    if rest and rest[0].pattern == "-":
+        rest = rest[1:]
+    if name == "script" or len(rest) < 2:
+        return [Unknown(f"{name} runs a shell that reads its commands from stdin")]
+    return _shell("sh", rest[1:], stdin, False)
 
 
 def _option_script(name: str, option: str, rest: tuple[Word, ...]) -> Runs | Unknown:
     if not rest:
         return Unknown(f"{name} {option} is given no command")
     return _script(rest[:1], f"{name} {option}")
-
-
-def _short_cluster(option: str, wrapper: Wrapper) -> int:
-    """How many words ``-abc`` (flags, perhaps ending in an option with a value) takes, or 0
-    when a letter is unknown."""
-    if option.startswith("--") or len(option) < 3:
-        return 0
-    for position, letter in enumerate(option[1:], start=1):
-        short = "-" + letter
-        if short in wrapper.values:
-            return 1 if position < len(option) - 1 else 2
-        if short not in wrapper.flags:
-            return 0
-    return 1
-
-
-def _is_assignment(word: Word) -> bool:
-    name, equals, _ = word.pattern.partition("=")
-    return bool(equals) and name.isidentifier() and DYNAMIC not in name

@@ -1,0 +1,141 @@
+"""Builtins that take text bash evaluates again or runs: a variable's name (``read NAME``,
+``printf -v NAME``, ``test -v NAME``: a subscript in it is evaluated), arithmetic (``let``),
+a command (``mapfile -C``, ``compgen -C``, an alias's value), or what a name runs
+(``hash -p``, ``enable -f``)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from paddock.policy import arith
+from paddock.policy.arith import Reading
+from paddock.policy.words import Word
+from paddock.policy.wrappers import Runs, Unknown
+
+DECLARING = frozenset({"declare", "typeset", "local", "export", "readonly"})
+# Per builtin: its options that take a value, and those whose value is a variable's name.
+OPTIONS = {
+    "read": ("adinNptu", "a"),
+    "mapfile": ("dnOsuCc", ""),
+    "readarray": ("dnOsuCc", ""),
+    "printf": ("v", "v"),
+    "wait": ("p", "p"),
+    "compgen": ("AGWFCXPSo", ""),
+    "complete": ("AGWFCXPSo", ""),
+}
+# The variable a builtin sets when it is given no name.
+DEFAULT_NAME = {"read": "REPLY", "mapfile": "MAPFILE", "readarray": "MAPFILE"}
+NAMED_OPERANDS = frozenset({"read", "mapfile", "readarray", "unset"})  # their operands are names
+
+
+@dataclass
+class Effects:
+    reading: Reading = field(default_factory=Reading)  # what bash evaluates, as arithmetic
+    assigned: list[tuple[str, str | None]] = field(default_factory=list)  # None: not known
+    runs: list[Runs | Unknown] = field(default_factory=list)
+
+
+def effects(words: tuple[Word, ...]) -> Effects:
+    """What the builtin of these words evaluates, assigns and runs besides itself."""
+    found = Effects()
+    name = words[0].pattern
+    given, operands = _options(words[1:], OPTIONS.get(name, ("", ""))[0])
+    for letter in OPTIONS.get(name, ("", ""))[1]:
+        if letter in given:
+            _name(given[letter], found)
+    if name in NAMED_OPERANDS:
+        for operand in operands:
+            _name(operand, found, assigns=name != "unset")
+    if name in DEFAULT_NAME and not operands and "a" not in given:
+        found.assigned.append((DEFAULT_NAME[name], None))
+    if name == "getopts" and len(operands) > 1:
+        _name(operands[1], found)
+        found.assigned.append(("OPTARG", None))
+    if name in ("test", "[") or name in DECLARING:
+        _named_words(name, words[1:], found)
+    if name == "let":
+        for word in words[1:]:
+            if word.literal:
+                arith.text_reading(word.pattern, found.reading)
+            else:
+                found.reading.opaque.append(word.shown)
+    if "C" in given and name in ("mapfile", "readarray", "compgen", "complete"):
+        found.runs.append(_text(given["C"], f"{name} -C"))
+    if "W" in given and name in ("compgen", "complete"):  # each word of it is expanded
+        wordlist = given["W"]
+        found.runs.append(_text(Word(": " + wordlist.pattern, wordlist.shown), f"{name} -W"))
+    if name == "alias":
+        for word in words[1:]:
+            if "=" in word.pattern:
+                value = word.pattern.partition("=")[2]
+                shown = word.shown.partition("=")[2]
+                found.runs.append(_text(Word(value, shown, word.expands, word.splits), "alias"))
+    if name == "hash" and "p" in given:
+        found.runs.append(Unknown("hash -p makes a name run another program"))
+    if name == "enable" and "f" in given:
+        found.runs.append(Unknown("enable -f loads a builtin's code from a file"))
+    return found
+
+
+def _options(args: tuple[Word, ...], valued: str) -> tuple[dict[str, Word], list[Word]]:
+    """A builtin's options (``-rp PROMPT``, clustered or not) and its operands."""
+    given: dict[str, Word] = {}
+    index = 0
+    while index < len(args):
+        text = args[index].pattern
+        if not args[index].literal or not text.startswith("-") or text == "-":
+            break
+        index += 1
+        if text == "--":
+            break
+        for position, letter in enumerate(text[1:], start=1):
+            if letter in valued:
+                rest = text[position + 1 :]
+                if rest:
+                    given[letter] = Word(rest, rest)
+                elif index < len(args):
+                    given[letter] = args[index]
+                    index += 1
+                break
+            given[letter] = Word("", "")
+    return given, list(args[index:])
+
+
+def _name(word: Word, found: Effects, assigns: bool = True) -> None:
+    """A word bash takes as a variable's name (and, unless ``assigns`` is off, assigns
+    text only known at run time)."""
+    if not word.literal:
+        found.reading.opaque.append(word.shown)
+        return
+    arith.name_reading(word.pattern, found.reading)
+    if assigns:
+        found.assigned.append((word.pattern.partition("[")[0], None))
+
+
+def _named_words(name: str, args: tuple[Word, ...], found: Effects) -> None:
+    """``test -v NAME``; ``declare NAME=VALUE`` reached through a wrapper (builtin, command)."""
+    if name in ("test", "["):
+        for flag, operand in itertools.pairwise(args):
+            if flag.pattern == "-v":
+                if not operand.literal:
+                    found.reading.opaque.append(operand.shown)
+                else:
+                    arith.name_reading(operand.pattern, found.reading)
+        return
+    for word in args:
+        if word.literal and word.pattern.startswith(("-", "+")):
+            continue
+        variable, equals, value = word.pattern.partition("=")
+        if not word.literal:
+            found.reading.opaque.append(word.shown)
+            continue
+        arith.name_reading(variable, found.reading)
+        if equals:
+            found.assigned.append((variable.partition("[")[0], value))
+
+
+def _text(word: Word, what: str) -> Runs | Unknown:
+    if not word.literal:
+        return Unknown(f"{what} runs text that is only known at run time: {word.shown}")
+    return Runs(script=word.pattern)
