@@ -325,6 +325,9 @@ CASES: list[tuple[str, Decision]] = [
     ("(ls > out.txt)", DENY),
     ("echo $(ls > out.txt)", DENY),
     ("bash -c 'echo hi > out.txt'", DENY),
+    # a path is a file of its own, whatever its name; a wrapper's documented forms are read
+    ("./nohup ls", ASK),
+    ("flock /tmp/lock -c 'pnpm test'", ALLOW),
 ]
 
 
@@ -356,8 +359,12 @@ def test_each_part_names_the_rule_that_decided_it() -> None:
     assert [(p.kind, p.text, p.decision, p.rule) for p in verdict.parts] == [
         ("command", "git status", ALLOW, "allow: git status*"),
         ("command", "curl -s x", DENY, "deny: curl*"),
-        ("command", "sh reads its script from stdin, which is only known at run time", DENY,
-         "cannot tell what runs"),
+        (
+            "command",
+            "sh reads its script from stdin, which is only known at run time",
+            DENY,
+            "cannot tell what runs",
+        ),
         ("file-write", "out", DENY, "capabilities.fileWrite"),
     ]
     assert verdict.explain() == "deny: command `curl -s x` (deny: curl*)"
@@ -462,3 +469,187 @@ def test_long_flat_scripts_are_judged_part_by_part() -> None:
     verdict = evaluate(POLICY, script)
     assert verdict.decision == ALLOW
     assert len(verdict.parts) == 4000
+
+
+# -- what bash really runs (each row checked against bash 5.2) ----------------------------------
+# A deny-list that allows everything else is where a misread command gets through: every
+# attack here runs curl, wget or git push in bash, and the policy must deny it.
+DENY_LIST = SandboxPolicySpec.model_validate(
+    {"commands": {"deny": ["curl*", "wget*", "git push*"], "default": "allow"}}
+)
+ATTACKS = [
+    # 1. a wrapper's word that becomes several at run time
+    "timeout {3,wget,http://y} true",
+    "nice -n {1,curl,x} ls",
+    "env -u {X,curl,x} ls",
+    "timeout $(printf '5 curl x') ls",
+    "T='1 curl x'; timeout $T ls",
+    "X='1 curl x'; env A=$X ls",
+    "xargs -n $N curl",
+    'timeout "$T" ls',  # "$T" may be an option: what runs cannot be told
+    # 2. wrappers read as their own option parsers read them
+    "env 'a b=1' curl x",
+    "echo x | xargs --replace curl x",
+    "echo x | xargs --max-lines curl ls",
+    "echo x | xargs -in curl ls",
+    "echo x | xargs -l wget x",
+    "strace -o '|curl x' ls",
+    "strace -o'!curl x' ls",
+    "flock /tmp/l -c 'curl x'",
+    "flock -n /tmp/l --command 'wget y'",
+    "su root -c 'curl x'",
+    "su -c 'curl x' root",
+    "su root -- -c 'curl x'",
+    "su -",
+    "script /dev/null -c 'curl x'",
+    "script -qc 'curl x'",
+    "runuser -u nobody -- curl x",
+    "runuser -u nobody curl x",
+    "trap -- 'curl x' EXIT",
+    "eval -- 'curl x'",
+    "./bash -c 'curl x'",
+    "/workspace/bin/timeout 5 curl x",
+    "busybox wget x",
+    "setarch x86_64 -R curl x",
+    "taskset -c 0 curl x",
+    "chroot /",
+    "git -c core.pager='curl x' log",
+    "git -c alias.x='!curl x' x",
+    # 3. brace expansion of a word quoted in pieces, and in text run again
+    "{c'u'rl,x}",
+    '{"curl",x}',
+    "{c\\url,x}",
+    "git {push,origin}",
+    "eval '{curl,x}'",
+    "bash -c '{c\"u\"rl,x}'",
+    # 4. what a shell reads as its script
+    "echo 'curl x' | bash 3<<<'echo hi'",
+    "echo 'curl x' | bash",
+    "echo 'curl x' | bash /dev/stdin",
+    "echo 'curl x' | bash < /dev/stdin",
+    "source <(echo 'curl x')",
+    "bash <<'E'\necho \\'; curl x #'\nE",
+    # 5. where shfmt and bash read a text differently
+    "ls #\\\ncurl x",
+    "ls # a comment \\\ncurl x",
+    "echo \\\r\ncurl x",
+    "echo \"${x:-'$(curl x)'}\"",
+    # 6. text bash evaluates again
+    "x='a[$(curl x)]'; (( x ))",
+    "x='a[$(curl x)]'; echo $((x + 1))",
+    "x='a[$(curl x)]'; echo $[x]",
+    "x='$(curl x)'; echo ${a[x]}",
+    "x='a[$(curl x)]'; echo ${y:x}",
+    "x='a[$(curl x)]'; echo ${!x}",
+    "x='a[$(curl x)]'; a[x]=1",
+    "x='a[$(curl x)]'; y=x; (( y ))",
+    "x='a[$(curl x)]'; [[ $x -gt 1 ]]",
+    "[[ -v 'a[$(curl x)]' ]]",
+    "[[ 'a[$(curl x)]' -eq 0 ]]",
+    "x='$(curl x)'; echo \"${x@P}\"",
+    "printf -v 'a[$(curl x)]' x",
+    "test -v 'a[$(curl x)]'",
+    "let 'a[$(curl x)]'",
+    "read 'a[$(curl x)]' <<< x",
+    "declare 'a[$(curl x)]=1'",
+    "declare -n r='a[$(curl x)]'; echo $r",
+    "declare -i n; n='a[$(curl x)]'",
+    "read x <<< 'a[$(curl x)]'; (( x ))",
+    "printf -v x %s 'a[$(curl x)]'; (( x ))",
+    "eval \"x='a[\\$(curl x)]'\"; (( x ))",
+    "for x in 'a[$(curl x)]'; do (( x )); done",
+    ": 'a[$(curl x)]'; (( _ ))",
+    "mapfile -C 'curl x' -c 1 < README",
+    "compgen -W '$(curl x)' x",
+    "hash -p /usr/bin/curl ls; ls x",
+    "shopt -s expand_aliases\nalias ls='curl x'\nls",
+    # 7. variables that name a program, a config or code to load
+    "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='curl x' git status",
+    "GIT_CONFIG_PARAMETERS=\"'core.pager=curl x'\" git log",
+    "GIT_EXTERNAL_DIFF='curl x' git diff",
+    "GIT_SSH_COMMAND='curl x' git fetch",
+    "export GIT_SSH_COMMAND='curl x'; git fetch",
+    "env GIT_PAGER='curl x' git log",
+    "read GIT_SSH_COMMAND <<< x; git fetch",
+    "npm_config_script_shell=/usr/bin/curl npm test",
+    "BASH_ENV=./evil bash -c ls",
+    "ENV=./evil sh -c ls",
+    "PROMPT_COMMAND='curl x' bash -i",
+    "PS4='$(curl x)' bash -xc ls",
+    "bash --rcfile ./evil -i",
+    "PATH=.:$PATH ls",
+    "LD_PRELOAD=./evil.so ls",
+    "GIT_DIR=/tmp/evil git status",
+    # 8. text filled in at run time
+    "find . -exec sh -c 'cat {}' \\;",
+    "ls | xargs -I{} sh -c 'echo {}'",
+    "ls | xargs -I % bash -c 'cat %'",
+    "ls | xargs -i sh -c 'echo {}'",
+]
+STILL_ALLOWED = [
+    "flock /tmp/lock -c 'ls'",
+    "for i in 1 2 3; do echo $((i * 2)); done",
+    "n=0; n=$((n + 1)); echo $n",
+    "for ((i = 0; i < 3; i++)); do echo $i; done",
+    "[[ $# -gt 0 ]] && echo x",
+    "echo ${#HOME} $(( RANDOM % 10 ))",
+    'while IFS= read -r line; do echo "$line"; done < README',
+    "x='a[$(curl x)]'; test \"$x\" -eq 1",  # test's -eq does not evaluate
+    "git -c user.name=x status",
+    "echo {a,b}{c,d} {1..3}",
+    'declare -A m; m[key]=1; echo "${m[key]}"',
+    "cat <<'E'\n$(curl x)\nE",
+    "find . -name '*.py' -exec grep -l foo {} +",
+]
+
+
+@pytest.mark.parametrize("command", ATTACKS)
+def test_what_bash_would_run_is_what_the_policy_judges(command: str) -> None:
+    verdict = evaluate(DENY_LIST, command)
+    assert verdict.decision == DENY, verdict.as_json()
+
+
+@pytest.mark.parametrize("command", STILL_ALLOWED)
+def test_near_misses_of_the_attacks_stay_allowed(command: str) -> None:
+    verdict = evaluate(DENY_LIST, command)
+    assert verdict.decision == ALLOW, verdict.as_json()
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("echo hi > /dev/fd/../../../tmp/x", DENY),
+        ("echo hi > /dev/stdout.log", DENY),
+        ("echo hi > /dev/null.txt", DENY),
+        ("cat 3<README.md >/dev/fd/3", DENY),  # reopens README.md for writing
+        ("ls 2<README.md >/dev/stderr", DENY),
+        ("ls 1<README.md >/dev/stdout", DENY),
+        ("exec 3<README.md; echo hi >/dev/fd/3", DENY),
+        ("{ echo hi >/dev/fd/4; } 4<README.md", DENY),
+        ("ls 3>&1 >/dev/fd/3", ALLOW),
+        ("echo hi > /dev/stderr", ALLOW),
+        ("echo hi > /dev/fd/2", ALLOW),
+        ("echo hi > /dev/tty", ALLOW),
+        ("ls > >(wc -l)", ALLOW),  # a process substitution is no file
+        ("ls 2> >(grep x >&2)", ALLOW),
+    ],
+)
+def test_only_exact_device_paths_and_open_descriptors_are_not_writes(
+    command: str, expected: Decision
+) -> None:
+    assert evaluate(POLICY, command).decision == expected, evaluate(POLICY, command).as_json()
+
+
+@pytest.mark.parametrize("command", ["ls \udcff", "ls \x00 curl x", "echo \udc80; ls"])
+def test_text_that_is_no_shell_command_is_denied_saying_why(command: str) -> None:
+    verdict = evaluate(UNRESTRICTED, command)
+    assert verdict.decision == DENY
+    (part,) = verdict.parts
+    assert part.kind == "syntax"
+    assert "UTF-8" in part.rule or "NUL" in part.rule
+    part.text.encode()  # shown as it can be printed
+
+
+def test_a_wrapper_of_an_unknown_word_is_denied_only_where_something_is_denied() -> None:
+    assert evaluate(UNRESTRICTED, "echo 'curl x' | bash").decision == ALLOW
+    assert evaluate(DENY_LIST, "echo 'curl x' | bash").decision == DENY

@@ -20,6 +20,10 @@ class Wrapper:
     numbers: bool = False  # -N is an option (nice -10)
     no_command: frozenset[str] = field(default_factory=frozenset)  # options that run nothing
     permutes: bool = False  # options may follow operands (getopt without "+": su, script)
+    long_values: bool = False  # every --option is one word, its value after = (valgrind)
+    leading: int = 0  # operands before the options (setarch ARCH [options] command)
+    bare_shell: bool = False  # given no command, it runs a shell that reads stdin (chroot DIR)
+    shell_options: frozenset[str] = frozenset()  # ... or when given one of these (sudo -s)
 
 
 def _opts(text: str) -> frozenset[str]:
@@ -64,6 +68,7 @@ WRAPPERS: dict[str, Wrapper] = {
         more_arguments=True,
     ),
     "sudo": Wrapper(
+        shell_options=_opts("-s --shell -i --login"),
         values=_opts(
             "-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt -r --role "
             "-t --type -T --command-timeout -U --other-user -R --chroot"
@@ -75,8 +80,13 @@ WRAPPERS: dict[str, Wrapper] = {
         assignments=True,
         no_command=_opts("-l --list -v --validate -V --version -K --remove-timestamp"),
     ),
-    "doas": Wrapper(values=_opts("-u -C"), flags=_opts("-n -s")),
-    "chroot": Wrapper(values=_opts("--userspec --groups"), flags=_opts("--skip-chdir"), operands=1),
+    "doas": Wrapper(shell_options=_opts("-s"), values=_opts("-u -C"), flags=_opts("-n -s")),
+    "chroot": Wrapper(
+        bare_shell=True,
+        values=_opts("--userspec --groups"),
+        flags=_opts("--skip-chdir"),
+        operands=1,
+    ),
     "flock": Wrapper(
         values=_opts("-w --timeout -E --conflict-exit-code"),
         flags=_opts(
@@ -117,8 +127,80 @@ WRAPPERS: dict[str, Wrapper] = {
         script_options=_opts("-c --command"),
         permutes=True,
     ),
+    # Programs that run a command in a changed process: scheduling, limits, namespaces, users.
+    "taskset": Wrapper(
+        flags=_opts("-a --all-tasks -c --cpu-list"), operands=1, no_command=_opts("-p --pid")
+    ),
+    "chrt": Wrapper(
+        values=_opts("-T --sched-runtime -P --sched-period -D --sched-deadline"),
+        flags=_opts(
+            "-a --all-tasks -b --batch -d --deadline -e --ext -f --fifo -i --idle "
+            "-o --other -r --rr -R --reset-on-fork -v --verbose"
+        ),
+        operands=1,
+        no_command=_opts("-p --pid -m --max"),
+    ),
+    "numactl": Wrapper(
+        values=_opts(
+            "-C --physcpubind -N --cpunodebind -m --membind -p --preferred -i --interleave"
+        ),
+        flags=_opts("-l --localalloc"),
+        no_command=_opts("-s --show -H --hardware"),
+    ),
+    "prlimit": Wrapper(
+        optional=_opts(
+            "-c --core -d --data -e --nice -f --fsize -i --sigpending -l --memlock "
+            "-m --rss -n --nofile -q --msgqueue -r --rtprio -s --stack -t --cpu "
+            "-u --nproc -v --as -x --locks -y --rttime"
+        ),
+        flags=_opts("--noheadings --raw --verbose"),
+        no_command=_opts("-p --pid -o --output"),
+    ),
+    "unshare": Wrapper(
+        bare_shell=True,
+        values=_opts("-S --setuid -G --setgid -R --root -w --wd --propagation"),
+        optional=_opts(
+            "-m --mount -u --uts -i --ipc -n --net -p --pid -U --user -C --cgroup -T --time"
+        ),
+        flags=_opts(
+            "-f --fork -r --map-root-user -c --map-current-user --kill-child "
+            "--mount-proc --keep-caps"
+        ),
+    ),
+    "setpriv": Wrapper(
+        values=_opts(
+            "--reuid --regid --ruid --rgid --euid --egid --groups --inh-caps "
+            "--ambient-caps --bounding-set --securebits --pdeathsig --selinux-label "
+            "--apparmor-profile"
+        ),
+        flags=_opts("--clear-groups --keep-groups --init-groups --nnp --no-new-privs --reset-env"),
+        no_command=_opts("-d --dump"),
+    ),
+    "fakeroot": Wrapper(
+        bare_shell=True, values=_opts("-l --lib --faked -s -i"), flags=_opts("-u --unknown-is-real")
+    ),
+    "faketime": Wrapper(flags=_opts("-m -f"), values=_opts("-p --exclude-monotonic"), operands=1),
+    "proxychains": Wrapper(values=_opts("-f"), flags=_opts("-q")),
+    "proxychains4": Wrapper(values=_opts("-f"), flags=_opts("-q")),
+    "torsocks": Wrapper(values=_opts("-u -p -a -P"), flags=_opts("-i -d -q")),
+    "dbus-run-session": Wrapper(values=_opts("--config-file --dbus-daemon")),
+    "gosu": Wrapper(operands=1),
+    "su-exec": Wrapper(operands=1),
+    "pkexec": Wrapper(
+        bare_shell=True, values=_opts("--user"), flags=_opts("--disable-internal-agent --keep-cwd")
+    ),
+    "setarch": Wrapper(
+        bare_shell=True,
+        flags=_opts(
+            "-v --verbose -R --addr-no-randomize -F --fdpic-funcptrs -Z --mmap-page-zero "
+            "-L --addr-compat-layout -X --read-implies-exec -B --32bit -I --short-inode "
+            "-S --whole-seconds -T --sticky-timeouts -3 --3gb --4gb --uname-2.6"
+        ),
+        leading=1,
+    ),
+    "valgrind": Wrapper(optional=frozenset(), long_values=True),
 }
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
 SHELL_VALUES = _opts("-o +o -O +O")
 STARTUP_FILES = _opts("--rcfile --init-file")
 SHELL_LONG_FLAGS = _opts(

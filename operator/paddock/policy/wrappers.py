@@ -290,6 +290,7 @@ def _long(
     if (
         option in wrapper.values
         or option in wrapper.optional
+        or wrapper.long_values
         or (option in wrapper.flags and not has_value)
     ):
         parsed.given[option] = value
@@ -334,6 +335,10 @@ def _short(
 def _wrapped(
     name: str, wrapper: Wrapper, args: tuple[Word, ...], stdin: Word | None, stdin_file: bool
 ) -> list[Runs | Unknown] | None:
+    leading = args[: wrapper.leading]
+    if len(leading) < wrapper.leading or any(not word.single for word in leading):
+        return [Unknown(f"{name} is not given a single word before its options")]
+    args = args[wrapper.leading :]
     parsed = _options(name, wrapper, args)
     if not isinstance(parsed, _Options):
         return parsed
@@ -356,6 +361,8 @@ def _wrapped(
     if name == "strace" and output.startswith(("|", "!")):
         extra.append(Runs(script=output[1:]))  # strace -o '|cmd' pipes its trace to cmd
     if index >= len(args):
+        if wrapper.bare_shell or any(option in given for option in wrapper.shell_options):
+            return [Unknown(f"{name} with no command runs a shell that reads stdin")]
         return extra or ([Runs(environment=tuple(environment))] if environment else None)
     command = args[index:]
     if name == "watch" and "-x" not in given and "--exec" not in given:
