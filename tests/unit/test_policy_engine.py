@@ -515,6 +515,9 @@ ATTACKS = [
     "chroot /",
     "git -c core.pager='curl x' log",
     "git -c alias.x='!curl x' x",
+    "git -C . push origin",  # git's own options before the subcommand
+    "git --no-pager -c user.name=x push",
+    "git --exec-path=. status",
     # 3. brace expansion of a word quoted in pieces, and in text run again
     "{c'u'rl,x}",
     '{"curl",x}',
@@ -528,6 +531,7 @@ ATTACKS = [
     "echo 'curl x' | bash /dev/stdin",
     "echo 'curl x' | bash < /dev/stdin",
     "source <(echo 'curl x')",
+    "bash - <<< 'curl x'",
     "bash <<'E'\necho \\'; curl x #'\nE",
     # 5. where shfmt and bash read a text differently
     "ls #\\\ncurl x",
@@ -559,6 +563,7 @@ ATTACKS = [
     "eval \"x='a[\\$(curl x)]'\"; (( x ))",
     "for x in 'a[$(curl x)]'; do (( x )); done",
     ": 'a[$(curl x)]'; (( _ ))",
+    "set -- 'a[$(curl x)]'; echo ${!#}",
     "mapfile -C 'curl x' -c 1 < README",
     "compgen -W '$(curl x)' x",
     "hash -p /usr/bin/curl ls; ls x",
@@ -580,6 +585,10 @@ ATTACKS = [
     "PATH=.:$PATH ls",
     "LD_PRELOAD=./evil.so ls",
     "GIT_DIR=/tmp/evil git status",
+    "declare -n r=PATH; r=.; ls",
+    "SHELL=/usr/bin/curl flock /tmp/l -c x",
+    "BASH_CMDS[ls]=/usr/bin/curl; ls x",
+    "shopt -s expand_aliases\nBASH_ALIASES[ls]='curl x'\nls",
     # 8. text filled in at run time
     "find . -exec sh -c 'cat {}' \\;",
     "ls | xargs -I{} sh -c 'echo {}'",

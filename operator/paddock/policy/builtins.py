@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from paddock.policy import arith
 from paddock.policy.arith import Reading
+from paddock.policy.outcomes import Runs, Unknown
 from paddock.policy.words import Word
-from paddock.policy.wrappers import Runs, Unknown
 
 DECLARING = frozenset({"declare", "typeset", "local", "export", "readonly"})
 # Per builtin: its options that take a value, and those whose value is a variable's name.

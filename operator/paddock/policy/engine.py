@@ -17,11 +17,12 @@ from enum import StrEnum
 from typing import Any
 
 from paddock.api.policy import Capabilities, CommandRules, Decision, SandboxPolicySpec
-from paddock.policy import arith, builtins, environment
+from paddock.policy import arith, builtins, environment, git
 from paddock.policy.globs import always_matches, could_match
+from paddock.policy.outcomes import Runs, Unknown
 from paddock.policy.protected import protected_place
 from paddock.policy.shell import DYNAMIC, Evaluated, ShellSyntaxError, Word, parse
-from paddock.policy.wrappers import Runs, Unknown, judged_itself, runs
+from paddock.policy.wrappers import judged_itself, runs
 
 MAX_DEPTH = 8  # bash -c inside eval inside bash -c ...: deeper than this is denied
 STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.DENY: 2}
@@ -245,11 +246,15 @@ class _Judge:
         allow rule only when it matches whatever those parts are, and as written."""
         written = " ".join(word.pattern for word in words)
         bare = " ".join((words[0].pattern.rsplit("/", 1)[-1], *(w.pattern for w in words[1:])))
+        forms = [written, bare]
+        if bare.startswith("git "):  # git -C dir push is git push
+            subcommand = git.subcommand(words)
+            forms += [" ".join(("git", *(w.pattern for w in subcommand[1:])))] if subcommand else []
         for decision, globs in ((Decision.DENY, self.rules.deny), (Decision.ASK, self.rules.ask)):
             for glob in globs:
                 if glob in aliases:
                     return decision, f"{decision}: {glob} (script)"
-                if could_match(glob, written) or could_match(glob, bare):
+                if any(could_match(glob, form) for form in forms):
                     return decision, f"{decision}: {glob}"
         for glob in self.rules.allow:
             if glob in aliases:

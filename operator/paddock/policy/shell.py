@@ -183,8 +183,9 @@ class _Reader:
             declared.add(name)
             source = self.source(arg)
             shown.append(Word(source, source, expands=given is None))
-            if "n" in flags and given is not None:
+            if "n" in flags and given is not None:  # a nameref: what it is given goes there
                 self._named(given, source)
+                self.values.append((given.pattern if given.literal else name, None))
         if "i" in flags:  # what an integer variable is given is evaluated as arithmetic
             self._evaluate(self.source(node), Reading(names=declared))
         self.commands.append(SimpleCommand(tuple(shown), self.source(node), declaration=True))
@@ -260,10 +261,13 @@ class _Reader:
             self._arithmetic((node.get("Slice") or {}).get(key), source)
         expansion = node.get("Exp") or {}
         operator = expansion.get("Op")
+        # ${!x}: x's value is a name; ${x@P}: x's value is expanded as a prompt. Of $1, $@ or
+        # another parameter the command does not assign by name, the value is not known.
+        reading = Reading(names={name}) if name.isidentifier() else Reading(opaque=[source])
         if node.get("Excl") and not node.get("Names") and not _whole_array(node.get("Index")):
-            self._evaluate(source, Reading(names={name}), "name")
+            self._evaluate(source, reading, "name")
         if operator == "@" and word(expansion.get("Word") or {}, self.data).pattern == "P":
-            self._evaluate(source, Reading(names={name}), "prompt")
+            self._evaluate(source, reading, "prompt")
         if operator in (":=", "=") and expansion.get("Word") is not None:
             self._value(name, expansion["Word"])
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from paddock.policy import git
+from paddock.policy.outcomes import Runs, Unknown
 from paddock.policy.redirects import plain_file
 from paddock.policy.words import DYNAMIC, Word
 from paddock.policy.wrapper_options import (
@@ -21,27 +23,6 @@ from paddock.policy.wrapper_options import (
     Wrapper,
 )
 
-
-@dataclass(frozen=True)
-class Runs:
-    """A command run by another: ``words`` as arguments, or ``script`` as shell text; with
-    the variables the wrapper sets for it (``env A=1``)."""
-
-    words: tuple[Word, ...] = ()
-    script: str | None = None
-    more_arguments: bool = False  # xargs adds arguments read at run time
-    stdin: Word | None = None  # the here-document the wrapped command reads
-    stdin_file: bool = False
-    environment: tuple[tuple[str, str | None], ...] = ()
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """What the wrapper runs cannot be told from the text."""
-
-    reason: str
-
-
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 # Commands judged as themselves as well as by what they run.
 JUDGED_ITSELF = frozenset({"find", "git", "source", "."})
@@ -49,10 +30,6 @@ JUDGED_ITSELF = frozenset({"find", "git", "source", "."})
 PROGRAM_DIRECTORIES = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
 REPLACED = "{}"  # what find -exec and xargs -i replace with a file name or an input line
 APPLETS = frozenset({"busybox", "toybox"})  # multi-call programs: the first word is the command
-# git configs that run nothing, whatever their value (``git -c user.name=x``).
-GIT_HARMLESS_KEYS = ("user.", "color.", "advice.", "core.quotepath", "init.defaultbranch",
-                     "commit.gpgsign", "log.", "pull.rebase", "diff.noprefix", "column.",
-                     "core.autocrlf", "push.default", "merge.conflictstyle", "i18n.")  # fmt: skip
 
 
 def judged_itself(name: Word) -> bool:
@@ -89,7 +66,7 @@ def runs(
     if name in APPLETS and args and not args[0].pattern.startswith("-"):
         return [Runs(words=args)]  # busybox wget: the applet is the command
     if name == "git":
-        return _git(args)
+        return git.configs(args)
     if name == "find":
         return _find(args) or None
     wrapper = WRAPPERS.get(name)
@@ -127,7 +104,11 @@ def _shell(
         if not args[index].literal:
             return _unknown_option(name, args[index])
         text = args[index].pattern
-        if text == "--" or not text.startswith(("-", "+")) or text in ("-", "+"):
+        if text == "-":  # the end of the options: the script is read from stdin
+            reads_stdin = True
+            index += 1
+            break
+        if text == "--" or not text.startswith(("-", "+")) or text == "+":
             break
         if text in STARTUP_FILES:
             return [Unknown(f"{name} {text} runs the code of a file")]
@@ -164,28 +145,6 @@ def _file(name: str, path: Word) -> list[Runs | Unknown] | None:
     if plain_file(path):
         return None
     return [Unknown(f"{name} runs a script only known at run time: {path.shown}")]
-
-
-def _git(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
-    """``git -c KEY=VALUE``: a config that may name a program (core.pager, an alias with !,
-    core.fsmonitor...), so denied unless KEY is one that runs nothing."""
-    for index, word in enumerate(args):
-        if not word.literal or not word.pattern.startswith("-"):
-            break
-        setting = None
-        if word.pattern in ("-c", "--config-env") and index + 1 < len(args):
-            setting = args[index + 1]
-        elif word.pattern.startswith(("-c", "--config-env=")):
-            text = word.pattern.removeprefix("--config-env=").removeprefix("-c")
-            setting = Word(text, text)
-        if setting is None:
-            continue
-        key = setting.pattern.partition("=")[0].lower()
-        if not setting.literal or not key.startswith(GIT_HARMLESS_KEYS):
-            return [
-                Unknown(f"git {word.pattern} {setting.shown} sets a config that may run a program")
-            ]
-    return None
 
 
 def _trap(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
