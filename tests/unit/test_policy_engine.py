@@ -567,6 +567,7 @@ ATTACKS = [
     "mapfile -C 'curl x' -c 1 < README",
     "compgen -W '$(curl x)' x",
     "hash -p /usr/bin/curl ls; ls x",
+    "history -s curl x; fc -s curl",
     "shopt -s expand_aliases\nalias ls='curl x'\nls",
     # 7. variables that name a program, a config or code to load
     "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='curl x' git status",

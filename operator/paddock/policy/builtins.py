@@ -23,6 +23,7 @@ OPTIONS = {
     "wait": ("p", "p"),
     "compgen": ("AGWFCXPSo", ""),
     "complete": ("AGWFCXPSo", ""),
+    "fc": ("e", ""),
 }
 # The variable a builtin sets when it is given no name.
 DEFAULT_NAME = {"read": "REPLY", "mapfile": "MAPFILE", "readarray": "MAPFILE"}
@@ -73,6 +74,8 @@ def effects(words: tuple[Word, ...]) -> Effects:
                 found.runs.append(_text(Word(value, shown, word.expands, word.splits), "alias"))
     if name == "hash" and "p" in given:
         found.runs.append(Unknown("hash -p makes a name run another program"))
+    if name == "fc" and "l" not in given:
+        found.runs.append(Unknown("fc runs commands of the shell's history"))
     if name == "enable" and "f" in given:
         found.runs.append(Unknown("enable -f loads a builtin's code from a file"))
     return found
