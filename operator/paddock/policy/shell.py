@@ -182,7 +182,12 @@ class _Reader:
             name, given = self._assign(arg)
             declared.add(name)
             source = self.source(arg)
-            shown.append(Word(source, source, expands=given is None))
+            if given is None or arg.get("Value") is None:
+                shown.append(Word(source, source, expands=given is None))
+            else:
+                sign = "+=" if arg.get("Append") else "="
+                pattern, text = name + sign + given.pattern, name + sign + given.shown
+                shown.append(Word(pattern, text, given.expands, given.splits))
             if "n" in flags and given is not None:  # a nameref: what it is given goes there
                 self._named(given, source)
                 self.values.append((given.pattern if given.literal else name, None))

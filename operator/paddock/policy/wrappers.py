@@ -220,9 +220,25 @@ def _options(
     return parsed
 
 
-def _value(args: tuple[Word, ...], index: int) -> Word | None:
-    """The word after an option that takes one: None when missing or several words."""
-    return args[index] if index < len(args) and args[index].single else None
+def _next_value(
+    name: str, option: str, args: tuple[Word, ...], parsed: _Options
+) -> list[Runs | Unknown] | None:
+    """An option's value in the next word: taken, or what cannot be told when that word is
+    missing or may become several."""
+    index = parsed.index + 1
+    if index >= len(args) or not args[index].single:
+        return [Unknown(f"{name} {option} is given no single value")]
+    parsed.given[option] = args[index].pattern
+    parsed.index += 2
+    return None
+
+
+def _script_option(
+    name: str, option: str, attached: str, args: tuple[Word, ...], parsed: _Options
+) -> list[Runs | Unknown]:
+    """``su -c CMD``, ``-cCMD``, ``--command=CMD``: the shell text it runs."""
+    rest = (Word(attached, attached),) if attached else args[parsed.index + 1 :]
+    return [_option_script(name, option, rest)]
 
 
 def _long(
@@ -234,18 +250,9 @@ def _long(
     if option in wrapper.no_command:
         return []
     if option in wrapper.script_options:
-        return [
-            _option_script(
-                name, option, (Word(value, value),) if has_value else args[parsed.index + 1 :]
-            )
-        ]
+        return _script_option(name, option, value, args, parsed)
     if option in wrapper.values and not has_value:
-        given = _value(args, parsed.index + 1)
-        if given is None:
-            return [Unknown(f"{name} {option} is given no single value")]
-        parsed.given[option] = given.pattern
-        parsed.index += 2
-        return None
+        return _next_value(name, option, args, parsed)
     if (
         option in wrapper.values
         or option in wrapper.optional
@@ -269,18 +276,9 @@ def _short(
         if option in wrapper.no_command:
             return []
         if option in wrapper.script_options:
-            return [
-                _option_script(
-                    name, option, (Word(rest, rest),) if rest else args[parsed.index + 1 :]
-                )
-            ]
+            return _script_option(name, option, rest, args, parsed)
         if option in wrapper.values and not rest:
-            given = _value(args, parsed.index + 1)
-            if given is None:
-                return [Unknown(f"{name} {option} is given no single value")]
-            parsed.given[option] = given.pattern
-            parsed.index += 2
-            return None
+            return _next_value(name, option, args, parsed)
         if option in wrapper.values or option in wrapper.optional:
             parsed.given[option] = rest
             break
