@@ -4,7 +4,10 @@ allowed. Real shfmt parses every row."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -663,3 +666,59 @@ def test_text_that_is_no_shell_command_is_denied_saying_why(command: str) -> Non
 def test_a_wrapper_of_an_unknown_word_is_denied_only_where_something_is_denied() -> None:
     assert evaluate(UNRESTRICTED, "echo 'curl x' | bash").decision == ALLOW
     assert evaluate(DENY_LIST, "echo 'curl x' | bash").decision == DENY
+
+
+# Attacks whose effect needs more than a fresh repository with a fake curl on PATH: a file or
+# program of their own (./evil, ./bash, /usr/bin/curl, busybox, strace), another user, the
+# network (git fetch, push), a pager's terminal, a value only the run gives ($N, $T, {}), or an
+# effect other than running curl (a changed PATH, a shell reading stdin).
+NEEDS_MORE_THAN_A_REPOSITORY = {
+    "xargs -n $N curl", 'timeout "$T" ls', "su -", "su root -c 'curl x'",
+    "su -c 'curl x' root", "su root -- -c 'curl x'", "runuser -u nobody -- curl x",
+    "runuser -u nobody curl x", "./bash -c 'curl x'", "/workspace/bin/timeout 5 curl x",
+    "busybox wget x", "chroot /", "strace -o '|curl x' ls", "strace -o'!curl x' ls",
+    "git -c core.pager='curl x' log", "git -C . push origin",
+    "git --no-pager -c user.name=x push", "git --exec-path=. status", "git {push,origin}",
+    "x='$(curl x)'; echo ${a[x]}", "x='a[$(curl x)]'; echo ${y:x}",
+    "set -- 'a[$(curl x)]'; echo ${!#}", "hash -p /usr/bin/curl ls; ls x",
+    "GIT_CONFIG_PARAMETERS=\"'core.pager=curl x'\" git log", "GIT_EXTERNAL_DIFF='curl x' git diff",
+    "GIT_SSH_COMMAND='curl x' git fetch", "export GIT_SSH_COMMAND='curl x'; git fetch",
+    "env GIT_PAGER='curl x' git log", "read GIT_SSH_COMMAND <<< x; git fetch",
+    "npm_config_script_shell=/usr/bin/curl npm test", "BASH_ENV=./evil bash -c ls",
+    "ENV=./evil sh -c ls", "PS4='$(curl x)' bash -xc ls", "bash --rcfile ./evil -i",
+    "PATH=.:$PATH ls", "LD_PRELOAD=./evil.so ls", "GIT_DIR=/tmp/evil git status",
+    "declare -n r=PATH; r=.; ls", "SHELL=/usr/bin/curl flock /tmp/l -c x",
+    "BASH_CMDS[ls]=/usr/bin/curl; ls x", "find . -exec sh -c 'cat {}' \\;",
+    "ls | xargs -I{} sh -c 'echo {}'", "ls | xargs -I % bash -c 'cat %'",
+    "ls | xargs -i sh -c 'echo {}'",
+}  # fmt: skip
+
+
+def test_the_attacks_run_curl_in_bash(tmp_path: Path) -> None:
+    """Each attack the table denies runs curl (or wget) in bash itself: the rows are what
+    bash does, not what a parser guesses. A fake curl on PATH records that it ran; each
+    attack runs in a fresh git repository of its own, its stdin empty."""
+    runnable = [a for a in ATTACKS if a not in NEEDS_MORE_THAN_A_REPOSITORY]
+    assert len(runnable) >= 60
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    marker = tmp_path / "ran"
+    for name in ("curl", "wget"):
+        fake = tools / name
+        fake.write_text(f'#!/bin/sh\necho "{name} $*" >> {marker}\n')
+        fake.chmod(0o755)
+    silent = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    ran_nothing = []
+    for index, attack in enumerate(runnable):
+        repository = tmp_path / f"r{index}"
+        subprocess.run(["git", "init", "-q", str(repository)], check=True)
+        (repository / "README").write_text("x\n")
+        (repository / "README.md").write_text("x\n")
+        env = {"PATH": f"{tools}:/usr/bin:/bin", "HOME": str(repository), "LC_ALL": "C"}
+        marker.unlink(missing_ok=True)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(["bash", "-c", attack], cwd=repository, env=env, timeout=10,
+                           stdin=subprocess.DEVNULL, **silent)  # fmt: skip
+        if not marker.exists():
+            ran_nothing.append(attack)
+    assert ran_nothing == []
