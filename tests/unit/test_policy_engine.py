@@ -586,10 +586,9 @@ ATTACKS = [
     "PROMPT_COMMAND='curl x' bash -i",
     "PS4='$(curl x)' bash -xc ls",
     "bash --rcfile ./evil -i",
-    "PATH=.:$PATH ls",
     "LD_PRELOAD=./evil.so ls",
     "GIT_DIR=/tmp/evil git status",
-    "declare -n r=PATH; r=.; ls",
+    "declare -n r=BASH_ENV; r=./evil; bash -c ls",
     "SHELL=/usr/bin/curl flock /tmp/l -c x",
     "BASH_CMDS[ls]=/usr/bin/curl; ls x",
     "shopt -s expand_aliases\nBASH_ALIASES[ls]='curl x'\nls",
@@ -653,6 +652,18 @@ def test_only_exact_device_paths_and_open_descriptors_are_not_writes(
     assert evaluate(POLICY, command).decision == expected, evaluate(POLICY, command).as_json()
 
 
+@pytest.mark.parametrize(
+    "command",
+    ["PATH=.:$PATH ls", 'export PATH="$HOME/.local/bin:$PATH"; ls', "declare -n r=PATH; r=."],
+)
+def test_a_changed_path_runs_a_program_the_command_does_not_name(command: str) -> None:
+    """Under PATH=., ``ls`` may be any file: judged as a command no rule lists (the default),
+    so an allow-list does not allow it, and a deny-list, which allows unlisted commands
+    anyway, does."""
+    assert evaluate(POLICY, command).decision == ASK
+    assert evaluate(DENY_LIST, command).decision == ALLOW
+
+
 @pytest.mark.parametrize("command", ["ls \udcff", "ls \x00 curl x", "echo \udc80; ls"])
 def test_text_that_is_no_shell_command_is_denied_saying_why(command: str) -> None:
     verdict = evaluate(UNRESTRICTED, command)
@@ -686,8 +697,8 @@ NEEDS_MORE_THAN_A_REPOSITORY = {
     "env GIT_PAGER='curl x' git log", "read GIT_SSH_COMMAND <<< x; git fetch",
     "npm_config_script_shell=/usr/bin/curl npm test", "BASH_ENV=./evil bash -c ls",
     "ENV=./evil sh -c ls", "PS4='$(curl x)' bash -xc ls", "bash --rcfile ./evil -i",
-    "PATH=.:$PATH ls", "LD_PRELOAD=./evil.so ls", "GIT_DIR=/tmp/evil git status",
-    "declare -n r=PATH; r=.; ls", "SHELL=/usr/bin/curl flock /tmp/l -c x",
+    "LD_PRELOAD=./evil.so ls", "GIT_DIR=/tmp/evil git status",
+    "declare -n r=BASH_ENV; r=./evil; bash -c ls", "SHELL=/usr/bin/curl flock /tmp/l -c x",
     "BASH_CMDS[ls]=/usr/bin/curl; ls x", "find . -exec sh -c 'cat {}' \\;",
     "ls | xargs -I{} sh -c 'echo {}'", "ls | xargs -I % bash -c 'cat %'",
     "ls | xargs -i sh -c 'echo {}'",

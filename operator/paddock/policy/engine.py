@@ -223,6 +223,8 @@ class _Judge:
 
     def wrapped(self, item: Runs | Unknown, depth: int, aliases: frozenset[str]) -> list[Part]:
         if isinstance(item, Unknown):
+            if item.program:
+                return [Part(PartKind.COMMAND, item.reason, self.rules.default, "default")]
             return [Part(PartKind.COMMAND, item.reason, self.anything, "cannot tell what runs")]
         parts: list[Part] = []
         for name, value in item.environment:

@@ -20,7 +20,7 @@ PROGRAMS = frozenset(
 # found: what they make run cannot be told from the command.
 DENIED = frozenset(
     {"BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS",
-     "BASHOPTS", "BASH_LOADABLES_PATH", "EXECIGNORE", "PATH", "HOME", "XDG_CONFIG_HOME",
+     "BASHOPTS", "BASH_LOADABLES_PATH", "EXECIGNORE", "HOME", "XDG_CONFIG_HOME",
      "ZDOTDIR", "NODE_OPTIONS", "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB",
      "PYTHONSTARTUP", "PYTHONINSPECT", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
      "MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKEFILES", "GCONV_PATH", "SSH_CONFIG",
@@ -51,6 +51,8 @@ def effect(name: str, value: str | None) -> Runs | Unknown | None:
         if value is None:
             return Unknown(f"{name} names a program only known at run time")
         return Runs(script=value) if value.strip() else None
+    if name == "PATH":  # a later command's name may run a program of another directory
+        return Unknown("PATH decides which program each later command name runs", program=True)
     if _decides(name):
         return Unknown(f"{name} decides what programs run or what code they load")
     return None

@@ -22,6 +22,8 @@ class Runs:
 
 @dataclass(frozen=True)
 class Unknown:
-    """What the wrapper runs cannot be told from the text."""
+    """What runs cannot be told from the text: it could be any command; or, with
+    ``program``, some program the command does not name (judged as an unlisted command)."""
 
     reason: str
+    program: bool = False
