@@ -57,6 +57,9 @@ class Evaluated:
     source: str
     reading: Reading
     how: str = "arithmetic"
+    # The array whose subscript this is, where bash evaluates it only for an indexed array
+    # (an associative array's key is expanded once, as text).
+    array: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,7 @@ class _Reader:
         self.hazards: list[Hazard] = []
         self.redirects: list[Node] = []
         self.stdin: dict[int, tuple[Word | None, bool]] = {}  # by id() of a statement's command
+        self.associative: set[str] = set()  # arrays declared -A: their keys are text
 
     def script(self) -> Script:
         for node in _nodes(syntax_tree(self.data)):
@@ -146,7 +150,7 @@ class _Reader:
             tuple(self.commands),
             tuple(redirects_.writes(self.redirects, self.data)),
             tuple(self.values),
-            tuple(self.evaluated),
+            tuple(e for e in self.evaluated if e.array is None or e.array not in self.associative),
             tuple(self.hazards),
         )
 
@@ -164,7 +168,7 @@ class _Reader:
     def _declaration(self, node: Node) -> None:
         variant = node["Variant"]["Value"]
         shown: list[Word] = [Word(variant, variant)]
-        flags, declared = "", set()
+        flags, declared = "", set[str]()
         for arg in node.get("Args") or []:
             if arg.get("Naked"):
                 name = (arg.get("Name") or {}).get("Value", "")
@@ -191,6 +195,8 @@ class _Reader:
             if "n" in flags and given is not None:  # a nameref: what it is given goes there
                 self._named(given, source)
                 self.values.append((given.pattern if given.literal else name, None))
+        if "A" in flags:
+            self.associative |= declared
         if "i" in flags:  # what an integer variable is given is evaluated as arithmetic
             self._evaluate(self.source(node), Reading(names=declared))
         self.commands.append(SimpleCommand(tuple(shown), self.source(node), declaration=True))
@@ -209,7 +215,7 @@ class _Reader:
         (None for an array)."""
         name = (node.get("Name") or {}).get("Value", "")
         source = self.source(node)
-        self._arithmetic(node.get("Index"), source)
+        self._arithmetic(node.get("Index"), source, array=name)
         if node.get("Array") is None:
             value = node.get("Value")
             if value is None:
@@ -218,7 +224,7 @@ class _Reader:
             self._value(name, value)
             return name, word(value, self.data)
         for element in node["Array"].get("Elems") or []:
-            self._arithmetic(element.get("Index"), source)
+            self._arithmetic(element.get("Index"), source, array=name)
             if element.get("Value") is not None:
                 self._value(name, element["Value"])
         return name, None
@@ -237,12 +243,14 @@ class _Reader:
             self.evaluated.append(Evaluated(where, reading, how))
         self.values += [(name, "0") for name in reading.assigned]
 
-    def _arithmetic(self, node: Node | None, where: str) -> None:
+    def _arithmetic(self, node: Node | None, where: str, array: str | None = None) -> None:
         if node is None or _whole_array(node):
             return
         reading = Reading()
         arith.expression(node, reading, self.source)
-        self._evaluate(where, reading)
+        if reading.names or reading.opaque:
+            self.evaluated.append(Evaluated(where, reading, array=array))
+        self.values += [(name, "0") for name in reading.assigned]
 
     def _arithmetic_command(self, node: Node) -> None:
         self._arithmetic(node.get("X"), self.source(node))
@@ -261,7 +269,8 @@ class _Reader:
     def _parameter(self, node: Node) -> None:
         source = self.source(node)
         name = (node.get("Param") or {}).get("Value", "")
-        self._arithmetic(node.get("Index"), source)
+        # ${m[$k]} (not m[$k] inside arithmetic, where bash expands the key twice)
+        self._arithmetic(node.get("Index"), source, array=None if node.get("Short") else name)
         for key in ("Offset", "Length"):
             self._arithmetic((node.get("Slice") or {}).get(key), source)
         expansion = node.get("Exp") or {}
