@@ -610,6 +610,7 @@ STILL_ALLOWED = [
     "git -c user.name=x status",
     "echo {a,b}{c,d} {1..3}",
     'declare -A m; m[key]=1; echo "${m[key]}"',
+    "declare -A m; k='$(curl x)'; m[$k]=1; echo \"${m[$k]}\"",  # a key is text, used once
     "cat <<'E'\n$(curl x)\nE",
     "find . -name '*.py' -exec grep -l foo {} +",
 ]
