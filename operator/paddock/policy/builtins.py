@@ -126,6 +126,7 @@ def _named_words(name: str, args: tuple[Word, ...], found: Effects) -> None:
                 else:
                     arith.name_reading(operand.pattern, found.reading)
         return
+    flags = "".join(w.pattern[1:] for w in args if w.literal and w.pattern.startswith(("-", "+")))
     for word in args:
         if word.literal and word.pattern.startswith(("-", "+")):
             continue
@@ -134,8 +135,13 @@ def _named_words(name: str, args: tuple[Word, ...], found: Effects) -> None:
             found.reading.opaque.append(word.shown)
             continue
         arith.name_reading(variable, found.reading)
+        if "i" in flags:  # every value an integer variable is given is evaluated
+            found.reading.names.add(variable.partition("[")[0])
         if equals:
             found.assigned.append((variable.partition("[")[0], value))
+            if "n" in flags:  # a nameref: what it is given goes to the variable it names
+                arith.name_reading(value, found.reading)
+                found.assigned.append((value.partition("[")[0], None))
 
 
 def _text(word: Word, what: str) -> Runs | Unknown:
