@@ -508,6 +508,7 @@ ATTACKS = [
     "script -qc 'curl x'",
     "runuser -u nobody -- curl x",
     "runuser -u nobody curl x",
+    "su -s /usr/bin/curl root",  # the shell su runs is a program of the command's choosing
     "trap -- 'curl x' EXIT",
     "eval -- 'curl x'",
     "./bash -c 'curl x'",
@@ -607,6 +608,8 @@ STILL_ALLOWED = [
     "for ((i = 0; i < 3; i++)); do echo $i; done",
     "[[ $# -gt 0 ]] && echo x",
     "echo ${#HOME} $(( RANDOM % 10 ))",
+    "echo $(( ${COUNT:-0} + 1 ))",
+    "CC=clang make",
     'while IFS= read -r line; do echo "$line"; done < README',
     "x='a[$(curl x)]'; test \"$x\" -eq 1",  # test's -eq does not evaluate
     "git -c user.name=x status",
@@ -677,6 +680,14 @@ def test_text_that_is_no_shell_command_is_denied_saying_why(command: str) -> Non
     part.text.encode()  # shown as it can be printed
 
 
+def test_a_word_of_thousands_of_braces_is_judged_without_expanding_them() -> None:
+    """Reading its braces would take time quadratic in its length: past 64 braces a word is
+    many words known at run time."""
+    verdict = evaluate(DENY_LIST, "{" * 20000 + "curl,x" + "}" * 20000)
+    assert verdict.decision == DENY
+    assert "dynamic command name" in verdict.parts[0].rule
+
+
 def test_a_wrapper_of_an_unknown_word_is_denied_only_where_something_is_denied() -> None:
     assert evaluate(UNRESTRICTED, "echo 'curl x' | bash").decision == ALLOW
     assert evaluate(DENY_LIST, "echo 'curl x' | bash").decision == DENY
@@ -689,7 +700,8 @@ def test_a_wrapper_of_an_unknown_word_is_denied_only_where_something_is_denied()
 NEEDS_MORE_THAN_A_REPOSITORY = {
     "xargs -n $N curl", 'timeout "$T" ls', "su -", "su root -c 'curl x'",
     "su -c 'curl x' root", "su root -- -c 'curl x'", "runuser -u nobody -- curl x",
-    "runuser -u nobody curl x", "./bash -c 'curl x'", "/workspace/bin/timeout 5 curl x",
+    "runuser -u nobody curl x", "su -s /usr/bin/curl root", "./bash -c 'curl x'",
+    "/workspace/bin/timeout 5 curl x",
     "busybox wget x", "chroot /", "strace -o '|curl x' ls", "strace -o'!curl x' ls",
     "git -c core.pager='curl x' log", "git -C . push origin",
     "git --no-pager -c user.name=x push", "git --exec-path=. status", "git {push,origin}",

@@ -90,7 +90,26 @@ def _expansion(part: Node, reading: Reading, source: Any) -> None:
         if plain and _NAME.fullmatch(name):
             reading.names.add(name)  # an element's value (a[1]) is the array's
             return
+        if _with_default(part, name):  # ${x:-0}: x's value, or the default as written
+            reading.names.add(name)
+            default = part["Exp"]["Word"]["Parts"][0]
+            text_reading(default.get("Value", ""), reading)
+            return
     reading.opaque.append(source(part))
+
+
+def _with_default(part: Node, name: str) -> bool:
+    """``${x:-TEXT}`` (or ``-``, ``:=``, ``=``) with TEXT a plain literal."""
+    expansion = part.get("Exp") or {}
+    parts = (expansion.get("Word") or {}).get("Parts") or []
+    others = any(part.get(key) for key in ("Excl", "Repl", "Slice", "Names", "Index", "Length"))
+    return (
+        bool(_NAME.fullmatch(name))
+        and not others
+        and expansion.get("Op") in (":-", "-", ":=", "=")
+        and len(parts) == 1
+        and parts[0]["Type"] == "Lit"
+    )
 
 
 def _target(node: Node | None) -> set[str]:

@@ -14,7 +14,8 @@ PROGRAMS = frozenset(
      "GIT_SEQUENCE_EDITOR", "GIT_ASKPASS", "GIT_PROXY_COMMAND", "SSH_ASKPASS", "SUDO_ASKPASS",
      "PAGER", "MANPAGER", "EDITOR", "VISUAL", "BROWSER", "npm_config_script_shell",
      "npm_config_shell", "npm_config_editor", "npm_config_browser", "npm_config_git", "FCEDIT",
-     "RSYNC_RSH", "RSYNC_CONNECT_PROG", "CVS_RSH", "SVN_SSH", "LESSOPEN", "LESSCLOSE"}
+     "RSYNC_RSH", "RSYNC_CONNECT_PROG", "CVS_RSH", "SVN_SSH", "LESSOPEN", "LESSCLOSE", "CC",
+     "CXX", "CPP", "AR", "LD", "RUSTC", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER"}
 )  # fmt: skip
 # Variables that name code to load, a config that may name programs, or where programs are
 # found: what they make run cannot be told from the command.
@@ -24,8 +25,8 @@ DENIED = frozenset(
      "ZDOTDIR", "NODE_OPTIONS", "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB",
      "PYTHONSTARTUP", "PYTHONINSPECT", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
      "MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKEFILES", "GCONV_PATH", "SSH_CONFIG",
-     "CARGO_HOME", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTC", "CC", "CXX",
-     "BASH_ALIASES", "BASH_CMDS", "SHELL", "KUBECONFIG", "AWS_CONFIG_FILE", "DOCKER_CONFIG",
+     "CARGO_HOME", "DOTNET_STARTUP_HOOKS", "BASH_ALIASES", "BASH_CMDS", "SHELL", "KUBECONFIG",
+     "AWS_CONFIG_FILE", "DOCKER_CONFIG",
      "GOFLAGS", "PHPRC", "PHP_INI_SCAN_DIR", "TAR_OPTIONS"}
 )  # fmt: skip
 DENIED_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_", "PERL5", "CARGO_TARGET_")

@@ -20,6 +20,7 @@ Node = dict[str, Any]
 # word's pattern. The engine refuses a command holding NUL, so it cannot be forged.
 DYNAMIC = "\x00"
 MAX_BRACE_WORDS = 256  # {1..100000} is judged as "many words, known at run time"
+MAX_BRACES = 64  # braces in one word: more are judged as many words known at run time
 _GLOB_CHARS = frozenset("*?[")
 DOUBLE_QUOTE_ESCAPES = '$`"\\'
 HERE_DOCUMENT_ESCAPES = "$`\\"
@@ -74,6 +75,14 @@ def words(node: Node, data: bytes) -> list[Word]:
     except _TooManyWordsError:
         return [Word(DYNAMIC, _source(node, data), expands=True, splits=True)]
     return [_make(item) for item in expanded if item]
+
+
+def _braces(chars: list[Char]) -> list[list[Char]]:
+    """Bash's brace expansion of one word (a word with more braces than MAX_BRACES is
+    judged as many words known at run time: reading it would take quadratic time)."""
+    if sum(c.kind == Kind.ACTIVE and c.pattern == "{" for c in chars) > MAX_BRACES:
+        raise _TooManyWordsError
+    return _expand(chars)
 
 
 def word(node: Node, data: bytes) -> Word:
@@ -189,8 +198,7 @@ class _TooManyWordsError(Exception):
     """Brace expansion makes more than MAX_BRACE_WORDS words."""
 
 
-def _braces(chars: list[Char]) -> list[list[Char]]:
-    """Bash's brace expansion of one word."""
+def _expand(chars: list[Char]) -> list[list[Char]]:
     start = 0
     while True:
         opening = _next_active(chars, "{", start)
@@ -210,10 +218,10 @@ def _braces(chars: list[Char]) -> list[list[Char]]:
 
 
 def _combine(prefix: list[Char], choices: list[list[Char]], suffix: list[Char]) -> list[list[Char]]:
-    tails = _braces(suffix)
+    tails = _expand(suffix)
     made: list[list[Char]] = []
     for choice in choices:
-        for middle in _braces(choice):
+        for middle in _expand(choice):
             for tail in tails:
                 made.append(prefix + middle + tail)
                 if len(made) > MAX_BRACE_WORDS:

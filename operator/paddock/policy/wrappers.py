@@ -336,7 +336,19 @@ def _permuting(
 ) -> list[Runs | Unknown] | None:
     """su, runuser and script read options anywhere: ``su USER -c CMD`` runs CMD. Without
     -c, ``runuser -u USER CMD`` runs CMD, ``su USER ARGS`` hands ARGS to a shell, and
-    otherwise a shell reads its commands from stdin."""
+    otherwise a shell reads its commands from stdin. ``-s SHELL`` names the program run as
+    the shell: it is judged as a command too."""
+    shells = [_script((args[i + 1],), f"{name} -s") for i, w in enumerate(args[:-1])
+              if w.pattern in ("-s", "--shell")]  # fmt: skip
+    shells += [_script((Word(w.pattern[8:], w.shown[8:]),), f"{name} --shell")
+               for w in args if w.pattern.startswith("--shell=")]  # fmt: skip
+    found = _permuted(name, wrapper, args, stdin)
+    return [*shells, *(found or [])] if shells else found
+
+
+def _permuted(
+    name: str, wrapper: Wrapper, args: tuple[Word, ...], stdin: Word | None
+) -> list[Runs | Unknown] | None:
     parsed = _options(name, wrapper, args)
     if not isinstance(parsed, _Options):
         return parsed
