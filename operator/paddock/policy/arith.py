@@ -141,22 +141,33 @@ SHELL_SET = frozenset(
 PROMPT_SPECIAL = frozenset("$`\\")
 
 
-def unsafe(how: str, reading: Reading, values: dict[str, list[str | None]]) -> str | None:
+def unsafe(
+    how: str,
+    reading: Reading,
+    values: dict[str, list[str | None]],
+    memo: dict[tuple[str, str], str | None] | None = None,
+) -> str | None:
     """Why evaluating what ``reading`` read may run a command, or None when it cannot.
     ``values``: every text each variable may hold (None: one not known); a variable the
-    command never assigns holds what the sandbox's environment gave it."""
+    command never assigns holds what the sandbox's environment gave it. ``memo`` keeps what
+    is found per variable across calls with the same values."""
     if reading.opaque:
         return f"{how} of text only known at run time: {reading.opaque[0]}"
-    seen: set[str] = set()
+    memo = {} if memo is None else memo
     for name in sorted(reading.names):
-        problem = _variable(name, how, values, seen)
-        if problem:
-            return problem
+        if (name, how) not in memo:
+            memo[name, how] = _variable(name, how, values, set(), memo)
+        if memo[name, how]:
+            return memo[name, how]
     return None
 
 
 def _variable(
-    name: str, how: str, values: dict[str, list[str | None]], seen: set[str]
+    name: str,
+    how: str,
+    values: dict[str, list[str | None]],
+    seen: set[str],
+    memo: dict[tuple[str, str], str | None],
 ) -> str | None:
     if name in seen:
         return None
@@ -175,7 +186,8 @@ def _variable(
         if reading.opaque:
             return f"{how} of ${name}, whose value {value!r} holds a subscript or expansion"
         for inner in sorted(reading.names):
-            problem = _variable(inner, "arithmetic", values, seen)
+            found = memo.get((inner, "arithmetic"), "")  # "" : not judged yet
+            problem = _variable(inner, "arithmetic", values, seen, memo) if found == "" else found
             if problem:
                 return problem
     return None

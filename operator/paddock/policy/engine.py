@@ -176,15 +176,18 @@ class _Judge:
         self, name: str, value: str | None, depth: int, aliases: frozenset[str]
     ) -> list[Part]:
         """A variable given ``value``: remembered, and judged by what it makes run."""
-        self.values.setdefault(name, []).append(value)
+        known = self.values.setdefault(name, [])
+        if value not in known:
+            known.append(value)
         effect = environment.effect(name, value)
         return [] if effect is None else self.wrapped(effect, depth, aliases)
 
     def evaluated(self) -> list[Part]:
         """The text bash evaluates again, judged with every value the command assigns."""
         parts = []
+        memo: dict[tuple[str, str], str | None] = {}  # each variable is judged once
         for item in self.pending:
-            problem = arith.unsafe(item.how, item.reading, self.values)
+            problem = arith.unsafe(item.how, item.reading, self.values, memo)
             if problem:
                 text = " ".join(item.source.split())
                 parts.append(Part(PartKind.COMMAND, text, self.anything, problem))
