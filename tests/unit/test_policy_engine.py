@@ -749,3 +749,22 @@ def test_the_attacks_run_curl_in_bash(tmp_path: Path) -> None:
         if not marker.exists():
             ran_nothing.append(attack)
     assert ran_nothing == []
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("~/bin/evil x", DENY),  # ~ is HOME, as bash expands it: a rule on the path matches
+        ("/home/paddock/bin/evil", DENY),
+        ("cat ~/notes.txt", ALLOW),  # a rule's own ~/ means the same
+        ("cat /home/paddock/notes.txt", ALLOW),
+        ("cat '~/notes.txt'", ASK),  # a quoted ~ is itself
+        ("ls ~root/x", ASK),  # another user's home: only known at run time
+        ("~root/curl x", DENY),
+    ],
+)
+def test_a_tilde_is_the_sandboxs_home(command: str, expected: Decision) -> None:
+    policy = SandboxPolicySpec.model_validate(
+        {"commands": {"allow": ["cat ~/notes*"], "deny": ["/home/paddock/bin/evil*", "curl*"]}}
+    )
+    assert evaluate(policy, command).decision == expected

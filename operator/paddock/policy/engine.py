@@ -20,7 +20,7 @@ from paddock.api.policy import Capabilities, CommandRules, Decision, SandboxPoli
 from paddock.policy import arith, builtins, environment, git
 from paddock.policy.globs import always_matches, could_match
 from paddock.policy.outcomes import Runs, Unknown
-from paddock.policy.protected import protected_place
+from paddock.policy.protected import HOME, protected_place
 from paddock.policy.shell import DYNAMIC, Evaluated, ShellSyntaxError, Word, parse
 from paddock.policy.wrappers import judged_itself, runs
 
@@ -120,6 +120,12 @@ def file_write(capabilities: Capabilities, target: str, protect: bool = True) ->
 
 def _normal(text: str) -> str:
     return " ".join(text.split())
+
+
+def _home(glob: str) -> str:
+    """A rule's ``~/`` as the command's words have it: the sandbox's HOME."""
+    expanded = HOME + glob[1:] if glob == "~" or glob.startswith("~/") else glob
+    return expanded.replace(" ~/", f" {HOME}/")
 
 
 @dataclass
@@ -259,11 +265,11 @@ class _Judge:
             for glob in globs:
                 if glob in aliases:
                     return decision, f"{decision}: {glob} (script)"
-                if any(could_match(glob, form) for form in forms):
+                if any(could_match(_home(glob), form) for form in forms):
                     return decision, f"{decision}: {glob}"
         for glob in self.rules.allow:
             if glob in aliases:
                 return Decision.ALLOW, f"allow: {glob} (script)"
-            if always_matches(glob, written):
+            if always_matches(_home(glob), written):
                 return Decision.ALLOW, f"allow: {glob}"
         return None

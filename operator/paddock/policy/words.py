@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from paddock.policy.protected import HOME
+
 Node = dict[str, Any]
 
 # Marks text only known at run time (a parameter, command or arithmetic expansion) inside a
@@ -100,7 +102,24 @@ def word(node: Node, data: bytes) -> Word:
     return made
 
 
+def _tilde(chars: list[Char]) -> list[Char]:
+    """Tilde expansion of a word's start: ``~`` and ``~/...`` are the sandbox's HOME;
+    ``~user``, ``~+`` and ``~-`` a directory only known at run time; a quoted ``~`` itself."""
+    if not chars or chars[0].kind != Kind.ACTIVE or chars[0].pattern != "~":
+        return chars
+    end = next(
+        (i for i, c in enumerate(chars) if c.kind == Kind.ACTIVE and c.pattern == "/"), len(chars)
+    )
+    prefix = chars[1:end]
+    if any(c.kind != Kind.ACTIVE for c in prefix):
+        return chars
+    shown = "~" + "".join(c.shown for c in prefix)
+    home = Char(HOME, shown, Kind.QUOTED) if not prefix else Char(DYNAMIC, shown, Kind.FIXED)
+    return [home, *chars[end:]]
+
+
 def _make(chars: list[Char]) -> Word:
+    chars = _tilde(chars)
     pattern = "".join(c.pattern for c in chars)
     shown = "".join(c.shown for c in chars)
     globbing = any(
