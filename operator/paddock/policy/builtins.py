@@ -121,10 +121,7 @@ def _named_words(name: str, args: tuple[Word, ...], found: Effects) -> None:
     if name in ("test", "["):
         for flag, operand in itertools.pairwise(args):
             if flag.pattern == "-v":
-                if not operand.literal:
-                    found.reading.opaque.append(operand.shown)
-                else:
-                    arith.name_reading(operand.pattern, found.reading)
+                _name(operand, found, assigns=False)
         return
     flags = "".join(w.pattern[1:] for w in args if w.literal and w.pattern.startswith(("-", "+")))
     for word in args:

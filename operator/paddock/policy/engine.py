@@ -135,6 +135,7 @@ class _Judge:
     scripts: dict[str, str]
     protect: bool = True
     _normal_scripts: dict[str, str] = field(init=False)
+    _rules: dict[Decision, list[tuple[str, str]]] = field(init=False)
     # Every text each variable is given, anywhere in the command (None: not known), and the
     # text bash evaluates again: judged once all of the command is read.
     values: dict[str, list[str | None]] = field(default_factory=dict)
@@ -142,6 +143,15 @@ class _Judge:
 
     def __post_init__(self) -> None:
         self._normal_scripts = {name: _normal(cmd) for name, cmd in self.scripts.items()}
+        # Each rule with its ~/ as the command's words have it, worked out once.
+        self._rules = {
+            decision: [(glob, _home(glob)) for glob in globs]
+            for decision, globs in (
+                (Decision.DENY, self.rules.deny),
+                (Decision.ASK, self.rules.ask),
+                (Decision.ALLOW, self.rules.allow),
+            )
+        }
 
     @property
     def anything(self) -> Decision:
@@ -261,15 +271,15 @@ class _Judge:
         if bare.startswith("git "):  # git -C dir push is git push
             subcommand = git.subcommand(words)
             forms += [" ".join(("git", *(w.pattern for w in subcommand[1:])))] if subcommand else []
-        for decision, globs in ((Decision.DENY, self.rules.deny), (Decision.ASK, self.rules.ask)):
-            for glob in globs:
+        for decision in (Decision.DENY, Decision.ASK):
+            for glob, expanded in self._rules[decision]:
                 if glob in aliases:
                     return decision, f"{decision}: {glob} (script)"
-                if any(could_match(_home(glob), form) for form in forms):
+                if any(could_match(expanded, form) for form in forms):
                     return decision, f"{decision}: {glob}"
-        for glob in self.rules.allow:
+        for glob, expanded in self._rules[Decision.ALLOW]:
             if glob in aliases:
                 return Decision.ALLOW, f"allow: {glob} (script)"
-            if always_matches(_home(glob), written):
+            if always_matches(expanded, written):
                 return Decision.ALLOW, f"allow: {glob}"
         return None

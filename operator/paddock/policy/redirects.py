@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from paddock.policy.words import DYNAMIC, HERE_DOCUMENT_ESCAPES, Word, unescape_double, word
+from paddock.policy.words import DYNAMIC, HERE_DOCUMENT_ESCAPES, Word, source, unescape_double, word
 
 Node = dict[str, Any]
 
@@ -25,10 +25,6 @@ class FileWrite:
 
     target: Word
     source: str
-
-
-def _source(node: Node, data: bytes) -> str:
-    return data[node["Pos"]["Offset"] : node["End"]["Offset"]].decode(errors="replace")
 
 
 def stdin(redirects: list[Node], data: bytes) -> tuple[Word | None, bool]:
@@ -75,7 +71,7 @@ def _here_document(redirect: Node, data: bytes) -> Word:
             shown.append(text)
         else:
             pattern.append(DYNAMIC)
-            shown.append(_source(part, data))
+            shown.append(source(part, data))
     return Word("".join(pattern), "".join(shown))
 
 
@@ -132,7 +128,7 @@ def writes(redirects: list[Node], data: bytes) -> list[FileWrite]:
         descriptor = _descriptor(target)
         if descriptor is not None and not named and descriptor not in opened:
             continue
-        found.append(FileWrite(target, _source(redirect, data)))
+        found.append(FileWrite(target, source(redirect, data)))
     return found
 
 

@@ -20,7 +20,7 @@ from paddock.policy import redirects as redirects_
 from paddock.policy.arith import Reading
 from paddock.policy.redirects import FileWrite
 from paddock.policy.shfmt import ShellSyntaxError, syntax_tree
-from paddock.policy.words import DYNAMIC, Word, word, words
+from paddock.policy.words import DYNAMIC, Word, source, word, words
 
 Node = dict[str, Any]
 
@@ -155,7 +155,7 @@ class _Reader:
         )
 
     def source(self, node: Node) -> str:
-        return _source(node, self.data)
+        return source(node, self.data)
 
     def _call(self, node: Node) -> None:
         for assignment in node.get("Assigns") or []:
@@ -345,10 +345,6 @@ def _nodes(tree: Any, stop: str | None = None) -> Iterator[Node]:
                 stack.extend(reversed(list(node.values())))
         elif isinstance(node, list):
             stack.extend(reversed(node))
-
-
-def _source(node: Node, data: bytes) -> str:
-    return data[node["Pos"]["Offset"] : node["End"]["Offset"]].decode(errors="replace")
 
 
 def _opaque(text: str) -> Word:

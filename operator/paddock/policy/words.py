@@ -75,7 +75,7 @@ def words(node: Node, data: bytes) -> list[Word]:
     try:
         expanded = _braces(chars)
     except _TooManyWordsError:
-        return [Word(DYNAMIC, _source(node, data), expands=True, splits=True)]
+        return [Word(DYNAMIC, source(node, data), expands=True, splits=True)]
     return [_make(item) for item in expanded if item]
 
 
@@ -130,7 +130,8 @@ def _make(chars: list[Char]) -> Word:
     return Word(pattern, shown, expands, splits)
 
 
-def _source(node: Node, data: bytes) -> str:
+def source(node: Node, data: bytes) -> str:
+    """The text of a node of shfmt's tree, as written."""
     return data[node["Pos"]["Offset"] : node["End"]["Offset"]].decode(errors="replace")
 
 
@@ -146,10 +147,10 @@ def _chars(node: Node, data: bytes) -> list[Char]:
         elif kind == "DblQuoted":
             chars += _double_quoted(part, data)
         elif kind == "ExtGlob":
-            text = _source(part, data)
+            text = source(part, data)
             chars.append(Char(text, text, Kind.GLOB))
         else:  # ParamExp, CmdSubst, ArithmExp, ProcSubst: known only at run time
-            chars.append(Char(DYNAMIC, _source(part, data), Kind.SPLIT))
+            chars.append(Char(DYNAMIC, source(part, data), Kind.SPLIT))
     return chars
 
 
@@ -180,7 +181,7 @@ def _double_quoted(node: Node, data: bytes) -> list[Char]:
             chars += _quoted(unescape_double(part.get("Value", "")))
         else:
             kind = Kind.SPLIT if _many_words(part) else Kind.FIXED
-            chars.append(Char(DYNAMIC, _source(part, data), kind))
+            chars.append(Char(DYNAMIC, source(part, data), kind))
     return chars or _quoted("")
 
 
