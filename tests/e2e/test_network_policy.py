@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -207,6 +207,22 @@ def _wait_fenced(cluster: Cluster, namespace: str, pod: str) -> None:
     wait_for(fenced, 30, what=f"pod {pod} ({address}) in {table}'s set of fenced pods")
 
 
+ENFORCED_SECONDS = 60  # for a changed NetworkPolicy to reach the enforcer on a busy node
+
+
+def _enforced(cluster: Cluster, namespace: str, probe: Callable[[], bool], what: str) -> None:
+    """Wait until ``probe`` holds; if it never does, fail with what the enforcer saw: the box's
+    NetworkPolicy as the API server has it and the enforcer's own last log lines."""
+    try:
+        wait_for(probe, ENFORCED_SECONDS, what=what)
+    except TimeoutError as exc:
+        state = ClusterState.load(local.default_state_dir())
+        log = state.log(network_policies.COMPONENT) if state else None
+        tail = log.read_text(errors="replace").splitlines()[-40:] if log and log.exists() else []
+        shown = cluster.kubectl("get", "-n", namespace, "networkpolicy", "-o", "yaml", check=False)
+        raise AssertionError("\n".join([str(exc), shown.stdout, *tail])) from exc
+
+
 def _change_policy(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> None:
     """Change the policy, and wait until the sandbox's NetworkPolicy says so."""
     cluster.apply(_policy(spec), namespace)
@@ -230,6 +246,10 @@ def test_a_sandbox_reaches_only_what_its_policy_names(
     pod never recreated; the API server (on the node's address) is never reachable."""
     here, one, other = bridge.address, bridge.open_port, bridge.other_port
     api_address, api_port = bridge.api_server
+
+    def port_open() -> bool:
+        return _connects(cluster, namespace, "box", here, one)
+
     cluster.apply(_plain_pod("unfenced", "sleep infinity"), namespace)
     uid = _fenced(cluster, namespace, "box", {"capabilities": {"network": "deny"}})
 
@@ -252,7 +272,7 @@ def test_a_sandbox_reaches_only_what_its_policy_names(
     # allow plus a rule for one port of the bridge: that port, not the other one.
     rule = {"cidrs": [f"{here}/32"], "ports": [{"port": one}]}
     _change_policy(cluster, namespace, "box", {"network": {"egress": [rule]}})
-    wait_for(lambda: _connects(cluster, namespace, "box", here, one), 30, what="the named port")
+    _enforced(cluster, namespace, port_open, "the named port")
     assert "hello from the bridge" in _fetches(cluster, namespace, "box", here, one)
     assert not _connects(cluster, namespace, "box", here, other)
     assert not _connects(cluster, namespace, "box", api_address, api_port)
@@ -261,15 +281,13 @@ def test_a_sandbox_reaches_only_what_its_policy_names(
     fenced = {"capabilities": {"network": "deny"}, "network": {"egress": [rule]}}
     _change_policy(cluster, namespace, "box", fenced)
     # The enforcer takes the changed NetworkPolicy in a moment (longer on a busy node).
-    wait_for(lambda: _connects(cluster, namespace, "box", here, one), 30, what="the rule alone")
+    _enforced(cluster, namespace, port_open, "the rule alone")
     assert not _connects(cluster, namespace, "box", here, other)
     assert not _connects(cluster, namespace, "box", api_address, api_port)
 
     # Back to deny: the port closes again.
     _change_policy(cluster, namespace, "box", {"capabilities": {"network": "deny"}})
-    wait_for(
-        lambda: not _connects(cluster, namespace, "box", here, one), 30, what="the port to close"
-    )
+    _enforced(cluster, namespace, lambda: not port_open(), "the port to close")
     assert str((get(cluster, namespace, "pod", "box") or {})["metadata"]["uid"]) == uid
 
 
