@@ -50,7 +50,7 @@ lint: install ## Lint: ruff, the layers (import-linter), the Dockerfile (hadolin
 	$(BIN)/ruff check operator tests bench
 	$(BIN)/ruff format --check operator tests bench
 	$(BIN)/lint-imports
-	$(BIN)/hadolint Dockerfile images/sandbox/Dockerfile
+	$(BIN)/hadolint Dockerfile images/sandbox/Dockerfile images/gateway/Dockerfile
 	PY=$(PY) hack/kubeconform.sh
 
 .PHONY: typecheck

@@ -13,6 +13,7 @@ from paddock.cli_approve import add_approvals
 from paddock.cli_complete import autocomplete
 from paddock.cli_policy import add_policy
 from paddock.cli_runs import add_runs
+from paddock.gateway.run import add_gateway
 from paddock.kube.errors import NoClusterConfigError
 
 
@@ -138,6 +139,7 @@ def build_parser(prog: str = "paddock") -> argparse.ArgumentParser:
         _add_mcp,
         _add_policy_and_approvals,
         _add_dev,
+        add_gateway,
     ):
         add(commands)
     return parser

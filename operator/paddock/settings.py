@@ -168,6 +168,30 @@ class OperatorSettings(BaseModel):
         description="Labels of the cluster's DNS pods, as KEY=VALUE[,KEY=VALUE].",
     )
 
+    gateway_proxy: str | None = Field(
+        default=None,
+        pattern=r"^http://[^\s/@]+:[0-9]+/?$",
+        description="The egress gateway (paddock gateway), as the URL sandboxes use as their "
+        "HTTP(S)_PROXY, e.g. http://paddock-gateway.paddock-system.svc:3128. Unset: no "
+        "gateway, and a policy's network.hosts does not apply (its sandboxes say so).",
+    )
+    gateway_port: int = Field(
+        default=3128, ge=1, le=65535, description="The port the gateway's pods listen on."
+    )
+    gateway_namespace: str | None = Field(
+        default=None, description="Namespace of the gateway's pods (with gateway_pod_labels)."
+    )
+    gateway_pod_labels: dict[str, str] = Field(
+        default={},
+        description="Labels of the gateway's pods, as KEY=VALUE[,KEY=VALUE]: sandboxes with "
+        "network.hosts may connect to these pods and to gateway_cidrs, on gateway_port.",
+    )
+    gateway_cidrs: list[str] = Field(
+        default=[],
+        description="Addresses of a gateway outside the pod network (comma-separated), "
+        "instead of or besides its pods.",
+    )
+
     @property
     def thread_sandbox_idle_limit(self) -> int | None:
         """Seconds a thread's sandbox is kept without activity (None: for ever)."""
@@ -202,20 +226,26 @@ class OperatorSettings(BaseModel):
             raise ValueError("log_backend s3 needs s3_bucket (PADDOCK_S3_BUCKET)")
         if self.snapshot_store == "object" and not self.s3_bucket:
             raise ValueError("snapshot_store object needs s3_bucket (PADDOCK_S3_BUCKET)")
+        gateway_peers = bool(self.gateway_cidrs) or bool(self.gateway_pod_labels)
+        if self.gateway_proxy and not gateway_peers:
+            raise ValueError(
+                "gateway_proxy needs gateway_pod_labels (with gateway_namespace) or "
+                "gateway_cidrs: sandboxes' NetworkPolicies let them reach only those"
+            )
         if (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
             raise ValueError(
                 "s3_access_key_id and s3_secret_access_key are given together or not at all"
             )
         return self
 
-    @field_validator("network_internal_cidrs", "dns_servers", mode="before")
+    @field_validator("network_internal_cidrs", "dns_servers", "gateway_cidrs", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
 
-    @field_validator("dns_pod_labels", mode="before")
+    @field_validator("dns_pod_labels", "gateway_pod_labels", mode="before")
     @classmethod
     def _labels(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -225,7 +255,7 @@ class OperatorSettings(BaseModel):
             return dict(pair.split("=", 1) for pair in pairs)
         return value
 
-    @field_validator("network_internal_cidrs", "dns_servers")
+    @field_validator("network_internal_cidrs", "dns_servers", "gateway_cidrs")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
         for item in value:

@@ -13,7 +13,9 @@ import pytest
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
+from paddock.policy.choice import choose_policy
 from paddock.render.names import ACTIVITY_ANNOTATION
+from paddock.render.network_policy import ClusterNetwork, Gateway
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan
@@ -491,3 +493,34 @@ def test_objects_as_the_server_stores_them_are_not_patched_again() -> None:
     assert kinds(decide(replace(w, network_policy=stored)), Patch) == []
     stored["spec"]["egress"] = []
     assert kinds(decide(replace(w, network_policy=stored)), Patch) == ["NetworkPolicy"]
+
+
+def _hosts_world(gateway: Gateway | None) -> SandboxWorld:
+    policy = {"commands": {"default": "allow"}, "network": {"hosts": {"allow": ["x.io"]}}}
+    body = sandbox(spec={"workspaceRef": {"name": "ws"}, "policy": policy})
+    choice = choose_policy(SandboxSpec.model_validate(body["spec"]), "team", None)
+    return world(body, policy_choice=choice, network=ClusterNetwork(gateway=gateway))
+
+
+def test_a_policy_with_hosts_says_whether_a_gateway_is_in_the_way() -> None:
+    gateway = Gateway(proxy="http://192.0.2.9:3128", port=3128, cidrs=("192.0.2.9",))
+    through = decide(_hosts_world(gateway))
+    condition = next(
+        c for c in through.status.to_api()["conditions"] if c["type"] == "EgressGateway"
+    )
+    assert (condition["status"], condition["reason"]) == ("True", "ThroughGateway")
+    pod = next(w.obj for w in through.writes if w.obj["kind"] == "Pod")
+    # Every container that runs the workspace's code; the gate's sidecar reaches nothing.
+    for container in pod["spec"]["containers"] + pod["spec"]["initContainers"]:
+        env = {var["name"]: var.get("value") for var in container["env"]}
+        proxy = "http://192.0.2.9:3128" if container["name"] != "gate" else None
+        assert env.get("HTTPS_PROXY") == env.get("http_proxy") == proxy, container["name"]
+
+    alone = decide(_hosts_world(None))
+    condition = next(c for c in alone.status.to_api()["conditions"] if c["type"] == "EgressGateway")
+    assert (condition["status"], condition["reason"]) == ("False", "NoGateway")
+    assert [n.reason for n in alone.notices if n.reason == "NoGateway"] == ["NoGateway"]
+    pod = next(w.obj for w in alone.writes if w.obj["kind"] == "Pod")
+    assert not any("HTTPS_PROXY" in str(c["env"]) for c in pod["spec"]["containers"])
+    without_hosts = decide(world(network=ClusterNetwork(gateway=gateway)))
+    assert "EgressGateway" not in str(without_hosts.status.to_api())

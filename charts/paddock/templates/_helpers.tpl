@@ -142,3 +142,34 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
   verbs: [get, list, watch, patch]
 {{- end }}
 {{- end -}}
+
+{{/* The egress gateway's pods: a name of their own. */}}
+{{- define "paddock.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "paddock.gatewayLabels" -}}
+{{ include "paddock.gatewaySelectorLabels" . }}
+app.kubernetes.io/component: gateway
+app.kubernetes.io/part-of: paddock
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The gateway image: the one given, else the one published next to the operator's. */}}
+{{- define "paddock.gatewayImage" -}}
+{{- if .Values.gateway.image -}}
+{{ .Values.gateway.image }}
+{{- else -}}
+{{ .Values.image.repository }}-gateway:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
+{{- end -}}
+
+{{/* The proxy URL sandboxes are given: the Service's fixed address when one is set (a
+sandbox without DNS reaches it then), else its name. */}}
+{{- define "paddock.gatewayProxy" -}}
+{{- $host := default (printf "%s-gateway.%s.svc" (include "paddock.fullname" .) .Release.Namespace) .Values.gateway.clusterIP -}}
+http://{{ $host }}:{{ .Values.gateway.port }}
+{{- end -}}

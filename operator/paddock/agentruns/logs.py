@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from paddock.agentruns import logstore
 from paddock.api.agentrun import TERMINAL_PHASES, LogBackend
 from paddock.kube import client as kube
+from paddock.kube import watches
 from paddock.objectstore.client import GETS_AT_ONCE, S3Config
 from paddock.objectstore.errors import ObjectStoreError
 from paddock.runs import objectlog
@@ -76,12 +77,14 @@ def _changes(run: Obj) -> Iterator[Obj]:
     version = str(meta["resourceVersion"])
     while True:
         try:
-            for kind, seen in kube.watch_one("AgentRun", namespace, name, version, WATCH_SECONDS):
+            for kind, seen in watches.watch_one(
+                "AgentRun", namespace, name, version, WATCH_SECONDS
+            ):
                 version = str(seen["metadata"]["resourceVersion"])
                 if kind == "DELETED" or seen["metadata"]["uid"] != uid:
                     raise RunNotFoundError(f"AgentRun {name} was deleted")
                 yield seen
-        except kube.WatchExpiredError:
+        except watches.WatchExpiredError:
             pass
         run = _run(namespace, name, uid)
         version = str(run["metadata"]["resourceVersion"])
@@ -104,20 +107,20 @@ class ConfigMapReader:
     def events(self, cursor: _Cursor, follow: bool) -> Iterator[Obj]:
         selector = chunk_selector(self.uid)
         while True:  # a listing, then its watch; again when the watch's start has expired
-            configmaps, version = kube.list_configmaps_at(self.namespace, selector)
+            configmaps, version = watches.list_configmaps_at(self.namespace, selector)
             yield from cursor.new(ordered_events(configmaps))
             if not follow or cursor.ended:
                 return
             try:
                 yield from self._watched(version, cursor)
                 return
-            except kube.WatchExpiredError:
+            except watches.WatchExpiredError:
                 continue
 
     def _watched(self, version: str, cursor: _Cursor) -> Iterator[Obj]:
         selector = chunk_selector(self.uid)
         while True:
-            changes = kube.watch_configmaps(self.namespace, selector, version, WATCH_SECONDS)
+            changes = watches.watch_configmaps(self.namespace, selector, version, WATCH_SECONDS)
             for kind, configmap in changes:
                 version = configmap["metadata"]["resourceVersion"]
                 if kind == "DELETED":  # the log goes with its run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -139,6 +140,63 @@ class EgressRule(ApiModel):
     )
 
 
+# A host name, or "*." and a domain, and an optional port. The last label starts with a letter,
+# which no IP address's does: a rule names hosts, never addresses.
+_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_PORT = r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+HOST_PATTERN = rf"^(\*\.)?({_LABEL}\.)*[a-z]([-a-z0-9]{{0,61}}[a-z0-9])?(:{_PORT})?$"
+HOST_MESSAGE = (
+    "must be a lower-case host name, or *. and a domain (subdomains only), with an optional "
+    ":port, e.g. github.com, *.npmjs.org or pypi.org:443; never an IP address"
+)
+
+
+def _host_pattern(value: str) -> str:
+    if not re.fullmatch(HOST_PATTERN, value):
+        raise ValueError(HOST_MESSAGE)
+    return value
+
+
+HostPattern = Annotated[
+    str,
+    AfterValidator(_host_pattern),
+    Field(
+        max_length=260,
+        json_schema_extra=validations(cel(f"self.matches(r'{HOST_PATTERN}')", HOST_MESSAGE)),
+    ),
+]
+
+
+class HostDecision(StrEnum):
+    ALLOW = "allow"
+    DENY = "deny"
+
+
+class HostRules(ApiModel):
+    """Egress by host name, through the egress gateway: the sandbox pod reaches the internet
+    only through the gateway (its NetworkPolicy allows nothing else there), and the gateway
+    lets an HTTP request or an HTTPS tunnel through by these rules. A pattern without a port
+    matches ports 443 and 80. Precedence: deny > allow > default. The gateway resolves the name
+    itself and refuses internal addresses whatever the name, an address instead of a name, and
+    a TLS tunnel whose server name (SNI) is not the host asked for.
+
+    Applies where capabilities.network is allow and the operator runs with an egress gateway;
+    without one the Sandbox's EgressGateway condition says so and its egress is as without
+    hosts."""
+
+    allow: list[HostPattern] = Field(
+        default_factory=list, max_length=MAX_LIST, description="Hosts the sandbox may reach."
+    )
+    deny: list[HostPattern] = Field(
+        default_factory=list,
+        max_length=MAX_LIST,
+        description="Hosts the sandbox never reaches, whatever allow says.",
+    )
+    default: HostDecision = Field(
+        default=HostDecision.DENY, description="Decision for a host that matches no rule."
+    )
+
+
 class NetworkRules(ApiModel):
     """Egress of the sandbox pod, enforced as a Kubernetes NetworkPolicy.
 
@@ -156,6 +214,11 @@ class NetworkRules(ApiModel):
         default_factory=list,
         max_length=MAX_LIST,
         description="Destinations allowed on top of the baseline, e.g. an in-cluster mirror.",
+    )
+    hosts: HostRules | None = Field(
+        default=None,
+        description="Egress by host name through the egress gateway, instead of to any public "
+        "address (with capabilities.network allow). Unset: no gateway in the way.",
     )
 
 

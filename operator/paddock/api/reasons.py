@@ -41,6 +41,7 @@ class ConditionType(StrEnum):
     UP_TO_DATE = "UpToDate"
     SNAPSHOT_READY = "SnapshotReady"
     RESTORED = "Restored"
+    EGRESS_GATEWAY = "EgressGateway"
     # AgentRun
     SECRETS_FOUND = "SecretsFound"
     PROMPT_FOUND = "PromptFound"
@@ -113,6 +114,9 @@ class SandboxReason(Reason):
     RESTORING = "Restoring"
     RESTORED = "Restored"
     NO_SNAPSHOT = "NoSnapshot"
+    # Egress by host name
+    THROUGH_GATEWAY = "ThroughGateway"
+    NO_GATEWAY = "NoGateway", W
     RESTORE_FAILED = "RestoreFailed", W
     SNAPSHOT_NOT_READY = "SnapshotNotReady"
 

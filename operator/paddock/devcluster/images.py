@@ -44,7 +44,7 @@ PADDOCK_SANDBOX_IMAGE = "localhost/paddock/paddock-sandbox:dev"
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = os.environ.get("PADDOCK_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-SANDBOX_PACKAGES = ("bash", "coreutils", "findutils", "git", "ca-certificates", "procps")
+SANDBOX_PACKAGES = ("bash", "coreutils", "findutils", "git", "ca-certificates", "procps", "curl")
 OPERATOR_PACKAGES = (*SANDBOX_PACKAGES, "python3")
 SANDBOX_UID = 1000
 # Node.js of the published sandbox image (its Dockerfile's NODE_VERSION), and where the agent

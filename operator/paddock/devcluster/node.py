@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from paddock.devcluster import images, local_snapshots, network_policies
+from paddock.devcluster import gateway, images, local_snapshots, network_policies
 from paddock.devcluster.binaries import Binaries
 from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
 from paddock.devcluster.processes import (
@@ -81,6 +81,7 @@ COMPONENTS = (
     "local-path-provisioner",
     network_policies.COMPONENT,
     CSI_NODE,
+    gateway.COMPONENT,
 )
 
 Kubectl = Callable[..., str]  # kubectl(*args, stdin=None) against the cluster, as admin
@@ -524,6 +525,7 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
     )  # fmt: skip
     network_policies.start(binaries, state, node, kubectl)
     _start_csi_node(binaries, state, node, kubectl)
+    gateway.start(state, node, kubectl)
 
 
 def _start_csi_node(

@@ -12,12 +12,11 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config, watch
-from kubernetes.client.exceptions import ApiException
+from kubernetes import client, config
 from urllib3.util.retry import Retry
 
 from paddock import GROUP, VERSION
@@ -25,7 +24,6 @@ from paddock.kube.errors import (
     ConflictError,
     NoClusterConfigError,
     NotFoundError,
-    converted,
     converting,
 )
 
@@ -325,68 +323,3 @@ def create_configmap(obj: Obj) -> Obj:
     return _decode(
         _core().create_namespaced_config_map(meta["namespace"], body, _preload_content=False)
     )
-
-
-class WatchExpiredError(Exception):
-    """410: the resourceVersion a watch started from is older than the server keeps; list
-    again and watch from the new listing."""
-
-
-@converting
-def list_configmaps_at(namespace: str, selector: str) -> tuple[list[Obj], str]:
-    """The ConfigMaps the selector picks, and the listing's resourceVersion to watch from."""
-    listing = _decode(
-        _core().list_namespaced_config_map(
-            namespace, label_selector=selector, _preload_content=False
-        )
-    )
-    return listing["items"], str(listing["metadata"]["resourceVersion"])
-
-
-def watch_configmaps(
-    namespace: str, selector: str, resource_version: str, timeout_seconds: int
-) -> Iterator[tuple[str, Obj]]:
-    """Each change to the ConfigMaps the selector picks after ``resource_version``, as
-    ``(ADDED|MODIFIED|DELETED, object)``, until the server ends the watch after
-    ``timeout_seconds``. Only what changes is sent: nothing already listed is read again."""
-    return _watched(
-        _core().list_namespaced_config_map,
-        namespace,
-        label_selector=selector,
-        resource_version=resource_version,
-        timeout_seconds=timeout_seconds,
-    )
-
-
-def watch_one(
-    kind: str, namespace: str, name: str, resource_version: str, timeout_seconds: int
-) -> Iterator[tuple[str, Obj]]:
-    """Each change to one Paddock object after ``resource_version``, as ``(type, object)``,
-    until the server ends the watch after ``timeout_seconds``."""
-    group, version, plural = _CUSTOM[kind]
-    return _watched(
-        _custom().list_namespaced_custom_object,
-        group,
-        version,
-        namespace,
-        plural,
-        field_selector=f"metadata.name={name}",
-        resource_version=resource_version,
-        timeout_seconds=timeout_seconds,
-    )
-
-
-def _watched(list_call: Callable[..., Any], *args: Any, **kwargs: Any) -> Iterator[tuple[str, Obj]]:
-    """The watch of a listing call, its objects as the server sent them; ``WatchExpiredError``
-    when the version it starts from is too old."""
-    stream = watch.Watch().stream(
-        list_call, *args, allow_watch_bookmarks=False, deserialize=False, **kwargs
-    )
-    with converted():
-        try:
-            for event in stream:
-                yield str(event["type"]), event["object"]
-        except ApiException as exc:
-            if exc.status == 410:
-                raise WatchExpiredError(str(exc.reason)) from None
-            raise

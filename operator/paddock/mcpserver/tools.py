@@ -18,6 +18,7 @@ from paddock.cli_approve import choose
 from paddock.cli_runs import TERMINAL, exit_code, run_manifest
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
+from paddock.kube import watches
 from paddock.kube.errors import KubeError
 from paddock.mcpserver import files
 from paddock.mcpserver.access import (
@@ -326,7 +327,9 @@ def read_events(
         run = _get("AgentRun", namespace, name)
         if not _ended(run):
             version = str(run["metadata"]["resourceVersion"])
-            for _, seen in kube.watch_one("AgentRun", namespace, name, version, int(wait_seconds)):
+            for _, seen in watches.watch_one(
+                "AgentRun", namespace, name, version, int(wait_seconds)
+            ):
                 if (seen.get("status") or {}).get("eventCount", 0) > from_seq or _ended(seen):
                     break
             found = _read(namespace, name, from_seq)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 
 from paddock.api.policy import Decision, SandboxPolicySpec
+from paddock.policy.hosts import host_problems
 
 # A command is split at these before its parts are matched: a rule holding one describes
 # two commands and matches neither.
@@ -37,7 +38,7 @@ def problems(spec: SandboxPolicySpec) -> list[str]:
         for cidr in rule.cidrs:
             if ipaddress.ip_network(cidr).is_loopback:
                 found.append(_loopback(index, cidr))
-    return found
+    return found + host_problems(spec)
 
 
 # Commands that run what files of the workspace say: an interpreter given a file, or a runner

@@ -23,6 +23,40 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True)
+class Gateway:
+    """The egress gateway: the proxy URL sandboxes use, and the peers and port their
+    NetworkPolicy lets them reach it at."""
+
+    proxy: str
+    port: int
+    cidrs: tuple[str, ...] = ()
+    namespace: str | None = None
+    pod_labels: dict[str, str] = field(default_factory=dict)
+
+    def peers(self) -> list[dict[str, Any]]:
+        peers: list[dict[str, Any]] = [
+            {"ipBlock": {"cidr": str(ipaddress.ip_network(c))}} for c in self.cidrs
+        ]
+        if self.pod_labels:
+            peer: dict[str, Any] = {"podSelector": {"matchLabels": dict(self.pod_labels)}}
+            if self.namespace:
+                peer["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: self.namespace}}
+            peers.append(peer)
+        return peers
+
+
+def through_gateway(policy: SandboxPolicySpec | None, gateway: Gateway | None) -> bool:
+    """Whether the sandbox reaches the internet only through the gateway: its policy allows the
+    network by host name, and there is a gateway."""
+    return (
+        gateway is not None
+        and policy is not None
+        and policy.capabilities.network == Decision.ALLOW
+        and policy.network.hosts is not None
+    )
+
+
+@dataclass(frozen=True)
 class ClusterNetwork:
     """What a sandbox's fence needs to know of the cluster: the ranges ``network: allow`` never
     reaches, the cluster's own addresses outside them (its nodes' and the API server's, which
@@ -33,6 +67,7 @@ class ClusterNetwork:
     dns_namespace: str = "kube-system"
     dns_pod_labels: dict[str, str] = field(default_factory=lambda: {"k8s-app": "kube-dns"})
     dns_servers: tuple[str, ...] = ()
+    gateway: Gateway | None = None
 
     def excluded(self, version: int) -> list[str]:
         """CIDRs of one IP version that ``network: allow`` leaves out: the internal ranges and
@@ -54,11 +89,16 @@ def _sorted(networks: Iterable[Network]) -> list[Network]:
 def render_network_policy(
     name: str, namespace: str, policy: SandboxPolicySpec, cluster: ClusterNetwork
 ) -> dict[str, Any]:
-    """No ingress at all; egress per ``capabilities.network`` plus the listed rules."""
+    """No ingress at all; egress per ``capabilities.network`` (through the gateway alone
+    where the policy names hosts) plus the listed rules."""
     egress: list[dict[str, Any]] = []
     if policy.network.dns:
         egress.append({"to": _dns_peers(cluster), "ports": DNS_PORTS})
-    if policy.capabilities.network == Decision.ALLOW:
+    if through_gateway(policy, cluster.gateway):
+        assert cluster.gateway is not None
+        port = [{"protocol": "TCP", "port": cluster.gateway.port}]
+        egress.append({"to": cluster.gateway.peers(), "ports": port})
+    elif policy.capabilities.network == Decision.ALLOW:
         everything = (("0.0.0.0/0", 4), ("::/0", 6))
         egress.append({"to": [_everything_but(c, cluster.excluded(v)) for c, v in everything]})
     for rule in policy.network.egress:

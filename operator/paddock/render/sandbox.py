@@ -61,6 +61,7 @@ class SandboxInputs:
     workspace: WorkspaceSpec
     image: str
     workspace_hash: str
+    proxy: str | None = None  # the egress gateway, where the sandbox reaches the web through it
 
 
 def _secret_env(name: str, ref: SecretKeySelector) -> dict[str, Any]:
@@ -71,6 +72,21 @@ def _secret_names(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Which of the container's variables hold secret values, for its scripts to mask."""
     secret = [var["name"] for var in env if "secretKeyRef" in var.get("valueFrom", {})]
     return [{"name": SECRET_ENV_VAR, "value": " ".join(secret)}] if secret else []
+
+
+# Hosts a sandbox reaches without the gateway: itself. Everything else that is not the web
+# (an in-cluster mirror of network.egress) is named by address, which curl, git and npm
+# send through the proxy too, where the gateway refuses it: such a tool is told NO_PROXY.
+NO_PROXY = "localhost,127.0.0.1,::1"
+
+
+def _proxy_env(proxy: str | None) -> list[dict[str, Any]]:
+    """The variables that send HTTP and HTTPS through the egress gateway, in both spellings
+    tools read."""
+    if proxy is None:
+        return []
+    pairs = [("HTTP_PROXY", proxy), ("HTTPS_PROXY", proxy), ("NO_PROXY", NO_PROXY)]
+    return [{"name": n, "value": v} for name, v in pairs for n in (name, name.lower())]
 
 
 def _workspace_env(workspace: WorkspaceSpec) -> list[dict[str, Any]]:
@@ -168,6 +184,7 @@ def _container(
         "env": [
             {"name": "HOME", "value": HOME_DIR},
             *GIT_SAFE_WORKSPACE,
+            *_proxy_env(inputs.proxy),
             *env,
             *_secret_names(env),
         ],

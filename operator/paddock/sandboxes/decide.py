@@ -27,7 +27,7 @@ from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec, SandboxStatus, SandboxTimings
 from paddock.policy.gate import Judged, blocking, judge_setup
 from paddock.render import names
-from paddock.render.network_policy import render_network_policy
+from paddock.render.network_policy import Gateway, render_network_policy, through_gateway
 from paddock.render.ownership import controlled_by, owned_by
 from paddock.render.projections import Projection, render_projection
 from paddock.render.sandbox import (
@@ -72,6 +72,7 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
         draft.condition(C.READY, False, R.NAME_CONFLICT, conflict)
         return draft.finish(SandboxPhase.PENDING, R.NAME_CONFLICT, conflict, None, RETRY_CONFLICT)
     draft.status.policy = world.policy_choice.label
+    _egress_condition(draft, policy, world.network.gateway)
     prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
     judged = [] if prepared else judge_setup(policy, sandbox_inputs.workspace)
     gated = _gate(draft, world, judged)
@@ -144,6 +145,25 @@ def _name_conflict(world: SandboxWorld) -> str | None:
                 f"alone{advice}. Delete or rename it, or give the Sandbox another name."
             )
     return None
+
+
+def _egress_condition(
+    draft: StatusDraft, policy: SandboxPolicySpec | None, gateway: Gateway | None
+) -> None:
+    """For a policy that names hosts: whether the sandbox reaches the web through the gateway,
+    or, without one, by address as if it named none."""
+    if policy is None or policy.network.hosts is None:
+        draft.status.conditions = [c for c in draft.status.conditions if c.type != C.EGRESS_GATEWAY]
+    elif through_gateway(policy, gateway):
+        message = "The sandbox reaches the web only through the egress gateway, by network.hosts."
+        draft.noted(C.EGRESS_GATEWAY, True, R.THROUGH_GATEWAY, message)
+    elif gateway is None:
+        message = (
+            "The policy names network.hosts, but the operator runs without an egress gateway "
+            "(gateway.enabled in the chart): egress is by address, as capabilities.network "
+            "and network.egress say, and the hosts are not enforced."
+        )
+        draft.noted(C.EGRESS_GATEWAY, False, R.NO_GATEWAY, message)
 
 
 def _owned_objects(

@@ -13,7 +13,7 @@ from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.policy.choice import PolicyChoice
-from paddock.render.network_policy import ClusterNetwork
+from paddock.render.network_policy import ClusterNetwork, through_gateway
 from paddock.render.sandbox import SandboxInputs
 from paddock.render.workspace_hash import workspace_hash
 from paddock.runs.scrubbing import Scrubber
@@ -91,6 +91,7 @@ def resolve_inputs(
         message = missing_secrets_message(world.missing_secrets, namespace)
         return Blocked(SandboxPhase.PENDING, R.SECRET_NOT_FOUND, message, RETRY_MISSING)
     image = spec.image or workspace.image or default_image
+    gateway = world.network.gateway
     inputs = SandboxInputs(
         name=meta["name"],
         namespace=namespace,
@@ -98,6 +99,7 @@ def resolve_inputs(
         workspace=workspace,
         image=image,
         workspace_hash=workspace_hash(workspace, image),
+        proxy=gateway.proxy if gateway and through_gateway(policy, gateway) else None,
     )
     return inputs, policy
 

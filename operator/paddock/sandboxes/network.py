@@ -8,7 +8,7 @@ import ipaddress
 import threading
 from typing import Any
 
-from paddock.render.network_policy import ClusterNetwork
+from paddock.render.network_policy import ClusterNetwork, Gateway
 from paddock.settings import OperatorSettings
 
 Obj = dict[str, Any]
@@ -80,4 +80,17 @@ def cluster_network(config: OperatorSettings, addresses: frozenset[str]) -> Clus
         dns_namespace=config.dns_namespace,
         dns_pod_labels=dict(config.dns_pod_labels),
         dns_servers=tuple(config.dns_servers),
+        gateway=_gateway(config),
+    )
+
+
+def _gateway(config: OperatorSettings) -> Gateway | None:
+    if not config.gateway_proxy:
+        return None
+    return Gateway(
+        proxy=config.gateway_proxy,
+        port=config.gateway_port,
+        cidrs=tuple(config.gateway_cidrs),
+        namespace=config.gateway_namespace,
+        pod_labels=dict(config.gateway_pod_labels),
     )

@@ -1,0 +1,145 @@
+"""What the gateway knows of the cluster, and what it decides from it: which sandbox a
+connection comes from (by its pod's address, from the watch of pods) and whether that
+sandbox's policy lets it reach a host. The data and the decision are pure; ``follow`` fills
+them from watches.
+
+A sandbox is known by its pod's address, which it cannot forge for another sandbox: its pod
+runs without NET_RAW, so it cannot send from another address, and a TCP connection needs the
+answers to reach the address it claims. A pod counts only while the Sandbox named by its
+label is its controller (the UIDs agree), so no other pod can pass for a sandbox.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from paddock.api.policy import Decision, SandboxPolicySpec
+from paddock.policy.choice import INLINE
+from paddock.policy.hosts import judge_host, normal_host
+from paddock.render import names
+from paddock.render.ownership import controller_uid
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # namespace, name
+
+
+@dataclass(frozen=True)
+class Decided:
+    allowed: bool
+    sandbox: str  # NAMESPACE/NAME, or "-" for an address that is no sandbox's
+    reason: str
+    rule: str | None = None
+
+
+@dataclass(frozen=True)
+class _Sandbox:
+    uid: str
+    policy: str | None  # status.policy: NAME, NAMESPACE/NAME, "inline", or None (none applies)
+    inline: Parsed | None
+
+
+Parsed = SandboxPolicySpec | str  # a policy's spec, or why it cannot be read
+
+
+def _parse(spec: Obj) -> Parsed:
+    try:
+        return SandboxPolicySpec.model_validate(spec)
+    except ValidationError:
+        return "its policy is invalid"
+
+
+class Directory:
+    """Sandbox pods by address, Sandboxes and SandboxPolicies, as the watches last said."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pods: dict[str, tuple[Key, str]] = {}  # address -> (sandbox, controller uid)
+        self._addresses: dict[Key, set[str]] = {}  # pod -> its addresses
+        self._sandboxes: dict[Key, _Sandbox] = {}
+        self._policies: dict[Key, Parsed] = {}
+
+    def pod(self, event: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        key = (meta["namespace"], meta["name"])
+        sandbox = (meta.get("labels") or {}).get(names.SANDBOX_LABEL)
+        status = obj.get("status") or {}
+        running = status.get("phase") in ("Pending", "Running")
+        addresses = {p["ip"] for p in status.get("podIPs") or [] if p.get("ip")}
+        owner = controller_uid(obj)
+        with self._lock:
+            for address in self._addresses.pop(key, set()):
+                self._pods.pop(address, None)
+            if event == "DELETED" or not running or not sandbox or owner is None:
+                return
+            self._addresses[key] = addresses
+            for address in addresses:
+                self._pods[address] = ((meta["namespace"], sandbox), owner)
+
+    def sandbox(self, event: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        key = (meta["namespace"], meta["name"])
+        with self._lock:
+            if event == "DELETED":
+                self._sandboxes.pop(key, None)
+                return
+            policy = (obj.get("status") or {}).get("policy")
+            inline = (obj.get("spec") or {}).get("policy")
+            parsed = _parse(inline) if inline is not None else None
+            self._sandboxes[key] = _Sandbox(meta["uid"], policy, parsed)
+
+    def policy(self, event: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        key = (meta["namespace"], meta["name"])
+        with self._lock:
+            if event == "DELETED":
+                self._policies.pop(key, None)
+            else:
+                self._policies[key] = _parse(obj.get("spec") or {})
+
+    def decide(self, address: str, host: str, port: int) -> Decided:
+        with self._lock:
+            found = self._pods.get(address)
+            if found is None:
+                return Decided(False, "-", "the address is no sandbox pod's")
+            key, owner = found
+            sandbox = self._sandboxes.get(key)
+            label = "/".join(key)
+            if sandbox is None or sandbox.uid != owner:
+                return Decided(False, label, "the pod's Sandbox is not known")
+            spec = self._spec(key[0], sandbox)
+        return _judged(label, spec, host, port)
+
+    def _spec(self, namespace: str, sandbox: _Sandbox) -> Parsed | None:
+        """The policy's spec; None where none applies; a reason where it is not known."""
+        if sandbox.policy is None:
+            return None
+        if sandbox.policy == INLINE:
+            return sandbox.inline if sandbox.inline is not None else "its inline policy is gone"
+        policy_namespace, _, name = sandbox.policy.rpartition("/")
+        found = self._policies.get((policy_namespace or namespace, name))
+        return found if found is not None else f"its SandboxPolicy {sandbox.policy} is not known"
+
+
+def _judged(label: str, policy: Parsed | None, host: str, port: int) -> Decided:
+    if isinstance(policy, str):
+        return Decided(False, label, policy)
+    if normal_host(host) is None:
+        return Decided(False, label, "not a host name (an address, or no name at all)")
+    if policy is None:
+        return Decided(True, label, "no policy applies to the sandbox")
+    if policy.capabilities.network != Decision.ALLOW:
+        return Decided(False, label, f"capabilities.network is {policy.capabilities.network}")
+    if policy.network.hosts is None:
+        return Decided(True, label, "the policy names no hosts (any public address)")
+    verdict = judge_host(policy.network.hosts, host, port)
+    return Decided(verdict.allowed, label, verdict.reason, verdict.rule)
+
+
+def sni_matches(host: str, sni: str) -> bool:
+    """Whether a tunnel's TLS server name is the host its CONNECT asked for."""
+    asked, named = normal_host(host), normal_host(sni)
+    return asked is not None and asked == named

@@ -1,0 +1,87 @@
+"""The egress gateway's Squid configuration. Pure: the gateway writes it, then runs Squid.
+
+Squid (Debian's squid-openssl) carries every connection and resolves every name itself: a
+CONNECT or a plain HTTP request is refused when any address its host resolves to lies in an
+internal range (unless the administrator vouches for it), then Paddock's helper decides by the
+sandbox the connection comes from and its policy's ``network.hosts``. A tunnel is let through
+only once Squid has peeked at its TLS ClientHello and the helper has found its server name
+(SNI) to be the host the CONNECT asked for; anything else in a tunnel (no TLS, no SNI, another
+name) is cut. Squid never decrypts: its certificate is a throwaway it must hold to peek.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from paddock.render.network_policy import PRIVATE_V4, PRIVATE_V6
+
+# Never reached through the gateway, whatever a name resolves to: what the operator keeps
+# sandboxes from, plus this host and "this network".
+ALWAYS_INTERNAL = (*PRIVATE_V4, *PRIVATE_V6, "127.0.0.0/8", "0.0.0.0/8", "::1/128", "::/128")
+# %ea in the access log: what the helper said of the connection (sandbox, decision, rule).
+LOG_FORMAT = "%ts.%03tu %>a %rm %ru %>Hs %Ss %ea sni=%ssl::>sni"
+
+
+@dataclass(frozen=True)
+class SquidConfig:
+    listen: str  # HOST:PORT
+    runtime: Path  # writable: the pid file and the throwaway certificate
+    helper: tuple[str, ...]  # the command of Paddock's helper, without its mode argument
+    internal: tuple[str, ...] = ALWAYS_INTERNAL
+    vouched: tuple[str, ...] = ()  # internal addresses the administrator lets through
+    hosts_file: Path | None = None  # names the gateway resolves without DNS
+    nameservers: tuple[str, ...] = ()  # DNS servers; none: the host's resolv.conf
+    user: str | None = None  # the user Squid switches to when started as root
+
+    @property
+    def certificate(self) -> Path:
+        return self.runtime / "peek.pem"
+
+
+def render_squid_conf(config: SquidConfig) -> str:
+    helper = " ".join(config.helper)
+    lines = [
+        f"http_port {config.listen} ssl-bump cert={config.certificate} "
+        "generate-host-certificates=off",
+        f"pid_filename {config.runtime / 'squid.pid'}",
+        "cache_log stdio:/dev/stderr",
+        f"logformat paddock {LOG_FORMAT}",
+        "access_log stdio:/dev/stdout paddock",
+        "cache deny all",
+        "cache_mem 0 MB",
+        "pinger_enable off",
+        "shutdown_lifetime 1 seconds",
+        "via off",
+        "forwarded_for delete",
+        "httpd_suppress_version_string on",
+        # Every connection asks the helper afresh (a decision follows the policy at once).
+        "external_acl_type paddock_access ttl=0 negative_ttl=0 children-max=1 "
+        f"children-startup=1 concurrency=100 %SRC %DST %PORT {helper} access",
+        "external_acl_type paddock_sni ttl=0 negative_ttl=0 children-max=1 "
+        f"children-startup=1 concurrency=100 %DST %ssl::>sni {helper} sni",
+        "acl paddock_access external paddock_access",
+        "acl paddock_sni external paddock_sni",
+        "acl step1 at_step SslBump1",
+        "acl step2 at_step SslBump2",
+        f"acl paddock_internal dst {' '.join(config.internal)}",
+    ]
+    if config.vouched:
+        lines.append(f"acl paddock_vouched dst {' '.join(config.vouched)}")
+        lines.append("http_access deny paddock_internal !paddock_vouched")
+    else:
+        lines.append("http_access deny paddock_internal")
+    lines += [
+        "http_access allow paddock_access",
+        "http_access deny all",
+        "ssl_bump peek step1",
+        "ssl_bump splice step2 paddock_sni",
+        "ssl_bump terminate all",
+    ]
+    if config.hosts_file is not None:
+        lines.append(f"hosts_file {config.hosts_file}")
+    if config.user is not None:
+        lines.append(f"cache_effective_user {config.user}")
+    if config.nameservers:
+        lines.append(f"dns_nameservers {' '.join(config.nameservers)}")
+    return "\n".join(lines) + "\n"

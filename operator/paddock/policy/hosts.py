@@ -1,0 +1,118 @@
+"""Egress by host name: which hosts a policy's ``network.hosts`` lets a sandbox reach through
+the egress gateway, and which of its rules can never apply. Pure.
+
+A pattern is ``host``, or ``*.domain`` (its subdomains, not the domain itself), with an optional
+``:port``; without one it matches ports 443 and 80. Precedence: deny > allow > default. What
+the gateway is asked for is judged as a name: an address (``1.2.3.4``, ``[::1]``) matches no
+pattern and is refused whatever the default, for a name's rules must not be side-stepped by
+its address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from paddock.api.policy import Decision, HostDecision, HostRules, SandboxPolicySpec
+
+DEFAULT_PORTS = (443, 80)
+_NAME = re.compile(
+    r"(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+)
+
+
+@dataclass(frozen=True)
+class HostPattern:
+    domain: str
+    subdomains: bool  # "*.domain": subdomains of domain, never domain itself
+    port: int | None
+
+    @classmethod
+    def parse(cls, text: str) -> HostPattern:
+        """A pattern the schema accepted (``api.policy.HOST_PATTERN``)."""
+        name, _, port = text.partition(":")
+        subdomains = name.startswith("*.")
+        return cls(name.removeprefix("*."), subdomains, int(port) if port else None)
+
+    def ports(self) -> tuple[int, ...]:
+        return DEFAULT_PORTS if self.port is None else (self.port,)
+
+    def matches(self, host: str, port: int) -> bool:
+        if port not in self.ports():
+            return False
+        if self.subdomains:
+            return host.endswith("." + self.domain)
+        return host == self.domain
+
+    def covers(self, other: HostPattern) -> bool:
+        """Whether every host and port ``other`` matches, this matches too."""
+        if not set(other.ports()) <= set(self.ports()):
+            return False
+        if self.subdomains:
+            return other.domain.endswith("." + self.domain) or (
+                other.subdomains and other.domain == self.domain
+            )
+        return not other.subdomains and other.domain == self.domain
+
+
+@dataclass(frozen=True)
+class HostVerdict:
+    allowed: bool
+    rule: str | None  # the pattern that decided; None for the default or a refused name
+    reason: str
+
+
+def normal_host(host: str) -> str | None:
+    """The host as patterns are matched against it (lower case, no trailing dot), or None
+    where it is not a DNS name: an address, or text no resolver would take as a name."""
+    host = host.strip().lower().removesuffix(".")
+    if not host or len(host) > 253 or not _NAME.fullmatch(host):
+        return None
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return None
+    if host.rsplit(".", 1)[-1].isdigit():  # 127.1 and friends: addresses to inet_aton
+        return None
+    return host
+
+
+def judge_host(rules: HostRules, host: str, port: int) -> HostVerdict:
+    name = normal_host(host)
+    if name is None:
+        return HostVerdict(False, None, "not a host name (an address, or no name at all)")
+    for text in rules.deny:
+        if HostPattern.parse(text).matches(name, port):
+            return HostVerdict(False, text, f"denied by network.hosts.deny {text!r}")
+    for text in rules.allow:
+        if HostPattern.parse(text).matches(name, port):
+            return HostVerdict(True, text, f"allowed by network.hosts.allow {text!r}")
+    allowed = rules.default == HostDecision.ALLOW
+    return HostVerdict(allowed, None, f"no rule matches; network.hosts.default is {rules.default}")
+
+
+def host_problems(spec: SandboxPolicySpec) -> list[str]:
+    """One sentence per host rule that can never apply as written."""
+    rules = spec.network.hosts
+    if rules is None:
+        return []
+    found: list[str] = []
+    if spec.capabilities.network != Decision.ALLOW:
+        found.append(
+            f"network.hosts has no effect while capabilities.network is "
+            f"{spec.capabilities.network}: the sandbox has no egress to the gateway"
+        )
+    denies = [(text, HostPattern.parse(text)) for text in rules.deny]
+    for text in rules.allow:
+        allow = HostPattern.parse(text)
+        for deny_text, deny in denies:
+            if deny.covers(allow):
+                found.append(
+                    f"network.hosts.allow {text!r} is covered by the deny rule {deny_text!r}, "
+                    "which wins: the allow rule has no effect"
+                )
+                break
+    return found

@@ -1,0 +1,206 @@
+"""Egress by host name, on the real node with its NetworkPolicy enforcer: a sandbox whose policy
+names hosts reaches the web only through the local cluster's gateway (Squid, with Paddock's
+helper), and only the hosts its policy allows. From inside the sandbox, curl, git and npm are
+tried against servers of this test on the node's bridge address, which the gateway knows as
+bridge.paddock.test and other.paddock.test; the servers record what reaches them."""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from paddock.devcluster import cluster as local
+from paddock.devcluster import gateway, node
+from paddock.devcluster.node import NodePlan
+from paddock.devcluster.processes import ClusterState
+from support.kube import Cluster
+from support.real_node import ON_NODE
+from support.sandboxes import get, sandbox, wait_for_phase, workspace
+from support.waiting import wait_for
+
+pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
+ALLOWED, OTHER, LOOPBACK = (name for name, _ in gateway.NAMES)
+
+
+@dataclass
+class Servers:
+    """An HTTP and an HTTPS server on the bridge address, and the paths each was asked for."""
+
+    address: str
+    http: int
+    https: int
+    paths: list[str] = field(default_factory=list)
+
+    def heard(self, path: str) -> bool:
+        return any(seen.startswith(path) for seen in self.paths)
+
+
+def _handler(paths: list[str]) -> type[BaseHTTPRequestHandler]:
+    class Recording(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            paths.append(self.path)
+            body = b"hello through the gateway\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    return Recording
+
+
+def _certificate(directory: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ALLOWED)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(ALLOWED)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "server.crt", directory / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def _plan() -> tuple[ClusterState, NodePlan]:
+    state = ClusterState.load(local.default_state_dir())
+    assert state is not None
+    plan = NodePlan.from_state(state.node)
+    assert plan is not None
+    return state, plan
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Servers]:
+    _, plan = _plan()
+    paths: list[str] = []
+    plain = ThreadingHTTPServer((plan.gateway, 0), _handler(paths))
+    tls = ThreadingHTTPServer((plan.gateway, 0), _handler(paths))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*_certificate(tmp_path))
+    tls.socket = context.wrap_socket(tls.socket, server_side=True)
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (plain, tls)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield Servers(plan.gateway, plain.server_address[1], tls.server_address[1], paths)
+    finally:
+        for server in (plain, tls):
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.fixture
+def gateway_operator(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The operator, told of the local cluster's gateway."""
+    state, plan = _plan()
+    host, port = gateway.address(state, plan)
+    monkeypatch.setenv("PADDOCK_GATEWAY_PROXY", f"http://{host}:{port}")
+    monkeypatch.setenv("PADDOCK_GATEWAY_CIDRS", f"{host}/32")
+    monkeypatch.setenv("PADDOCK_GATEWAY_PORT", str(port))
+    return request.getfixturevalue("operator")
+
+
+def _policy(allowed: list[str]) -> dict[str, Any]:
+    return {"commands": {"default": "allow"}, "network": {"hosts": {"allow": allowed}}}
+
+
+def _in(cluster: Cluster, namespace: str, script: str) -> tuple[int, str]:
+    argv = ("exec", "-n", namespace, "box", "-c", "sandbox", "--", "bash", "-c", script)
+    done = cluster.kubectl(*argv, check=False)
+    return done.returncode, done.stdout + done.stderr
+
+
+def _curl(cluster: Cluster, namespace: str, url: str, *options: str) -> tuple[int, str]:
+    words = " ".join(options)
+    return _in(cluster, namespace, f"curl -sS -k --max-time 5 {words} {url}")
+
+
+def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_gateway(
+    cluster: Cluster, namespace: str, gateway_operator: Any, servers: Servers
+) -> None:
+    image = local.load_image(local.default_state_dir(), "sandbox")  # curl, git, npm
+    https, http = f"{ALLOWED}:{servers.https}", f"{ALLOWED}:{servers.http}"
+    # The loopback's name is allowed too: what the gateway refuses there, it refuses by address.
+    allowed = [https, http, f"{LOOPBACK}:{servers.https}"]
+    cluster.apply(workspace("app"), namespace)
+    storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
+    box = sandbox("box", "app", image=image, storage=storage, policy=_policy(allowed), **ON_NODE)
+    cluster.apply(box, namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready", timeout=240)
+
+    # The allowed name, through the gateway: curl over TLS, git and npm over HTTP.
+    code, said = _curl(cluster, namespace, f"https://{https}/allowed")
+    assert (code, said) == (0, "hello through the gateway\n")
+    _in(cluster, namespace, f"git ls-remote http://{http}/repo.git")
+    assert servers.heard("/repo.git/info/refs")
+    _in(cluster, namespace, f"npm view left-pad --registry http://{http}/npm/ --fetch-retries 0")
+    assert servers.heard("/npm/left-pad")
+
+    # Another name of the same address, the address itself, a name of the loopback, a tunnel
+    # whose TLS names another host, and a connection that skips the gateway: none gets through.
+    refused = {
+        "/other": (f"https://{OTHER}:{servers.https}/other",),
+        "/raw": (f"https://{servers.address}:{servers.https}/raw",),
+        "/loopback": (f"https://{LOOPBACK}:{servers.https}/loopback",),
+        "/sni": (
+            f"https://{OTHER}:{servers.https}/sni",
+            f"--connect-to {OTHER}:{servers.https}:{https}",
+        ),
+        "/direct": (f"https://{servers.address}:{servers.https}/direct", "--noproxy '*'"),
+    }
+    for path, (url, *options) in refused.items():
+        code, said = _curl(cluster, namespace, url, *options)
+        assert code != 0, (path, said)
+    assert not any(servers.heard(path) for path in refused), servers.paths
+    code, said = _in(cluster, namespace, f"git ls-remote http://{OTHER}:{servers.http}/other.git")
+    assert not servers.heard("/other.git")
+
+    # Each decision is logged with the sandbox it came from.
+    state, _ = _plan()
+    log = state.log(gateway.COMPONENT).read_text(errors="replace")
+    assert f"sandbox={namespace}/box decision=allow host={ALLOWED}:{servers.https}" in log
+    assert f"sandbox={namespace}/box decision=deny host={OTHER}:{servers.https}" in log
+
+    # The policy changed, the next connection follows it: no restart, no new pod.
+    uid = (get(cluster, namespace, "pod", "box") or {})["metadata"]["uid"]
+    cluster.kubectl(
+        "patch", "-n", namespace, "sandbox", "box", "--type=merge",
+        "-p", '{"spec":{"policy":{"network":{"hosts":{"allow":["nothing.example"]}}}}}',
+    )  # fmt: skip
+    wait_for(
+        lambda: _curl(cluster, namespace, f"https://{https}/after")[0] != 0,
+        60,
+        what="the gateway to refuse the host the policy no longer names",
+    )
+    assert _curl(cluster, namespace, f"https://{https}/final")[0] != 0
+    assert not servers.heard("/final")
+    assert (get(cluster, namespace, "pod", "box") or {})["metadata"]["uid"] == uid
