@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install, from Debian's packages, what the local cluster's real node runs on: containerd, runc,
 # the CNI plugins, iptables, and nftables (for its NetworkPolicy controller); debootstrap and a
-# static C library build its images; Squid (with OpenSSL, to peek at TLS) is the egress gateway.
+# static C library build its images; Squid (with OpenSSL, to peek at TLS) and socat (its helper's
+# relay) make the egress gateway.
 # Idempotent. Without root it installs nothing and says so: the cluster then runs kwok only.
 set -euo pipefail
 
 packages=(containerd runc containernetworking-plugins iptables nftables debootstrap gcc libc6-dev git
-  squid-openssl)
+  squid-openssl socat)
 
 log() { printf '[node-packages %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 

@@ -131,10 +131,10 @@ def test_a_tunnel_must_name_the_host_it_asked_for(host: str, sni: str, same: boo
 def test_the_helper_answers_each_channel_and_logs_the_sandbox() -> None:
     directory, ready = _directory(), threading.Event()
     ready.set()
-    out = io.StringIO()
-    lines = io.StringIO("0 10.0.0.7 github.com 443 -\n1 10.0.0.7 evil%20x 443 -\n\n")
-    serve(lines, out, lambda words: answer_access(directory, ready, words))
-    first, second = out.getvalue().splitlines()
+    out = io.BytesIO()
+    lines = io.BytesIO(b"0 10.0.0.7 github.com 443 -\n1 10.0.0.7 evil%20x 443 -\n\n")
+    serve(lines, out.write, lambda words: answer_access(directory, ready, words))
+    first, second = out.getvalue().decode().splitlines()
     assert first.startswith('0 OK log="sandbox=team/box decision=allow host=github.com:443 ')
     assert second.startswith('1 ERR log="sandbox=team/box decision=deny host=evil x:443 ')
     assert 'message="Paddock' in second
@@ -154,11 +154,9 @@ def test_the_sni_helper() -> None:
 
 def test_squid_refuses_internal_addresses_before_asking_and_peeks_before_splicing() -> None:
     config = SquidConfig(
-        listen="10.1.0.1:3128",
-        runtime=Path("/run/gw"),
-        helper=("/venv/bin/python", "-m", "paddock.gateway.helper"),
+        listen="10.1.0.1:3128", runtime=Path("/run/gw"), relay="/usr/bin/socat",
         vouched=("10.1.0.1/32",),
-    )
+    )  # fmt: skip
     lines = render_squid_conf(config).splitlines()
     order = [
         "http_access deny paddock_internal !paddock_vouched",
@@ -172,7 +170,9 @@ def test_squid_refuses_internal_addresses_before_asking_and_peeks_before_splicin
     internal = next(line for line in lines if line.startswith("acl paddock_internal dst"))
     for cidr in ("10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "::1/128"):
         assert cidr in internal.split()
-    assert "ttl=0" in next(line for line in lines if "external_acl_type paddock_access" in line)
+    access = next(line for line in lines if "external_acl_type paddock_access" in line)
+    assert "ttl=0" in access
+    assert access.endswith("/usr/bin/socat STDIO UNIX-CONNECT:/run/gw/access.sock")
 
 
 def _gateway() -> Gateway:

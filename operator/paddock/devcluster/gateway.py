@@ -2,6 +2,9 @@
 ``paddock gateway`` runs it in the chart, here a process of the host listening on the node's
 bridge address (where the node's pods reach the host) instead of a pod behind a Service.
 
+Squid will not run as root: started as root, it runs as ``RUN_AS``, and ``paddock gateway``
+(root, reading this checkout's virtual environment) gives that user what Squid opens.
+
 It resolves a few names of its own (``NAMES``): the bridge address under two names, for tests'
 servers there, and a name of the host's loopback, which it must refuse as it refuses every
 internal address. The bridge address is the one internal address it lets a name reach.
@@ -9,6 +12,8 @@ internal address. The bridge address is the one internal address it lets a name 
 
 from __future__ import annotations
 
+import base64
+import os
 import shutil
 import socket
 import sys
@@ -19,13 +24,13 @@ import yaml
 
 from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
 from paddock.devcluster.processes import ClusterError, ClusterState, free_ports, spawn, wait_until
-from paddock.gateway.run import HELPER_MODULE, peek_certificate
-from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
 
 if TYPE_CHECKING:
     from paddock.devcluster.node import NodePlan
 
 COMPONENT = "gateway"
+RUN_AS = "proxy"  # Debian's user for Squid
+PROGRAMS = "/usr/sbin:/usr/bin:/sbin:/bin"
 SHARED_MEMORY = Path("/dev/shm")  # noqa: S108  (where Linux keeps POSIX shared memory)
 USER = "paddock:gateway"
 # Names the gateway resolves itself: (name, "bridge" for the node's bridge address, or an
@@ -72,43 +77,53 @@ def _rbac() -> str:
 
 
 def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
-    """Run the gateway and wait until Squid listens."""
-    squid = shutil.which("squid", path="/usr/sbin:/usr/bin:/usr/local/sbin")
-    if squid is None:
-        raise ClusterError("the egress gateway needs Squid (make node-packages: squid-openssl)")
+    """Run ``paddock gateway`` and wait until Squid listens."""
+    missing = [p for p in ("squid", "socat") if not shutil.which(p, path=PROGRAMS)]
+    if missing:
+        raise ClusterError(f"the egress gateway needs {' and '.join(missing)} (make node-packages)")
     state.ports |= free_ports((COMPONENT,))
     state.save()
     root = node.run_dir / COMPONENT
     root.mkdir(parents=True, exist_ok=True)
-    cert, key = root / "client.crt", root / "client.key"
-    issue_client_cert(state.pki, USER, "paddock:node-components", cert, key)
-    server = f"https://127.0.0.1:{state.ports['apiserver']}"
-    (root / "kubeconfig").write_text(client_kubeconfig(server, state.pki, USER, cert, key))
+    (root / "kubeconfig").write_text(_kubeconfig(state, root))
+    (root / "kubeconfig").chmod(0o600)
     kubectl("apply", "-f", "-", stdin=_rbac())
     hosts = [f"{node.gateway if to == 'bridge' else to} {name}" for name, to in NAMES]
     (root / "hosts").write_text("\n".join(hosts) + "\n")
-    host, port = address(state, node)
-    config = SquidConfig(
-        listen=f"{host}:{port}",
-        runtime=root,
-        helper=(sys.executable, "-m", HELPER_MODULE),
-        internal=(*ALWAYS_INTERNAL, f"{node.host_ip}/32"),
-        vouched=(f"{node.gateway}/32",),
-        hosts_file=root / "hosts",
-        user="root",  # the helper reads this checkout's virtual environment wherever it is
-    )
-    config.certificate.write_bytes(peek_certificate())
-    config.certificate.chmod(0o600)
-    (root / "squid.conf").write_text(render_squid_conf(config))
-    env = {"PATH": "/usr/sbin:/usr/bin:/bin", "KUBECONFIG": str(root / "kubeconfig")}
     # Squid names its shared memory after its service name: one of this cluster's own, and
     # none left by a gateway of this name that was killed.
     service = f"paddock{node.ident}"
     for left in SHARED_MEMORY.glob(f"{service}-*"):
         left.unlink(missing_ok=True)
-    argv = [squid, "-N", "-n", service, "-f", str(root / "squid.conf")]
+    log = state.log(COMPONENT)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.touch()
+    shutil.chown(log, RUN_AS, RUN_AS)  # Squid reopens its stdout by name, as RUN_AS
+    host, port = address(state, node)
+    argv = [
+        sys.executable, "-m", "paddock.cli", "gateway",
+        f"--listen={host}:{port}", f"--runtime-dir={root}", f"--service={service}",
+        f"--internal={node.host_ip}/32", f"--vouch={node.gateway}/32",
+        f"--hosts-file={root / 'hosts'}", f"--run-as={RUN_AS}",
+    ]  # fmt: skip
+    env = {**os.environ, "KUBECONFIG": str(root / "kubeconfig")}
     process = spawn(state, COMPONENT, argv, env=env)
     wait_until(state, COMPONENT, process, lambda: _listens(host, port), f"listening on {port}")
+
+
+def _kubeconfig(state: ClusterState, root: Path) -> str:
+    """The helper's kubeconfig, its certificates inline: the cluster's files are root's."""
+    cert, key = root / "client.crt", root / "client.key"
+    issue_client_cert(state.pki, USER, "paddock:node-components", cert, key)
+    server = f"https://127.0.0.1:{state.ports['apiserver']}"
+    config = yaml.safe_load(client_kubeconfig(server, state.pki, USER, cert, key))
+    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    for entry, field in ((cluster, "certificate-authority"), (user, "client-certificate"),
+                         (user, "client-key")):  # fmt: skip
+        entry[f"{field}-data"] = base64.b64encode(Path(entry.pop(field)).read_bytes()).decode()
+    cert.unlink()
+    key.unlink()
+    return yaml.safe_dump(config)
 
 
 def _listens(host: str, port: int) -> bool:

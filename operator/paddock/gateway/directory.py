@@ -100,6 +100,22 @@ class Directory:
             else:
                 self._policies[key] = _parse(obj.get("spec") or {})
 
+    def changed(self, kind: str, event: str, obj: Obj) -> None:
+        {"Pod": self.pod, "Sandbox": self.sandbox, "SandboxPolicy": self.policy}[kind](event, obj)
+
+    def relisted(self, kind: str, items: list[Obj]) -> None:
+        """A new listing of ``kind``: what it no longer holds is forgotten."""
+        with self._lock:
+            if kind == "Pod":
+                self._pods.clear()
+                self._addresses.clear()
+            elif kind == "Sandbox":
+                self._sandboxes.clear()
+            else:
+                self._policies.clear()
+        for item in items:
+            self.changed(kind, "ADDED", item)
+
     def decide(self, address: str, host: str, port: int) -> Decided:
         with self._lock:
             found = self._pods.get(address)

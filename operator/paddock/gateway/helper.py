@@ -1,33 +1,34 @@
-"""Squid's external ACL helper: Squid asks, for each connection, whether the sandbox it comes
-from may reach the host (mode ``access``), and for each tunnel, whether its TLS server name is
-the host the CONNECT named (mode ``sni``). One line per question, answered on one line, many
-at once (Squid's concurrency protocol: each line starts with a channel number the answer
-repeats).
+"""Squid's external ACL helpers, answered by the gateway's own process: Squid asks, for each
+connection, whether the sandbox it comes from may reach the host (``access``), and for each
+tunnel, whether its TLS server name is the host the CONNECT named (``sni``). One line per
+question, answered on one line (Squid's concurrency protocol: each line starts with a channel
+number the answer repeats). Squid's helper is socat, relaying to this process's unix socket: the
+decisions are made where the watches are, whatever user Squid runs as.
 
-The access helper follows the cluster's sandbox pods, Sandboxes and SandboxPolicies by watches
-(``follow``), and answers "no" until its first listings are in: a starting gateway lets
-nothing through. Its ``log=`` reaches Squid's access log: each decision is logged with the
-sandbox it came from.
+The access answers follow the cluster's sandbox pods, Sandboxes and SandboxPolicies by watches
+(``follow``), and are "no" until the first listings are in: a starting gateway lets nothing
+through. Their ``log=`` reaches Squid's access log: each decision is logged with the sandbox
+it came from.
 """
 
 from __future__ import annotations
 
-import argparse
+import socketserver
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from urllib.parse import unquote
 
-from prometheus_client import Counter, start_http_server
+from prometheus_client import Counter
 
 from paddock.gateway.directory import Decided, Directory, sni_matches
-from paddock.kube import client as kube
 from paddock.kube import watches
 from paddock.kube.errors import KubeError
 from paddock.render import names
 
+Decide = Callable[[list[str]], str]
 WATCH_SECONDS = 300
 RETRY_SECONDS = 2.0
 DECISIONS = Counter(
@@ -39,8 +40,9 @@ DECISIONS = Counter(
 
 
 def _word(value: str) -> str:
-    """A value Squid's helper protocol reads as one token."""
-    return '"' + value.replace("\\", "/").replace('"', "'") + '"'
+    """A value Squid's helper protocol reads as one token, and its access log as one line."""
+    printable = "".join(c if c.isprintable() else "?" for c in value)
+    return '"' + printable.replace("\\", "/").replace('"', "'") + '"'
 
 
 def _values(words: list[str], count: int) -> list[str]:
@@ -72,14 +74,27 @@ def answer_sni(words: list[str]) -> str:
     return f"ERR log={_word(f'decision=deny host={host} TLS asks for {named}')}"
 
 
-def serve(lines: TextIO, out: TextIO, decide: Callable[[list[str]], str]) -> None:
-    """Answer each ``CHANNEL ARGS...`` line with ``CHANNEL ANSWER``, until stdin closes."""
+def serve(lines: Iterable[bytes], write: Callable[[bytes], object], decide: Decide) -> None:
+    """Answer each ``CHANNEL ARGS...`` line with ``CHANNEL ANSWER``, until the input ends."""
     for line in lines:
-        words = line.split()
-        if not words:
-            continue
-        out.write(f"{words[0]} {decide(words[1:])}\n")
-        out.flush()
+        words = line.decode("utf-8", errors="replace").split()
+        if words:
+            write(f"{words[0]} {decide(words[1:])}\n".encode())
+
+
+def listen(path: Path, decide: Decide) -> socketserver.BaseServer:
+    """Serve ``decide`` on a unix socket at ``path``, one thread per connection (Squid keeps
+    one open per helper it starts)."""
+
+    class Relayed(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            serve(self.rfile, self.wfile.write, decide)
+
+    path.unlink(missing_ok=True)
+    server = socketserver.ThreadingUnixStreamServer(str(path), Relayed)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True, name=path.name).start()
+    return server
 
 
 def follow(directory: Directory, ready: threading.Event) -> None:
@@ -87,57 +102,33 @@ def follow(directory: Directory, ready: threading.Event) -> None:
     SandboxPolicies, each listed again when its watch expires; ``ready`` once all three are
     listed."""
     listed = threading.Barrier(3, action=ready.set)
-    for kind, selector, apply in (
-        ("Pod", names.SANDBOX_LABEL, directory.pod),
-        ("Sandbox", "", directory.sandbox),
-        ("SandboxPolicy", "", directory.policy),
+    for kind, selector in (
+        ("Pod", names.SANDBOX_LABEL),
+        ("Sandbox", ""),
+        ("SandboxPolicy", ""),
     ):
         thread = threading.Thread(
-            target=_follow_one, args=(kind, selector, apply, listed), daemon=True, name=kind
+            target=_follow_one, args=(directory, kind, selector, listed), daemon=True, name=kind
         )
         thread.start()
 
 
-def _follow_one(
-    kind: str,
-    selector: str,
-    apply: Callable[[str, dict[str, Any]], None],
-    listed: threading.Barrier,
-) -> None:
+def _follow_one(directory: Directory, kind: str, selector: str, listed: threading.Barrier) -> None:
+    """List, then watch; list again (forgetting what the last listing said) when the watch's
+    version expires or the API server cannot be reached."""
     first = True
     while True:
         try:
             items, version = watches.list_all_at(kind, selector)
-            for item in items:
-                apply("ADDED", item)
+            directory.relisted(kind, items)
             if first:
                 listed.wait()
                 first = False
             while True:
                 for event, obj in watches.watch_all(kind, selector, version, WATCH_SECONDS):
                     if event in ("ADDED", "MODIFIED", "DELETED"):
-                        apply(event, obj)
+                        directory.changed(kind, event, obj)
                         version = str(obj["metadata"]["resourceVersion"])
         except (KubeError, watches.WatchExpiredError) as exc:
             print(f"paddock gateway: {kind} watch: {exc}", file=sys.stderr, flush=True)
             time.sleep(RETRY_SECONDS)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="paddock-gateway-helper")
-    parser.add_argument("mode", choices=["access", "sni"])
-    parser.add_argument("--metrics-port", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.mode == "sni":
-        serve(sys.stdin, sys.stdout, answer_sni)
-        return
-    kube.load_config()
-    if args.metrics_port:
-        start_http_server(args.metrics_port)
-    directory, ready = Directory(), threading.Event()
-    follow(directory, ready)
-    serve(sys.stdin, sys.stdout, lambda words: answer_access(directory, ready, words))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,23 +1,29 @@
-"""``paddock gateway``: write the egress gateway's Squid configuration and its throwaway
-certificate, then become Squid (in the foreground: signals and the exit code are Squid's)."""
+"""``paddock gateway``: the egress gateway. It writes Squid's configuration and throwaway
+certificate, answers Squid's helper questions on unix sockets (from its watches of sandbox
+pods, Sandboxes and SandboxPolicies), and runs Squid as its child: a stop signal is passed on,
+and the gateway exits when Squid does, with its code."""
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import shutil
+import signal
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from prometheus_client import start_http_server
 
+from paddock.gateway.directory import Directory
+from paddock.gateway.helper import answer_access, answer_sni, follow, listen
 from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
-
-HELPER_MODULE = "paddock.gateway.helper"
+from paddock.kube import client as kube
 
 
 def peek_certificate() -> bytes:
@@ -49,8 +55,9 @@ def add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "gateway",
         help="run the egress gateway (Squid, with Paddock deciding per sandbox)",
         description="The egress gateway sandboxes with network.hosts reach the internet "
-        "through. Runs Squid in the foreground; Paddock's helper follows sandbox pods, "
-        "Sandboxes and SandboxPolicies with this process's Kubernetes credentials.",
+        "through. Runs Squid as its child and answers Squid's questions itself, following "
+        "sandbox pods, Sandboxes and SandboxPolicies with this process's Kubernetes "
+        "credentials.",
         epilog="example: paddock gateway --listen 0.0.0.0:3128 --runtime-dir /run/gateway",
     )
     gateway.add_argument("--listen", default="0.0.0.0:3128", help="HOST:PORT (%(default)s)")
@@ -79,32 +86,55 @@ def add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     gateway.add_argument(
         "--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port"
     )
+    gateway.add_argument(
+        "--service",
+        default="squid",
+        help="Squid's service name, which names its shared memory (%(default)s; one per host)",
+    )
+    gateway.add_argument(
+        "--run-as", help="started as root: the user Squid runs as (Squid refuses root)"
+    )
     gateway.set_defaults(func=run_gateway)
 
 
 def run_gateway(args: argparse.Namespace) -> int:
-    squid = shutil.which("squid") or shutil.which("squid", path="/usr/sbin:/usr/local/sbin")
-    if squid is None:
-        print("paddock gateway: squid is not installed (Debian: squid-openssl)", file=sys.stderr)
+    squid, relay = _found("squid"), _found("socat")
+    if squid is None or relay is None:
+        print(
+            "paddock gateway: needs squid and socat (Debian: squid-openssl socat)", file=sys.stderr
+        )
         return 1
     runtime = Path(args.runtime_dir)
     runtime.mkdir(parents=True, exist_ok=True)
-    helper: tuple[str, ...] = (sys.executable, "-m", HELPER_MODULE)
-    if args.metrics_port:
-        helper += ("--metrics-port", str(args.metrics_port))
     config = SquidConfig(
         listen=args.listen,
         runtime=runtime,
-        helper=helper,
+        relay=relay,
         internal=(*ALWAYS_INTERNAL, *args.internal),
         vouched=tuple(args.vouch),
         hosts_file=Path(args.hosts_file) if args.hosts_file else None,
         nameservers=tuple(args.nameserver),
+        user=args.run_as,
     )
     config.certificate.write_bytes(peek_certificate())
     config.certificate.chmod(0o600)
     conf = runtime / "squid.conf"
     conf.write_text(render_squid_conf(config))
-    sys.stdout.flush()
-    os.execv(squid, [squid, "-N", "-f", str(conf)])  # noqa: S606  (its signals, its exit code)
-    return 0  # not reached
+    kube.load_config()
+    directory, ready = Directory(), threading.Event()
+    follow(directory, ready)
+    listen(config.socket("access"), lambda words: answer_access(directory, ready, words))
+    listen(config.socket("sni"), answer_sni)
+    if args.run_as:  # Squid, started as root, runs as this user: what it opens must be its
+        for path in (runtime, conf, config.certificate, *config.sockets()):
+            shutil.chown(path, args.run_as, args.run_as)
+    if args.metrics_port:
+        start_http_server(args.metrics_port)
+    child = subprocess.Popen([squid, "-N", "-n", args.service, "-f", str(conf)])
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda number, _: child.send_signal(number))
+    return child.wait()
+
+
+def _found(program: str) -> str | None:
+    return shutil.which(program) or shutil.which(program, path="/usr/sbin:/usr/local/sbin")

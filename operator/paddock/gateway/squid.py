@@ -3,7 +3,8 @@
 Squid (Debian's squid-openssl) carries every connection and resolves every name itself: a
 CONNECT or a plain HTTP request is refused when any address its host resolves to lies in an
 internal range (unless the administrator vouches for it), then Paddock's helper decides by the
-sandbox the connection comes from and its policy's ``network.hosts``. A tunnel is let through
+sandbox the connection comes from and its policy's ``network.hosts`` (the helper is socat,
+relaying to the gateway's own process). A tunnel is let through
 only once Squid has peeked at its TLS ClientHello and the helper has found its server name
 (SNI) to be the host the CONNECT asked for; anything else in a tunnel (no TLS, no SNI, another
 name) is cut. Squid never decrypts: its certificate is a throwaway it must hold to peek.
@@ -19,15 +20,16 @@ from paddock.render.network_policy import PRIVATE_V4, PRIVATE_V6
 # Never reached through the gateway, whatever a name resolves to: what the operator keeps
 # sandboxes from, plus this host and "this network".
 ALWAYS_INTERNAL = (*PRIVATE_V4, *PRIVATE_V6, "127.0.0.0/8", "0.0.0.0/8", "::1/128", "::/128")
-# %ea in the access log: what the helper said of the connection (sandbox, decision, rule).
-LOG_FORMAT = "%ts.%03tu %>a %rm %ru %>Hs %Ss %ea sni=%ssl::>sni"
+# %'ea in the access log: what the helper said of the connection (sandbox, decision, rule), as
+# it said it (the helper leaves no control character in it).
+LOG_FORMAT = "%ts.%03tu %>a %rm %ru %>Hs %Ss %'ea sni=%ssl::>sni"
 
 
 @dataclass(frozen=True)
 class SquidConfig:
     listen: str  # HOST:PORT
     runtime: Path  # writable: the pid file and the throwaway certificate
-    helper: tuple[str, ...]  # the command of Paddock's helper, without its mode argument
+    relay: str  # socat: Squid's helper, relaying to the gateway's sockets
     internal: tuple[str, ...] = ALWAYS_INTERNAL
     vouched: tuple[str, ...] = ()  # internal addresses the administrator lets through
     hosts_file: Path | None = None  # names the gateway resolves without DNS
@@ -38,9 +40,17 @@ class SquidConfig:
     def certificate(self) -> Path:
         return self.runtime / "peek.pem"
 
+    def socket(self, helper: str) -> Path:
+        return self.runtime / f"{helper}.sock"
+
+    def sockets(self) -> tuple[Path, ...]:
+        return self.socket("access"), self.socket("sni")
+
+    def helper(self, name: str) -> str:
+        return f"{self.relay} STDIO UNIX-CONNECT:{self.socket(name)}"
+
 
 def render_squid_conf(config: SquidConfig) -> str:
-    helper = " ".join(config.helper)
     lines = [
         f"http_port {config.listen} ssl-bump cert={config.certificate} "
         "generate-host-certificates=off",
@@ -57,9 +67,9 @@ def render_squid_conf(config: SquidConfig) -> str:
         "httpd_suppress_version_string on",
         # Every connection asks the helper afresh (a decision follows the policy at once).
         "external_acl_type paddock_access ttl=0 negative_ttl=0 children-max=1 "
-        f"children-startup=1 concurrency=100 %SRC %DST %PORT {helper} access",
+        f"children-startup=1 concurrency=100 %SRC %DST %PORT {config.helper('access')}",
         "external_acl_type paddock_sni ttl=0 negative_ttl=0 children-max=1 "
-        f"children-startup=1 concurrency=100 %DST %ssl::>sni {helper} sni",
+        f"children-startup=1 concurrency=100 %DST %ssl::>sni {config.helper('sni')}",
         "acl paddock_access external paddock_access",
         "acl paddock_sni external paddock_sni",
         "acl step1 at_step SslBump1",
