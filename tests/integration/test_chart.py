@@ -122,19 +122,28 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str) -> None:
         where = f"{doc['kind']} {doc['metadata']['name']}"
         assert labels.get("app.kubernetes.io/component"), f"{where} has no component label"
         assert labels.get("helm.sh/chart", "").startswith("paddock-"), where
-    (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
-    assert pdb["spec"] == {"maxUnavailable": 1, "selector": pdb["spec"]["selector"]}
+    pdbs = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert [p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pdbs] == [
+        "gateway", "operator",
+    ]  # fmt: skip
+    for pdb in pdbs:
+        assert pdb["spec"] == {"maxUnavailable": 1, "selector": pdb["spec"]["selector"]}
     deployments = {
         d["metadata"]["labels"]["app.kubernetes.io/component"]: d
         for d in docs
         if d["kind"] == "Deployment"
     }
-    assert set(deployments) == {"operator", "mcp"}
+    assert set(deployments) == {"operator", "mcp", "gateway"}
     deployment, mcp = deployments["operator"], deployments["mcp"]
-    # The MCP server's pods are not the operator's: no selector of the one matches the other.
+    # The MCP server's and the gateway's pods are not the operator's: no selector of the one
+    # matches the other.
     operator_selector = deployment["spec"]["selector"]["matchLabels"]
-    mcp_labels = mcp["spec"]["template"]["metadata"]["labels"]
-    assert not operator_selector.items() <= mcp_labels.items()
+    for other in (mcp, deployments["gateway"]):
+        labels = other["spec"]["template"]["metadata"]["labels"]
+        assert not operator_selector.items() <= labels.items()
+    (gateway,) = deployments["gateway"]["spec"]["template"]["spec"]["containers"]
+    assert gateway["command"] == ["paddock", "gateway"]
+    assert "--internal=203.0.113.0/24" in gateway["args"]
     (server,) = mcp["spec"]["template"]["spec"]["containers"]
     assert server["command"] == ["paddock", "mcp"]
     assert server["args"] == [
