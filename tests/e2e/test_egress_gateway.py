@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import ssl
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -139,6 +140,12 @@ def _in(cluster: Cluster, namespace: str, script: str) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+def _counted(metrics: str, decision: str, rule: str) -> float:
+    series = f'paddock_gateway_connections_total{{decision="{decision}",rule="{rule}"}}'
+    lines = [line for line in metrics.splitlines() if line.startswith(series)]
+    return float(lines[0].split()[-1]) if lines else 0.0
+
+
 def _curl(cluster: Cluster, namespace: str, url: str, *options: str) -> tuple[int, str]:
     words = " ".join(options)
     return _in(cluster, namespace, f"curl -sS -k --max-time 5 {words} {url}")
@@ -195,6 +202,11 @@ def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_
     log = state.log(gateway.COMPONENT).read_text(errors="replace")
     assert f"sandbox={namespace}/box decision=allow host={ALLOWED}:{servers.https}" in log
     assert f"sandbox={namespace}/box decision=deny host={OTHER}:{servers.https}" in log
+    # And counted, by the rule that decided.
+    with urllib.request.urlopen(gateway.metrics_url(state), timeout=10) as response:  # noqa: S310
+        metrics = response.read().decode()
+    for decision, rule in (("allow", https), ("deny", "default"), ("deny", "refused")):
+        assert _counted(metrics, decision, rule) > 0, (decision, rule)
 
     # The policy changed, the next connection follows it: no restart, no new pod.
     uid = (get(cluster, namespace, "pod", "box") or {})["metadata"]["uid"]

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 COMPONENT = "gateway"
 RUN_AS = "proxy"  # Debian's user for Squid
+METRICS = "gateway-metrics"
 PROGRAMS = "/usr/sbin:/usr/bin:/sbin:/bin"
 SHARED_MEMORY = Path("/dev/shm")  # noqa: S108  (where Linux keeps POSIX shared memory)
 USER = "paddock:gateway"
@@ -45,6 +46,10 @@ NAMES = (
 def address(state: ClusterState, node: NodePlan) -> tuple[str, int]:
     """Where the node's pods reach the gateway."""
     return node.gateway, state.ports[COMPONENT]
+
+
+def metrics_url(state: ClusterState) -> str:
+    return f"http://127.0.0.1:{state.ports[METRICS]}/metrics"
 
 
 def _rbac() -> str:
@@ -81,7 +86,7 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
     missing = [p for p in ("squid", "socat") if not shutil.which(p, path=PROGRAMS)]
     if missing:
         raise ClusterError(f"the egress gateway needs {' and '.join(missing)} (make node-packages)")
-    state.ports |= free_ports((COMPONENT,))
+    state.ports |= free_ports((COMPONENT, METRICS))
     state.save()
     root = node.run_dir / COMPONENT
     root.mkdir(parents=True, exist_ok=True)
@@ -105,6 +110,7 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
         f"--listen={host}:{port}", f"--runtime-dir={root}", f"--service={service}",
         f"--internal={node.host_ip}/32", f"--vouch={node.gateway}/32",
         f"--hosts-file={root / 'hosts'}", f"--run-as={RUN_AS}",
+        f"--metrics-port={state.ports[METRICS]}",
     ]  # fmt: skip
     env = {**os.environ, "KUBECONFIG": str(root / "kubeconfig")}
     process = spawn(state, COMPONENT, argv, env=env)

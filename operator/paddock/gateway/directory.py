@@ -33,6 +33,9 @@ class Decided:
     sandbox: str  # NAMESPACE/NAME, or "-" for an address that is no sandbox's
     reason: str
     rule: str | None = None
+    # What decided, for the metrics' bounded labels: a host rule, "default" (a name no rule
+    # matched), "any" (a policy that names no hosts), or "refused" (anything else).
+    counted_as: str = "refused"
 
 
 @dataclass(frozen=True)
@@ -146,13 +149,15 @@ def _judged(label: str, policy: Parsed | None, host: str, port: int) -> Decided:
     if normal_host(host) is None:
         return Decided(False, label, "not a host name (an address, or no name at all)")
     if policy is None:
-        return Decided(True, label, "no policy applies to the sandbox")
+        return Decided(True, label, "no policy applies to the sandbox", counted_as="any")
     if policy.capabilities.network != Decision.ALLOW:
         return Decided(False, label, f"capabilities.network is {policy.capabilities.network}")
     if policy.network.hosts is None:
-        return Decided(True, label, "the policy names no hosts (any public address)")
+        reason = "the policy names no hosts (any public address)"
+        return Decided(True, label, reason, counted_as="any")
     verdict = judge_host(policy.network.hosts, host, port)
-    return Decided(verdict.allowed, label, verdict.reason, verdict.rule)
+    counted = verdict.rule or "default"
+    return Decided(verdict.allowed, label, verdict.reason, verdict.rule, counted)
 
 
 def sni_matches(host: str, sni: str) -> bool:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import unquote
 
+import prometheus_client
 from prometheus_client import Counter
 
 from paddock.gateway.directory import Decided, Directory, sni_matches
@@ -28,13 +29,15 @@ from paddock.kube import watches
 from paddock.kube.errors import KubeError
 from paddock.render import names
 
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 Decide = Callable[[list[str]], str]
 WATCH_SECONDS = 300
 RETRY_SECONDS = 2.0
 DECISIONS = Counter(
     "paddock_gateway_connections",
-    "Connections and requests the egress gateway decided, by decision and by the host rule "
-    "that decided (default: none matched; refused: no sandbox, or not a name).",
+    "Connections and requests the egress gateway decided, by decision and by what decided: a "
+    "host rule, default (a name no rule matched), any (a policy that names no hosts) or "
+    "refused (no sandbox's address, not a name, an unknown or invalid policy).",
     ["decision", "rule"],
 )
 
@@ -59,8 +62,7 @@ def answer_access(directory: Directory, ready: threading.Event, words: list[str]
     else:
         decided = directory.decide(address, host, int(port))
     verdict = "allow" if decided.allowed else "deny"
-    rule = decided.rule or ("default" if decided.sandbox != "-" else "refused")
-    DECISIONS.labels(verdict, rule).inc()
+    DECISIONS.labels(verdict, decided.counted_as).inc()
     log = _word(f"sandbox={decided.sandbox} decision={verdict} host={host}:{port} {decided.reason}")
     message = _word(f"Paddock's egress gateway: {host}:{port} {decided.reason}")
     return f"{'OK' if decided.allowed else 'ERR'} log={log} message={message}"
