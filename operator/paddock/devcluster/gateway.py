@@ -24,6 +24,7 @@ import yaml
 
 from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
 from paddock.devcluster.processes import ClusterError, ClusterState, free_ports, spawn, wait_until
+from paddock.gateway.run import forget_shared_memory
 
 if TYPE_CHECKING:
     from paddock.devcluster.node import NodePlan
@@ -32,7 +33,6 @@ COMPONENT = "gateway"
 RUN_AS = "proxy"  # Debian's user for Squid
 METRICS = "gateway-metrics"
 PROGRAMS = "/usr/sbin:/usr/bin:/sbin:/bin"
-SHARED_MEMORY = Path("/dev/shm")  # noqa: S108  (where Linux keeps POSIX shared memory)
 USER = "paddock:gateway"
 # Names the gateway resolves itself: (name, "bridge" for the node's bridge address, or an
 # address).
@@ -98,8 +98,7 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
     # Squid names its shared memory after its service name: one of this cluster's own, and
     # none left by a gateway of this name that was killed.
     service = f"paddock{node.ident}"
-    for left in SHARED_MEMORY.glob(f"{service}-*"):
-        left.unlink(missing_ok=True)
+    forget_shared_memory(service)
     log = state.log(COMPONENT)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.touch()

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import IO
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -24,6 +25,8 @@ from paddock.gateway.directory import Directory
 from paddock.gateway.helper import answer_access, answer_sni, follow, listen
 from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
 from paddock.kube import client as kube
+
+SHARED_MEMORY = Path("/dev/shm")  # noqa: S108  (where Linux keeps POSIX shared memory)
 
 
 def peek_certificate() -> bytes:
@@ -98,17 +101,15 @@ def add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run_gateway(args: argparse.Namespace) -> int:
-    squid, relay = _found("squid"), _found("socat")
+    squid, relay = found("squid"), found("socat")
     if squid is None or relay is None:
         print(
             "paddock gateway: needs squid and socat (Debian: squid-openssl socat)", file=sys.stderr
         )
         return 1
-    runtime = Path(args.runtime_dir)
-    runtime.mkdir(parents=True, exist_ok=True)
     config = SquidConfig(
         listen=args.listen,
-        runtime=runtime,
+        runtime=Path(args.runtime_dir),
         relay=relay,
         internal=(*ALWAYS_INTERNAL, *args.internal),
         vouched=tuple(args.vouch),
@@ -116,25 +117,50 @@ def run_gateway(args: argparse.Namespace) -> int:
         nameservers=tuple(args.nameserver),
         user=args.run_as,
     )
-    config.certificate.write_bytes(peek_certificate())
-    config.certificate.chmod(0o600)
-    conf = runtime / "squid.conf"
-    conf.write_text(render_squid_conf(config))
     kube.load_config()
     directory, ready = Directory(), threading.Event()
     follow(directory, ready)
-    listen(config.socket("access"), lambda words: answer_access(directory, ready, words))
-    listen(config.socket("sni"), answer_sni)
-    if args.run_as:  # Squid, started as root, runs as this user: what it opens must be its
-        for path in (runtime, conf, config.certificate, *config.sockets()):
-            shutil.chown(path, args.run_as, args.run_as)
     if args.metrics_port:
         start_http_server(args.metrics_port)
-    child = subprocess.Popen([squid, "-N", "-n", args.service, "-f", str(conf)])
+    child = start_squid(squid, config, args.service, directory, ready)
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, lambda number, _: child.send_signal(number))
-    return child.wait()
+    code = child.wait()
+    forget_shared_memory(args.service)
+    return code
 
 
-def _found(program: str) -> str | None:
+def forget_shared_memory(service: str) -> None:
+    """Remove what a Squid of this service name left in /dev/shm (one that died leaves its
+    segments, and the next one of the name would not start)."""
+    for left in SHARED_MEMORY.glob(f"{service}-*"):
+        left.unlink(missing_ok=True)
+
+
+def start_squid(
+    squid: str,
+    config: SquidConfig,
+    service: str,
+    directory: Directory,
+    ready: threading.Event,
+    output: IO[bytes] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Write Squid's files, answer its helpers from ``directory`` (no until ``ready``), and
+    start it, its logs to ``output`` (default: this process's stdout and stderr; Squid opens
+    them again by name, as its own user)."""
+    config.runtime.mkdir(parents=True, exist_ok=True)
+    config.certificate.write_bytes(peek_certificate())
+    config.certificate.chmod(0o600)
+    conf = config.runtime / "squid.conf"
+    conf.write_text(render_squid_conf(config))
+    listen(config.socket("access"), lambda words: answer_access(directory, ready, words))
+    listen(config.socket("sni"), answer_sni)
+    if config.user:  # Squid, started as root, runs as this user: what it opens must be its
+        for path in (config.runtime, conf, config.certificate, *config.sockets()):
+            shutil.chown(path, config.user, config.user)
+    argv = [squid, "-N", "-n", service, "-f", str(conf)]
+    return subprocess.Popen(argv, stdout=output, stderr=output)
+
+
+def found(program: str) -> str | None:
     return shutil.which(program) or shutil.which(program, path="/usr/sbin:/usr/local/sbin")
