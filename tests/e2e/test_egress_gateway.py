@@ -32,7 +32,7 @@ from support.sandboxes import get, sandbox, wait_for_phase, workspace
 from support.waiting import wait_for
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
-ALLOWED, OTHER, LOOPBACK = (name for name, _ in gateway.NAMES)
+ALLOWED, OTHER, LOOPBACK, NODE = (name for name, _ in gateway.NAMES)
 
 
 @dataclass
@@ -156,8 +156,9 @@ def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_
 ) -> None:
     image = local.load_image(local.default_state_dir(), "sandbox")  # curl, git, Node.js
     https, http = f"{ALLOWED}:{servers.https}", f"{ALLOWED}:{servers.http}"
-    # The loopback's name is allowed too: what the gateway refuses there, it refuses by address.
-    allowed = [https, http, f"{LOOPBACK}:{servers.https}"]
+    # The names of the loopback and of the node are allowed too: what the gateway refuses
+    # there, it refuses by address (the node's, from its watch of Nodes).
+    allowed = [https, http, f"{LOOPBACK}:{servers.https}", f"{NODE}:{servers.https}"]
     cluster.apply(workspace("app"), namespace)
     storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
     box = sandbox("box", "app", image=image, storage=storage, policy=_policy(allowed), **ON_NODE)
@@ -183,6 +184,7 @@ def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_
         "/other": (f"https://{OTHER}:{servers.https}/other",),
         "/raw": (f"https://{servers.address}:{servers.https}/raw",),
         "/loopback": (f"https://{LOOPBACK}:{servers.https}/loopback",),
+        "/node": (f"https://{NODE}:{servers.https}/node",),
         "/sni": (
             f"https://{OTHER}:{servers.https}/sni",
             f"--connect-to {OTHER}:{servers.https}:{https}",

@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from paddock.api.policy import SandboxPolicySpec
+from paddock.gateway.cluster import ClusterAddresses
 from paddock.gateway.directory import Directory, sni_matches
 from paddock.gateway.helper import answer_access, answer_sni, serve
 from paddock.gateway.squid import SquidConfig, render_squid_conf
@@ -224,3 +225,21 @@ def test_the_gateway_settings_need_somewhere_to_let_sandboxes_reach() -> None:
         {"PADDOCK_GATEWAY_PROXY": "http://gw:3128", "PADDOCK_GATEWAY_CIDRS": "192.0.2.9,192.0.2.10"}
     )
     assert settings.gateway_cidrs == ["192.0.2.9", "192.0.2.10"]
+
+
+def _node(name: str, *addresses: str) -> dict[str, Any]:
+    listed = [{"type": "InternalIP", "address": a} for a in addresses]
+    return {"metadata": {"name": name}, "status": {"addresses": listed}}
+
+
+def test_the_clusters_own_addresses_follow_its_nodes_and_api_server() -> None:
+    addresses = ClusterAddresses()
+    assert addresses.relisted("Node", [_node("a", "192.0.2.2"), _node("b", "2001:db8::1")])
+    api = {"metadata": {"name": "kubernetes"}, "endpoints": [{"addresses": ["198.51.100.7"]}]}
+    assert addresses.relisted("EndpointSlice", [api])
+    assert addresses.cidrs() == ("192.0.2.2/32", "198.51.100.7/32", "2001:db8::1/128")
+    assert not addresses.changed("Node", "MODIFIED", _node("a", "192.0.2.2"))
+    assert addresses.changed("Node", "DELETED", _node("b"))
+    # A new listing forgets what it no longer names, of its kind only.
+    assert addresses.relisted("Node", [])
+    assert addresses.cidrs() == ("198.51.100.7/32",)

@@ -7,7 +7,9 @@ Squid will not run as root: started as root, it runs as ``RUN_AS``, and ``paddoc
 
 It resolves a few names of its own (``NAMES``): the bridge address under two names, for tests'
 servers there, and a name of the host's loopback, which it must refuse as it refuses every
-internal address. The bridge address is the one internal address it lets a name reach.
+internal address, and a name of the node's own address, which it refuses as one of the
+cluster's (from its watch of Nodes). The bridge address is the one internal address it lets a
+name reach.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ NAMES = (
     ("bridge.paddock.test", "bridge"),
     ("other.paddock.test", "bridge"),
     ("loopback.paddock.test", "127.0.0.1"),
+    ("node.paddock.test", "node"),  # the node's InternalIP: in no private range here
 )
 
 
@@ -53,13 +56,19 @@ def metrics_url(state: ClusterState) -> str:
 
 
 def _rbac() -> str:
-    """What the helper reads: sandbox pods, Sandboxes and SandboxPolicies."""
+    """What the gateway reads: sandbox pods, Sandboxes and SandboxPolicies; the Nodes and the
+    API server's EndpointSlice (the cluster's own addresses)."""
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "paddock-gateway"},
         "rules": [
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list", "watch"]},
+            {
+                "apiGroups": ["discovery.k8s.io"],
+                "resources": ["endpointslices"],
+                "verbs": ["list", "watch"],
+            },
             {
                 "apiGroups": ["paddock.dev"],
                 "resources": ["sandboxes", "sandboxpolicies"],
@@ -93,7 +102,8 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
     (root / "kubeconfig").write_text(_kubeconfig(state, root))
     (root / "kubeconfig").chmod(0o600)
     kubectl("apply", "-f", "-", stdin=_rbac())
-    hosts = [f"{node.gateway if to == 'bridge' else to} {name}" for name, to in NAMES]
+    named = {"bridge": node.gateway, "node": node.host_ip}
+    hosts = [f"{named.get(to, to)} {name}" for name, to in NAMES]
     (root / "hosts").write_text("\n".join(hosts) + "\n")
     # Squid names its shared memory after its service name: one of this cluster's own, and
     # none left by a gateway of this name that was killed.
@@ -107,7 +117,7 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
     argv = [
         sys.executable, "-m", "paddock.cli", "gateway",
         f"--listen={host}:{port}", f"--runtime-dir={root}", f"--service={service}",
-        f"--internal={node.host_ip}/32", f"--vouch={node.gateway}/32",
+        f"--vouch={node.gateway}/32",
         f"--hosts-file={root / 'hosts'}", f"--run-as={RUN_AS}",
         f"--metrics-port={state.ports[METRICS]}",
     ]  # fmt: skip

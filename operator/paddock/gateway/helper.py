@@ -19,15 +19,20 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import prometheus_client
 from prometheus_client import Counter
 
+from paddock.gateway.cluster import ClusterAddresses
 from paddock.gateway.directory import Decided, Directory, sni_matches
 from paddock.kube import watches
 from paddock.kube.errors import KubeError
 from paddock.render import names
+from paddock.sandboxes.network import API_SERVICE_LABEL
+
+Obj = dict[str, Any]
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 Decide = Callable[[list[str]], str]
@@ -101,35 +106,63 @@ def listen(path: Path, decide: Decide) -> socketserver.BaseServer:
 
 def follow(directory: Directory, ready: threading.Event) -> None:
     """Fill the directory from watches of every namespace's sandbox pods, Sandboxes and
-    SandboxPolicies, each listed again when its watch expires; ``ready`` once all three are
-    listed."""
+    SandboxPolicies; ``ready`` once all three are listed."""
     listed = threading.Barrier(3, action=ready.set)
-    for kind, selector in (
-        ("Pod", names.SANDBOX_LABEL),
-        ("Sandbox", ""),
-        ("SandboxPolicy", ""),
-    ):
-        thread = threading.Thread(
-            target=_follow_one, args=(directory, kind, selector, listed), daemon=True, name=kind
-        )
-        thread.start()
+    for kind, selector in (("Pod", names.SANDBOX_LABEL), ("Sandbox", ""), ("SandboxPolicy", "")):
+        _start(kind, selector, directory.relisted, directory.changed, listed)
 
 
-def _follow_one(directory: Directory, kind: str, selector: str, listed: threading.Barrier) -> None:
+def follow_cluster(
+    addresses: ClusterAddresses, known: threading.Event, moved: Callable[[], None]
+) -> None:
+    """Keep ``addresses`` from watches of the Nodes and the API server's EndpointSlice;
+    ``known`` once both are listed; ``moved`` after each later change of the set."""
+    listed = threading.Barrier(2, action=known.set)
+
+    def relisted(kind: str, items: list[Obj]) -> None:
+        if addresses.relisted(kind, items) and known.is_set():
+            moved()
+
+    def changed(kind: str, event: str, obj: Obj) -> None:
+        if addresses.changed(kind, event, obj) and known.is_set():
+            moved()
+
+    for kind, selector in (("Node", ""), ("EndpointSlice", f"{API_SERVICE_LABEL}=kubernetes")):
+        _start(kind, selector, relisted, changed, listed)
+
+
+def _start(
+    kind: str,
+    selector: str,
+    relisted: Callable[[str, list[Obj]], object],
+    changed: Callable[[str, str, Obj], object],
+    listed: threading.Barrier,
+) -> None:
+    args = (kind, selector, relisted, changed, listed)
+    threading.Thread(target=_follow_one, args=args, daemon=True, name=kind).start()
+
+
+def _follow_one(
+    kind: str,
+    selector: str,
+    relisted: Callable[[str, list[Obj]], object],
+    changed: Callable[[str, str, Obj], object],
+    listed: threading.Barrier,
+) -> None:
     """List, then watch; list again (forgetting what the last listing said) when the watch's
     version expires or the API server cannot be reached."""
     first = True
     while True:
         try:
             items, version = watches.list_all_at(kind, selector)
-            directory.relisted(kind, items)
+            relisted(kind, items)
             if first:
                 listed.wait()
                 first = False
             while True:
                 for event, obj in watches.watch_all(kind, selector, version, WATCH_SECONDS):
                     if event in ("ADDED", "MODIFIED", "DELETED"):
-                        directory.changed(kind, event, obj)
+                        changed(kind, event, obj)
                         version = str(obj["metadata"]["resourceVersion"])
         except (KubeError, watches.WatchExpiredError) as exc:
             print(f"paddock gateway: {kind} watch: {exc}", file=sys.stderr, flush=True)

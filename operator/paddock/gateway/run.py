@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import ipaddress
 import shutil
 import signal
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -21,11 +23,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from prometheus_client import start_http_server
 
+from paddock.gateway.cluster import ClusterAddresses
 from paddock.gateway.directory import Directory
-from paddock.gateway.helper import answer_access, answer_sni, follow, listen
+from paddock.gateway.helper import answer_access, answer_sni, follow, follow_cluster, listen
 from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
 from paddock.kube import client as kube
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 SHARED_MEMORY = Path("/dev/shm")  # noqa: S108  (where Linux keeps POSIX shared memory)
 
 
@@ -73,7 +77,8 @@ def add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default=[],
         metavar="CIDR",
         help="a range never reached, whatever a name resolves to (repeatable), on top of the "
-        "private, loopback and link-local ranges: the cluster's own",
+        "private, loopback and link-local ranges and the cluster's own addresses (its nodes' "
+        "and the API server's, watched)",
     )
     gateway.add_argument(
         "--vouch",
@@ -122,12 +127,32 @@ def run_gateway(args: argparse.Namespace) -> int:
     follow(directory, ready)
     if args.metrics_port:
         start_http_server(args.metrics_port)
-    child = start_squid(squid, config, args.service, directory, ready)
+    addresses, known = ClusterAddresses(), threading.Event()
+    squid_process: list[subprocess.Popen[bytes]] = []
+
+    def internal() -> SquidConfig:
+        ranges = [ipaddress.ip_network(cidr) for cidr in config.internal]
+        more = [c for c in addresses.cidrs() if not _covered(ipaddress.ip_network(c), ranges)]
+        return replace(config, internal=(*config.internal, *more))
+
+    def moved() -> None:  # the cluster's addresses changed: Squid reads its configuration again
+        (config.runtime / "squid.conf").write_text(render_squid_conf(internal()))
+        for child in squid_process:
+            child.send_signal(signal.SIGHUP)
+
+    follow_cluster(addresses, known, moved)
+    known.wait()  # Squid starts knowing the cluster's own addresses, never without them
+    child = start_squid(squid, internal(), args.service, directory, ready)
+    squid_process.append(child)
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, lambda number, _: child.send_signal(number))
     code = child.wait()
     forget_shared_memory(args.service)
     return code
+
+
+def _covered(network: Network, ranges: list[Network]) -> bool:
+    return any(r.version == network.version and network.subnet_of(r) for r in ranges)  # type: ignore[arg-type]
 
 
 def forget_shared_memory(service: str) -> None:

@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kubernetes import watch
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from paddock.kube.client import _CUSTOM, _core, _custom, _decode
+from paddock.kube.client import _client as _shared_client
 from paddock.kube.errors import converted, converting
 
 Obj = dict[str, Any]
+API_SERVER_NAMESPACE = "default"  # where the API server publishes the Service kubernetes
 
 
 class WatchExpiredError(Exception):
@@ -65,9 +67,15 @@ def watch_one(
 
 
 def _cluster_listing(kind: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-    """The call that lists ``kind`` in every namespace, and its leading arguments."""
+    """The call that lists ``kind`` in every namespace (EndpointSlices: the API server's
+    namespace's), and its leading arguments."""
     if kind == "Pod":
         return _core().list_pod_for_all_namespaces, ()
+    if kind == "Node":
+        return _core().list_node, ()
+    if kind == "EndpointSlice":
+        discovery = client.DiscoveryV1Api(_shared_client())
+        return discovery.list_namespaced_endpoint_slice, (API_SERVER_NAMESPACE,)
     group, version, plural = _CUSTOM[kind]
     return _custom().list_cluster_custom_object, (group, version, plural)
 
