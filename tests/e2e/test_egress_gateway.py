@@ -184,7 +184,7 @@ def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_
         "/other": (f"https://{OTHER}:{servers.https}/other",),
         "/raw": (f"https://{servers.address}:{servers.https}/raw",),
         "/loopback": (f"https://{LOOPBACK}:{servers.https}/loopback",),
-        "/node": (f"https://{NODE}:{servers.https}/node",),
+        "/node-address": (f"https://{NODE}:{servers.https}/node-address",),
         "/sni": (
             f"https://{OTHER}:{servers.https}/sni",
             f"--connect-to {OTHER}:{servers.https}:{https}",
