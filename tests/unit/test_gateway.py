@@ -15,11 +15,11 @@ import pytest
 from pydantic import ValidationError
 
 from paddock.api.policy import SandboxPolicySpec
-from paddock.gateway.cluster import ClusterAddresses
 from paddock.gateway.directory import Directory, sni_matches
 from paddock.gateway.helper import answer_access, answer_sni, serve
 from paddock.gateway.squid import SquidConfig, render_squid_conf
 from paddock.render.network_policy import ClusterNetwork, Gateway, render_network_policy
+from paddock.sandboxes.network import ClusterAddresses
 from paddock.settings import OperatorSettings
 
 HOSTS = {"network": {"hosts": {"allow": ["github.com", "*.npmjs.org"]}}}
@@ -237,9 +237,9 @@ def test_the_clusters_own_addresses_follow_its_nodes_and_api_server() -> None:
     assert addresses.relisted("Node", [_node("a", "192.0.2.2"), _node("b", "2001:db8::1")])
     api = {"metadata": {"name": "kubernetes"}, "endpoints": [{"addresses": ["198.51.100.7"]}]}
     assert addresses.relisted("EndpointSlice", [api])
-    assert addresses.cidrs() == ("192.0.2.2/32", "198.51.100.7/32", "2001:db8::1/128")
-    assert not addresses.changed("Node", "MODIFIED", _node("a", "192.0.2.2"))
-    assert addresses.changed("Node", "DELETED", _node("b"))
+    assert addresses.all() == {"192.0.2.2", "198.51.100.7", "2001:db8::1"}
+    assert not addresses.seen("MODIFIED", {**_node("a", "192.0.2.2"), "kind": "Node"})
+    assert addresses.seen("DELETED", {**_node("b"), "kind": "Node"})
     # A new listing forgets what it no longer names, of its kind only.
     assert addresses.relisted("Node", [])
-    assert addresses.cidrs() == ("198.51.100.7/32",)
+    assert addresses.all() == {"198.51.100.7"}

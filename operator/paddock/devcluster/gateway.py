@@ -14,7 +14,6 @@ name reach.
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import socket
@@ -127,18 +126,11 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
 
 
 def _kubeconfig(state: ClusterState, root: Path) -> str:
-    """The helper's kubeconfig, its certificates inline: the cluster's files are root's."""
+    """The gateway's own identity: it reads only what its ClusterRole grants."""
     cert, key = root / "client.crt", root / "client.key"
     issue_client_cert(state.pki, USER, "paddock:node-components", cert, key)
     server = f"https://127.0.0.1:{state.ports['apiserver']}"
-    config = yaml.safe_load(client_kubeconfig(server, state.pki, USER, cert, key))
-    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
-    for entry, field in ((cluster, "certificate-authority"), (user, "client-certificate"),
-                         (user, "client-key")):  # fmt: skip
-        entry[f"{field}-data"] = base64.b64encode(Path(entry.pop(field)).read_bytes()).decode()
-    cert.unlink()
-    key.unlink()
-    return yaml.safe_dump(config)
+    return client_kubeconfig(server, state.pki, USER, cert, key)
 
 
 def _listens(host: str, port: int) -> bool:

@@ -25,12 +25,11 @@ from urllib.parse import unquote
 import prometheus_client
 from prometheus_client import Counter
 
-from paddock.gateway.cluster import ClusterAddresses
 from paddock.gateway.directory import Decided, Directory, sni_matches
 from paddock.kube import watches
 from paddock.kube.errors import KubeError
 from paddock.render import names
-from paddock.sandboxes.network import API_SERVICE_LABEL
+from paddock.sandboxes.network import API_SERVICE_LABEL, ClusterAddresses
 
 Obj = dict[str, Any]
 
@@ -124,7 +123,7 @@ def follow_cluster(
             moved()
 
     def changed(kind: str, event: str, obj: Obj) -> None:
-        if addresses.changed(kind, event, obj) and known.is_set():
+        if addresses.seen(event, {**obj, "kind": kind}) and known.is_set():
             moved()
 
     for kind, selector in (("Node", ""), ("EndpointSlice", f"{API_SERVICE_LABEL}=kubernetes")):

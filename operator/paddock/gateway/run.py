@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import ipaddress
 import shutil
 import signal
 import subprocess
@@ -23,13 +22,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from prometheus_client import start_http_server
 
-from paddock.gateway.cluster import ClusterAddresses
 from paddock.gateway.directory import Directory
 from paddock.gateway.helper import answer_access, answer_sni, follow, follow_cluster, listen
 from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
 from paddock.kube import client as kube
+from paddock.render.network_policy import ClusterNetwork
+from paddock.sandboxes.network import ClusterAddresses
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 SHARED_MEMORY = Path("/dev/shm")  # noqa: S108  (where Linux keeps POSIX shared memory)
 
 
@@ -131,9 +130,10 @@ def run_gateway(args: argparse.Namespace) -> int:
     squid_process: list[subprocess.Popen[bytes]] = []
 
     def internal() -> SquidConfig:
-        ranges = [ipaddress.ip_network(cidr) for cidr in config.internal]
-        more = [c for c in addresses.cidrs() if not _covered(ipaddress.ip_network(c), ranges)]
-        return replace(config, internal=(*config.internal, *more))
+        """The configured ranges and the cluster's addresses outside them, as the operator
+        leaves them out of a sandbox's NetworkPolicy."""
+        cluster = ClusterNetwork(internal=config.internal, addresses=addresses.all())
+        return replace(config, internal=(*cluster.excluded(4), *cluster.excluded(6)))
 
     def moved() -> None:  # the cluster's addresses changed: Squid reads its configuration again
         (config.runtime / "squid.conf").write_text(render_squid_conf(internal()))
@@ -149,10 +149,6 @@ def run_gateway(args: argparse.Namespace) -> int:
     code = child.wait()
     forget_shared_memory(args.service)
     return code
-
-
-def _covered(network: Network, ranges: list[Network]) -> bool:
-    return any(r.version == network.version and network.subnet_of(r) for r in ranges)  # type: ignore[arg-type]
 
 
 def forget_shared_memory(service: str) -> None:

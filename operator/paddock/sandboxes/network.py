@@ -61,6 +61,17 @@ class ClusterAddresses:
                 self._by_source[source] = addresses_of(obj)
             return self._all() != before
 
+    def relisted(self, kind: str, items: list[Obj]) -> bool:
+        """A new listing of ``kind`` (its items carry no kind): what it no longer names is
+        forgotten; whether the set of addresses changed."""
+        with self._lock:
+            before = self._all()
+            self._by_source = {s: a for s, a in self._by_source.items() if s[0] != kind}
+        for item in items:
+            self.seen("ADDED", {**item, "kind": kind})
+        with self._lock:
+            return self._all() != before
+
     def all(self) -> frozenset[str]:
         with self._lock:
             return self._all()
