@@ -191,6 +191,18 @@ class OperatorSettings(BaseModel):
         description="Addresses of a gateway outside the pod network (comma-separated), "
         "instead of or besides its pods.",
     )
+    gateway_model_url: str | None = Field(
+        default=None,
+        pattern=r"^http://[^\s/@]+:[0-9]+$",
+        description="The gateway's model route, as sandboxes reach it, e.g. "
+        "http://paddock-gateway.paddock-system.svc:3130: a run's modelKey is then held there "
+        "(a Secret per run in gateway_namespace), never put in the sandbox. Every sandbox may "
+        "connect to the gateway on gateway_model_port. Unset: a modelKey is given to the "
+        "harness in its environment.",
+    )
+    gateway_model_port: int = Field(
+        default=3130, ge=1, le=65535, description="The port the gateway's model route listens on."
+    )
 
     @property
     def thread_sandbox_idle_limit(self) -> int | None:
@@ -231,6 +243,11 @@ class OperatorSettings(BaseModel):
             raise ValueError(
                 "gateway_proxy needs gateway_pod_labels (with gateway_namespace) or "
                 "gateway_cidrs: sandboxes' NetworkPolicies let them reach only those"
+            )
+        if self.gateway_model_url and not (self.gateway_proxy and self.gateway_namespace):
+            raise ValueError(
+                "gateway_model_url needs gateway_proxy and gateway_namespace (where the "
+                "gateway reads the runs' model routes)"
             )
         if (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
             raise ValueError(

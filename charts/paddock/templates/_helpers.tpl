@@ -173,3 +173,9 @@ sandbox without DNS reaches it then), else its name. */}}
 {{- $host := default (printf "%s-gateway.%s.svc" (include "paddock.fullname" .) .Release.Namespace) .Values.gateway.clusterIP -}}
 http://{{ $host }}:{{ .Values.gateway.port }}
 {{- end -}}
+
+{{/* The gateway's model route, as sandboxes reach it. */}}
+{{- define "paddock.gatewayModelURL" -}}
+{{- $host := default (printf "%s-gateway.%s.svc" (include "paddock.fullname" .) .Release.Namespace) .Values.gateway.clusterIP -}}
+http://{{ $host }}:{{ .Values.gateway.modelPort }}
+{{- end -}}

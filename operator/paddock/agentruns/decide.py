@@ -169,6 +169,16 @@ def awaiting(pending: list[Approval], run: str) -> str | None:
     )
 
 
+def sandbox_ready(ready: ReadySandbox) -> Draft:
+    """The run's sandbox.ready event: which sandbox, and how it started (restored from a
+    snapshot, with no setup, or set up)."""
+    data = {"sandbox": ready.name, "pod": ready.pod, "policy": ready.policy.label}
+    data["outcome"] = "sandbox.restored" if ready.restored_from else "sandbox.prepared"
+    if ready.restored_from:
+        data["restoredFrom"] = ready.restored_from
+    return Draft(ev.SANDBOX_READY, f"sandbox {ready.name} is ready", data)
+
+
 def launch_failure(spec: AgentRunSpec, pod: str, exit_code: int, said: str) -> Ending:
     message = f"starting {spec.harness} in pod {pod} failed (exit {exit_code}): {said}"
     return Ending(RunPhase.FAILED, R.LAUNCH_FAILED, message)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from paddock.agentruns import decide, gating, inputs, logstore
+from paddock.agentruns import decide, gating, inputs, logstore, model_access
 from paddock.agentruns.decide import Ending, Progress, Wait
 from paddock.agentruns.record import LogNameTakenError, RunRecord
 from paddock.agentruns.sandbox import ReadySandbox
@@ -59,6 +59,7 @@ class Execution(RunRecord):
     wrapper_gone_polls: int = 0
     gated: bool | None = None  # its harness goes through the gate (known once it is found)
     gate_after: str = ""  # the gate request the last poll ended at; the next goes on after it
+    gateway: model_access.ModelGateway | None = None
 
     @classmethod
     def load(cls, run: Obj, settings: OperatorSettings) -> Execution:
@@ -75,7 +76,8 @@ class Execution(RunRecord):
         summary.add_all(events)
         status = stored_status(AgentRunStatus, run)
         written = dict(run.get("status") or {})
-        return cls(run, run_log, summary, cursor, status, written=written)
+        gateway = model_access.model_gateway(settings)  # where a run's model key is held
+        return cls(run, run_log, summary, cursor, status, written=written, gateway=gateway)
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -103,7 +105,7 @@ class Execution(RunRecord):
             if abort is not None:
                 self._end_without_log(spec, abort, exc.message)
                 return None
-            self._failed(*_refusal(exc))
+            self._failed(*logstore.refusal(exc))
             raise
         except Exception as exc:  # a bug: said where a person looks, then retried
             self._failed(R.STEP_FAILED, f"The step failed ({type(exc).__name__}: {exc})")
@@ -142,12 +144,7 @@ class Execution(RunRecord):
         self.sandbox = ready
         secret_env = self._load_secrets(spec, ready)
         if ev.SANDBOX_READY not in self.summary.types_seen:
-            data = {"sandbox": ready.name, "pod": ready.pod, "policy": ready.policy.label}
-            # How the sandbox started: restored from a snapshot (no setup), or set up.
-            data["outcome"] = "sandbox.restored" if ready.restored_from else "sandbox.prepared"
-            if ready.restored_from:
-                data["restoredFrom"] = ready.restored_from
-            self._append([Draft(ev.SANDBOX_READY, f"sandbox {ready.name} is ready", data)])
+            self._append([decide.sandbox_ready(ready)])
         if self.status.completion_digest is None or self._poll().missing:
             # Not launched yet. (A launch an operator stop interrupted left the run directory:
             # that harness runs on, with the nonce whose digest is already in the status, which
@@ -202,11 +199,16 @@ class Execution(RunRecord):
             self.status.phase or RunPhase.PENDING, "starting the harness", sandbox.name
         )
         self._flush()
-        invocation = inputs.invocation(self.namespace, spec, sandbox)
+        access = model_access.grant(self.run, spec, sandbox, self.gateway, utcnow())
+        if isinstance(access, Ending):
+            return access
+        if access.condition is not None:
+            self._condition(C.MODEL_ROUTE, *access.condition)
+        invocation = inputs.invocation(self.namespace, spec, sandbox, access.model_url)
         unprepared = inputs.prepare(self.namespace, sandbox, self.run_id, invocation)
         if unprepared:
             return decide.launch_failure(spec, sandbox.pod, 2, unprepared)
-        env = {e.name: e.value or "" for e in spec.env} | invocation.env | secret_env
+        env = {e.name: e.value or "" for e in spec.env} | invocation.env | secret_env | access.env
         prompt = inputs.prompt(self.namespace, spec)
         payload = run_scripts.launch_payload(nonce, env, prompt)
         argv = run_scripts.launch_argv(self.run_id)
@@ -343,6 +345,7 @@ class Execution(RunRecord):
         """End the run where its log cannot take the last event: the status alone says how."""
         message = ending.message + (f" (the event log could not be written: {why})" if why else "")
         with contextlib.suppress(KubeError):
+            model_access.revoke(self.run_id, self.gateway, spec.model_key is not None)
             inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
         self._write_status(ending.phase, message, reason=ending.reason)
         self._condition(C.COMPLETE, True, ending.reason, message)
@@ -382,6 +385,7 @@ class Execution(RunRecord):
         terminal = self.summary.terminal
         assert terminal is not None
         data = terminal["data"]
+        model_access.revoke(self.run_id, self.gateway, spec.model_key is not None)
         inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
         inputs.ended_in(self.run, self.status.sandbox_name)
         phase, reason = RunPhase(data["phase"]), R(data.get("reason") or data["phase"])
@@ -390,11 +394,3 @@ class Execution(RunRecord):
         self.status.completed_at = parse_time(terminal["time"])
         self.status.result = decide.final_result(self.summary)
         self._flush()
-
-
-def _refusal(exc: KubeError | store.ObjectStoreError) -> tuple[R, str]:
-    """The reason and message of a refusal by the API server or the log's object store."""
-    if isinstance(exc, KubeError):
-        return R.API_REFUSED, f"The API server refused a request: {exc.message}"
-    message = f"The run's event log could not be written to the object store: {exc.message}"
-    return logstore.reason_of(exc), message

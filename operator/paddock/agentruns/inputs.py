@@ -7,6 +7,7 @@ API only on a miss); Secrets and a prompt's ConfigMap from the API."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -211,12 +212,15 @@ def kill(namespace: str, run_uid: str, pod: str) -> None:
     kube_exec.run(namespace, pod, SANDBOX_CONTAINER, run_scripts.signal_argv(run_uid, "KILL"))
 
 
-def invocation(namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox) -> Invocation:
+def invocation(
+    namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox, model_url: str | None = None
+) -> Invocation:
     """How the run's harness starts: through Paddock's gate when the sandbox has a policy
-    and the harness has a gate."""
+    and the harness has a gate; ``model_url``: the gateway's model route, which holds its key."""
     harness = HARNESSES[spec.harness]
     policy = command_policy(namespace, sandbox)
     workspace = workspace_context(_workspace(namespace, sandbox), str(spec.harness))
+    workspace = replace(workspace, model_url=model_url)
     if harness.gate is not None and isinstance(policy, SandboxPolicySpec):
         return harness.gate.invocation(spec, policy, workspace)
     return harness.invocation(spec, workspace)

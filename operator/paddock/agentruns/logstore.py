@@ -118,3 +118,11 @@ def unreadable(run: Obj, exc: ObjectStoreError) -> LogUnreadableError:
             patch = {"conditions": status.to_api()["conditions"]}
             kube.patch_status("AgentRun", meta["namespace"], meta["name"], patch)
     return LogUnreadableError(Notice(reason, message))
+
+
+def refusal(exc: KubeError | ObjectStoreError) -> tuple[R, str]:
+    """The reason and message of a refusal by the API server or the log's object store."""
+    if isinstance(exc, KubeError):
+        return R.API_REFUSED, f"The API server refused a request: {exc.message}"
+    message = f"The run's event log could not be written to the object store: {exc.message}"
+    return reason_of(exc), message

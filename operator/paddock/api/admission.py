@@ -87,7 +87,9 @@ REFERENCES: dict[str, list[Reference]] = {
             "secrets",
             _listed("object.spec.secrets", "secretKeyRef.name")
             + " + "
-            + _optional("object.spec.promptFrom.secretKeyRef", "name"),
+            + _optional("object.spec.promptFrom.secretKeyRef", "name")
+            + " + "
+            + _optional("object.spec.modelKey.secretKeyRef", "name"),
         ),
         Reference(
             "ConfigMap",

@@ -72,11 +72,28 @@ class PromptSource(ApiModel):
         return self
 
 
+class ModelKey(ApiModel):
+    """The model API key of the run, held by the egress gateway's model route rather than put
+    in the sandbox (where there is a gateway)."""
+
+    secret_key_ref: SecretKeySelector = Field(description="The Secret key holding the API key.")
+    base_url: str | None = Field(
+        default=None,
+        max_length=2048,
+        pattern=r"^https?://[^\s/?#@]+(/[^\s?#]*)?$",
+        description="The model API the gateway forwards the harness's requests to, without "
+        "the API's own path (e.g. https://api.anthropic.com). Default: the public API of the "
+        "harness's provider (Anthropic for claude-code, OpenAI for codex, Google for gemini; "
+        "for opencode, the provider its model names: anthropic/... or openai/...).",
+    )
+
+
 ONE_SANDBOX_MESSAGE = "set exactly one of sandboxRef or sandboxTemplate"
 COMMAND_MESSAGE = "command is required when harness is command, and only then"
 PROMPT_MESSAGE = "an agent harness needs a prompt or promptFrom (not both)"
 THREAD_MESSAGE = "reuse: thread needs a threadId"
 REUSE_MESSAGE = "threadId and reuse apply only with a sandboxTemplate"
+MODEL_KEY_MESSAGE = "modelKey applies to an agent harness, not to command"
 
 
 class AgentRunSpec(ApiModel):
@@ -95,6 +112,7 @@ class AgentRunSpec(ApiModel):
                 "has(self.sandboxTemplate) || (!has(self.threadId) && !has(self.reuse))",
                 REUSE_MESSAGE,
             ),
+            cel("!has(self.modelKey) || self.harness != 'command'", MODEL_KEY_MESSAGE),
         )
     )
 
@@ -151,6 +169,14 @@ class AgentRunSpec(ApiModel):
         max_length=256,
         description="Environment variables from Secrets (API keys), by secretKeyRef only.",
     )
+    model_key: ModelKey | None = Field(
+        default=None,
+        description="The model API key. With Paddock's egress gateway it never enters the "
+        "sandbox: the harness is pointed at the gateway's model route with a token of this "
+        "run, which the gateway swaps for the key (from the sandbox's pod only, until the run "
+        "ends). Without a gateway, the harness gets the key in its environment, and the run "
+        "says so (condition ModelRoute).",
+    )
     cancel: bool = Field(
         default=False,
         description="Set to true to stop the run: its processes are killed and it ends Cancelled.",
@@ -183,11 +209,16 @@ class AgentRunSpec(ApiModel):
             raise ValueError(THREAD_MESSAGE)
         if self.sandbox_template is None and (self.thread_id or self.reuse):
             raise ValueError(REUSE_MESSAGE)
+        if self.model_key is not None and self.harness == Harness.COMMAND:
+            raise ValueError(MODEL_KEY_MESSAGE)
         return self
 
     def secret_refs(self) -> list[SecretRef]:
-        """Every (Secret, key) the run itself names: its secret env and a Secret prompt."""
+        """Every (Secret, key) the run itself names: its secret env, its model key and a Secret
+        prompt."""
         refs = [s.secret_key_ref.pair for s in self.secrets]
+        if self.model_key is not None:
+            refs.append(self.model_key.secret_key_ref.pair)
         if self.prompt_from is not None and self.prompt_from.secret_key_ref is not None:
             refs.append(self.prompt_from.secret_key_ref.pair)
         return refs

@@ -49,6 +49,7 @@ class ConditionType(StrEnum):
     PROGRESSING = "Progressing"
     COMPLETE = "Complete"
     AWAITING_APPROVAL = "AwaitingApproval"
+    MODEL_ROUTE = "ModelRoute"
     # SandboxPolicy
     VALID = "Valid"
 
@@ -159,6 +160,10 @@ class RunReason(Reason):
     GATE_LOST = "GateLost", W
     POLICY_DENIED = "PolicyDenied", W
     POLICY_NOT_FOUND = "PolicyNotFound", W
+    # The model key
+    THROUGH_GATEWAY = "ThroughGateway"
+    KEY_IN_SANDBOX = "KeyInSandbox", W
+    MODEL_UNROUTABLE = "ModelUnroutable", W
     # Approvals
     AWAITING_APPROVAL = "AwaitingApproval"
     APPROVAL_REQUESTED = "ApprovalRequested"

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 COMPONENT = "gateway"
 RUN_AS = "proxy"  # Debian's user for Squid
 METRICS = "gateway-metrics"
+MODEL = "gateway-model"  # the model route's port
+NAMESPACE = "paddock-gateway"  # where the operator writes the runs' model routes
 PROGRAMS = "/usr/sbin:/usr/bin:/sbin:/bin"
 USER = "paddock:gateway"
 # Names the gateway resolves itself: (name, "bridge" for the node's bridge address, or an
@@ -50,13 +52,19 @@ def address(state: ClusterState, node: NodePlan) -> tuple[str, int]:
     return node.gateway, state.ports[COMPONENT]
 
 
+def model_address(state: ClusterState, node: NodePlan) -> tuple[str, int]:
+    """Where the node's pods reach the gateway's model route."""
+    return node.gateway, state.ports[MODEL]
+
+
 def metrics_url(state: ClusterState) -> str:
     return f"http://127.0.0.1:{state.ports[METRICS]}/metrics"
 
 
 def _rbac() -> str:
     """What the gateway reads: sandbox pods, Sandboxes and SandboxPolicies; the Nodes and the
-    API server's EndpointSlice (the cluster's own addresses)."""
+    API server's EndpointSlice (the cluster's own addresses); the Secrets of its own namespace
+    (the runs' model routes)."""
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -86,7 +94,20 @@ def _rbac() -> str:
         },
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
     }
-    return yaml.safe_dump_all([role, binding])
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    routes = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "paddock-gateway", "namespace": NAMESPACE},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]}],
+    }
+    routes_binding = {
+        **binding,
+        "kind": "RoleBinding",
+        "metadata": {"name": "paddock-gateway", "namespace": NAMESPACE},
+        "roleRef": {**binding["roleRef"], "kind": "Role"},
+    }
+    return yaml.safe_dump_all([role, binding, namespace, routes, routes_binding])
 
 
 def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
@@ -94,7 +115,7 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
     missing = [p for p in ("squid", "socat") if not shutil.which(p, path=PROGRAMS)]
     if missing:
         raise ClusterError(f"the egress gateway needs {' and '.join(missing)} (make node-packages)")
-    state.ports |= free_ports((COMPONENT, METRICS))
+    state.ports |= free_ports((COMPONENT, METRICS, MODEL))
     state.save()
     root = node.run_dir / COMPONENT
     root.mkdir(parents=True, exist_ok=True)
@@ -119,6 +140,7 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
         f"--vouch={node.gateway}/32",
         f"--hosts-file={root / 'hosts'}", f"--run-as={RUN_AS}",
         f"--metrics-port={state.ports[METRICS]}",
+        f"--model-listen={host}:{state.ports[MODEL]}", f"--namespace={NAMESPACE}",
     ]  # fmt: skip
     env = {**os.environ, "KUBECONFIG": str(root / "kubeconfig")}
     process = spawn(state, COMPONENT, argv, env=env)

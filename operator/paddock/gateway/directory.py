@@ -119,6 +119,16 @@ class Directory:
         for item in items:
             self.changed(kind, "ADDED", item)
 
+    def sandbox_at(self, address: str) -> str | None:
+        """The sandbox (NAMESPACE/NAME) whose pod has the address, if the pod counts."""
+        with self._lock:
+            found = self._pods.get(address)
+            if found is None:
+                return None
+            key, owner = found
+            sandbox = self._sandboxes.get(key)
+            return "/".join(key) if sandbox is not None and sandbox.uid == owner else None
+
     def decide(self, address: str, host: str, port: int) -> Decided:
         with self._lock:
             found = self._pods.get(address)

@@ -29,6 +29,7 @@ from paddock.gateway.directory import Decided, Directory, sni_matches
 from paddock.kube import watches
 from paddock.kube.errors import KubeError
 from paddock.render import names
+from paddock.render.model_routes import RUN_UID_LABEL
 from paddock.sandboxes.network import API_SERVICE_LABEL, ClusterAddresses
 
 Obj = dict[str, Any]
@@ -109,6 +110,16 @@ def follow(directory: Directory, ready: threading.Event) -> None:
     listed = threading.Barrier(3, action=ready.set)
     for kind, selector in (("Pod", names.SANDBOX_LABEL), ("Sandbox", ""), ("SandboxPolicy", "")):
         _start(kind, selector, directory.relisted, directory.changed, listed)
+
+
+def follow_routes(
+    namespace: str,
+    relisted: Callable[[str, list[Obj]], object],
+    changed: Callable[[str, str, Obj], object],
+    listed: threading.Barrier,
+) -> None:
+    """Keep the model routes from a watch of their Secrets in the gateway's ``namespace``."""
+    _start(f"Secret:{namespace}", RUN_UID_LABEL, relisted, changed, listed)
 
 
 def follow_cluster(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import shutil
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -22,8 +23,17 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from prometheus_client import start_http_server
 
+from paddock.gateway import model
 from paddock.gateway.directory import Directory
-from paddock.gateway.helper import answer_access, answer_sni, follow, follow_cluster, listen
+from paddock.gateway.helper import (
+    answer_access,
+    answer_sni,
+    follow,
+    follow_cluster,
+    follow_routes,
+    listen,
+)
+from paddock.gateway.routes import Routes
 from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
 from paddock.kube import client as kube
 from paddock.render.network_policy import ClusterNetwork
@@ -101,6 +111,17 @@ def add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     gateway.add_argument(
         "--run-as", help="started as root: the user Squid runs as (Squid refuses root)"
     )
+    gateway.add_argument(
+        "--model-listen",
+        metavar="HOST:PORT",
+        help="serve the model route here: runs' model keys, from their Secrets in --namespace",
+    )
+    gateway.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", ""),
+        help="the gateway's namespace, where the operator writes the runs' model routes "
+        "(default: $POD_NAMESPACE)",
+    )
     gateway.set_defaults(func=run_gateway)
 
 
@@ -124,6 +145,11 @@ def run_gateway(args: argparse.Namespace) -> int:
     kube.load_config()
     directory, ready = Directory(), threading.Event()
     follow(directory, ready)
+    if args.model_listen:
+        if not args.namespace:
+            print("paddock gateway: --model-listen needs --namespace", file=sys.stderr)
+            return 1
+        serve_models(args.model_listen, args.namespace, directory, ready)
     if args.metrics_port:
         start_http_server(args.metrics_port)
     addresses, known = ClusterAddresses(), threading.Event()
@@ -149,6 +175,22 @@ def run_gateway(args: argparse.Namespace) -> int:
     code = child.wait()
     forget_shared_memory(args.service)
     return code
+
+
+def serve_models(listen: str, namespace: str, directory: Directory, ready: threading.Event) -> None:
+    """Follow the model routes of ``namespace`` and serve them at ``listen``."""
+    routes, listed = Routes(), threading.Event()
+
+    def changed(kind: str, event: str, obj: dict[str, Any]) -> None:
+        before = routes.runs()
+        routes.changed(kind, event, obj)
+        for gone in before - routes.runs():
+            model.forget(gone)
+
+    follow_routes(namespace, routes.relisted, changed, threading.Barrier(1, action=listed.set))
+    app = model.model_app(routes, directory.sandbox_at, lambda: ready.is_set() and listed.is_set())
+    host, _, port = listen.rpartition(":")
+    model.serve(app, host, int(port))
 
 
 def forget_shared_memory(service: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import kopf
 
 from paddock import GROUP, VERSION, metrics
-from paddock.agentruns import inputs, lifetime, logstore
+from paddock.agentruns import inputs, lifetime, logstore, model_access
 from paddock.agentruns.execution import Execution
 from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
@@ -103,14 +103,17 @@ def run_deleted(
     body: kopf.Body, status: kopf.Status, meta: kopf.Meta, memo: kopf.Memo, logger: Any, **_: Any
 ) -> None:
     """Kill a running harness's process group; its sandbox, if the run made it, and its
-    ConfigMap log are garbage-collected with the run; its log objects in a bucket are deleted
-    here (a failure is raised: kopf retries, and the run stays until they are gone)."""
+    ConfigMap log are garbage-collected with the run; its model route, if the gateway holds
+    its key, and its log objects in a bucket are deleted here (a failure is raised: kopf
+    retries, and the run stays until they are gone)."""
     pod = status.get("sandboxName")
     if status.get("phase") not in TERMINAL_PHASES and status.get("startedAt") and pod:
         try:
             inputs.kill(meta["namespace"] or "", meta["uid"] or "", pod)
         except Exception as exc:
             logger.warning(f"could not stop the run's processes: {_describe(exc)}")
+    if (body.get("spec") or {}).get("modelKey"):
+        model_access.revoke(meta["uid"] or "", model_access.model_gateway(memo.config))
     try:
         deleted = logstore.delete_log(dict(body), memo.config)
     except logstore.LogStoreNotConfiguredError as exc:  # nothing to retry: say what is left

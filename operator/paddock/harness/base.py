@@ -68,11 +68,13 @@ class WorkspaceContext:
     text, each agent skill's SKILL.md by name, and its MCP servers in this harness's config
     format. A CLI that, as Paddock runs it, does not read them from the workspace's files
     (gated, those are the agent's to write; some CLIs trust no project config) is given them
-    here."""
+    here. ``model_url``: the egress gateway's model route, for a CLI that reads its model's
+    base URL from its config only (Codex), when the gateway holds the run's key."""
 
     instructions: str | None = None
     skills: dict[str, str] = field(default_factory=dict)
     mcp: dict[str, Any] = field(default_factory=dict)
+    model_url: str | None = None
 
 
 NO_WORKSPACE = WorkspaceContext()

@@ -25,6 +25,7 @@ from paddock.harness.base import (
     session,
     tool_request,
 )
+from paddock.harness.models import codex_options
 from paddock.render.projections import toml_value
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
@@ -48,8 +49,9 @@ def _argv(spec: AgentRunSpec, *more: str) -> str:
 
 def mcp_options(workspace: WorkspaceContext) -> list[str]:
     """The Workspace's MCP servers as config overrides (``-c``): Codex reads a project's
-    ``.codex/config.toml`` only in a project it trusts, and the workspace is not one."""
-    options: list[str] = []
+    ``.codex/config.toml`` only in a project it trusts, and the workspace is not one. With
+    them, the egress gateway's model route as its provider, when the gateway holds the key."""
+    options = codex_options(workspace.model_url) if workspace.model_url else []
     for name, server in workspace.mcp.items():
         for key, value in server.items():
             options += ["-c", f"mcp_servers.{name}.{key}={toml_value(value)}"]

@@ -68,7 +68,9 @@ def watch_one(
 
 def _cluster_listing(kind: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """The call that lists ``kind`` in every namespace (EndpointSlices: the API server's
-    namespace's), and its leading arguments."""
+    namespace's; Secrets: a ``Secret:NAMESPACE``'s), and its leading arguments."""
+    if kind.startswith("Secret:"):
+        return _core().list_namespaced_secret, (kind.partition(":")[2],)
     if kind == "Pod":
         return _core().list_pod_for_all_namespaces, ()
     if kind == "Node":

@@ -24,11 +24,14 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 @dataclass(frozen=True)
 class Gateway:
-    """The egress gateway: the proxy URL sandboxes use, and the peers and port their
-    NetworkPolicy lets them reach it at."""
+    """The egress gateway: the proxy URL sandboxes use, and the peers and ports their
+    NetworkPolicy lets them reach it at: the proxy's where they go through it, its model
+    route's (when it has one) always, since that answers only a run's token from the run's
+    own sandbox."""
 
     proxy: str
     port: int
+    model_port: int | None = None  # its model route's, which every sandbox may reach
     cidrs: tuple[str, ...] = ()
     namespace: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)
@@ -90,15 +93,18 @@ def render_network_policy(
     name: str, namespace: str, policy: SandboxPolicySpec, cluster: ClusterNetwork
 ) -> dict[str, Any]:
     """No ingress at all; egress per ``capabilities.network`` (through the gateway alone
-    where the policy names hosts) plus the listed rules."""
+    where the policy names hosts), to the gateway's model route where it has one, plus the
+    listed rules."""
     egress: list[dict[str, Any]] = []
     if policy.network.dns:
         egress.append({"to": _dns_peers(cluster), "ports": DNS_PORTS})
-    if through_gateway(policy, cluster.gateway):
-        assert cluster.gateway is not None
-        port = [{"protocol": "TCP", "port": cluster.gateway.port}]
-        egress.append({"to": cluster.gateway.peers(), "ports": port})
-    elif policy.capabilities.network == Decision.ALLOW:
+    gateway, proxied = cluster.gateway, through_gateway(policy, cluster.gateway)
+    if gateway is not None and (proxied or gateway.model_port):
+        ports = [gateway.port] if proxied else []
+        ports += [gateway.model_port] if gateway.model_port else []
+        to_gateway = [{"protocol": "TCP", "port": port} for port in ports]
+        egress.append({"to": gateway.peers(), "ports": to_gateway})
+    if not proxied and policy.capabilities.network == Decision.ALLOW:
         everything = (("0.0.0.0/0", 4), ("::/0", 6))
         egress.append({"to": [_everything_but(c, cluster.excluded(v)) for c, v in everything]})
     for rule in policy.network.egress:

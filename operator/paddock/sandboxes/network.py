@@ -101,6 +101,7 @@ def _gateway(config: OperatorSettings) -> Gateway | None:
     return Gateway(
         proxy=config.gateway_proxy,
         port=config.gateway_port,
+        model_port=config.gateway_model_port if config.gateway_model_url else None,
         cidrs=tuple(config.gateway_cidrs),
         namespace=config.gateway_namespace,
         pod_labels=dict(config.gateway_pod_labels),

@@ -1,0 +1,126 @@
+"""A run's model key (``spec.modelKey``): held by the egress gateway's model route where the
+operator is told of one, so that the sandbox never holds it. At launch the operator writes the
+run's route (a Secret in the gateway's namespace: the key, where to forward, the sandbox the
+requests must come from, the SHA-256 of a fresh token) and gives the harness the token and the
+route's URL in place of the key and the provider's; at the run's end, and at its deletion, it
+deletes the route. Without a gateway, the harness gets the key itself, and the run says so."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from paddock.agentruns.decide import Ending
+from paddock.agentruns.sandbox import ReadySandbox
+from paddock.api.agentrun import AgentRunSpec, RunPhase
+from paddock.api.fields import parse_duration
+from paddock.api.reasons import RunReason as R
+from paddock.harness import models
+from paddock.kube import client as kube
+from paddock.render import model_routes
+from paddock.render.model_routes import RUN_UID_LABEL, Route
+from paddock.settings import OperatorSettings
+
+Obj = dict[str, Any]
+# A route outlives the run's own deadline by this much at most (the operator deletes it at the
+# run's end; the gateway refuses an expired one even if that delete never happened).
+EXPIRY_MARGIN = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class ModelGateway:
+    """The gateway's model route as sandboxes reach it, and the namespace of its routes."""
+
+    url: str
+    namespace: str
+
+
+def model_gateway(config: OperatorSettings) -> ModelGateway | None:
+    if not config.gateway_model_url or not config.gateway_namespace:
+        return None
+    return ModelGateway(config.gateway_model_url, config.gateway_namespace)
+
+
+@dataclass(frozen=True)
+class Access:
+    """What the harness is given for its model: env (the token, or the key), the route's URL
+    for a CLI that reads it from its config (Codex), and the run's ModelRoute condition
+    (status, reason, message). (The key is scrubbed from the log as every Secret value the run
+    names is; the token is not a secret outside the sandbox's pod, and dies with the run.)"""
+
+    env: dict[str, str] = field(default_factory=dict)
+    model_url: str | None = None
+    condition: tuple[bool, R, str] | None = None
+
+
+NONE = Access()
+
+
+def grant(
+    run: Obj,
+    spec: AgentRunSpec,
+    sandbox: ReadySandbox,
+    gateway: ModelGateway | None,
+    now: datetime,
+) -> Access | Ending:
+    """The harness's access to its model: through the gateway's route (written now), else
+    the key; the run's end when its harness's provider is not one the route can serve."""
+    if spec.model_key is None:
+        return NONE
+    ref = spec.model_key.secret_key_ref.pair
+    key = kube.secret_values(str(run["metadata"]["namespace"]), [ref]).get(ref, "")
+    provider = models.provider_of(spec)
+    if isinstance(provider, str):
+        if gateway is None:
+            return NONE
+        return Ending(RunPhase.FAILED, R.MODEL_UNROUTABLE, f"the model key stays out: {provider}")
+    if gateway is None:
+        said = "No egress gateway holds the model key: it is in the harness's environment."
+        return Access({models.key_env(spec, provider): key}, None, (False, R.KEY_IN_SANDBOX, said))
+    meta = run["metadata"]
+    namespace, uid = str(meta["namespace"]), str(meta["uid"])
+    token = "paddock-" + secrets.token_urlsafe(32)
+    lifetime = parse_duration(spec.timeout) + EXPIRY_MARGIN
+    route = Route(
+        token_sha256=model_routes.token_digest(token),
+        key=key,
+        upstream=models.upstream(spec, provider),
+        provider=str(provider),
+        run=f"{namespace}/{meta['name']}",
+        sandbox=f"{namespace}/{sandbox.name}",
+        expires=now + lifetime,
+    )
+    taken = _write(model_routes.route_secret(gateway.namespace, uid, route), uid)
+    if taken:
+        return Ending(RunPhase.FAILED, R.MODEL_UNROUTABLE, taken)
+    route_env = models.routed_env(spec, provider, models.ModelRoute(gateway.url, token))
+    said = f"The egress gateway holds the model key; the harness reaches {route.upstream} there."
+    return Access(route_env, gateway.url, (True, R.THROUGH_GATEWAY, said))
+
+
+def _write(secret: Obj, uid: str) -> str:
+    """Create the route, or replace the run's own one (a launch an operator restart cut short
+    left it, with a token no harness holds any more); what stops it, or ''."""
+    if kube.create(secret) is not None:
+        return ""
+    namespace, name = secret["metadata"]["namespace"], secret["metadata"]["name"]
+    found = kube.get("Secret", namespace, name)
+    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+    if found is None or labels.get(RUN_UID_LABEL) != uid:
+        return f"the Secret {namespace}/{name} the run's model route needs is not the run's"
+    kube.patch("Secret", namespace, name, {"data": secret["data"]})
+    return ""
+
+
+def revoke(run_uid: str, gateway: ModelGateway | None, held: bool = True) -> None:
+    """Delete the run's route, if it has one (``held``: its spec names a model key), and only
+    a Secret labelled as this run's."""
+    if gateway is None or not held:
+        return
+    name = model_routes.route_name(run_uid)
+    found = kube.get("Secret", gateway.namespace, name)
+    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+    if found is not None and labels.get(RUN_UID_LABEL) == run_uid:
+        kube.delete("Secret", gateway.namespace, name, found["metadata"]["uid"])

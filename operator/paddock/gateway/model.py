@@ -1,0 +1,145 @@
+"""The gateway's model route: an HTTP endpoint a harness uses as its model API's base URL,
+with its run's token where the API key would be. A request whose token is a running run's,
+sent from a pod of that run's sandbox, is forwarded to the run's model API with the real key in
+the provider's own header; its response is streamed back as it comes. Anything else is refused
+with an error the CLIs show (the shape of the providers' own), and nothing is forwarded.
+
+The token is taken from wherever a CLI puts its key (``x-api-key``, ``Authorization: Bearer``,
+``x-goog-api-key``, a ``key`` query parameter); every one of those is dropped before the request
+goes on, so the token never leaves the gateway and the key never reaches the sandbox."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from urllib.parse import parse_qsl, urlencode
+
+import httpx2
+import uvicorn
+from prometheus_client import Counter
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route as Path
+
+from paddock.gateway.routes import Refused, Routes
+from paddock.render.model_routes import Route
+from paddock.times import utcnow
+
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+CREDENTIALS = frozenset({"authorization", "x-api-key", "x-goog-api-key"})
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+     "transfer-encoding", "upgrade", "host", "content-length"}
+)  # fmt: skip
+# The provider's header for the real key.
+KEY_HEADER: dict[str, Callable[[str], tuple[str, str]]] = {
+    "anthropic": lambda key: ("x-api-key", key),
+    "openai": lambda key: ("authorization", f"Bearer {key}"),
+    "google": lambda key: ("x-goog-api-key", key),
+}
+TIMEOUT = httpx2.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
+MODEL_REQUESTS = Counter(
+    "paddock_gateway_model_requests",
+    "Requests on the gateway's model route, by run (NAMESPACE/NAME; '-' for a token no run "
+    "holds) and outcome: forwarded (with the model API's status class, 2xx...5xx), refused "
+    "or unreachable. A run's series go when its route does.",
+    ["run", "outcome"],
+)
+
+
+def token_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
+    """The run's token, wherever the harness put its key."""
+    bearer = headers.get("authorization", "")
+    if bearer[:7].lower() == "bearer ":
+        return bearer[7:].strip()
+    return headers.get("x-api-key") or headers.get("x-goog-api-key") or query.get("key") or ""
+
+
+def upstream_request(
+    route: Route, path: str, query: str, headers: list[tuple[str, str]]
+) -> tuple[str, list[tuple[str, str]]]:
+    """The URL and headers of the forwarded request: the run's API and path, the query without
+    a key, the client's headers without credentials or hop-by-hop ones, and the real key."""
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "key"]
+    url = route.upstream + path + (f"?{urlencode(kept)}" if kept else "")
+    dropped = CREDENTIALS | HOP_BY_HOP
+    forwarded = [(k, v) for k, v in headers if k.lower() not in dropped]
+    return url, [*forwarded, KEY_HEADER[route.provider](route.key)]
+
+
+def refusal(status: int, message: str) -> JSONResponse:
+    """An error each CLI shows: Anthropic's shape (type, error.type, error.message), which
+    OpenAI's and Google's readers take too (error.message, error.code, error.status)."""
+    error = {"type": "permission_error", "message": f"Paddock's model route: {message}",
+             "code": status, "status": "PERMISSION_DENIED"}  # fmt: skip
+    return JSONResponse({"type": "error", "error": error}, status_code=status)
+
+
+def model_app(
+    routes: Routes, sandbox_at: Callable[[str], str | None], ready: Callable[[], bool]
+) -> Starlette:
+    """The route: ``sandbox_at`` names the sandbox of a pod address; nothing is answered but
+    "starting" until ``ready`` (the routes and the sandbox pods are listed)."""
+    client = httpx2.AsyncClient(timeout=TIMEOUT, trust_env=False, follow_redirects=False)
+
+    async def forward(request: Request) -> Response:
+        address = request.client.host if request.client else ""
+        if not ready():
+            return refusal(503, "the gateway is starting")
+        found = routes.find(
+            token_of(request.headers, request.query_params), sandbox_at(address), utcnow()
+        )
+        line = f"{request.method} {request.url.path}"
+        if isinstance(found, Refused):
+            MODEL_REQUESTS.labels(found.run or "-", "refused").inc()
+            _say(f"run={found.run or '-'} from={address} {line} refused: {found.reason}")
+            return refusal(403, found.reason)
+        url, headers = upstream_request(
+            found, request.url.path, request.url.query, request.headers.items()
+        )
+        outgoing = client.build_request(
+            request.method, url, headers=headers, content=request.stream()
+        )
+        try:
+            response = await client.send(outgoing, stream=True)
+        except httpx2.HTTPError as exc:
+            MODEL_REQUESTS.labels(found.run, "unreachable").inc()
+            _say(f"run={found.run} {line} -> {found.upstream} unreachable: {type(exc).__name__}")
+            return refusal(502, f"{found.upstream} cannot be reached ({type(exc).__name__})")
+        MODEL_REQUESTS.labels(found.run, f"{response.status_code // 100}xx").inc()
+        _say(f"run={found.run} {line} -> {response.status_code}")
+        kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
+        return StreamingResponse(
+            response.aiter_raw(),
+            response.status_code,
+            kept,
+            background=BackgroundTask(response.aclose),
+        )
+
+    return Starlette(routes=[Path("/{path:path}", forward, methods=METHODS)])
+
+
+def forget(run: str) -> None:
+    """Drop a run's series (its route is gone)."""
+    for outcome in ("refused", "unreachable", "2xx", "3xx", "4xx", "5xx"):
+        with contextlib.suppress(KeyError):
+            MODEL_REQUESTS.remove(run, outcome)
+
+
+def serve(app: Starlette, host: str, port: int) -> uvicorn.Server:
+    """Serve the route in a thread of its own (its own event loop)."""
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off",
+        proxy_headers=False, server_header=False, date_header=False,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    threading.Thread(target=server.run, daemon=True, name="model-route").start()
+    return server
+
+
+def _say(line: str) -> None:
+    print(f"paddock gateway: model route: {line}", file=sys.stderr, flush=True)

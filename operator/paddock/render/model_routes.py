@@ -1,0 +1,89 @@
+"""The model routes the egress gateway serves: one Secret per run with a model key, in the
+gateway's namespace, made by the operator at the run's launch and deleted at its end. It holds
+the key, where to forward, the sandbox the requests must come from, when the route expires,
+and the SHA-256 of the run's token (the token itself is only in the harness's environment).
+
+This module is the one place the Secret's format is written and read: the operator renders it,
+the gateway reads it from its watch."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from paddock.render.names import MANAGED_BY
+from paddock.times import format_time, parse_time
+
+Obj = dict[str, Any]
+RUN_UID_LABEL = "paddock.dev/model-route-of"  # the run's uid: the gateway lists by this label
+FIELDS = ("token-sha256", "key", "upstream", "provider", "run", "sandbox", "expires")
+
+
+def route_name(run_uid: str) -> str:
+    return f"paddock-model-{run_uid}"
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Route:
+    """A run's model route: requests with the token of digest ``token_sha256``, from a pod of
+    ``sandbox`` (NAMESPACE/NAME), go to ``upstream`` with ``key``, until ``expires``."""
+
+    token_sha256: str
+    key: str
+    upstream: str
+    provider: str
+    run: str
+    sandbox: str
+    expires: datetime
+
+
+def route_secret(namespace: str, run_uid: str, route: Route) -> Obj:
+    values = {
+        "token-sha256": route.token_sha256,
+        "key": route.key,
+        "upstream": route.upstream,
+        "provider": route.provider,
+        "run": route.run,
+        "sandbox": route.sandbox,
+        "expires": format_time(route.expires),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": route_name(run_uid),
+            "namespace": namespace,
+            "labels": {**MANAGED_BY, RUN_UID_LABEL: run_uid},
+        },
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
+    }
+
+
+def read_route(secret: Obj) -> Route | None:
+    """The route a Secret holds; None when it is not a whole one."""
+    data = secret.get("data") or {}
+    try:
+        values = {k: base64.b64decode(data[k], validate=True).decode() for k in FIELDS}
+        expires = parse_time(values["expires"])
+    except (KeyError, TypeError, ValueError, binascii.Error):
+        return None
+    if expires is None:
+        return None
+    return Route(
+        token_sha256=values["token-sha256"],
+        key=values["key"],
+        upstream=values["upstream"],
+        provider=values["provider"],
+        run=values["run"],
+        sandbox=values["sandbox"],
+        expires=expires,
+    )
