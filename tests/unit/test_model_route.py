@@ -47,7 +47,8 @@ def test_each_harness_speaks_to_its_provider(harness: str, model: str, provider:
 
 def test_an_opencode_model_of_another_provider_cannot_be_routed() -> None:
     said = models.provider_of(_spec("opencode", "google/gemini-2.5-pro"))
-    assert isinstance(said, str) and "google/gemini-2.5-pro" in said
+    assert not isinstance(said, Provider)
+    assert "google/gemini-2.5-pro" in said
 
 
 ROUTE = ModelRoute("http://gw:3130", "paddock-token")
@@ -91,7 +92,7 @@ def test_the_upstream_is_the_runs_base_url_else_the_providers_public_api() -> No
 
 @pytest.mark.parametrize("base_url", ["ftp://x", "http://user@host", "https://x/y?z=1", "x"])
 def test_a_base_url_that_is_no_http_api_is_refused(base_url: str) -> None:
-    with pytest.raises(ValidationError, match="base_url|baseUrl"):
+    with pytest.raises(ValidationError, match=r"base_?[uU]rl"):
         _spec("claude-code", modelKey=KEY | {"baseUrl": base_url})
 
 

@@ -72,7 +72,7 @@ def grant(
     ref = spec.model_key.secret_key_ref.pair
     key = kube.secret_values(str(run["metadata"]["namespace"]), [ref]).get(ref, "")
     provider = models.provider_of(spec)
-    if isinstance(provider, str):
+    if not isinstance(provider, models.Provider):  # (a Provider is a str too)
         if gateway is None:
             return NONE
         return Ending(RunPhase.FAILED, R.MODEL_UNROUTABLE, f"the model key stays out: {provider}")

@@ -169,6 +169,7 @@ HostPattern = Annotated[
 
 class HostDecision(StrEnum):
     ALLOW = "allow"
+    ASK = "ask"
     DENY = "deny"
 
 
@@ -176,7 +177,10 @@ class HostRules(ApiModel):
     """Egress by host name, through the egress gateway: the sandbox pod reaches the internet
     only through the gateway (its NetworkPolicy allows nothing else there), and the gateway
     lets an HTTP request or an HTTPS tunnel through by these rules. A pattern without a port
-    matches ports 443 and 80. Precedence: deny > allow > default. The gateway resolves the name
+    matches ports 443 and 80. Precedence: deny > ask > allow > default. A host to ask about is
+    refused until a person approves it on the run in the sandbox (an approval of kind network):
+    approve lets that host and port through for the rest of the run, approve-always every host
+    the asking rule matches. The gateway resolves the name
     itself and refuses internal addresses whatever the name, an address instead of a name, and
     a TLS tunnel whose server name (SNI) is not the host asked for.
 
@@ -187,13 +191,19 @@ class HostRules(ApiModel):
     allow: list[HostPattern] = Field(
         default_factory=list, max_length=MAX_LIST, description="Hosts the sandbox may reach."
     )
+    ask: list[HostPattern] = Field(
+        default_factory=list,
+        max_length=MAX_LIST,
+        description="Hosts a person approves first, on the run (whatever allow says).",
+    )
     deny: list[HostPattern] = Field(
         default_factory=list,
         max_length=MAX_LIST,
-        description="Hosts the sandbox never reaches, whatever allow says.",
+        description="Hosts the sandbox never reaches, whatever allow and ask say.",
     )
     default: HostDecision = Field(
-        default=HostDecision.DENY, description="Decision for a host that matches no rule."
+        default=HostDecision.DENY,
+        description="Decision for a host that matches no rule: allow, ask or deny.",
     )
 
 

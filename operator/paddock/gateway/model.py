@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl, urlencode
 
@@ -33,7 +34,7 @@ METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 CREDENTIALS = frozenset({"authorization", "x-api-key", "x-goog-api-key"})
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-     "transfer-encoding", "upgrade", "host", "content-length"}
+     "transfer-encoding", "upgrade", "host"}
 )  # fmt: skip
 # The provider's header for the real key.
 KEY_HEADER: dict[str, Callable[[str], tuple[str, str]]] = {
@@ -41,12 +42,13 @@ KEY_HEADER: dict[str, Callable[[str], tuple[str, str]]] = {
     "openai": lambda key: ("authorization", f"Bearer {key}"),
     "google": lambda key: ("x-goog-api-key", key),
 }
+KEPT_ENDED = 1000
 TIMEOUT = httpx2.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
 MODEL_REQUESTS = Counter(
     "paddock_gateway_model_requests",
     "Requests on the gateway's model route, by run (NAMESPACE/NAME; '-' for a token no run "
     "holds) and outcome: forwarded (with the model API's status class, 2xx...5xx), refused "
-    "or unreachable. A run's series go when its route does.",
+    "or unreachable. The series of the last 1000 runs that ended are kept.",
     ["run", "outcome"],
 )
 
@@ -123,11 +125,20 @@ def model_app(
     return Starlette(routes=[Path("/{path:path}", forward, methods=METHODS)])
 
 
-def forget(run: str) -> None:
-    """Drop a run's series (its route is gone)."""
-    for outcome in ("refused", "unreachable", "2xx", "3xx", "4xx", "5xx"):
-        with contextlib.suppress(KeyError):
-            MODEL_REQUESTS.remove(run, outcome)
+_ENDED: deque[str] = deque()
+
+
+def ended(run: str) -> None:
+    """A run's route is gone: its series stay until ``KEPT_ENDED`` runs have ended after it (a
+    scrape after its end still finds them), so that the label set stays bounded."""
+    _ENDED.append(run)
+    while len(_ENDED) > KEPT_ENDED:
+        gone = _ENDED.popleft()
+        if gone in _ENDED:
+            continue  # (a run of the same name that ended since)
+        for outcome in ("refused", "unreachable", "2xx", "3xx", "4xx", "5xx"):
+            with contextlib.suppress(KeyError):
+                MODEL_REQUESTS.remove(gone, outcome)
 
 
 def serve(app: Starlette, host: str, port: int) -> uvicorn.Server:

@@ -185,7 +185,7 @@ def serve_models(listen: str, namespace: str, directory: Directory, ready: threa
         before = routes.runs()
         routes.changed(kind, event, obj)
         for gone in before - routes.runs():
-            model.forget(gone)
+            model.ended(gone)
 
     follow_routes(namespace, routes.relisted, changed, threading.Barrier(1, action=listed.set))
     app = model.model_app(routes, directory.sandbox_at, lambda: ready.is_set() and listed.is_set())

@@ -63,11 +63,12 @@ def _argv(spec: AgentRunSpec, *more: str) -> str:
 
 def _auth(spec: AgentRunSpec) -> dict[str, Any]:
     """Gemini CLI 0.61 refuses to start headless without an auth type in its settings: the
-    API key's, when the run has GEMINI_API_KEY (Vertex AI's with GOOGLE_GENAI_USE_VERTEXAI)."""
+    API key's, when the run has GEMINI_API_KEY or a modelKey (Vertex AI's with
+    GOOGLE_GENAI_USE_VERTEXAI)."""
     names = {e.name for e in spec.env} | {s.name for s in spec.secrets}
     if "GOOGLE_GENAI_USE_VERTEXAI" in names:
         return {"security": {"auth": {"selectedType": "vertex-ai"}}}
-    if "GEMINI_API_KEY" in names:
+    if "GEMINI_API_KEY" in names or spec.model_key is not None:
         return {"security": {"auth": {"selectedType": "gemini-api-key"}}}
     return {}
 

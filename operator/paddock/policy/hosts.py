@@ -2,7 +2,10 @@
 the egress gateway, and which of its rules can never apply. Pure.
 
 A pattern is ``host``, or ``*.domain`` (its subdomains, not the domain itself), with an optional
-``:port``; without one it matches ports 443 and 80. Precedence: deny > allow > default. What
+``:port``; without one it matches ports 443 and 80. Precedence: deny > ask > allow > default.
+A host to ask about is let through once a person approved it on the sandbox's run: approved,
+that host and port for the rest of the run; approved always, every host the asking rule (or the
+default) matches. What
 the gateway is asked for is judged as a name: an address (``1.2.3.4``, ``[::1]``) matches no
 pattern and is refused whatever the default, for a name's rules must not be side-stepped by
 its address.
@@ -14,7 +17,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from paddock.api.policy import Decision, HostDecision, HostRules, SandboxPolicySpec
+from paddock.api.policy import Decision, HostRules, SandboxPolicySpec
 
 DEFAULT_PORTS = (443, 80)
 _NAME = re.compile(
@@ -58,9 +61,16 @@ class HostPattern:
 
 @dataclass(frozen=True)
 class HostVerdict:
-    allowed: bool
+    decision: Decision
     rule: str | None  # the pattern that decided; None for the default or a refused name
     reason: str
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision == Decision.ALLOW
+
+
+DEFAULT_RULE = "default"  # what an approval's rules name when the default asked
 
 
 def normal_host(host: str) -> str | None:
@@ -83,15 +93,26 @@ def normal_host(host: str) -> str | None:
 def judge_host(rules: HostRules, host: str, port: int) -> HostVerdict:
     name = normal_host(host)
     if name is None:
-        return HostVerdict(False, None, "not a host name (an address, or no name at all)")
-    for text in rules.deny:
-        if HostPattern.parse(text).matches(name, port):
-            return HostVerdict(False, text, f"denied by network.hosts.deny {text!r}")
-    for text in rules.allow:
-        if HostPattern.parse(text).matches(name, port):
-            return HostVerdict(True, text, f"allowed by network.hosts.allow {text!r}")
-    allowed = rules.default == HostDecision.ALLOW
-    return HostVerdict(allowed, None, f"no rule matches; network.hosts.default is {rules.default}")
+        return HostVerdict(Decision.DENY, None, "not a host name (an address, or no name at all)")
+    for decision, listed in ((Decision.DENY, rules.deny), (Decision.ASK, rules.ask),
+                             (Decision.ALLOW, rules.allow)):  # fmt: skip
+        for text in listed:
+            if HostPattern.parse(text).matches(name, port):
+                said = {Decision.DENY: "denied", Decision.ASK: "asked about",
+                        Decision.ALLOW: "allowed"}[decision]  # fmt: skip
+                return HostVerdict(decision, text, f"{said} by network.hosts.{decision} {text!r}")
+    decision = Decision(str(rules.default))
+    return HostVerdict(decision, None, f"no rule matches; network.hosts.default is {rules.default}")
+
+
+def approved(
+    verdict: HostVerdict, target: str, approvals: list[tuple[str, list[str], bool]]
+) -> bool:
+    """Whether a host the policy asks about is approved: ``target`` (HOST:PORT) among the
+    approved ``(target, rules, always)`` of the run, or the asking rule among the rules of an
+    approve-always."""
+    rule = verdict.rule or DEFAULT_RULE
+    return any(t == target or (always and rule in rules) for t, rules, always in approvals)
 
 
 def host_problems(spec: SandboxPolicySpec) -> list[str]:
@@ -105,14 +126,15 @@ def host_problems(spec: SandboxPolicySpec) -> list[str]:
             f"network.hosts has no effect while capabilities.network is "
             f"{spec.capabilities.network}: the sandbox has no egress to the gateway"
         )
-    denies = [(text, HostPattern.parse(text)) for text in rules.deny]
-    for text in rules.allow:
-        allow = HostPattern.parse(text)
-        for deny_text, deny in denies:
-            if deny.covers(allow):
+    stronger: list[tuple[str, str, HostPattern]] = []  # (list, text, pattern), strongest first
+    for name, listed in (("deny", rules.deny), ("ask", rules.ask), ("allow", rules.allow)):
+        for text in listed:
+            pattern = HostPattern.parse(text)
+            cover = next((s for s in stronger if s[0] != name and s[2].covers(pattern)), None)
+            if cover is not None:
                 found.append(
-                    f"network.hosts.allow {text!r} is covered by the deny rule {deny_text!r}, "
-                    "which wins: the allow rule has no effect"
+                    f"network.hosts.{name} {text!r} is covered by the {cover[0]} rule "
+                    f"{cover[1]!r}, which wins: the {name} rule has no effect"
                 )
-                break
+        stronger += [(name, text, HostPattern.parse(text)) for text in listed]
     return found

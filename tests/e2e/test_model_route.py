@@ -1,0 +1,172 @@
+"""A sandbox that never holds its model's key, on the real node: each real CLI (Claude Code,
+Codex, OpenCode, Gemini CLI) completes a run in a sandbox whose policy denies the network, its
+model reached only through the local cluster's gateway, whose model route swaps the run's token
+for the key the scripted model server then sees. While each runs, the agent itself searches
+every process's environment it can read, the workspace, HOME and /tmp for the key, and tries
+the model server directly: it finds nothing, and cannot connect. The run's log holds no key,
+and the run's route is gone once it ends."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from typing import Any
+
+import pytest
+
+from paddock.devcluster import cluster as local
+from paddock.devcluster import gateway, node
+from paddock.devcluster.node import NodePlan
+from paddock.devcluster.processes import ClusterState
+from paddock.render.model_routes import RUN_UID_LABEL
+from support import identity
+from support.harnesses import API_KEY, MODELS
+from support.kube import Cluster
+from support.model_server import ScriptedModel
+from support.real_node import ON_NODE
+from support.runs import agent_run, log_events, of_type, wait_for_run
+from support.sandboxes import get, sandbox, secret, wait_for_phase, workspace
+
+pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
+
+HARNESSES = ["claude-code", "codex", "opencode", "gemini"]
+KEY_HEADERS = {
+    "claude-code": ("x-api-key", API_KEY),
+    "opencode": ("x-api-key", API_KEY),
+    "codex": ("authorization", f"Bearer {API_KEY}"),
+    "gemini": ("x-goog-api-key", API_KEY),
+}
+# The agent's search: the key is put together at run time, so that the command (which the CLI
+# keeps in its own session files) does not hold it whole.
+HALF = len(API_KEY) // 2
+SEARCH = (
+    f'k={API_KEY[:HALF]}; k="$k{API_KEY[HALF:]}"; '
+    'for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f" 2>/dev/null | grep -qF "$k" '
+    '&& echo "ENV $f"; done; '
+    'grep -rlsF "$k" /workspace "$HOME" /tmp | sed "s/^/FILE /"; '
+    "curl -sS --max-time 2 -o /dev/null {model} 2>/dev/null; echo DIRECT=$?; echo SEARCHED"
+)
+
+
+def _plan() -> tuple[ClusterState, NodePlan]:
+    state = ClusterState.load(local.default_state_dir())
+    assert state is not None
+    plan = NodePlan.from_state(state.node)
+    assert plan is not None
+    return state, plan
+
+
+@pytest.fixture
+def route_operator(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, cluster: Cluster
+) -> Any:
+    """The operator, told of the local cluster's gateway and its model route, with the Role the
+    chart gives it in the gateway's namespace (the routes' Secrets: create, patch, delete)."""
+    state, plan = _plan()
+    host, port = gateway.address(state, plan)
+    model_host, model_port = gateway.model_address(state, plan)
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "paddock-model-routes", "namespace": gateway.NAMESPACE},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"],
+                   "verbs": ["create", "patch", "delete"]}],
+    }  # fmt: skip
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"paddock-model-routes-{identity.ACCOUNT}",
+                     "namespace": gateway.NAMESPACE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "paddock-model-routes"},
+        "subjects": [{"kind": "ServiceAccount", "name": identity.ACCOUNT,
+                      "namespace": identity.NAMESPACE}],
+    }  # fmt: skip
+    for obj in (role, binding):
+        cluster.apply(obj, gateway.NAMESPACE)
+    settings = {
+        "PADDOCK_GATEWAY_PROXY": f"http://{host}:{port}",
+        "PADDOCK_GATEWAY_CIDRS": f"{host}/32",
+        "PADDOCK_GATEWAY_PORT": str(port),
+        "PADDOCK_GATEWAY_NAMESPACE": gateway.NAMESPACE,
+        "PADDOCK_GATEWAY_MODEL_URL": f"http://{model_host}:{model_port}",
+        "PADDOCK_GATEWAY_MODEL_PORT": str(model_port),
+    }
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    return request.getfixturevalue("operator")
+
+
+def _routes(cluster: Cluster) -> list[str]:
+    listing = cluster.kubectl(
+        "get", "secrets", "-n", gateway.NAMESPACE, "-l", RUN_UID_LABEL, "-o", "name"
+    )
+    return listing.stdout.split()
+
+
+def _model_requests(state: ClusterState) -> dict[tuple[str, str], float]:
+    """The gateway's count of model requests, by (run, outcome)."""
+    with urllib.request.urlopen(gateway.metrics_url(state), timeout=5) as response:  # noqa: S310
+        text = response.read().decode()
+    counted = {}
+    for line in text.splitlines():
+        if line.startswith("paddock_gateway_model_requests_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            counted[labels["run"], labels["outcome"]] = float(line.rsplit(" ", 1)[1])
+    return counted
+
+
+def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
+    cluster: Cluster, namespace: str, route_operator: Any
+) -> None:
+    state, _ = _plan()
+    image = local.load_image(local.default_state_dir(), "sandbox")
+    host = node.host_ip()
+    assert host is not None
+    policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
+    storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(secret("llm", key=API_KEY), namespace)
+    box = sandbox("box", "app", image=image, storage=storage, policy=policy, **ON_NODE)
+    cluster.apply(box, namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready", timeout=240)
+    results: dict[str, Any] = {}
+    with ScriptedModel([], host=host) as model:
+        for harness in HARNESSES:
+            model.requests.clear()
+            model.commands = [SEARCH.replace("{model}", model.url)]
+            key = {"secretKeyRef": {"name": "llm", "key": "key"}, "baseUrl": model.url}
+            run = agent_run(harness, "box", harness, "Search.", model=MODELS[harness],
+                            modelKey=key)  # fmt: skip
+            cluster.apply(run, namespace)
+            status = wait_for_run(cluster, namespace, harness, timeout=300)
+            results[harness] = (status, list(model.requests))
+
+    counted = _model_requests(state)
+    for harness, (status, requests) in results.items():
+        events = log_events(cluster, namespace, harness)
+        assert status["phase"] == "Succeeded", (harness, status, events[-3:])
+        route = next(c for c in status["conditions"] if c["type"] == "ModelRoute")
+        assert (route["status"], route["reason"]) == ("True", "ThroughGateway"), harness
+        # The model server saw the real key, in the provider's own header, on every request.
+        header, value = KEY_HEADERS[harness]
+        assert requests, harness
+        for seen in requests:
+            headers = {k.lower(): v for k, v in seen["headers"].items()}
+            assert headers.get(header) == value, (harness, seen["path"], headers)
+        # The agent found the key nowhere, and could not reach the model server itself.
+        outputs = [str(e["data"].get("output", "")) for e in of_type(events, "tool.result")]
+        searched = next((o for o in outputs if "SEARCHED" in o), "")
+        assert "SEARCHED" in searched, (harness, outputs)
+        assert "ENV " not in searched, (harness, searched)
+        assert "FILE " not in searched, (harness, searched)
+        assert "DIRECT=0" not in searched, (harness, searched)
+        assert API_KEY not in json.dumps(events), harness
+        forwarded = (
+            f'paddock_gateway_model_requests_total{{run="{namespace}/{harness}",outcome="2xx"}}'
+        )
+        assert counted.get(forwarded, 0) >= len(requests), (harness, counted)
+    assert _routes(cluster) == []  # each run's route went with its end
+    pod = get(cluster, namespace, "pod", "box")
+    assert API_KEY not in json.dumps(pod)

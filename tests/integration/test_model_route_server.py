@@ -1,0 +1,131 @@
+"""The gateway's model route, served for real (uvicorn) in front of a real model API (the
+scripted model server): a request with a run's token from the run's sandbox reaches the API with
+the real key and streams back; anything else is refused and nothing reaches the API. The
+sandbox is told apart by the request's address, here the loopback's."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from paddock.gateway import model
+from paddock.gateway.routes import Routes
+from paddock.render.model_routes import Route, route_secret, token_digest
+from paddock.times import utcnow
+from support.model_server import ScriptedModel
+from support.waiting import wait_for
+
+TOKEN = "paddock-run-token"
+KEY = "sk-real-key-of-the-run"
+
+
+@pytest.fixture
+def upstream() -> Iterator[ScriptedModel]:
+    with ScriptedModel([]) as server:
+        yield server
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def route_url(upstream: ScriptedModel) -> Iterator[tuple[str, Routes]]:
+    routes = Routes()
+    route = Route(token_digest(TOKEN), KEY, upstream.url, "anthropic", "team/r1", "team/box",
+                  utcnow() + timedelta(hours=1))  # fmt: skip
+    routes.relisted("Secret", [route_secret("gw", "uid-1", route)])
+    boxes = {"127.0.0.1": "team/box"}
+    app = model.model_app(routes, boxes.get, lambda: True)
+    port = _free_port()
+    server = model.serve(app, "127.0.0.1", port)
+    wait_for(lambda: server.started, timeout=10, what="the model route to listen")
+    try:
+        yield f"http://127.0.0.1:{port}", routes
+    finally:
+        server.should_exit = True
+
+
+def _messages(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    body = json.dumps({"model": "m", "max_tokens": 10, "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]}).encode()  # fmt: skip
+    request = urllib.request.Request(  # noqa: S310  (the test's own http:// URL)
+        f"{url}/v1/messages?beta=true", body, headers | {"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return response.status, response.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read()
+
+
+def test_a_runs_token_reaches_its_model_with_the_key_and_streams_back(
+    upstream: ScriptedModel, route_url: tuple[str, Routes]
+) -> None:
+    status, body = _messages(route_url[0], {"x-api-key": TOKEN, "anthropic-version": "2023-06-01"})
+    assert status == 200
+    assert b"event: message_start" in body
+    assert b"event: message_stop" in body
+    (seen,) = upstream.requests
+    headers = {k.lower(): v for k, v in seen["headers"].items()}
+    assert headers["x-api-key"] == KEY
+    assert headers["anthropic-version"] == "2023-06-01"
+    assert TOKEN not in json.dumps(seen)
+    assert seen["path"] == "/v1/messages?beta=true"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"x-api-key": "paddock-other"}, {"authorization": "Bearer sk-guess"}],
+)
+def test_no_token_of_a_run_reaches_nothing(
+    upstream: ScriptedModel, route_url: tuple[str, Routes], headers: dict[str, Any]
+) -> None:
+    status, body = _messages(route_url[0], headers)
+    assert status == 403
+    assert json.loads(body)["error"]["message"].startswith("Paddock's model route: ")
+    assert upstream.requests == []
+
+
+def test_a_deleted_route_is_refused_at_once(
+    upstream: ScriptedModel, route_url: tuple[str, Routes]
+) -> None:
+    url, routes = route_url
+    routes.relisted("Secret", [])
+    status, _ = _messages(url, {"x-api-key": TOKEN})
+    assert status == 403
+    assert upstream.requests == []
+
+
+def test_an_unreachable_model_api_is_a_502_that_names_it(route_url: tuple[str, Routes]) -> None:
+    url, routes = route_url
+    port = _free_port()  # nothing listens there
+    dead = Route(token_digest(TOKEN), KEY, f"http://127.0.0.1:{port}", "anthropic", "team/r1",
+                 "team/box", utcnow() + timedelta(hours=1))  # fmt: skip
+    routes.relisted("Secret", [route_secret("gw", "uid-1", dead)])
+    status, body = _messages(url, {"x-api-key": TOKEN})
+    assert status == 502
+    assert f"127.0.0.1:{port} cannot be reached" in json.loads(body)["error"]["message"]
+
+
+def test_a_starting_route_answers_nothing(upstream: ScriptedModel) -> None:
+    app = model.model_app(Routes(), {"127.0.0.1": "team/box"}.get, threading.Event().is_set)
+    port = _free_port()
+    server = model.serve(app, "127.0.0.1", port)
+    wait_for(lambda: server.started, timeout=10, what="the model route to listen")
+    try:
+        status, _ = _messages(f"http://127.0.0.1:{port}", {"x-api-key": TOKEN})
+        assert status == 503
+    finally:
+        server.should_exit = True
+    assert upstream.requests == []
