@@ -28,6 +28,7 @@ from paddock.devcluster.node import NodePlan
 from paddock.devcluster.processes import ClusterState
 from support.kube import Cluster
 from support.real_node import ON_NODE
+from support.runs import command_run, wait_for_run
 from support.sandboxes import get, sandbox, wait_for_phase, workspace
 from support.waiting import wait_for
 
@@ -224,3 +225,53 @@ def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_
     assert "through the gateway" not in _curl(cluster, namespace, f"https://{https}/final")[1]
     assert not servers.heard("/final")
     assert (get(cluster, namespace, "pod", "box") or {})["metadata"]["uid"] == uid
+
+
+def _pending_host(cluster: Cluster, namespace: str, run: str) -> dict[str, Any]:
+    """The run's first pending approval, once there is one."""
+
+    def pending() -> dict[str, Any] | None:
+        status = (get(cluster, namespace, "agentrun", run) or {}).get("status") or {}
+        return next((a for a in status.get("approvals") or [] if a["state"] == "Pending"), None)
+
+    return wait_for(pending, 60, what=f"an approval request on run {run}")
+
+
+def test_a_host_to_ask_about_passes_once_a_person_approves_it_on_the_run(
+    cluster: Cluster, namespace: str, gateway_operator: Any, servers: Servers
+) -> None:
+    image = local.load_image(local.default_state_dir(), "sandbox")
+    https = f"{ALLOWED}:{servers.https}"
+    policy = {"commands": {"default": "allow"}, "network": {"hosts": {"ask": [https]}}}
+    cluster.apply(workspace("app"), namespace)
+    storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
+    box = sandbox("box", "app", image=image, storage=storage, policy=policy, **ON_NODE)
+    cluster.apply(box, namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready", timeout=240)
+
+    def tries(path: str) -> str:  # the agent's way: try again until it works, then give up
+        fetch = f"curl -sS -k --max-time 3 https://{https}{path}"
+        return f"for i in $(seq 40); do {fetch} && exit 0; sleep 0.25; done; exit 1"
+
+    # Approved: the next connection passes.
+    cluster.apply(command_run("approved", "box", tries("/approved")), namespace)
+    asked = _pending_host(cluster, namespace, "approved")
+    assert (asked["kind"], asked["target"]) == ("network", https)
+    assert asked["rules"] == [f"network.hosts.ask {https}"]
+    assert not servers.heard("/approved")
+    cluster.paddock("approve", "approved", asked["id"], "-n", namespace)
+    status = wait_for_run(cluster, namespace, "approved", timeout=120)
+    assert status["phase"] == "Succeeded", status
+    assert servers.heard("/approved")
+    described = cluster.kubectl("describe", "agentrun", "approved", "-n", namespace).stdout
+    assert "HostApprovalNeeded" in described  # the gateway's Event, on the run
+
+    # Denied: it does not, and the run's later tries are refused too.
+    cluster.apply(command_run("denied", "box", tries("/denied")), namespace)
+    asked = _pending_host(cluster, namespace, "denied")
+    cluster.paddock("deny", "denied", asked["id"], "-n", namespace)
+    status = wait_for_run(cluster, namespace, "denied", timeout=120)
+    assert status["phase"] == "Failed", status
+    assert not servers.heard("/denied")
+    approvals = status["approvals"]
+    assert [(a["target"], a["state"]) for a in approvals] == [(https, "Denied")]

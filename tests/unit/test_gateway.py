@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from paddock.api.policy import SandboxPolicySpec
-from paddock.gateway.directory import Directory, sni_matches
+from paddock.gateway.directory import Ask, Directory, sni_matches
 from paddock.gateway.helper import answer_access, answer_sni, serve
 from paddock.gateway.squid import SquidConfig, render_squid_conf
 from paddock.render.network_policy import ClusterNetwork, Gateway, render_network_policy
@@ -243,3 +243,53 @@ def test_the_clusters_own_addresses_follow_its_nodes_and_api_server() -> None:
     # A new listing forgets what it no longer names, of its kind only.
     assert addresses.relisted("Node", [])
     assert addresses.all() == {"198.51.100.7"}
+
+
+ASKS = {"network": {"hosts": {"allow": ["github.com"], "ask": ["*.npmjs.org"]}}}
+
+
+def _run(phase: str = "Running", approvals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    status = {"phase": phase, "sandboxName": "box", "approvals": approvals or []}
+    return {"metadata": {"namespace": "team", "name": "r1", "uid": "uid-r1"}, "status": status}
+
+
+def _approval(target: str, state: str = "Approved", always: bool = False) -> dict[str, Any]:
+    return {"id": "host-1.ab", "kind": "network", "target": target, "state": state,
+            "rules": ["network.hosts.ask *.npmjs.org"], "always": always}  # fmt: skip
+
+
+def test_a_host_to_ask_about_is_refused_and_asked_about_on_the_run_in_the_sandbox() -> None:
+    directory = _directory(spec=ASKS)
+    nobody = directory.decide("10.0.0.7", "registry.npmjs.org", 443)
+    assert (nobody.allowed, nobody.ask) == (False, None)
+    assert "no run is running in the sandbox" in nobody.reason
+    directory.run("ADDED", _run())
+    asked = directory.decide("10.0.0.7", "Registry.npmjs.org", 443)
+    assert not asked.allowed
+    assert asked.ask == Ask("team", "r1", "uid-r1", "registry.npmjs.org:443")
+    assert directory.decide("10.0.0.7", "github.com", 443).ask is None
+
+
+def test_an_approved_host_passes_an_approve_always_covers_its_rule_and_a_denial_does_not() -> None:
+    directory = _directory(spec=ASKS)
+    directory.run("ADDED", _run(approvals=[_approval("registry.npmjs.org:443")]))
+    assert directory.decide("10.0.0.7", "registry.npmjs.org", 443).allowed
+    assert not directory.decide("10.0.0.7", "registry.npmjs.org", 80).allowed
+    assert not directory.decide("10.0.0.7", "cdn.npmjs.org", 443).allowed
+    always = _approval("registry.npmjs.org:443", always=True)
+    directory.run("MODIFIED", _run(approvals=[always]))
+    assert directory.decide("10.0.0.7", "cdn.npmjs.org", 443).allowed
+    directory.run("MODIFIED", _run(approvals=[_approval("registry.npmjs.org:443", "Denied")]))
+    assert not directory.decide("10.0.0.7", "registry.npmjs.org", 443).allowed
+    directory.run("MODIFIED", _run("Succeeded", approvals=[always]))  # ended: nothing approved
+    assert not directory.decide("10.0.0.7", "registry.npmjs.org", 443).allowed
+
+
+def test_the_helper_asks_once_it_refuses_a_host_to_ask_about() -> None:
+    directory, ready, asked = _directory(spec=ASKS), threading.Event(), []
+    directory.run("ADDED", _run())
+    ready.set()
+    said = answer_access(directory, ready, ["10.0.0.7", "registry.npmjs.org", "443"], asked.append)
+    assert said.startswith("ERR ")
+    assert "waiting for approval on run r1" in said
+    assert asked == [Ask("team", "r1", "uid-r1", "registry.npmjs.org:443")]

@@ -8,11 +8,18 @@ from pydantic import ValidationError
 
 from paddock.api.policy import HostRules, SandboxPolicySpec
 from paddock.policy.check import problems
-from paddock.policy.hosts import judge_host, normal_host
+from paddock.policy.hosts import approved, ask_rule, judge_host, normal_host
 
 
-def _rules(allow: list[str] = (), deny: list[str] = (), default: str = "deny") -> HostRules:  # type: ignore[assignment]
-    return HostRules.model_validate({"allow": list(allow), "deny": list(deny), "default": default})
+def _rules(
+    allow: tuple[str, ...] | list[str] = (),
+    deny: tuple[str, ...] | list[str] = (),
+    default: str = "deny",
+    ask: tuple[str, ...] | list[str] = (),
+) -> HostRules:
+    return HostRules.model_validate(
+        {"allow": list(allow), "ask": list(ask), "deny": list(deny), "default": default}
+    )
 
 
 @pytest.mark.parametrize(
@@ -113,3 +120,52 @@ def test_hosts_without_network_allow_are_ineffective() -> None:
     assert len(found) == 1
     assert "capabilities.network is deny" in found[0]
     assert problems(_policy({"allow": ["github.com"]})) == []
+
+
+ASKING = _rules(
+    allow=["*.npmjs.org"], ask=["registry.npmjs.org", "*.pypi.org"], deny=["x.pypi.org"]
+)
+
+# (rules, host, port, decision, deciding rule): deny > ask > allow > default
+ASKED = [
+    (ASKING, "registry.npmjs.org", 443, "ask", "registry.npmjs.org"),
+    (ASKING, "cdn.npmjs.org", 443, "allow", "*.npmjs.org"),
+    (ASKING, "files.pypi.org", 443, "ask", "*.pypi.org"),
+    (ASKING, "x.pypi.org", 443, "deny", "x.pypi.org"),
+    (ASKING, "example.org", 443, "deny", None),
+    (_rules(default="ask"), "example.org", 443, "ask", None),
+    (_rules(default="ask"), "10.0.0.1", 443, "deny", None),  # an address: never asked about
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rules", "host", "port", "decision", "rule"), ASKED)
+def test_a_host_to_ask_about_is_asked_about_unless_denied(
+    rules: HostRules, host: str, port: int, decision: str, rule: str | None
+) -> None:
+    verdict = judge_host(rules, host, port)
+    assert (verdict.decision, verdict.rule) == (decision, rule), verdict.reason
+
+
+def test_a_host_is_approved_by_its_own_approval_or_an_approve_always_of_its_rule() -> None:
+    asked = judge_host(ASKING, "files.pypi.org", 443)
+    assert ask_rule(asked) == "network.hosts.ask *.pypi.org"
+    assert approved(asked, "files.pypi.org:443", [("files.pypi.org:443", [], False)])
+    assert not approved(asked, "files.pypi.org:443", [("files.pypi.org:80", [], False)])
+    always = [("other.pypi.org:443", ["network.hosts.ask *.pypi.org"], True)]
+    assert approved(asked, "files.pypi.org:443", always)
+    once = [("other.pypi.org:443", ["network.hosts.ask *.pypi.org"], False)]
+    assert not approved(asked, "files.pypi.org:443", once)
+    by_default = judge_host(_rules(default="ask"), "example.org", 443)
+    assert ask_rule(by_default) == "network.hosts.default"
+
+
+def test_an_ask_rule_a_deny_rule_covers_and_an_allow_rule_an_ask_rule_covers_are_ineffective() -> (
+    None
+):
+    found = problems(
+        _policy({"allow": ["a.x.example"], "ask": ["*.x.example", "b.y.example"],
+                 "deny": ["*.y.example"]})
+    )  # fmt: skip
+    assert len(found) == 2
+    assert "network.hosts.ask 'b.y.example' is covered by the deny rule '*.y.example'" in found[0]
+    assert "network.hosts.allow 'a.x.example' is covered by the ask rule '*.x.example'" in found[1]

@@ -103,7 +103,7 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
   verbs: [get]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, list, watch]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, list, watch, create, patch]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from paddock.agentruns import decide, gating, inputs, logstore, model_access
+from paddock.agentruns import decide, gating, host_asks, inputs, logstore, model_access
 from paddock.agentruns.decide import Ending, Progress, Wait
 from paddock.agentruns.record import LogNameTakenError, RunRecord
 from paddock.agentruns.sandbox import ReadySandbox
@@ -275,9 +275,8 @@ class Execution(RunRecord):
         self.wrapper_gone_polls = followed.wrapper_gone_polls
         requests, lost = self._gate(spec)
         ending = lost or followed.ending  # a gate lost ends the run so, whatever else
-        answered = inputs.judge_gate(
-            self.namespace, spec, self.sandbox, requests, self._asking(spec, now)
-        )
+        asking, hosts = self._asking(spec, now), host_asks.ASKS.of_run(self.run_id)
+        answered = inputs.judge_gate(self.namespace, spec, self.sandbox, requests, asking, hosts)
         drafts = followed.drafts
         if answered is not None:  # the commands the harness waits to run, logged first
             drafts = answered.drafts + drafts
@@ -386,6 +385,7 @@ class Execution(RunRecord):
         assert terminal is not None
         data = terminal["data"]
         model_access.revoke(self.run_id, self.gateway, spec.model_key is not None)
+        host_asks.ASKS.forget(self.run_id)
         inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
         inputs.ended_in(self.run, self.status.sandbox_name)
         phase, reason = RunPhase(data["phase"]), R(data.get("reason") or data["phase"])

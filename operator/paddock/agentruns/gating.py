@@ -11,9 +11,10 @@ and an ``approval.resolved`` one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,14 +26,16 @@ from paddock.api.conditions import Notice
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import RunReason as R
 from paddock.harness.base import Request, RequestKind
-from paddock.policy.engine import PartKind
+from paddock.policy.engine import Part, PartKind, Verdict
 from paddock.policy.gate import MAX_SHOWN, Judged, judge_capability, judge_command
+from paddock.policy.hosts import ask_rule, judge_host
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
 KEPT_RESOLVED = 20  # resolved approvals the status keeps, newest last
 TARGET_CHARS = 1000
 COMMAND_REQUEST = "command"  # the key of a command run's own request to run its command
+HOST_REQUEST = "host-"  # how the request of a host the egress gateway asked about begins
 
 
 def new_token() -> str:
@@ -96,9 +99,17 @@ def answer(
     scripts: dict[str, str],
     request_of: Callable[[dict[str, Any]], Request | None],
     asking: Asking,
+    hosts: Iterable[str] = (),
 ) -> Answered:
+    """The answers to the gate's requests, and the approvals as they now are; ``hosts``: each
+    HOST:PORT the egress gateway asked about for the run, which becomes an approval of kind
+    network (the gateway reads the approved ones from the run's status)."""
     answered = Answered(approvals=list(asking.approvals))
     expire(answered, asking)
+    known = {a.target for a in answered.approvals if a.id.startswith(HOST_REQUEST)}
+    waiting = {a.target for a in answered.pending if a.id.startswith(HOST_REQUEST)}
+    for target in sorted((set(hosts) - known) | waiting):
+        _ask_host(answered, target, policy, asking)
     for request_id, raw in sorted(requests.items()):
         request = _read(raw, request_of)
         if request is None:
@@ -120,6 +131,22 @@ def answer(
         answered.drafts.append(_denied(judged, message))
     answered.approvals = _kept(answered.approvals)
     return answered
+
+
+def _ask_host(answered: Answered, target: str, policy: SandboxPolicySpec, asking: Asking) -> None:
+    """A host the gateway asked about, while the policy still says to ask: an approval (one
+    per HOST:PORT), recorded and decided as a command's; the gateway waits on none."""
+    host, _, port = target.rpartition(":")
+    if policy.network.hosts is None or not port.isdigit():
+        return
+    verdict = judge_host(policy.network.hosts, host, int(port))
+    if verdict.decision != Decision.ASK:
+        return  # the policy changed since: the gateway decides the next connection anew
+    part = Part(PartKind.NETWORK, target, Decision.ASK, ask_rule(verdict))
+    judged = Judged(str(RequestKind.NETWORK), target, Verdict(Decision.ASK, (part,)))
+    request_id = HOST_REQUEST + hashlib.sha256(target.encode()).hexdigest()[:12]
+    _ask(answered, request_id, judged, asking)
+    answered.answers.pop(request_id, None)  # (no gate waits for it)
 
 
 def ask_command(judged: Judged, asking: Asking) -> Answered:

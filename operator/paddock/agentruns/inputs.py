@@ -280,12 +280,15 @@ def judge_gate(
     sandbox: ReadySandbox,
     requests: dict[str, bytes],
     asking: gating.Asking,
+    hosts: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> gating.Answered | None:
-    """Judge the requests the harness's gate sent (through the sidecar), and the approvals
-    pending; None when there is nothing to judge."""
+    """Judge the requests the harness's gate sent (through the sidecar), the hosts the egress
+    gateway asked about that are not approvals yet, and the approvals pending; None when there
+    is nothing to judge."""
     gate = HARNESSES[spec.harness].gate
     pending = any(a.state == ApprovalState.PENDING for a in asking.approvals)
-    if gate is None or not (requests or pending):
+    new_hosts = hosts - {a.target for a in asking.approvals if a.kind == "network"}
+    if not ((requests and gate is not None) or pending or new_hosts):
         return None
     policy = command_policy(namespace, sandbox)
     if policy is None:
@@ -293,7 +296,12 @@ def judge_gate(
     if isinstance(policy, str):  # gone or invalid since the launch: nothing is allowed
         policy = SandboxPolicySpec.model_validate({"commands": {"default": "deny"}})
     scripts = workspace_scripts(namespace, sandbox) if requests else {}
-    return gating.answer(requests, policy, scripts, gate.request_of, asking)
+    request_of = gate.request_of if gate is not None else _no_request
+    return gating.answer(requests, policy, scripts, request_of, asking, hosts)
+
+
+def _no_request(_: dict[str, Any]) -> None:
+    return None
 
 
 def send_answers(

@@ -62,9 +62,10 @@ def metrics_url(state: ClusterState) -> str:
 
 
 def _rbac() -> str:
-    """What the gateway reads: sandbox pods, Sandboxes and SandboxPolicies; the Nodes and the
-    API server's EndpointSlice (the cluster's own addresses); the Secrets of its own namespace
-    (the runs' model routes)."""
+    """What the gateway reads: sandbox pods, Sandboxes, SandboxPolicies and AgentRuns; the
+    Nodes and the API server's EndpointSlice (the cluster's own addresses); the Secrets of its
+    own namespace (the runs' model routes). What it writes: Events (a host to ask about, on
+    its run)."""
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -78,9 +79,10 @@ def _rbac() -> str:
             },
             {
                 "apiGroups": ["paddock.dev"],
-                "resources": ["sandboxes", "sandboxpolicies"],
+                "resources": ["sandboxes", "sandboxpolicies", "agentruns"],
                 "verbs": ["list", "watch"],
             },
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         ],
     }
     binding: dict[str, Any] = {

@@ -3,6 +3,10 @@ connection comes from (by its pod's address, from the watch of pods) and whether
 sandbox's policy lets it reach a host. The data and the decision are pure; ``follow`` fills
 them from watches.
 
+A host the policy asks about is let through once a person approved it on the run in the
+sandbox (from the watch of AgentRuns: its ``status.approvals`` of kind network); until then it
+is refused, and the decision names the run to ask on (``Decided.ask``).
+
 A sandbox is known by its pod's address, which it cannot forge for another sandbox: its pod
 runs without NET_RAW, so it cannot send from another address, and a TCP connection needs the
 answers to reach the address it claims. A pod counts only while the Sandbox named by its
@@ -19,12 +23,22 @@ from pydantic import ValidationError
 
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.policy.choice import INLINE
-from paddock.policy.hosts import judge_host, normal_host
+from paddock.policy.hosts import approved, judge_host, normal_host
 from paddock.render import names
 from paddock.render.ownership import controller_uid
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # namespace, name
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A host to ask a person about, on the run in the sandbox."""
+
+    namespace: str
+    run: str
+    uid: str
+    target: str  # HOST:PORT
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,19 @@ class Decided:
     # What decided, for the metrics' bounded labels: a host rule, "default" (a name no rule
     # matched), "any" (a policy that names no hosts), or "refused" (anything else).
     counted_as: str = "refused"
+    ask: Ask | None = None  # refused until a person approves it on this run
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A run in a sandbox, as the gateway needs it: its approved hosts."""
+
+    sandbox: Key
+    uid: str
+    approved: list[tuple[str, list[str], bool]]  # (HOST:PORT, rules, always)
+
+
+ACTIVE_PHASES = frozenset({"Running", "AwaitingApproval"})
 
 
 @dataclass(frozen=True)
@@ -64,6 +91,8 @@ class Directory:
         self._addresses: dict[Key, set[str]] = {}  # pod -> its addresses
         self._sandboxes: dict[Key, _Sandbox] = {}
         self._policies: dict[Key, Parsed] = {}
+        self._runs: dict[Key, _Run] = {}  # runs active in a sandbox
+        self._running: dict[Key, Key] = {}  # sandbox -> its active run
 
     def pod(self, event: str, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -103,8 +132,29 @@ class Directory:
             else:
                 self._policies[key] = _parse(obj.get("spec") or {})
 
+    def run(self, event: str, obj: Obj) -> None:
+        meta, status = obj["metadata"], obj.get("status") or {}
+        key = (meta["namespace"], meta["name"])
+        sandbox = status.get("sandboxName")
+        with self._lock:
+            gone = self._runs.pop(key, None)
+            if gone is not None and self._running.get(gone.sandbox) == key:
+                del self._running[gone.sandbox]
+            if event == "DELETED" or not sandbox or status.get("phase") not in ACTIVE_PHASES:
+                return
+            approved = [
+                (str(a.get("target")), list(a.get("rules") or []), bool(a.get("always")))
+                for a in status.get("approvals") or []
+                if a.get("kind") == "network" and a.get("state") == "Approved"
+            ]
+            run = _Run((meta["namespace"], sandbox), meta["uid"], approved)
+            self._runs[key] = run
+            self._running[run.sandbox] = key
+
     def changed(self, kind: str, event: str, obj: Obj) -> None:
-        {"Pod": self.pod, "Sandbox": self.sandbox, "SandboxPolicy": self.policy}[kind](event, obj)
+        handlers = {"Pod": self.pod, "Sandbox": self.sandbox, "SandboxPolicy": self.policy,
+                    "AgentRun": self.run}  # fmt: skip
+        handlers[kind](event, obj)
 
     def relisted(self, kind: str, items: list[Obj]) -> None:
         """A new listing of ``kind``: what it no longer holds is forgotten."""
@@ -114,6 +164,9 @@ class Directory:
                 self._addresses.clear()
             elif kind == "Sandbox":
                 self._sandboxes.clear()
+            elif kind == "AgentRun":
+                self._runs.clear()
+                self._running.clear()
             else:
                 self._policies.clear()
         for item in items:
@@ -140,7 +193,9 @@ class Directory:
             if sandbox is None or sandbox.uid != owner:
                 return Decided(False, label, "the pod's Sandbox is not known")
             spec = self._spec(key[0], sandbox)
-        return _judged(label, spec, host, port)
+            run_key = self._running.get(key)
+            run = None if run_key is None else (run_key, self._runs[run_key])
+        return _judged(label, spec, host, port, run)
 
     def _spec(self, namespace: str, sandbox: _Sandbox) -> Parsed | None:
         """The policy's spec; None where none applies; a reason where it is not known."""
@@ -153,7 +208,9 @@ class Directory:
         return found if found is not None else f"its SandboxPolicy {sandbox.policy} is not known"
 
 
-def _judged(label: str, policy: Parsed | None, host: str, port: int) -> Decided:
+def _judged(
+    label: str, policy: Parsed | None, host: str, port: int, run: tuple[Key, _Run] | None
+) -> Decided:
     if isinstance(policy, str):
         return Decided(False, label, policy)
     if normal_host(host) is None:
@@ -167,7 +224,19 @@ def _judged(label: str, policy: Parsed | None, host: str, port: int) -> Decided:
         return Decided(True, label, reason, counted_as="any")
     verdict = judge_host(policy.network.hosts, host, port)
     counted = verdict.rule or "default"
-    return Decided(verdict.allowed, label, verdict.reason, verdict.rule, counted)
+    if verdict.decision != Decision.ASK:
+        return Decided(verdict.allowed, label, verdict.reason, verdict.rule, counted)
+    target = f"{normal_host(host)}:{port}"
+    if run is None:
+        reason = f"{verdict.reason}, and no run is running in the sandbox to ask on"
+        return Decided(False, label, reason, verdict.rule, counted)
+    (namespace, name), found = run
+    if approved(verdict, target, found.approved):
+        reason = f"{verdict.reason}, and approved on run {name}"
+        return Decided(True, label, reason, verdict.rule, counted)
+    ask = Ask(namespace, name, found.uid, target)
+    reason = f"{verdict.reason}: waiting for approval on run {name}"
+    return Decided(False, label, reason, verdict.rule, counted, ask)
 
 
 def sni_matches(host: str, sni: str) -> bool:

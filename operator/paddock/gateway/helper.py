@@ -25,7 +25,7 @@ from urllib.parse import unquote
 import prometheus_client
 from prometheus_client import Counter
 
-from paddock.gateway.directory import Decided, Directory, sni_matches
+from paddock.gateway.directory import Ask, Decided, Directory, sni_matches
 from paddock.kube import watches
 from paddock.kube.errors import KubeError
 from paddock.render import names
@@ -58,7 +58,14 @@ def _values(words: list[str], count: int) -> list[str]:
     return [unquote(word) for word in [*words, *["-"] * count][:count]]
 
 
-def answer_access(directory: Directory, ready: threading.Event, words: list[str]) -> str:
+def answer_access(
+    directory: Directory,
+    ready: threading.Event,
+    words: list[str],
+    ask: Callable[[Ask], object] = lambda _: None,
+) -> str:
+    """Whether the sandbox at the address may reach the host and port; a host its policy asks
+    about, not yet approved, is refused and asked about (``ask``) on the run in the sandbox."""
     address, host, port = _values(words, 3)
     if not ready.is_set():
         decided = Decided(False, "-", "the gateway is starting")
@@ -68,6 +75,8 @@ def answer_access(directory: Directory, ready: threading.Event, words: list[str]
         decided = directory.decide(address, host, int(port))
     verdict = "allow" if decided.allowed else "deny"
     DECISIONS.labels(verdict, decided.counted_as).inc()
+    if decided.ask is not None:
+        ask(decided.ask)
     log = _word(f"sandbox={decided.sandbox} decision={verdict} host={host}:{port} {decided.reason}")
     message = _word(f"Paddock's egress gateway: {host}:{port} {decided.reason}")
     return f"{'OK' if decided.allowed else 'ERR'} log={log} message={message}"
@@ -105,10 +114,11 @@ def listen(path: Path, decide: Decide) -> socketserver.BaseServer:
 
 
 def follow(directory: Directory, ready: threading.Event) -> None:
-    """Fill the directory from watches of every namespace's sandbox pods, Sandboxes and
-    SandboxPolicies; ``ready`` once all three are listed."""
-    listed = threading.Barrier(3, action=ready.set)
-    for kind, selector in (("Pod", names.SANDBOX_LABEL), ("Sandbox", ""), ("SandboxPolicy", "")):
+    """Fill the directory from watches of every namespace's sandbox pods, Sandboxes,
+    SandboxPolicies and AgentRuns; ``ready`` once all four are listed."""
+    kinds = (("Pod", names.SANDBOX_LABEL), ("Sandbox", ""), ("SandboxPolicy", ""), ("AgentRun", ""))
+    listed = threading.Barrier(len(kinds), action=ready.set)
+    for kind, selector in kinds:
         _start(kind, selector, directory.relisted, directory.changed, listed)
 
 

@@ -24,6 +24,7 @@ from cryptography.x509.oid import NameOID
 from prometheus_client import start_http_server
 
 from paddock.gateway import model
+from paddock.gateway.asks import Asker
 from paddock.gateway.directory import Directory
 from paddock.gateway.helper import (
     answer_access,
@@ -216,7 +217,8 @@ def start_squid(
     config.certificate.chmod(0o600)
     conf = config.runtime / "squid.conf"
     conf.write_text(render_squid_conf(config))
-    listen(config.socket("access"), lambda words: answer_access(directory, ready, words))
+    asker = Asker()
+    listen(config.socket("access"), lambda words: answer_access(directory, ready, words, asker))
     listen(config.socket("sni"), answer_sni)
     if config.user:  # Squid, started as root, runs as this user: what it opens must be its
         for path in (config.runtime, conf, config.certificate, *config.sockets()):

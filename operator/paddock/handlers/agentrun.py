@@ -11,7 +11,7 @@ from typing import Any
 import kopf
 
 from paddock import GROUP, VERSION, metrics
-from paddock.agentruns import inputs, lifetime, logstore, model_access
+from paddock.agentruns import host_asks, inputs, lifetime, logstore, model_access
 from paddock.agentruns.execution import Execution
 from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
@@ -98,6 +98,13 @@ def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
         metrics.run_seen(type, dict(body), TERMINAL_PHASES)
 
 
+@kopf.on.event("v1", "events", field="reason", value=host_asks.REASON)
+def host_asked(type: str | None, body: kopf.Body, **_: Any) -> None:
+    """A host the egress gateway asked about for a run (the only Events watched: a server-side
+    field selector, set at start-up)."""
+    host_asks.ASKS.seen(type, dict(body))
+
+
 @kopf.on.delete(GROUP, VERSION, "agentruns")
 def run_deleted(
     body: kopf.Body, status: kopf.Status, meta: kopf.Meta, memo: kopf.Memo, logger: Any, **_: Any
@@ -112,6 +119,7 @@ def run_deleted(
             inputs.kill(meta["namespace"] or "", meta["uid"] or "", pod)
         except Exception as exc:
             logger.warning(f"could not stop the run's processes: {_describe(exc)}")
+    host_asks.ASKS.forget(meta["uid"] or "")
     if (body.get("spec") or {}).get("modelKey"):
         model_access.revoke(meta["uid"] or "", model_access.model_gateway(memo.config))
     try:

@@ -128,6 +128,7 @@ _BUILTIN: dict[str, tuple[Callable[[client.ApiClient], Any], str]] = {
     "PersistentVolumeClaim": (client.CoreV1Api, "persistent_volume_claim"),
     "ConfigMap": (client.CoreV1Api, "config_map"),
     "Secret": (client.CoreV1Api, "secret"),
+    "Event": (client.CoreV1Api, "event"),
     "NetworkPolicy": (client.NetworkingV1Api, "network_policy"),
 }
 PADDOCK_PLURALS = {

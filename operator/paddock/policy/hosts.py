@@ -70,9 +70,6 @@ class HostVerdict:
         return self.decision == Decision.ALLOW
 
 
-DEFAULT_RULE = "default"  # what an approval's rules name when the default asked
-
-
 def normal_host(host: str) -> str | None:
     """The host as patterns are matched against it (lower case, no trailing dot), or None
     where it is not a DNS name: an address, or text no resolver would take as a name."""
@@ -105,13 +102,18 @@ def judge_host(rules: HostRules, host: str, port: int) -> HostVerdict:
     return HostVerdict(decision, None, f"no rule matches; network.hosts.default is {rules.default}")
 
 
+def ask_rule(verdict: HostVerdict) -> str:
+    """The rule an approval of a host names: what an approve-always of it covers."""
+    return f"network.hosts.ask {verdict.rule}" if verdict.rule else "network.hosts.default"
+
+
 def approved(
     verdict: HostVerdict, target: str, approvals: list[tuple[str, list[str], bool]]
 ) -> bool:
     """Whether a host the policy asks about is approved: ``target`` (HOST:PORT) among the
     approved ``(target, rules, always)`` of the run, or the asking rule among the rules of an
     approve-always."""
-    rule = verdict.rule or DEFAULT_RULE
+    rule = ask_rule(verdict)
     return any(t == target or (always and rule in rules) for t, rules, always in approvals)
 
 
