@@ -1,8 +1,9 @@
 """Egress by host name, on the real node with its NetworkPolicy enforcer: a sandbox whose policy
 names hosts reaches the web only through the local cluster's gateway (Squid, with Paddock's
-helper), and only the hosts its policy allows. From inside the sandbox, curl, git and Node.js are
-tried against servers of this test on the node's bridge address, which the gateway knows as
-bridge.paddock.test and other.paddock.test; the servers record what reaches them."""
+helper), and only the hosts its policy allows, or those a person approves on the run. From
+inside the sandbox, curl, git, npm and Node.js are tried against servers of this test on the
+node's bridge address, which the gateway knows as bridge.paddock.test and other.paddock.test;
+the servers record what reaches them."""
 
 from __future__ import annotations
 
@@ -171,6 +172,9 @@ def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_
     assert (code, said) == (0, "hello through the gateway\n")
     said = _in(cluster, namespace, f"git ls-remote http://{http}/repo.git")
     assert servers.heard("/repo.git/info/refs"), said
+    # npm, with its proxy from the same variables (the server's certificate: not checked).
+    said = _in(cluster, namespace, f"npm ping --strict-ssl=false --registry https://{https}/")
+    assert servers.heard("/-/ping"), said
     # Node.js's own fetch (what an agent CLI's web tool uses), told to read the variables: it
     # tunnels even plain HTTP, and a tunnel must carry TLS, so it is asked for HTTPS (the test
     # server's certificate is its own: not checked).
