@@ -79,7 +79,9 @@ def answer_access(
         ask(decided.ask)
     log = _word(f"sandbox={decided.sandbox} decision={verdict} host={host}:{port} {decided.reason}")
     message = _word(f"Paddock's egress gateway: {host}:{port} {decided.reason}")
-    return f"{'OK' if decided.allowed else 'ERR'} log={log} message={message}"
+    if decided.allowed:
+        return f"OK log={log} message={message}"
+    return f"ERR log={log} message={message} paddock=refused"
 
 
 def answer_sni(words: list[str]) -> str:
