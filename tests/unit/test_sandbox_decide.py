@@ -524,3 +524,12 @@ def test_a_policy_with_hosts_says_whether_a_gateway_is_in_the_way() -> None:
     assert not any("HTTPS_PROXY" in str(c["env"]) for c in pod["spec"]["containers"])
     without_hosts = decide(world(network=ClusterNetwork(gateway=gateway)))
     assert "EgressGateway" not in str(without_hosts.status.to_api())
+
+
+def test_the_model_route_is_reached_without_the_proxy() -> None:
+    gateway = Gateway(proxy="http://192.0.2.9:3128", port=3128, model_port=3130,
+                      model_host="gw.paddock.svc", cidrs=("192.0.2.9",))  # fmt: skip
+    pod = next(w.obj for w in decide(_hosts_world(gateway)).writes if w.obj["kind"] == "Pod")
+    sandbox_container = next(c for c in pod["spec"]["containers"] if c["name"] == "sandbox")
+    env = {var["name"]: var.get("value") for var in sandbox_container["env"]}
+    assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1,::1,gw.paddock.svc"

@@ -79,9 +79,7 @@ def answer_access(
         ask(decided.ask)
     log = _word(f"sandbox={decided.sandbox} decision={verdict} host={host}:{port} {decided.reason}")
     message = _word(f"Paddock's egress gateway: {host}:{port} {decided.reason}")
-    if decided.allowed:
-        return f"OK log={log} message={message}"
-    return f"ERR log={log} message={message} paddock=refused"
+    return f"{'OK' if decided.allowed else 'ERR'} log={log} message={message}"
 
 
 def answer_sni(words: list[str]) -> str:

@@ -72,23 +72,18 @@ def render_squid_conf(config: SquidConfig) -> str:
         f"children-startup=1 concurrency=100 %DST %ssl::>sni {config.helper('sni')}",
         "acl paddock_access external paddock_access",
         "acl paddock_sni external paddock_sni",
-        # The helper marks what it refuses: such a CONNECT is answered 403 in the clear rather
-        # than bumped to show Squid's error page over TLS (which curl -k takes for a success).
-        "acl paddock_refused note paddock refused",
         "acl step1 at_step SslBump1",
         "acl step2 at_step SslBump2",
         f"acl paddock_internal dst {' '.join(config.internal)}",
     ]
-    internal = "paddock_internal"
     if config.vouched:
         lines.append(f"acl paddock_vouched dst {' '.join(config.vouched)}")
-        internal += " !paddock_vouched"
+        lines.append("http_access deny paddock_internal !paddock_vouched")
+    else:
+        lines.append("http_access deny paddock_internal")
     lines += [
-        f"http_access deny {internal}",
         "http_access allow paddock_access",
         "http_access deny all",
-        "ssl_bump splice step1 paddock_refused",
-        f"ssl_bump splice step1 {internal}",
         "ssl_bump peek step1",
         "ssl_bump splice step2 paddock_sni",
         "ssl_bump terminate all",

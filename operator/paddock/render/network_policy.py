@@ -32,6 +32,7 @@ class Gateway:
     proxy: str
     port: int
     model_port: int | None = None  # its model route's, which every sandbox may reach
+    model_host: str | None = None  # the host in the model route's URL
     cidrs: tuple[str, ...] = ()
     namespace: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)

@@ -62,6 +62,7 @@ class SandboxInputs:
     image: str
     workspace_hash: str
     proxy: str | None = None  # the egress gateway, where the sandbox reaches the web through it
+    model_host: str | None = None  # the gateway's model route's host: reached without the proxy
 
 
 def _secret_env(name: str, ref: SecretKeySelector) -> dict[str, Any]:
@@ -80,13 +81,16 @@ def _secret_names(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
 NO_PROXY = "localhost,127.0.0.1,::1"
 
 
-def _proxy_env(proxy: str | None) -> list[dict[str, Any]]:
+def _proxy_env(proxy: str | None, model_host: str | None) -> list[dict[str, Any]]:
     """The variables that send HTTP and HTTPS through the egress gateway, in both spellings
-    tools read."""
+    tools read; the gateway's model route is reached directly (the proxy would refuse it)."""
     if proxy is None:
         return []
-    pairs = [("HTTP_PROXY", proxy), ("HTTPS_PROXY", proxy), ("NO_PROXY", NO_PROXY)]
-    return [{"name": n, "value": v} for name, v in pairs for n in (name, name.lower())]
+    direct = NO_PROXY + (f",{model_host}" if model_host else "")
+    pairs = [("HTTP_PROXY", proxy), ("HTTPS_PROXY", proxy), ("NO_PROXY", direct)]
+    env = [{"name": n, "value": v} for name, v in pairs for n in (name, name.lower())]
+    # Node.js's own fetch reads the variables only when told to (Node 22.21 and later).
+    return [*env, {"name": "NODE_USE_ENV_PROXY", "value": "1"}]
 
 
 def _workspace_env(workspace: WorkspaceSpec) -> list[dict[str, Any]]:
@@ -184,7 +188,7 @@ def _container(
         "env": [
             {"name": "HOME", "value": HOME_DIR},
             *GIT_SAFE_WORKSPACE,
-            *_proxy_env(inputs.proxy),
+            *_proxy_env(inputs.proxy, inputs.model_host),
             *env,
             *_secret_names(env),
         ],

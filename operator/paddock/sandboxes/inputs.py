@@ -100,6 +100,7 @@ def resolve_inputs(
         image=image,
         workspace_hash=workspace_hash(workspace, image),
         proxy=gateway.proxy if gateway and through_gateway(policy, gateway) else None,
+        model_host=gateway.model_host if gateway else None,
     )
     return inputs, policy
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 from paddock.render.network_policy import ClusterNetwork, Gateway
 from paddock.settings import OperatorSettings
@@ -98,10 +99,12 @@ def cluster_network(config: OperatorSettings, addresses: frozenset[str]) -> Clus
 def _gateway(config: OperatorSettings) -> Gateway | None:
     if not config.gateway_proxy:
         return None
+    model = urlsplit(config.gateway_model_url) if config.gateway_model_url else None
     return Gateway(
         proxy=config.gateway_proxy,
         port=config.gateway_port,
-        model_port=config.gateway_model_port if config.gateway_model_url else None,
+        model_port=config.gateway_model_port if model else None,
+        model_host=model.hostname if model else None,
         cidrs=tuple(config.gateway_cidrs),
         namespace=config.gateway_namespace,
         pod_labels=dict(config.gateway_pod_labels),
