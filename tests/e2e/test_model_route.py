@@ -105,16 +105,16 @@ def _routes(cluster: Cluster) -> list[str]:
     return listing.stdout.split()
 
 
-def _model_requests(state: ClusterState) -> dict[tuple[str, str], float]:
-    """The gateway's count of model requests, by (run, outcome)."""
+def _samples(state: ClusterState, metric: str) -> dict[tuple[str, ...], float]:
+    """The gateway's samples of a counter, by their label values (in the order served)."""
     with urllib.request.urlopen(gateway.metrics_url(state), timeout=5) as response:  # noqa: S310
         text = response.read().decode()
-    counted = {}
+    found = {}
     for line in text.splitlines():
-        if line.startswith("paddock_gateway_model_requests_total{"):
+        if line.startswith(metric + "{"):
             labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-            counted[labels["run"], labels["outcome"]] = float(line.rsplit(" ", 1)[1])
-    return counted
+            found[tuple(sorted(labels.items()))] = float(line.rsplit(" ", 1)[1])
+    return {tuple(v for _, v in key): value for key, value in found.items()}
 
 
 def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
@@ -143,7 +143,8 @@ def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
             status = wait_for_run(cluster, namespace, harness, timeout=300)
             results[harness] = (status, list(model.requests))
 
-    counted = _model_requests(state)
+    counted = _samples(state, "paddock_gateway_model_requests_total")  # (outcome, run)
+    tokens = _samples(state, "paddock_model_tokens_total")  # (direction, harness, namespace)
     for harness, (status, requests) in results.items():
         events = log_events(cluster, namespace, harness)
         assert status["phase"] == "Succeeded", (harness, status, events[-3:])
@@ -163,8 +164,14 @@ def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
         assert "FILE " not in searched, (harness, searched)
         assert "DIRECT=0" not in searched, (harness, searched)
         assert API_KEY not in json.dumps(events), harness
-        forwarded = counted.get((f"{namespace}/{harness}", "2xx"), 0)
+        forwarded = counted.get(("2xx", f"{namespace}/{harness}"), 0)
         assert forwarded == len(requests), (harness, counted)
+        # Counted at the route from the model's own usage fields: 100 in, 20 out a request.
+        used = (
+            tokens.get(("input", harness, namespace)),
+            tokens.get(("output", harness, namespace)),
+        )
+        assert used == (100 * len(requests), 20 * len(requests)), (harness, tokens)
     assert _routes(cluster) == []  # each run's route went with its end
     pod = get(cluster, namespace, "pod", "box")
     assert API_KEY not in json.dumps(pod)

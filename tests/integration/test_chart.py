@@ -19,6 +19,8 @@ import yaml
 from paddock.api import KINDS
 from paddock.api.admission import REFERENCES, policy_name
 from paddock.devcluster import cluster as local
+from paddock.gateway.prices import PriceTable, read_prices
+from paddock.gateway.usage import Usage
 from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import ROOT, Cluster
 from support.waiting import wait_for
@@ -111,7 +113,7 @@ def test_values_schema_checks_nested_values(helm: str, values: list[str], misspe
     assert misspelt in done.stderr
 
 
-def test_chart_metadata_labels_and_disruption_settings(helm: str) -> None:
+def test_chart_metadata_labels_and_disruption_settings(helm: str, tmp_path: Path) -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart["kubeVersion"] == ">=1.31.0-0"
     for field in ("icon", "home", "sources", "maintainers"):
@@ -144,6 +146,13 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str) -> None:
     (gateway,) = deployments["gateway"]["spec"]["template"]["spec"]["containers"]
     assert gateway["command"] == ["paddock", "gateway"]
     assert "--internal=203.0.113.0/24" in gateway["args"]
+    # The model route reads the price table the chart ships, as the gateway parses it.
+    assert "--prices=/etc/paddock/prices/prices.yaml" in gateway["args"]
+    prices = next(d for d in docs if d["metadata"]["name"].endswith("-gateway-prices"))
+    (tmp_path / "prices.yaml").write_text(prices["data"]["prices.yaml"])
+    table = read_prices(tmp_path / "prices.yaml")
+    assert isinstance(table, PriceTable)
+    assert table.cost(Usage(1_000_000, 1_000_000, "claude-sonnet-4-5-20250929")) == 18.0
     (server,) = mcp["spec"]["template"]["spec"]["containers"]
     assert server["command"] == ["paddock", "mcp"]
     assert server["args"] == [

@@ -15,8 +15,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from paddock.gateway import model
+from paddock.gateway.prices import PriceTable
 from paddock.gateway.routes import Routes
 from paddock.render.model_routes import Route, route_secret, token_digest
 from paddock.times import utcnow
@@ -24,6 +26,7 @@ from support.model_server import ScriptedModel
 from support.waiting import wait_for
 
 TOKEN = "paddock-run-token"
+PRICES = PriceTable.model_validate({"models": {"m": {"inputPerMTok": 3, "outputPerMTok": 15}}})
 KEY = "sk-real-key-of-the-run"
 
 
@@ -43,10 +46,10 @@ def _free_port() -> int:
 def route_url(upstream: ScriptedModel) -> Iterator[tuple[str, Routes]]:
     routes = Routes()
     route = Route(token_digest(TOKEN), KEY, upstream.url, "anthropic", "team/r1", "team/box",
-                  utcnow() + timedelta(hours=1))  # fmt: skip
+                  utcnow() + timedelta(hours=1), harness="claude-code")  # fmt: skip
     routes.relisted("Secret", [route_secret("gw", "uid-1", route)])
     boxes = {"127.0.0.1": "team/box"}
-    app = model.model_app(routes, boxes.get, lambda: True)
+    app = model.model_app(routes, boxes.get, lambda: True, PRICES)
     port = _free_port()
     server = model.serve(app, "127.0.0.1", port)
     wait_for(lambda: server.started, timeout=10, what="the model route to listen")
@@ -54,6 +57,15 @@ def route_url(upstream: ScriptedModel) -> Iterator[tuple[str, Routes]]:
         yield f"http://127.0.0.1:{port}", routes
     finally:
         server.should_exit = True
+
+
+def _counted(direction: str) -> float:
+    labels = {"namespace": "team", "harness": "claude-code", "direction": direction}
+    return REGISTRY.get_sample_value("paddock_model_tokens_total", labels) or 0.0
+
+
+def _cost() -> float:
+    return REGISTRY.get_sample_value("paddock_model_cost_usd_total", {"namespace": "team"}) or 0.0
 
 
 def _messages(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
@@ -72,6 +84,7 @@ def _messages(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
 def test_a_runs_token_reaches_its_model_with_the_key_and_streams_back(
     upstream: ScriptedModel, route_url: tuple[str, Routes]
 ) -> None:
+    before = (_counted("input"), _counted("output"), _cost())
     status, body = _messages(route_url[0], {"x-api-key": TOKEN, "anthropic-version": "2023-06-01"})
     assert status == 200
     assert b"event: message_start" in body
@@ -82,6 +95,11 @@ def test_a_runs_token_reaches_its_model_with_the_key_and_streams_back(
     assert headers["anthropic-version"] == "2023-06-01"
     assert TOKEN not in json.dumps(seen)
     assert seen["path"] == "/v1/messages?beta=true"
+    assert headers["accept-encoding"] == "identity"
+    # Counted as it passed, from the model's own usage fields (100 in, 20 out), and priced.
+    after = (_counted("input"), _counted("output"), _cost())
+    assert (after[0] - before[0], after[1] - before[1]) == (100, 20)
+    assert after[2] - before[2] == pytest.approx((100 * 3 + 20 * 15) / 1e6)
 
 
 @pytest.mark.parametrize(

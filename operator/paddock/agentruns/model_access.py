@@ -91,6 +91,7 @@ def grant(
         run=f"{namespace}/{meta['name']}",
         sandbox=f"{namespace}/{sandbox.name}",
         expires=now + lifetime,
+        harness=str(spec.harness),
     )
     taken = _write(model_routes.route_secret(gateway.namespace, uid, route), uid)
     if taken:

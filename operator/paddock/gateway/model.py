@@ -14,7 +14,7 @@ import contextlib
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from urllib.parse import parse_qsl, urlencode
 
 import httpx2
@@ -26,7 +26,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route as Path
 
+from paddock.gateway.prices import PriceTable
 from paddock.gateway.routes import Refused, Routes
+from paddock.gateway.usage import Usage, UsageCounter
 from paddock.render.model_routes import Route
 from paddock.times import utcnow
 
@@ -42,6 +44,18 @@ KEY_HEADER: dict[str, Callable[[str], tuple[str, str]]] = {
     "openai": lambda key: ("authorization", f"Bearer {key}"),
     "google": lambda key: ("x-goog-api-key", key),
 }
+TOKENS = Counter(
+    "paddock_model_tokens",
+    "Model tokens the gateway's model route saw used, from the providers' own usage fields, by "
+    "the run's namespace, harness and direction (input, output).",
+    ["namespace", "harness", "direction"],
+)
+COST = Counter(
+    "paddock_model_cost_usd",
+    "What the model requests through the route cost, in US dollars, from the price table, by "
+    "the run's namespace (models the table does not price are counted in tokens only).",
+    ["namespace"],
+)
 KEPT_ENDED = 1000
 TIMEOUT = httpx2.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
 MODEL_REQUESTS = Counter(
@@ -68,9 +82,10 @@ def upstream_request(
     a key, the client's headers without credentials or hop-by-hop ones, and the real key."""
     kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "key"]
     url = route.upstream + path + (f"?{urlencode(kept)}" if kept else "")
-    dropped = CREDENTIALS | HOP_BY_HOP
+    dropped = CREDENTIALS | HOP_BY_HOP | {"accept-encoding"}
     forwarded = [(k, v) for k, v in headers if k.lower() not in dropped]
-    return url, [*forwarded, KEY_HEADER[route.provider](route.key)]
+    # Uncompressed, so that the route reads the usage in the response as it passes.
+    return url, [*forwarded, ("accept-encoding", "identity"), KEY_HEADER[route.provider](route.key)]
 
 
 def refusal(status: int, message: str) -> JSONResponse:
@@ -82,10 +97,15 @@ def refusal(status: int, message: str) -> JSONResponse:
 
 
 def model_app(
-    routes: Routes, sandbox_at: Callable[[str], str | None], ready: Callable[[], bool]
+    routes: Routes,
+    sandbox_at: Callable[[str], str | None],
+    ready: Callable[[], bool],
+    prices: PriceTable | None = None,
 ) -> Starlette:
     """The route: ``sandbox_at`` names the sandbox of a pod address; nothing is answered but
-    "starting" until ``ready`` (the routes and the sandbox pods are listed)."""
+    "starting" until ``ready`` (the routes and the sandbox pods are listed). What each answer
+    used is counted as it passes, priced by ``prices``."""
+    table = prices or PriceTable()
     client = httpx2.AsyncClient(timeout=TIMEOUT, trust_env=False, follow_redirects=False)
 
     async def forward(request: Request) -> Response:
@@ -113,16 +133,34 @@ def model_app(
             _say(f"run={found.run} {line} -> {found.upstream} unreachable: {type(exc).__name__}")
             return refusal(502, f"{found.upstream} cannot be reached ({type(exc).__name__})")
         MODEL_REQUESTS.labels(found.run, f"{response.status_code // 100}xx").inc()
-        _say(f"run={found.run} {line} -> {response.status_code}")
+        counter = UsageCounter(found.provider, response.headers.get("content-type", ""))
+
+        async def relay() -> AsyncIterator[bytes]:
+            async for chunk in response.aiter_raw():
+                counter.feed(chunk)
+                yield chunk
+            _counted(found, counter.usage, table, f"{line} -> {response.status_code}")
+
         kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
         return StreamingResponse(
-            response.aiter_raw(),
-            response.status_code,
-            kept,
-            background=BackgroundTask(response.aclose),
+            relay(), response.status_code, kept, background=BackgroundTask(response.aclose)
         )
 
     return Starlette(routes=[Path("/{path:path}", forward, methods=METHODS)])
+
+
+def _counted(route: Route, usage: Usage, prices: PriceTable, line: str) -> None:
+    """A response that passed whole: its usage counted, and logged with the request."""
+    namespace = route.run.partition("/")[0]
+    harness = route.harness or "-"
+    TOKENS.labels(namespace, harness, "input").inc(usage.input_tokens)
+    TOKENS.labels(namespace, harness, "output").inc(usage.output_tokens)
+    cost = prices.cost(usage)
+    if cost is not None:
+        COST.labels(namespace).inc(cost)
+    priced = "unpriced" if cost is None else f"${cost:.6f}"
+    _say(f"run={route.run} {line} model={usage.model or '-'} input={usage.input_tokens} "
+         f"output={usage.output_tokens} cost={priced}")  # fmt: skip
 
 
 _ENDED: deque[str] = deque()

@@ -34,6 +34,7 @@ from paddock.gateway.helper import (
     follow_routes,
     listen,
 )
+from paddock.gateway.prices import PriceTable, Unreadable, read_prices
 from paddock.gateway.routes import Routes
 from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
 from paddock.kube import client as kube
@@ -112,18 +113,29 @@ def add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     gateway.add_argument(
         "--run-as", help="started as root: the user Squid runs as (Squid refuses root)"
     )
-    gateway.add_argument(
+    _model_arguments(gateway)
+    gateway.set_defaults(func=run_gateway)
+
+
+def _model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model route's: where it listens, its price table, and where its routes are."""
+    parser.add_argument(
         "--model-listen",
         metavar="HOST:PORT",
         help="serve the model route here: runs' model keys, from their Secrets in --namespace",
     )
-    gateway.add_argument(
+    parser.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="the model route's price table (YAML: models: {NAME: {inputPerMTok, "
+        "outputPerMTok}}); without one, tokens are counted and cost is not",
+    )
+    parser.add_argument(
         "--namespace",
         default=os.environ.get("POD_NAMESPACE", ""),
         help="the gateway's namespace, where the operator writes the runs' model routes "
         "(default: $POD_NAMESPACE)",
     )
-    gateway.set_defaults(func=run_gateway)
 
 
 def run_gateway(args: argparse.Namespace) -> int:
@@ -150,7 +162,7 @@ def run_gateway(args: argparse.Namespace) -> int:
         if not args.namespace:
             print("paddock gateway: --model-listen needs --namespace", file=sys.stderr)
             return 1
-        serve_models(args.model_listen, args.namespace, directory, ready)
+        serve_models(args.model_listen, args.namespace, directory, ready, _prices(args.prices))
     if args.metrics_port:
         start_http_server(args.metrics_port)
     addresses, known = ClusterAddresses(), threading.Event()
@@ -178,7 +190,24 @@ def run_gateway(args: argparse.Namespace) -> int:
     return code
 
 
-def serve_models(listen: str, namespace: str, directory: Directory, ready: threading.Event) -> None:
+def _prices(path: str | None) -> PriceTable | None:
+    """The price table, or None (said on stderr when it cannot be read: tokens only)."""
+    if path is None:
+        return None
+    table = read_prices(Path(path))
+    if isinstance(table, Unreadable):
+        print(f"paddock gateway: {table.reason}; cost is not counted", file=sys.stderr)
+        return None
+    return table
+
+
+def serve_models(
+    listen: str,
+    namespace: str,
+    directory: Directory,
+    ready: threading.Event,
+    prices: PriceTable | None = None,
+) -> None:
     """Follow the model routes of ``namespace`` and serve them at ``listen``."""
     routes, listed = Routes(), threading.Event()
 
@@ -189,7 +218,9 @@ def serve_models(listen: str, namespace: str, directory: Directory, ready: threa
             model.ended(gone)
 
     follow_routes(namespace, routes.relisted, changed, threading.Barrier(1, action=listed.set))
-    app = model.model_app(routes, directory.sandbox_at, lambda: ready.is_set() and listed.is_set())
+    app = model.model_app(
+        routes, directory.sandbox_at, lambda: ready.is_set() and listed.is_set(), prices
+    )
     host, _, port = listen.rpartition(":")
     model.serve(app, host, int(port))
 

@@ -43,6 +43,7 @@ class Route:
     run: str
     sandbox: str
     expires: datetime
+    harness: str = ""  # the run's harness, for the gateway's counts by harness
 
 
 def route_secret(namespace: str, run_uid: str, route: Route) -> Obj:
@@ -54,6 +55,7 @@ def route_secret(namespace: str, run_uid: str, route: Route) -> Obj:
         "run": route.run,
         "sandbox": route.sandbox,
         "expires": format_time(route.expires),
+        "harness": route.harness,
     }
     return {
         "apiVersion": "v1",
@@ -73,6 +75,7 @@ def read_route(secret: Obj) -> Route | None:
     data = secret.get("data") or {}
     try:
         values = {k: base64.b64decode(data[k], validate=True).decode() for k in FIELDS}
+        harness = base64.b64decode(data.get("harness") or "", validate=True).decode()
         expires = parse_time(values["expires"])
     except (KeyError, TypeError, ValueError, binascii.Error):
         return None
@@ -86,4 +89,5 @@ def read_route(secret: Obj) -> Route | None:
         run=values["run"],
         sandbox=values["sandbox"],
         expires=expires,
+        harness=harness,
     )
