@@ -6,12 +6,15 @@ tests/e2e/test_egress_gateway.py."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 from paddock.agentruns import gating
 from paddock.agentruns.host_asks import HostAsks
 from paddock.api.agentrun import ApprovalChoice, ApprovalState
 from paddock.api.policy import SandboxPolicySpec
+from paddock.gateway.asks import MAX_PER_RUN, Asker
+from paddock.gateway.directory import Ask
 from paddock.render.host_asks import REASON, host_ask_event, read_host_ask
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
@@ -74,3 +77,32 @@ def test_a_person_decides_it_and_an_approve_always_covers_the_rule() -> None:
 
 def test_a_host_the_policy_no_longer_asks_about_is_no_approval() -> None:
     assert _answer(["github.com:443", "evil.example:443", "nonsense"], _asking()).approvals == []
+
+
+def test_an_agent_trying_host_after_host_cannot_flood_the_run_with_approvals() -> None:
+    hosts = [f"h{i:03}.npmjs.org:443" for i in range(100)]
+    first = _answer(hosts, _asking())
+    assert len(first.approvals) == gating.MAX_HOSTS_ASKED
+    again = _answer([f"more{i}.npmjs.org:443" for i in range(10)], _asking(first.approvals))
+    assert len(again.approvals) == gating.MAX_HOSTS_ASKED  # still waiting ones only
+
+
+def test_the_gateway_posts_one_event_per_host_and_no_more_than_its_limit_a_run() -> None:
+    posted: list[Ask] = []
+    done = threading.Event()
+
+    def post(ask: Ask) -> None:
+        posted.append(ask)
+        if len(posted) == MAX_PER_RUN + 1:
+            done.set()
+
+    asker = Asker(post)
+    for i in range(3 * MAX_PER_RUN):
+        asker(Ask("team", "r1", "uid-r1", f"h{i}.example:443"))
+        asker(Ask("team", "r1", "uid-r1", f"h{i}.example:443"))  # the same host again
+    asker(Ask("team", "r2", "uid-r2", "h0.example:443"))  # another run has its own
+    assert done.wait(10)
+    assert [a.target for a in posted[:MAX_PER_RUN]] == [
+        f"h{i}.example:443" for i in range(MAX_PER_RUN)
+    ]
+    assert posted[MAX_PER_RUN].run == "r2"

@@ -36,6 +36,7 @@ KEPT_RESOLVED = 20  # resolved approvals the status keeps, newest last
 TARGET_CHARS = 1000
 COMMAND_REQUEST = "command"  # the key of a command run's own request to run its command
 HOST_REQUEST = "host-"  # how the request of a host the egress gateway asked about begins
+MAX_HOSTS_ASKED = 20  # approvals of hosts a run records at most: an agent cannot flood it
 
 
 def new_token() -> str:
@@ -108,7 +109,8 @@ def answer(
     expire(answered, asking)
     known = {a.target for a in answered.approvals if a.id.startswith(HOST_REQUEST)}
     waiting = {a.target for a in answered.pending if a.id.startswith(HOST_REQUEST)}
-    for target in sorted((set(hosts) - known) | waiting):
+    room = max(MAX_HOSTS_ASKED - len(known), 0)
+    for target in sorted(waiting) + sorted(set(hosts) - known)[:room]:
         _ask_host(answered, target, policy, asking)
     for request_id, raw in sorted(requests.items()):
         request = _read(raw, request_of)
