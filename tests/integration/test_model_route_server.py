@@ -147,3 +147,16 @@ def test_a_starting_route_answers_nothing(upstream: ScriptedModel) -> None:
     finally:
         server.should_exit = True
     assert upstream.requests == []
+
+
+def test_a_runs_token_reaches_nothing_of_the_api_but_its_model_endpoints(
+    upstream: ScriptedModel, route_url: tuple[str, Routes]
+) -> None:
+    request = urllib.request.Request(  # noqa: S310  (the test's own http:// URL)
+        f"{route_url[0]}/v1/files", b"{}", {"x-api-key": TOKEN, "content-type": "application/json"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)  # noqa: S310
+    assert refused.value.code == 403
+    assert "not an endpoint of the model API" in refused.value.read().decode()
+    assert upstream.requests == []

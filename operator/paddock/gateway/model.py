@@ -11,6 +11,7 @@ goes on, so the token never leaves the gateway and the key never reaches the san
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import threading
 from collections import deque
@@ -57,6 +58,17 @@ COST = Counter(
     ["namespace"],
 )
 KEPT_ENDED = 1000
+# What the route forwards: each provider's inference endpoints and model listing, nothing else
+# (no files, batches, fine-tuning or administration that the same key could reach).
+MODEL_PATHS = {
+    "anthropic": re.compile(r"/v1/(messages(/count_tokens)?|models(/[^/]+)?)"),
+    "openai": re.compile(
+        r"/v1/(responses(/[^/]+(/cancel|/input_items)?)?|chat/completions|models(/[^/]+)?)"
+    ),
+    "google": re.compile(
+        r"/v1(beta|alpha)?/models(/[^/:]+(:(generateContent|streamGenerateContent|countTokens))?)?"
+    ),
+}
 TIMEOUT = httpx2.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
 MODEL_REQUESTS = Counter(
     "paddock_gateway_model_requests",
@@ -86,6 +98,12 @@ def upstream_request(
     forwarded = [(k, v) for k, v in headers if k.lower() not in dropped]
     # Uncompressed, so that the route reads the usage in the response as it passes.
     return url, [*forwarded, ("accept-encoding", "identity"), KEY_HEADER[route.provider](route.key)]
+
+
+def model_path(provider: str, path: str) -> bool:
+    """Whether the route forwards a request for ``path`` to the provider's API."""
+    pattern = MODEL_PATHS.get(provider)
+    return pattern is not None and pattern.fullmatch(path) is not None
 
 
 def refusal(status: int, message: str) -> JSONResponse:
@@ -120,6 +138,10 @@ def model_app(
             MODEL_REQUESTS.labels(found.run or "-", "refused").inc()
             _say(f"run={found.run or '-'} from={address} {line} refused: {found.reason}")
             return refusal(403, found.reason)
+        if not model_path(found.provider, request.url.path):
+            MODEL_REQUESTS.labels(found.run, "refused").inc()
+            _say(f"run={found.run} {line} refused: not an endpoint of the model API")
+            return refusal(403, f"{request.url.path} is not an endpoint of the model API")
         url, headers = upstream_request(
             found, request.url.path, request.url.query, request.headers.items()
         )
