@@ -66,16 +66,16 @@ def grant(
     now: datetime,
 ) -> Access | Ending:
     """The harness's access to its model: through the gateway's route (written now), else
-    the key; the run's end when its harness's provider is not one the route can serve."""
+    the key; the run's end when its harness's provider is not one Paddock knows how to point
+    it at (an OpenCode model of another provider)."""
     if spec.model_key is None:
         return NONE
     ref = spec.model_key.secret_key_ref.pair
     key = kube.secret_values(str(run["metadata"]["namespace"]), [ref]).get(ref, "")
     provider = models.provider_of(spec)
     if not isinstance(provider, models.Provider):  # (a Provider is a str too)
-        if gateway is None:
-            return NONE
-        return Ending(RunPhase.FAILED, R.MODEL_UNROUTABLE, f"the model key stays out: {provider}")
+        said = f"the run's modelKey cannot be given to its harness: {provider}"
+        return Ending(RunPhase.FAILED, R.MODEL_UNROUTABLE, said)
     if gateway is None:
         said = "No egress gateway holds the model key: it is in the harness's environment."
         return Access({models.key_env(spec, provider): key}, None, (False, R.KEY_IN_SANDBOX, said))
