@@ -158,10 +158,12 @@ def model_app(
         counter = UsageCounter(found.provider, response.headers.get("content-type", ""))
 
         async def relay() -> AsyncIterator[bytes]:
-            async for chunk in response.aiter_raw():
-                counter.feed(chunk)
-                yield chunk
-            _counted(found, counter.usage, table, f"{line} -> {response.status_code}")
+            try:
+                async for chunk in response.aiter_raw():
+                    counter.feed(chunk)
+                    yield chunk
+            finally:  # also when the client leaves before the end (Codex does, at times)
+                _counted(found, counter.usage, table, f"{line} -> {response.status_code}")
 
         kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
         return StreamingResponse(
