@@ -124,7 +124,7 @@ def _fetch(port: int, proxy: int | None) -> None:
         conn.close()
 
 
-def _median_ms(fetch: Callable[[], None], requests: int) -> float:
+def median_ms(fetch: Callable[[], None], requests: int) -> float:
     times = []
     for _ in range(requests):
         start = time.perf_counter()
@@ -133,7 +133,7 @@ def _median_ms(fetch: Callable[[], None], requests: int) -> float:
     return statistics.median(times) * 1000
 
 
-def _per_second(fetch: Callable[[], None], clients: int, seconds: float) -> float:
+def per_second(fetch: Callable[[], None], clients: int, seconds: float) -> float:
     done = [0] * clients
     deadline = time.monotonic() + seconds
 
@@ -210,14 +210,14 @@ def _report(port: int, proxy: int, args: argparse.Namespace) -> None:
         _fetch(port, proxy)
 
     through()  # the helpers start with the first question
-    direct_ms, through_ms = _median_ms(direct, args.requests), _median_ms(through, args.requests)
+    direct_ms, through_ms = median_ms(direct, args.requests), median_ms(through, args.requests)
     print(f"Egress gateway, one HTTPS request on a new connection, p50 of {args.requests}")
     print(f"  direct (baseline)           : {direct_ms:8.2f} ms")
     print(f"  through the gateway         : {through_ms:8.2f} ms")
     print(f"  ratio gateway / direct      : {through_ms / direct_ms:8.2f}")
     print(f"  added by the gateway        : {through_ms - direct_ms:8.2f} ms")
-    direct_rate = _per_second(direct, args.clients, args.seconds)
-    through_rate = _per_second(through, args.clients, args.seconds)
+    direct_rate = per_second(direct, args.clients, args.seconds)
+    through_rate = per_second(through, args.clients, args.seconds)
     print(f"Egress gateway, new connections a second, {args.clients} clients")
     print(f"  direct (baseline)           : {direct_rate:8.0f} /s")
     print(f"  through the gateway         : {through_rate:8.0f} /s")

@@ -24,14 +24,14 @@ import http.client
 import json
 import os
 import socket
-import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from bench_gateway import median_ms, per_second  # the same timing as the proxy's bench
 
 from paddock.gateway import model
 from paddock.gateway.routes import Routes
@@ -88,32 +88,6 @@ def _request(port: int, key: str) -> None:
         raise RuntimeError(f"the model request failed: {response.status}")
 
 
-def _median_ms(send: Callable[[], None], requests: int) -> float:
-    timings = []
-    for _ in range(requests):
-        started = time.perf_counter()
-        send()
-        timings.append((time.perf_counter() - started) * 1000)
-    return statistics.median(timings)
-
-
-def _per_second(send: Callable[[], None], clients: int, seconds: float) -> float:
-    done = [0] * clients
-    deadline = time.perf_counter() + seconds
-
-    def client(index: int) -> None:
-        while time.perf_counter() < deadline:
-            send()
-            done[index] += 1
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(done) / seconds
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=300)
@@ -138,14 +112,14 @@ def main() -> int:
     direct = lambda: _request(upstream.server_address[1], KEY)  # noqa: E731
     routed = lambda: _request(port, TOKEN)  # noqa: E731
     direct(), routed()  # warm
-    direct_ms, routed_ms = _median_ms(direct, args.requests), _median_ms(routed, args.requests)
+    direct_ms, routed_ms = median_ms(direct, args.requests), median_ms(routed, args.requests)
     print(f"Model route, one streamed model request on a new connection, p50 of {args.requests}")
     print(f"  direct (baseline)           : {direct_ms:8.2f} ms")
     print(f"  through the model route     : {routed_ms:8.2f} ms")
     print(f"  ratio route / direct        : {routed_ms / direct_ms:8.2f}")
     print(f"  added by the route          : {routed_ms - direct_ms:8.2f} ms")
-    direct_rate = _per_second(direct, args.clients, args.seconds)
-    routed_rate = _per_second(routed, args.clients, args.seconds)
+    direct_rate = per_second(direct, args.clients, args.seconds)
+    routed_rate = per_second(routed, args.clients, args.seconds)
     print(f"Model route, streamed model requests a second, {args.clients} clients")
     print(f"  direct (baseline)           : {direct_rate:8.0f} /s")
     print(f"  through the model route     : {routed_rate:8.0f} /s")

@@ -25,10 +25,8 @@ from cryptography.x509.oid import NameOID
 
 from paddock.devcluster import cluster as local
 from paddock.devcluster import gateway, node
-from paddock.devcluster.node import NodePlan
-from paddock.devcluster.processes import ClusterState
 from support.kube import Cluster
-from support.real_node import ON_NODE
+from support.real_node import ON_NODE, local_cluster_plan
 from support.runs import command_run, wait_for_run
 from support.sandboxes import get, sandbox, wait_for_phase, workspace
 from support.waiting import wait_for
@@ -93,17 +91,9 @@ def _certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def _plan() -> tuple[ClusterState, NodePlan]:
-    state = ClusterState.load(local.default_state_dir())
-    assert state is not None
-    plan = NodePlan.from_state(state.node)
-    assert plan is not None
-    return state, plan
-
-
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[Servers]:
-    _, plan = _plan()
+    _, plan = local_cluster_plan()
     paths: list[str] = []
     plain = ThreadingHTTPServer((plan.gateway, 0), _handler(paths))
     tls = ThreadingHTTPServer((plan.gateway, 0), _handler(paths))
@@ -124,7 +114,7 @@ def servers(tmp_path: Path) -> Iterator[Servers]:
 @pytest.fixture
 def gateway_operator(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The operator, told of the local cluster's gateway."""
-    state, plan = _plan()
+    state, plan = local_cluster_plan()
     host, port = gateway.address(state, plan)
     monkeypatch.setenv("PADDOCK_GATEWAY_PROXY", f"http://{host}:{port}")
     monkeypatch.setenv("PADDOCK_GATEWAY_CIDRS", f"{host}/32")
@@ -204,7 +194,7 @@ def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_
     assert not servers.heard("/other.git")
 
     # Each decision is logged with the sandbox it came from.
-    state, _ = _plan()
+    state, _ = local_cluster_plan()
     log = state.log(gateway.COMPONENT).read_text(errors="replace")
     assert f"sandbox={namespace}/box decision=allow host={ALLOWED}:{servers.https}" in log
     assert f"sandbox={namespace}/box decision=deny host={OTHER}:{servers.https}" in log

@@ -17,14 +17,13 @@ import pytest
 
 from paddock.devcluster import cluster as local
 from paddock.devcluster import gateway, node
-from paddock.devcluster.node import NodePlan
 from paddock.devcluster.processes import ClusterState
 from paddock.render.model_routes import RUN_UID_LABEL
 from support import identity
 from support.harnesses import API_KEY, MODELS
 from support.kube import Cluster
 from support.model_server import ScriptedModel
-from support.real_node import ON_NODE
+from support.real_node import ON_NODE, local_cluster_plan
 from support.runs import agent_run, log_events, of_type, wait_for_run
 from support.sandboxes import get, sandbox, secret, wait_for_phase, workspace
 
@@ -49,21 +48,13 @@ SEARCH = (
 )
 
 
-def _plan() -> tuple[ClusterState, NodePlan]:
-    state = ClusterState.load(local.default_state_dir())
-    assert state is not None
-    plan = NodePlan.from_state(state.node)
-    assert plan is not None
-    return state, plan
-
-
 @pytest.fixture
 def route_operator(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, cluster: Cluster
 ) -> Any:
     """The operator, told of the local cluster's gateway and its model route, with the Role the
     chart gives it in the gateway's namespace (the routes' Secrets: create, patch, delete)."""
-    state, plan = _plan()
+    state, plan = local_cluster_plan()
     host, port = gateway.address(state, plan)
     model_host, model_port = gateway.model_address(state, plan)
     role = {
@@ -120,7 +111,7 @@ def _samples(state: ClusterState, metric: str) -> dict[tuple[str, ...], float]:
 def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
     cluster: Cluster, namespace: str, route_operator: Any
 ) -> None:
-    state, _ = _plan()
+    state, _ = local_cluster_plan()
     image = local.load_image(local.default_state_dir(), "sandbox")
     host = node.host_ip()
     assert host is not None

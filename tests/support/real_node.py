@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from paddock.devcluster import cluster as local
 from paddock.devcluster import images, node
+from paddock.devcluster.node import NodePlan
+from paddock.devcluster.processes import ClusterState
 from support.kube import Cluster
 from support.sandboxes import sandbox
 
@@ -50,3 +53,12 @@ def processes_of(pod_uid: str, words: str) -> list[int]:
         if any(mark in cgroup for mark in marks) and words in command:
             found.append(int(proc.name))
     return found
+
+
+def local_cluster_plan() -> tuple[ClusterState, NodePlan]:
+    """The running local cluster's state and its real node's plan (ports, addresses)."""
+    state = ClusterState.load(local.default_state_dir())
+    assert state is not None
+    plan = NodePlan.from_state(state.node)
+    assert plan is not None
+    return state, plan
