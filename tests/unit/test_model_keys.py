@@ -18,6 +18,7 @@ from paddock.gateway.model import model_path, token_of, upstream_request
 from paddock.gateway.routes import Refused, Routes
 from paddock.harness import models
 from paddock.harness.models import ModelRoute, Provider
+from paddock.api.budget import Budget
 from paddock.render.model_routes import Route, read_route, route_secret, token_digest
 from paddock.render.network_policy import ClusterNetwork, Gateway, render_network_policy
 from paddock.settings import OperatorSettings
@@ -112,6 +113,7 @@ def _route(**changes: Any) -> Route:
         "run": "team/r1",
         "sandbox": "team/box",
         "expires": NOW + timedelta(hours=1),
+        "uid": "uid-1",
     }
     return Route(**(fields | changes))
 
@@ -122,6 +124,8 @@ def test_the_route_secret_reads_back_as_written_and_holds_no_token() -> None:
     assert secret["metadata"]["labels"]["paddock.dev/model-route-of"] == "uid-1"
     assert read_route(secret) == _route()
     assert "paddock-token" not in str(secret)
+    budgeted = _route(budget=Budget(tokens=500, cost_usd=0.25))
+    assert read_route(route_secret("paddock-system", "uid-1", budgeted)) == budgeted
 
 
 def test_a_secret_that_is_not_a_whole_route_is_none() -> None:

@@ -23,11 +23,9 @@ from paddock.api.agentrun import (
     LogLocation,
     RunPhase,
     RunResult,
-    Usage,
 )
-from paddock.api.fields import (
-    parse_duration,
-)
+from paddock.api.budget import Usage, UsageSource
+from paddock.api.fields import parse_duration
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
@@ -379,7 +377,11 @@ def summarise(status: AgentRunStatus, summary: RunSummary, log: LogLocation) -> 
     if summary.session_id:
         status.session_id = summary.session_id
     if summary.usage:
-        status.usage = Usage.model_validate(summary.usage)
+        usage = Usage.model_validate(summary.usage)
+        usage.tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
+        gateway = summary.metered is not None
+        usage.source = UsageSource.GATEWAY if gateway else UsageSource.HARNESS
+        status.usage = usage
     if summary.changed_files:
         status.changed_files = list(summary.changed_files)
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from paddock.agentruns import decide, gating, host_asks, inputs, logstore, model_access
+from paddock.agentruns import decide, gating, host_asks, inputs, logstore, model_access, spending
 from paddock.agentruns.decide import Ending, Progress, Wait
 from paddock.agentruns.record import LogNameTakenError, RunRecord
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, AgentRunStatus, RunPhase, RunResult
+from paddock.api.budget import Budget
 from paddock.api.common import ConditionStatus, stored_status
 from paddock.api.conditions import Notice, get_condition
 from paddock.api.fields import parse_duration
@@ -34,7 +35,6 @@ from paddock.objectstore import errors as store
 from paddock.render import gate_scripts, run_scripts
 from paddock.render.names import SANDBOX_CONTAINER
 from paddock.runs import events as ev
-from paddock.runs import journal
 from paddock.runs.events import Draft, RunSummary
 from paddock.settings import OperatorSettings
 from paddock.times import parse_time, utcnow
@@ -134,8 +134,12 @@ class Execution(RunRecord):
         no_prompt = None if missing else inputs.missing_prompt(self.namespace, spec)
         verdict = None if missing or no_prompt else inputs.find_sandbox(self.run, spec)
         ready = decide.before_launch(self.namespace, missing, no_prompt, verdict)
+        budget, held = None, None
+        if isinstance(ready, ReadySandbox):
+            routed = spec.model_key is not None and self.gateway is not None
+            budget, held = spending.may_start(self.namespace, spec, ready, routed, now)
         if isinstance(ready, ReadySandbox) and self.status.completion_digest is None:
-            ready = inputs.queued(self.run, spec, ready) or ready
+            ready = held or inputs.queued(self.run, spec, ready) or ready
         if isinstance(ready, Wait):
             return self._wait(ready)
         if isinstance(ready, Ending):
@@ -158,14 +162,14 @@ class Execution(RunRecord):
                     self._flush()
                     return WAIT_SECONDS
                 gate = gate.ending
-            failure = gate or self._launch(spec, ready, secret_env)
+            failure = gate or self._launch(spec, ready, secret_env, budget)
             if isinstance(failure, Wait):
                 return self._wait(failure)
             if failure is not None:
                 self._end(spec, failure)
                 return None
         data = {"harness": str(spec.harness), "sandbox": ready.name, "pod": ready.pod,
-                "policy": ready.policy.label}  # fmt: skip
+                "policy": ready.policy.label, "budget": budget and budget.to_api()}  # fmt: skip
         self._append(
             [Draft(ev.RUN_STARTED, f"{spec.harness} started in sandbox {ready.name}", data)]
         )
@@ -175,6 +179,7 @@ class Execution(RunRecord):
         self._condition(C.SANDBOX_READY, True, R.SANDBOX_READY, f"Sandbox {ready.name} is Ready")
         self._resolved(C.SECRETS_FOUND, R.SECRETS_FOUND, "Every Secret key the run names exists.")
         self._resolved(C.PROMPT_FOUND, R.PROMPT_FOUND, "The prompt's ConfigMap key exists.")
+        self._resolved(C.WITHIN_BUDGET, R.WITHIN_BUDGET, "The namespace's day is not spent.")
         self.status.started_at = now
         self._flush()
         return 0
@@ -190,7 +195,7 @@ class Execution(RunRecord):
         return env
 
     def _launch(
-        self, spec: AgentRunSpec, sandbox: ReadySandbox, secret_env: dict[str, str]
+        self, spec: AgentRunSpec, sandbox: ReadySandbox, env: dict[str, str], budget: Budget | None
     ) -> Ending | None:
         """Start the harness with a fresh nonce (its digest stored first); None, or the end."""
         nonce = secrets.token_hex(32)
@@ -199,7 +204,7 @@ class Execution(RunRecord):
             self.status.phase or RunPhase.PENDING, "starting the harness", sandbox.name
         )
         self._flush()
-        access = model_access.grant(self.run, spec, sandbox, self.gateway, utcnow())
+        access = model_access.grant(self.run, spec, sandbox, self.gateway, utcnow(), budget)
         if isinstance(access, Ending):
             return access
         if access.condition is not None:
@@ -208,7 +213,7 @@ class Execution(RunRecord):
         unprepared = inputs.prepare(self.namespace, sandbox, self.run_id, invocation)
         if unprepared:
             return decide.launch_failure(spec, sandbox.pod, 2, unprepared)
-        env = {e.name: e.value or "" for e in spec.env} | invocation.env | secret_env | access.env
+        env = {e.name: e.value or "" for e in spec.env} | invocation.env | env | access.env
         prompt = inputs.prompt(self.namespace, spec)
         payload = run_scripts.launch_payload(nonce, env, prompt)
         argv = run_scripts.launch_argv(self.run_id)
@@ -222,16 +227,7 @@ class Execution(RunRecord):
 
     def _poll(self) -> run_scripts.Poll:
         assert self.sandbox is not None
-        argv = run_scripts.poll_argv(
-            self.run_id,
-            self.cursor.get("stdout", 0),
-            self.cursor.get("files", 0),
-            journal.POLL_BYTES,
-        )
-        result = kube_exec.run(self.namespace, self.sandbox.pod, SANDBOX_CONTAINER, argv)
-        if result.exit_code != 0:
-            raise RuntimeError(f"poll exited {result.exit_code}: {result.stderr.strip()[-500:]}")
-        return run_scripts.parse_poll(result.stdout)
+        return inputs.poll(self.namespace, self.sandbox.pod, self.run_id, self.cursor)
 
     def _gate(self, spec: AgentRunSpec) -> tuple[dict[str, bytes], Ending | None]:
         """The requests the gate waits on, from the sandbox's sidecar, and the run's end when
@@ -257,6 +253,8 @@ class Execution(RunRecord):
                 return None
             self.sandbox = state
             self._load_secrets(spec, state)
+        used, over = spending.follow(self.run_id, self.namespace, self.sandbox, self.summary, now)
+        abort = abort or over
         if abort is not None:
             self._signal(abort, now)
         if self.touched is None or now - self.touched >= TOUCH_EVERY:
@@ -277,7 +275,7 @@ class Execution(RunRecord):
         ending = lost or followed.ending  # a gate lost ends the run so, whatever else
         asking, hosts = self._asking(spec, now), host_asks.ASKS.of_run(self.run_id)
         answered = inputs.judge_gate(self.namespace, spec, self.sandbox, requests, asking, hosts)
-        drafts = followed.drafts
+        drafts = used + followed.drafts
         if answered is not None:  # the commands the harness waits to run, logged first
             drafts = answered.drafts + drafts
             self._approvals(spec, answered)
@@ -386,6 +384,7 @@ class Execution(RunRecord):
         data = terminal["data"]
         model_access.revoke(self.run_id, self.gateway, spec.model_key is not None)
         host_asks.ASKS.forget(self.run_id)
+        spending.METERED.forget(self.run_id)
         inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
         inputs.ended_in(self.run, self.status.sandbox_name)
         phase, reason = RunPhase(data["phase"]), R(data.get("reason") or data["phase"])

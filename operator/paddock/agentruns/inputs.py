@@ -39,6 +39,7 @@ from paddock.render.names import (
 )
 from paddock.render.ownership import controlled_by
 from paddock.render.projections import agent_skills, mcp_servers, render_agents_md
+from paddock.runs import journal
 from paddock.runs.scrubbing import Scrubber
 from paddock.times import format_time, utcnow
 
@@ -247,6 +248,17 @@ def prepare(namespace: str, sandbox: ReadySandbox, run_id: str, invocation: Invo
     if result.exit_code == 0:
         return ""
     return f"its sidecar could not prepare it (exit {result.exit_code}): {result.stderr[-500:]}"
+
+
+def poll(namespace: str, pod: str, run_id: str, cursor: dict[str, int]) -> run_scripts.Poll:
+    """What the run's journals hold past ``cursor``, and whether its harness is done."""
+    argv = run_scripts.poll_argv(
+        run_id, cursor.get("stdout", 0), cursor.get("files", 0), journal.POLL_BYTES
+    )
+    result = kube_exec.run(namespace, pod, SANDBOX_CONTAINER, argv)
+    if result.exit_code != 0:
+        raise RuntimeError(f"poll exited {result.exit_code}: {result.stderr.strip()[-500:]}")
+    return run_scripts.parse_poll(result.stdout)
 
 
 def poll_gate(namespace: str, sandbox: ReadySandbox, run_id: str, after: str) -> GatePoll:

@@ -15,6 +15,7 @@ from typing import Any
 from paddock.agentruns.decide import Ending
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec, RunPhase
+from paddock.api.budget import Budget
 from paddock.api.fields import parse_duration
 from paddock.api.reasons import RunReason as R
 from paddock.harness import models
@@ -64,6 +65,7 @@ def grant(
     sandbox: ReadySandbox,
     gateway: ModelGateway | None,
     now: datetime,
+    budget: Budget | None = None,
 ) -> Access | Ending:
     """The harness's access to its model: through the gateway's route (written now), else
     the key; the run's end when its harness's provider is not one Paddock knows how to point
@@ -92,6 +94,8 @@ def grant(
         sandbox=f"{namespace}/{sandbox.name}",
         expires=now + lifetime,
         harness=str(spec.harness),
+        uid=uid,
+        budget=budget,
     )
     taken = _write(model_routes.route_secret(gateway.namespace, uid, route), uid)
     if taken:

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from paddock.api.budget import Budget, Usage
 from paddock.api.common import (
     ApiModel,
     Conditions,
@@ -177,6 +178,13 @@ class AgentRunSpec(ApiModel):
         "ends). Without a gateway, the harness gets the key in its environment, and the run "
         "says so (condition ModelRoute).",
     )
+    budget: Budget | None = Field(
+        default=None,
+        description="What the run may spend on its model: counted at the egress gateway's "
+        "model route (so it needs modelKey and a gateway; a run with a budget, its own or its "
+        "policy's, that has neither fails BudgetUnenforceable). The stricter of this and the "
+        "policy's budget applies to each figure, fixed when the harness starts.",
+    )
     cancel: bool = Field(
         default=False,
         description="Set to true to stop the run: its processes are killed and it ends Cancelled.",
@@ -255,14 +263,6 @@ class EventSummary(ApiModel):
     type: str = Field(description="Event type, e.g. tool.call.")
     time: datetime | None = Field(default=None, description="When it happened.")
     summary: str = Field(default="", description="A line about it.")
-
-
-class Usage(ApiModel):
-    """Tokens and cost as the harness reports them."""
-
-    input_tokens: int | None = Field(default=None, description="Input tokens.")
-    output_tokens: int | None = Field(default=None, description="Output tokens.")
-    cost_usd: float | None = Field(default=None, description="Cost in US dollars.")
 
 
 class RunResult(ApiModel):
@@ -387,6 +387,8 @@ class AgentRun(Resource):
             PrinterColumn(
                 "Approvals", ".status.pendingApprovals", "Pending approvals", type="integer"
             ),
+            PrinterColumn("Tokens", ".status.usage.tokens", "Model tokens used", type="integer"),
+            PrinterColumn("Cost", ".status.usage.costUsd", "Model cost, US dollars", type="number"),
             PrinterColumn("Session", ".status.sessionId", "Harness session id", priority=1),
             PrinterColumn("Message", ".status.message", "Why it is in its phase", priority=1),
         ),

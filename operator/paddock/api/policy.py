@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
+from paddock.api.budget import DailyUsage, PolicyBudget
 from paddock.api.common import (
     MAX_LIST,
     ApiModel,
@@ -247,6 +248,13 @@ class SandboxPolicySpec(ApiModel):
     network: NetworkRules = Field(
         default_factory=NetworkRules, description="Pod egress, as a NetworkPolicy."
     )
+    budget: PolicyBudget | None = Field(
+        default=None,
+        description="What each run under the policy may spend on its model (a ceiling on the "
+        "run's own budget), and what its runs in one namespace may spend a day. Counted at "
+        "the egress gateway's model route: a run under a policy with a budget must reach its "
+        "model there (modelKey, and a gateway), or it fails BudgetUnenforceable.",
+    )
 
 
 class SandboxPolicyStatus(ApiModel):
@@ -256,6 +264,12 @@ class SandboxPolicyStatus(ApiModel):
         default=None, description="The .metadata.generation this status describes."
     )
     conditions: Conditions
+    daily_usage: list[DailyUsage] | None = Field(
+        default=None,
+        max_length=4096,
+        description="With budget.perNamespaceDaily: what the runs under the policy spent "
+        "today, by namespace (kept by the operator; deleting a run takes nothing off).",
+    )
 
 
 class SandboxPolicy(Resource):

@@ -50,6 +50,7 @@ class ConditionType(StrEnum):
     COMPLETE = "Complete"
     AWAITING_APPROVAL = "AwaitingApproval"
     MODEL_ROUTE = "ModelRoute"
+    WITHIN_BUDGET = "WithinBudget"
     # SandboxPolicy
     VALID = "Valid"
 
@@ -164,6 +165,11 @@ class RunReason(Reason):
     THROUGH_GATEWAY = "ThroughGateway"
     KEY_IN_SANDBOX = "KeyInSandbox", W
     MODEL_UNROUTABLE = "ModelUnroutable", W
+    # Budgets
+    WITHIN_BUDGET = "WithinBudget"
+    BUDGET_EXHAUSTED = "BudgetExhausted", W
+    BUDGET_EXCEEDED = "BudgetExceeded", W
+    BUDGET_UNENFORCEABLE = "BudgetUnenforceable", W
     # Approvals
     AWAITING_APPROVAL = "AwaitingApproval"
     APPROVAL_REQUESTED = "ApprovalRequested"

@@ -149,6 +149,10 @@ class RestoreFrom(ApiModel):
 
 
 ONE_POLICY_MESSAGE = "set policyRef or an inline policy, not both"
+INLINE_DAILY_MESSAGE = (
+    "budget.perNamespaceDaily needs a SandboxPolicy object (policyRef), which keeps the "
+    "day's figures: an inline policy cannot"
+)
 
 
 class SandboxSpec(ApiModel):
@@ -156,7 +160,12 @@ class SandboxSpec(ApiModel):
 
     model_config = ConfigDict(
         json_schema_extra=validations(
-            cel("!(has(self.policyRef) && has(self.policy))", ONE_POLICY_MESSAGE)
+            cel("!(has(self.policyRef) && has(self.policy))", ONE_POLICY_MESSAGE),
+            cel(
+                "!has(self.policy) || !has(self.policy.budget) || "
+                "!has(self.policy.budget.perNamespaceDaily)",
+                INLINE_DAILY_MESSAGE,
+            ),
         )
     )
 
@@ -209,6 +218,8 @@ class SandboxSpec(ApiModel):
     def _one_policy(self) -> SandboxSpec:
         if self.policy_ref is not None and self.policy is not None:
             raise ValueError(ONE_POLICY_MESSAGE)
+        if self.policy and self.policy.budget and self.policy.budget.per_namespace_daily:
+            raise ValueError(INLINE_DAILY_MESSAGE)
         return self
 
 

@@ -82,7 +82,7 @@ def _rbac() -> str:
                 "resources": ["sandboxes", "sandboxpolicies", "agentruns"],
                 "verbs": ["list", "watch"],
             },
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         ],
     }
     binding: dict[str, Any] = {

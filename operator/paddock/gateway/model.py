@@ -10,6 +10,7 @@ goes on, so the token never leaves the gateway and the key never reaches the san
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import sys
@@ -27,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route as Path
 
+from paddock.gateway.meter import Meter
 from paddock.gateway.prices import PriceTable
 from paddock.gateway.routes import Refused, Routes
 from paddock.gateway.usage import Usage, UsageCounter
@@ -107,8 +109,9 @@ def model_path(provider: str, path: str) -> bool:
 
 
 def refusal(status: int, message: str) -> JSONResponse:
-    """An error each CLI shows: Anthropic's shape (type, error.type, error.message), which
-    OpenAI's and Google's readers take too (error.message, error.code, error.status)."""
+    """An error each CLI shows, and none retries (a 403): Anthropic's shape (type, error.type,
+    error.message), which OpenAI's and Google's readers take too (error.message, error.code,
+    error.status)."""
     error = {"type": "permission_error", "message": f"Paddock's model route: {message}",
              "code": status, "status": "PERMISSION_DENIED"}  # fmt: skip
     return JSONResponse({"type": "error", "error": error}, status_code=status)
@@ -119,29 +122,26 @@ def model_app(
     sandbox_at: Callable[[str], str | None],
     ready: Callable[[], bool],
     prices: PriceTable | None = None,
+    meter: Meter | None = None,
 ) -> Starlette:
     """The route: ``sandbox_at`` names the sandbox of a pod address; nothing is answered but
-    "starting" until ``ready`` (the routes and the sandbox pods are listed). What each answer
-    used is counted as it passes, priced by ``prices``."""
+    "starting" until ``ready`` (the routes and the sandbox pods are listed). Each request is
+    checked against its run's budget by ``meter``, and what each answer used is counted as it
+    passes, priced by ``prices``."""
     table = prices or PriceTable()
+    spending = meter or Meter()
     client = httpx2.AsyncClient(timeout=TIMEOUT, trust_env=False, follow_redirects=False)
 
     async def forward(request: Request) -> Response:
         address = request.client.host if request.client else ""
         if not ready():
             return refusal(503, "the gateway is starting")
-        found = routes.find(
-            token_of(request.headers, request.query_params), sandbox_at(address), utcnow()
-        )
         line = f"{request.method} {request.url.path}"
-        if isinstance(found, Refused):
-            MODEL_REQUESTS.labels(found.run or "-", "refused").inc()
-            _say(f"run={found.run or '-'} from={address} {line} refused: {found.reason}")
-            return refusal(403, found.reason)
-        if not model_path(found.provider, request.url.path):
-            MODEL_REQUESTS.labels(found.run, "refused").inc()
-            _say(f"run={found.run} {line} refused: not an endpoint of the model API")
-            return refusal(403, f"{request.url.path} is not an endpoint of the model API")
+        token = token_of(request.headers, request.query_params)
+        found = await _admitted(routes.find(token, sandbox_at(address), utcnow()), request.url.path,
+                                f"from={address} {line}", spending)  # fmt: skip
+        if isinstance(found, Response):
+            return found
         url, headers = upstream_request(
             found, request.url.path, request.url.query, request.headers.items()
         )
@@ -163,7 +163,9 @@ def model_app(
                     counter.feed(chunk)
                     yield chunk
             finally:  # also when the client leaves before the end (Codex does, at times)
-                _counted(found, counter.usage, table, f"{line} -> {response.status_code}")
+                usage = counter.usage
+                cost = _counted(found, usage, table, f"{line} -> {response.status_code}")
+                spending.used(found, usage, cost)
 
         kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
         return StreamingResponse(
@@ -173,8 +175,28 @@ def model_app(
     return Starlette(routes=[Path("/{path:path}", forward, methods=METHODS)])
 
 
-def _counted(route: Route, usage: Usage, prices: PriceTable, line: str) -> None:
-    """A response that passed whole: its usage counted, and logged with the request."""
+async def _admitted(found: Route | Refused, path: str, line: str, meter: Meter) -> Route | Response:
+    """The request's route, or its refusal: no run's token, a path that is not the model
+    API's, or a ceiling of the run's budget reached (the operator told first)."""
+    if isinstance(found, Refused):
+        MODEL_REQUESTS.labels(found.run or "-", "refused").inc()
+        _say(f"run={found.run or '-'} {line} refused: {found.reason}")
+        return refusal(403, found.reason)
+    if not model_path(found.provider, path):
+        MODEL_REQUESTS.labels(found.run, "refused").inc()
+        _say(f"run={found.run} {line} refused: not an endpoint of the model API")
+        return refusal(403, f"{path} is not an endpoint of the model API")
+    at = meter.admit(found)
+    if at:
+        MODEL_REQUESTS.labels(found.run, "refused").inc()
+        _say(f"run={found.run} {line} refused: budget exhausted ({at})")
+        await asyncio.to_thread(meter.tell, found.uid)
+        return refusal(403, f"the run's budget is exhausted ({at})")
+    return found
+
+
+def _counted(route: Route, usage: Usage, prices: PriceTable, line: str) -> float | None:
+    """A response that passed: its usage counted, and logged with the request; its cost."""
     namespace = route.run.partition("/")[0]
     harness = route.harness or "-"
     TOKENS.labels(namespace, harness, "input").inc(usage.input_tokens)
@@ -185,6 +207,7 @@ def _counted(route: Route, usage: Usage, prices: PriceTable, line: str) -> None:
     priced = "unpriced" if cost is None else f"${cost:.6f}"
     _say(f"run={route.run} {line} model={usage.model or '-'} input={usage.input_tokens} "
          f"output={usage.output_tokens} cost={priced}")  # fmt: skip
+    return cost
 
 
 _ENDED: deque[str] = deque()

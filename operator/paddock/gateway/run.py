@@ -34,10 +34,12 @@ from paddock.gateway.helper import (
     follow_routes,
     listen,
 )
+from paddock.gateway.meter import Meter
 from paddock.gateway.prices import PriceTable, Unreadable, read_prices
 from paddock.gateway.routes import Routes
 from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
 from paddock.kube import client as kube
+from paddock.render.model_routes import RUN_UID_LABEL
 from paddock.render.network_policy import ClusterNetwork
 from paddock.sandboxes.network import ClusterAddresses
 
@@ -209,17 +211,19 @@ def serve_models(
     prices: PriceTable | None = None,
 ) -> None:
     """Follow the model routes of ``namespace`` and serve them at ``listen``."""
-    routes, listed = Routes(), threading.Event()
+    routes, listed, meter = Routes(), threading.Event(), Meter()
 
     def changed(kind: str, event: str, obj: dict[str, Any]) -> None:
         before = routes.runs()
         routes.changed(kind, event, obj)
         for gone in before - routes.runs():
             model.ended(gone)
+        if event == "DELETED":
+            meter.forget(str(obj["metadata"].get("labels", {}).get(RUN_UID_LABEL, "")))
 
     follow_routes(namespace, routes.relisted, changed, threading.Barrier(1, action=listed.set))
     app = model.model_app(
-        routes, directory.sandbox_at, lambda: ready.is_set() and listed.is_set(), prices
+        routes, directory.sandbox_at, lambda: ready.is_set() and listed.is_set(), prices, meter
     )
     host, _, port = listen.rpartition(":")
     model.serve(app, host, int(port))

@@ -11,7 +11,7 @@ from typing import Any
 import kopf
 
 from paddock import GROUP, VERSION, metrics
-from paddock.agentruns import host_asks, inputs, lifetime, logstore, model_access
+from paddock.agentruns import host_asks, inputs, lifetime, logstore, model_access, spending
 from paddock.agentruns.execution import Execution
 from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
@@ -98,11 +98,13 @@ def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
         metrics.run_seen(type, dict(body), TERMINAL_PHASES)
 
 
-@kopf.on.event("v1", "events", field="reason", value=host_asks.REASON)
-def host_asked(type: str | None, body: kopf.Body, **_: Any) -> None:
-    """A host the egress gateway asked about for a run (the only Events watched: a server-side
-    field selector, set at start-up)."""
+@kopf.on.event("v1", "events")
+def gateway_said(type: str | None, body: kopf.Body, **_: Any) -> None:
+    """What the egress gateway tells of a run: a host it asks about, what the run used at its
+    model route (the only Events watched: the gateway's, by a server-side field selector set
+    at start-up)."""
     host_asks.ASKS.seen(type, dict(body))
+    spending.METERED.seen(type, dict(body))
 
 
 @kopf.on.delete(GROUP, VERSION, "agentruns")
@@ -120,6 +122,7 @@ def run_deleted(
         except Exception as exc:
             logger.warning(f"could not stop the run's processes: {_describe(exc)}")
     host_asks.ASKS.forget(meta["uid"] or "")
+    spending.METERED.forget(meta["uid"] or "")
     if (body.get("spec") or {}).get("modelKey"):
         model_access.revoke(meta["uid"] or "", model_access.model_gateway(memo.config))
     try:

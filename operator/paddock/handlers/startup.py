@@ -18,7 +18,7 @@ from paddock.handlers.diffbase import CompactDiffBaseStorage
 from paddock.handlers.network import API_NAMESPACE
 from paddock.handlers.references import References
 from paddock.kube import client as kube
-from paddock.render import host_asks
+from paddock.render import model_usage
 from paddock.render.names import SANDBOX_LABEL, WORKSPACE_LABEL
 from paddock.sandboxes import service
 from paddock.sandboxes.network import API_SERVICE_LABEL
@@ -96,7 +96,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.field_selectors["discovery.k8s.io", "endpointslices"] = (
         f"metadata.namespace={API_NAMESPACE}"
     )
-    settings.watching.field_selectors["v1", "events"] = host_asks.FIELD_SELECTOR
+    settings.watching.field_selectors["v1", "events"] = model_usage.FIELD_SELECTOR
 
     settings.queueing.worker_limit = config.worker_limit
     settings.execution.max_workers = config.worker_limit

@@ -242,16 +242,25 @@ def delete(kind: str, namespace: str, name: str, uid: str | None = None) -> bool
     return True
 
 
-def patch_status(kind: str, namespace: str, name: str, status: Obj) -> Obj | None:
+def patch_status(
+    kind: str, namespace: str, name: str, status: Obj, resource_version: str | None = None
+) -> Obj | None:
     """Merge-patch the status subresource of one of Paddock's own objects: the object as
-    stored after it; None when the object was deleted meanwhile (nothing left to report on)."""
+    stored after it; None when the object was deleted meanwhile (nothing left to report on).
+    With ``resource_version``, only if the object is still that version (a ``ConflictError``
+    if it changed since)."""
     with contextlib.suppress(NotFoundError):
-        return _patch_status(kind, namespace, name, status)
+        return _patch_status(kind, namespace, name, status, resource_version)
     return None
 
 
 @converting
-def _patch_status(kind: str, namespace: str, name: str, status: Obj) -> Obj:
+def _patch_status(
+    kind: str, namespace: str, name: str, status: Obj, resource_version: str | None
+) -> Obj:
+    body: Obj = {"status": status}
+    if resource_version is not None:
+        body["metadata"] = {"resourceVersion": resource_version}
     return _decode(
         _custom().patch_namespaced_custom_object_status(
             GROUP,
@@ -259,7 +268,7 @@ def _patch_status(kind: str, namespace: str, name: str, status: Obj) -> Obj:
             namespace,
             PADDOCK_PLURALS[kind],
             name,
-            {"status": status},
+            body,
             _preload_content=False,
         )
     )

@@ -1,8 +1,8 @@
 """A host the egress gateway was asked for, which the policy says to ask a person about: the
 gateway refuses it and posts a Kubernetes Event on the run in the sandbox (reason
-``HostApprovalNeeded``, the host in an annotation); the operator, which watches those Events
-alone (a server-side field selector), turns it into an approval of kind network on the run.
-This module is the one place the Event is written and read."""
+``HostApprovalNeeded``, the host in an annotation); the operator, which watches the gateway's
+Events alone (a server-side field selector on their source), turns it into an approval of kind
+network on the run. This module is the one place the Event is written and read."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from paddock.times import format_time
 
 Obj = dict[str, Any]
 REASON = "HostApprovalNeeded"
-FIELD_SELECTOR = f"reason={REASON}"
 TARGET_ANNOTATION = f"{GROUP}/host"  # HOST:PORT
 COMPONENT = "paddock-gateway"
 

@@ -11,10 +11,14 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
+from paddock.api.budget import Budget
 from paddock.render.names import MANAGED_BY
 from paddock.times import format_time, parse_time
 
@@ -44,6 +48,8 @@ class Route:
     sandbox: str
     expires: datetime
     harness: str = ""  # the run's harness, for the gateway's counts by harness
+    uid: str = ""  # the run's uid (the Secret's label)
+    budget: Budget | None = None  # the run's ceilings, fixed at its launch
 
 
 def route_secret(namespace: str, run_uid: str, route: Route) -> Obj:
@@ -57,6 +63,8 @@ def route_secret(namespace: str, run_uid: str, route: Route) -> Obj:
         "expires": format_time(route.expires),
         "harness": route.harness,
     }
+    if route.budget is not None:
+        values["budget"] = json.dumps(route.budget.to_api(), sort_keys=True)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -76,8 +84,10 @@ def read_route(secret: Obj) -> Route | None:
     try:
         values = {k: base64.b64decode(data[k], validate=True).decode() for k in FIELDS}
         harness = base64.b64decode(data.get("harness") or "", validate=True).decode()
+        budget_json = base64.b64decode(data.get("budget") or "", validate=True).decode()
+        budget = Budget.model_validate(json.loads(budget_json)) if budget_json else None
         expires = parse_time(values["expires"])
-    except (KeyError, TypeError, ValueError, binascii.Error):
+    except (KeyError, TypeError, ValueError, binascii.Error, ValidationError):
         return None
     if expires is None:
         return None
@@ -90,4 +100,6 @@ def read_route(secret: Obj) -> Route | None:
         sandbox=values["sandbox"],
         expires=expires,
         harness=harness,
+        uid=str(((secret.get("metadata") or {}).get("labels") or {}).get(RUN_UID_LABEL, "")),
+        budget=budget,
     )

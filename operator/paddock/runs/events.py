@@ -34,7 +34,9 @@ RUN_ABORTED = "run.aborted"
 POLICY_DENIED = "policy.denied"
 APPROVAL_REQUESTED = "approval.requested"
 APPROVAL_RESOLVED = "approval.resolved"
+USAGE = "usage"  # what the run used at the egress gateway's model route, so far
 TERMINAL_TYPES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_ABORTED})
+METERED_FIELDS = ("inputTokens", "outputTokens", "costUsd", "modelRequests")
 
 SUMMARY_LIMIT = 200
 TEXT_LIMIT = 16384  # longest string kept in an event's data; the rest is cut with a marker
@@ -104,6 +106,8 @@ class RunSummary:
     next_seq: int = 0
     session_id: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
+    metered: dict[str, Any] | None = None  # the last usage event's data (the gateway's count)
+    budget: dict[str, Any] | None = None  # the ceilings the run started with
     result: dict[str, Any] | None = None
     changed_files: list[str] = field(default_factory=list)
     types_seen: set[str] = field(default_factory=set)
@@ -123,7 +127,13 @@ class RunSummary:
         elif kind == RESULT:
             self.result = data
             usage = {k: data[k] for k in ("inputTokens", "outputTokens", "costUsd") if k in data}
-            self.usage |= {k: v for k, v in usage.items() if v is not None}
+            if self.metered is None:  # the gateway's count, where there is one, is the record
+                self.usage |= {k: v for k, v in usage.items() if v is not None}
+        elif kind == USAGE:
+            self.metered = data
+            self.usage = {k: data[k] for k in METERED_FIELDS if data.get(k) is not None}
+        elif kind == RUN_STARTED:
+            self.budget = data.get("budget")
         elif kind == FILE_CHANGED:
             self.changed_files = [f["path"] for f in data.get("files", [])]
         elif kind == ERROR and "reason" not in data:  # not one of Paddock's own parse errors

@@ -1,0 +1,135 @@
+"""A run's spending at this gateway process: each request is checked against the run's budget
+before it is forwarded (at a ceiling it is refused, and counted as refused), each response's
+usage is added once it has passed, and the totals are told to the operator as the run's
+usage Event of this process (``render.model_usage``): by a thread of its own, at most once a
+``period`` for a run whose totals changed, and at once when a ceiling is reached, so that the
+operator hears of it before the harness hears of a refusal.
+
+With several gateway replicas, each checks the run's totals it counted itself: a run can go
+past a ceiling by what the other replicas forwarded until the operator, which adds up every
+replica's Event, ends it."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+import threading
+from collections.abc import Callable
+
+from paddock.gateway.usage import Usage
+from paddock.kube import client as kube
+from paddock.kube.errors import KubeError, NotFoundError
+from paddock.policy import budgets
+from paddock.policy.budgets import Spent
+from paddock.render.model_routes import Route
+from paddock.render.model_usage import event_name, usage_event, usage_patch
+from paddock.times import utcnow
+
+PERIOD_SECONDS = 1.0
+Publish = Callable[[Route, Spent, str], None]
+
+
+def replica_name() -> str:
+    """This process, among the gateway's replicas and their restarts."""
+    return f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
+
+
+def publish_usage(route: Route, spent: Spent, replica: str) -> None:
+    """The run's usage Event of this process, changed (made again if it expired)."""
+    namespace, _, run = route.run.partition("/")
+    try:
+        kube.patch("Event", namespace, event_name(route.uid, replica), usage_patch(spent, utcnow()))
+    except NotFoundError:
+        kube.create(usage_event(namespace, run, route.uid, replica, spent, utcnow()))
+
+
+class Meter:
+    def __init__(
+        self,
+        publish: Publish = publish_usage,
+        replica: str | None = None,
+        period: float = PERIOD_SECONDS,
+    ) -> None:
+        self.replica = replica or replica_name()
+        self._publish = publish
+        self._period = period
+        self._lock = threading.Condition()
+        self._spent: dict[str, Spent] = {}  # run uid -> its totals here
+        self._routes: dict[str, Route] = {}
+        self._told: dict[str, Spent] = {}  # what the run's Event says
+        self._urgent = False
+        threading.Thread(target=self._tell_all, daemon=True, name="usage").start()
+
+    def admit(self, route: Route) -> str:
+        """'' and the request counted, or the ceiling that refuses it ('tokens 240 of 200')."""
+        with self._lock:
+            spent = self._spent.get(route.uid, Spent())
+            at = budgets.reached(route.budget, spent)
+            spent = spent + (Spent(refused=1) if at else Spent(model_requests=1))
+            self._changed(route, spent, urgent=False)
+        return at
+
+    def used(self, route: Route, usage: Usage, cost: float | None) -> None:
+        """A response's usage, once it has passed (or its client left)."""
+        add = Spent(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=cost or 0.0,
+            unpriced=1 if cost is None and usage.tokens else 0,
+        )
+        with self._lock:
+            spent = self._spent.get(route.uid, Spent()) + add
+            self._changed(route, spent, urgent=bool(budgets.reached(route.budget, spent)))
+
+    def spent(self, uid: str) -> Spent:
+        with self._lock:
+            return self._spent.get(uid, Spent())
+
+    def tell(self, uid: str) -> None:
+        """Tell the run's totals now (a refusal waits on it: the operator hears first)."""
+        with self._lock:
+            route, spent = self._routes.get(uid), self._spent.get(uid)
+        if route is not None and spent is not None:
+            self._told_now(route, spent)
+
+    def forget(self, uid: str) -> None:
+        """The run's route is gone: what is left untold is told, and the run forgotten."""
+        self.tell(uid)
+        with self._lock:
+            for kept in (self._spent, self._routes, self._told):
+                kept.pop(uid, None)
+
+    def _changed(self, route: Route, spent: Spent, urgent: bool) -> None:
+        self._spent[route.uid] = spent
+        self._routes[route.uid] = route
+        if urgent:
+            self._urgent = True
+            self._lock.notify()
+
+    def _tell_all(self) -> None:
+        while True:
+            with self._lock:
+                self._lock.wait_for(lambda: self._urgent, timeout=self._period)
+                self._urgent = False
+                due = [
+                    (self._routes[uid], spent)
+                    for uid, spent in self._spent.items()
+                    if self._told.get(uid) != spent
+                ]
+            for route, spent in due:
+                self._told_now(route, spent)
+
+    def _told_now(self, route: Route, spent: Spent) -> None:
+        with self._lock:
+            if self._told.get(route.uid) == spent:
+                return
+        try:
+            self._publish(route, spent, self.replica)
+        except KubeError as exc:  # told with the next change, or the next period
+            print(f"paddock gateway: the usage of {route.run}: {exc}", file=sys.stderr)
+            return
+        with self._lock:
+            if self._spent.get(route.uid) is not None:
+                self._told[route.uid] = spent
