@@ -13,12 +13,12 @@ import pytest
 from pydantic import ValidationError
 
 from paddock.api.agentrun import AgentRunSpec
+from paddock.api.budget import Budget
 from paddock.api.policy import SandboxPolicySpec
 from paddock.gateway.model import model_path, token_of, upstream_request
 from paddock.gateway.routes import Refused, Routes
 from paddock.harness import models
 from paddock.harness.models import ModelRoute, Provider
-from paddock.api.budget import Budget
 from paddock.render.model_routes import Route, read_route, route_secret, token_digest
 from paddock.render.network_policy import ClusterNetwork, Gateway, render_network_policy
 from paddock.settings import OperatorSettings
