@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from paddock.api.budget import Budget
 from paddock.gateway import model
+from paddock.gateway.meter import Meter
 from paddock.gateway.prices import PriceTable
 from paddock.gateway.routes import Routes
+from paddock.policy.budgets import Spent
 from paddock.render.model_routes import Route, route_secret, token_digest
 from paddock.times import utcnow
 from support.model_server import ScriptedModel
@@ -42,14 +45,26 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+class Told(list[tuple[str, Spent]]):
+    """What the meter told the operator (the usage Event's totals), in order."""
+
+    def __call__(self, route: Route, spent: Spent, replica: str) -> None:
+        self.append((route.uid, spent))
+
+
 @pytest.fixture
-def route_url(upstream: ScriptedModel) -> Iterator[tuple[str, Routes]]:
+def told() -> Told:
+    return Told()
+
+
+@pytest.fixture
+def route_url(upstream: ScriptedModel, told: Told) -> Iterator[tuple[str, Routes]]:
     routes = Routes()
     route = Route(token_digest(TOKEN), KEY, upstream.url, "anthropic", "team/r1", "team/box",
                   utcnow() + timedelta(hours=1), harness="claude-code")  # fmt: skip
     routes.relisted("Secret", [route_secret("gw", "uid-1", route)])
     boxes = {"127.0.0.1": "team/box"}
-    app = model.model_app(routes, boxes.get, lambda: True, PRICES)
+    app = model.model_app(routes, boxes.get, lambda: True, PRICES, Meter(told, "gw", 3600))
     port = _free_port()
     server = model.serve(app, "127.0.0.1", port)
     wait_for(lambda: server.started, timeout=10, what="the model route to listen")
@@ -123,6 +138,29 @@ def test_a_deleted_route_is_refused_at_once(
     status, _ = _messages(url, {"x-api-key": TOKEN})
     assert status == 403
     assert upstream.requests == []
+
+
+def test_a_request_at_its_runs_budget_is_refused_as_the_provider_would_and_told_first(
+    upstream: ScriptedModel, route_url: tuple[str, Routes], told: Told
+) -> None:
+    url, routes = route_url
+    budgeted = Route(token_digest(TOKEN), KEY, upstream.url, "anthropic", "team/r1", "team/box",
+                     utcnow() + timedelta(hours=1), "claude-code",
+                     budget=Budget(tokens=100))  # fmt: skip
+    routes.relisted("Secret", [route_secret("gw", "uid-2", budgeted)])
+    headers = {"x-api-key": TOKEN, "anthropic-version": "2023-06-01"}
+    assert _messages(url, headers)[0] == 200  # 120 tokens: the ceiling is passed by this one
+    status, body = _messages(url, headers)
+    assert status == 403
+    error = json.loads(body)
+    assert error["type"] == "error"
+    assert error["error"]["type"] == "permission_error"
+    assert error["error"]["message"] == (
+        "Paddock's model route: the run's budget is exhausted (tokens 120 of 100)"
+    )
+    assert len(upstream.requests) == 1  # the refused one never reached the model
+    # Told before the refusal was answered: the operator hears of it before the harness does.
+    assert told[-1] == ("uid-2", Spent(100, 20, pytest.approx(0.0006), 1, 0, 1))
 
 
 def test_an_unreachable_model_api_is_a_502_that_names_it(route_url: tuple[str, Routes]) -> None:

@@ -7,7 +7,8 @@ offers tools) carrying N tool results gets the N-th step: a call of the shell to
 command, or (a ``Write``) a call of the CLI's file-writing tool (a shell redirection for
 Codex); once it
 carries a result for every step, the model answers with ``FINAL_TEXT``. Requests without
-tools (titles, summaries) get a short text. Every request is recorded.
+tools (titles, summaries) get a short text. Every answer reports 100 input and 20 output
+tokens of the model the request names. Every request is recorded.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def _anthropic_call(step: Step, shell: str) -> tuple[str, dict[str, Any]]:
     if shell == "Bash":
         return "Write", {"file_path": step.path, "content": step.content}
     return "write", {"filePath": step.path, "content": step.content}
+
+
+def _gemini_model(path: str) -> str:
+    """The model a Gemini request names in its path (.../models/NAME:generateContent)."""
+    return path.split("?")[0].rpartition("/models/")[2].partition(":")[0] or "scripted"
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -92,9 +98,10 @@ class ScriptedModel:
                 elif self.path.split("?")[0].endswith("/responses"):
                     self._stream(model.openai(body))
                 elif ":streamGenerateContent" in self.path:
-                    self._stream(model.gemini(body))
+                    self._stream(model.gemini({"model": _gemini_model(self.path), **body}))
                 elif ":generateContent" in self.path:
-                    self._json(b"".join(model.gemini(body, sse=False)))
+                    answer = model.gemini({"model": _gemini_model(self.path), **body}, sse=False)
+                    self._json(b"".join(answer))
                 else:
                     self.send_error(404)
 
@@ -244,7 +251,8 @@ class ScriptedModel:
                 "status": "completed",
                 "content": [{"type": "output_text", "text": FINAL_TEXT, "annotations": []}],
             }
-        response = {"id": response_id, "object": "response", "status": "in_progress", "output": []}
+        response = {"id": response_id, "object": "response", "status": "in_progress",
+                    "output": [], "model": body.get("model", "scripted")}  # fmt: skip
         yield _sse("response.created", {"type": "response.created", "response": response})
         yield _sse(
             "response.output_item.done",

@@ -110,15 +110,16 @@ def may_start(
 
 
 def usage_draft(spent: Spent) -> Draft:
-    data = {
+    data: dict[str, object] = {
         "inputTokens": spent.input_tokens,
         "outputTokens": spent.output_tokens,
-        "costUsd": round(spent.cost_usd, 6),
         "modelRequests": spent.model_requests,
         "unpricedResponses": spent.unpriced,
         "refusedRequests": spent.refused,
         "source": "gateway",
     }
+    if spent.cost_usd or not spent.unpriced:  # (no cost at all of models without a price)
+        data["costUsd"] = round(spent.cost_usd, 6)
     return Draft(ev.USAGE, spent.describe(), data)
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from paddock.devcluster.binaries import REPO_ROOT
 from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
 from paddock.devcluster.processes import ClusterError, ClusterState, free_ports, spawn, wait_until
 from paddock.gateway.run import forget_shared_memory
@@ -136,6 +137,9 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
     log.touch()
     shutil.chown(log, RUN_AS, RUN_AS)  # Squid reopens its stdout by name, as RUN_AS
     host, port = address(state, node)
+    prices = root / "prices.yaml"  # the chart's price table, as its ConfigMap holds it
+    values = yaml.safe_load((REPO_ROOT / "charts" / "paddock" / "values.yaml").read_text())
+    prices.write_text(yaml.safe_dump({"models": values["gateway"]["prices"]}))
     argv = [
         sys.executable, "-m", "paddock.cli", "gateway",
         f"--listen={host}:{port}", f"--runtime-dir={root}", f"--service={service}",
@@ -143,6 +147,7 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
         f"--hosts-file={root / 'hosts'}", f"--run-as={RUN_AS}",
         f"--metrics-port={state.ports[METRICS]}",
         f"--model-listen={host}:{state.ports[MODEL]}", f"--namespace={NAMESPACE}",
+        f"--prices={prices}",
     ]  # fmt: skip
     env = {**os.environ, "KUBECONFIG": str(root / "kubeconfig")}
     process = spawn(state, COMPONENT, argv, env=env)
