@@ -5,8 +5,8 @@ The route runs as ``paddock gateway --model-listen`` serves it (``gateway.model`
 thread of its own), on loopback, in front of a model API of the benchmark's own that answers each
 request with a streamed Anthropic Messages response (server-sent events, as the CLIs ask for).
 Its routes are filled here, not from a watch: one run, whose sandbox is this host's loopback
-address. Every request is looked up by its token, checked against the sandbox, stripped of it,
-given the key and forwarded, as in a cluster.
+address. Every request is looked up by its token, checked against the sandbox and the run's
+budget, stripped of it, given the key and forwarded, and its usage counted, as in a cluster.
 
 - Latency: ``--requests`` (300) streamed requests one after the other (a connection each, as
   a CLI's first request opens), direct and through the route: the median of each, their ratio
@@ -33,7 +33,9 @@ from typing import Any
 
 from bench_gateway import median_ms, per_second  # the same timing as the proxy's bench
 
+from paddock.api.budget import Budget
 from paddock.gateway import model
+from paddock.gateway.meter import Meter
 from paddock.gateway.routes import Routes
 from paddock.render.model_routes import Route, route_secret, token_digest
 from paddock.times import utcnow
@@ -101,12 +103,15 @@ def main() -> int:
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     api = f"http://127.0.0.1:{upstream.server_address[1]}"
     routes = Routes()
+    # A budget no request reaches: each is checked against it and counted, as in a cluster;
+    # the totals are told to a publish that keeps nothing (no cluster here).
     route = Route(token_digest(TOKEN), KEY, api, "anthropic", "bench/run", "bench/box",
-                  utcnow() + timedelta(hours=1))  # fmt: skip
+                  utcnow() + timedelta(hours=1), budget=Budget(tokens=10**12))  # fmt: skip
     routes.relisted("Secret", [route_secret("gw", "uid", route)])
     port = _free_port()
-    server = model.serve(model.model_app(routes, {"127.0.0.1": "bench/box"}.get, lambda: True),
-                         "127.0.0.1", port)  # fmt: skip
+    meter = Meter(lambda *_: None, replica="bench")
+    app = model.model_app(routes, {"127.0.0.1": "bench/box"}.get, lambda: True, meter=meter)
+    server = model.serve(app, "127.0.0.1", port)
     while not server.started:
         time.sleep(0.01)
     direct = lambda: _request(upstream.server_address[1], KEY)  # noqa: E731

@@ -1,19 +1,26 @@
-"""A sandbox that never holds its model's key, on the real node: each real CLI (Claude Code,
-Codex, OpenCode, Gemini CLI) completes a run in a sandbox whose policy denies the network, its
-model reached only through the local cluster's gateway, whose model route swaps the run's token
-for the key the scripted model server then sees. While each runs, the agent itself searches
-every process's environment it can read, the workspace, HOME and /tmp for the key, and tries
-the model server directly: it finds nothing, and cannot connect. The run's log holds no key,
-and the run's route is gone once it ends."""
+"""A sandbox that never holds its model's key, and a budget counted where the model is reached,
+on the real node: each real CLI (Claude Code, Codex, OpenCode, Gemini CLI) completes a run in a
+sandbox whose policy denies the network, its model reached only through the local cluster's
+gateway, whose model route swaps the run's token for the key the scripted model server then
+sees. While each runs, the agent itself searches every process's environment it can read, the
+workspace, HOME and /tmp for the key, and tries the model server directly: it finds nothing,
+and cannot connect. The run's log holds no key, and the run's route is gone once it ends.
+
+Each run's status.usage is what the model server reported for the requests it answered; a run
+whose token budget is below what its script needs ends BudgetExceeded once a request crossed
+it; a namespace whose day under a policy is spent keeps its next run Pending until the policy's
+budget is raised."""
 
 from __future__ import annotations
 
 import json
 import re
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from paddock.devcluster import cluster as local
 from paddock.devcluster import gateway, node
@@ -25,7 +32,8 @@ from support.kube import Cluster
 from support.model_server import ScriptedModel
 from support.real_node import ON_NODE, local_cluster_plan
 from support.runs import agent_run, log_events, of_type, wait_for_run
-from support.sandboxes import get, sandbox, secret, wait_for_phase, workspace
+from support.sandboxes import get, sandbox, secret, status_of, wait_for_phase, workspace
+from support.waiting import wait_for
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
 
@@ -89,6 +97,41 @@ def route_operator(
     return request.getfixturevalue("operator")
 
 
+CHART_PRICES = yaml.safe_load(
+    (Path(__file__).parents[2] / "charts" / "paddock" / "values.yaml").read_text()
+)["gateway"]["prices"]
+GENEROUS = {"tokens": 1_000_000, "costUSD": 10}
+KEY = {"secretKeyRef": {"name": "llm", "key": "key"}, "baseUrl": ""}
+
+
+def _price(model: str) -> dict[str, float]:
+    """The chart's price of a model: its own, or the longest name it starts with."""
+    named = [name for name in CHART_PRICES if model.startswith(name)]
+    return CHART_PRICES[max(named, key=len)]
+
+
+def _model_of(request: dict[str, Any]) -> str:
+    if "/models/" in request["path"]:  # Gemini: the model is in the path
+        return str(request["path"].split("/models/")[1].split(":")[0])
+    return str(request["body"]["model"])
+
+
+def _assert_usage_is_what_the_model_reported(
+    status: dict[str, Any], requests: list[dict[str, Any]], harness: str
+) -> None:
+    """100 tokens in and 20 out an answer, priced by the chart's table."""
+    cost = sum((100 * _price(_model_of(r))["inputPerMTok"]
+                + 20 * _price(_model_of(r))["outputPerMTok"]) / 1e6 for r in requests)  # fmt: skip
+    usage = status["usage"]
+    n = len(requests)
+    assert (usage["inputTokens"], usage["outputTokens"], usage["tokens"]) == (
+        100 * n, 20 * n, 120 * n
+    ), (harness, usage)  # fmt: skip
+    assert usage["modelRequests"] == n, (harness, usage)
+    assert usage["source"] == "gateway", (harness, usage)
+    assert usage["costUsd"] == pytest.approx(cost, abs=1e-6), (harness, usage)
+
+
 def _routes(cluster: Cluster) -> list[str]:
     listing = cluster.kubectl(
         "get", "secrets", "-n", gateway.NAMESPACE, "-l", RUN_UID_LABEL, "-o", "name"
@@ -129,7 +172,7 @@ def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
             model.commands = [SEARCH.replace("{model}", model.url)]
             key = {"secretKeyRef": {"name": "llm", "key": "key"}, "baseUrl": model.url}
             run = agent_run(harness, "box", harness, "Search.", model=MODELS[harness],
-                            modelKey=key)  # fmt: skip
+                            modelKey=key, budget=GENEROUS)  # fmt: skip
             cluster.apply(run, namespace)
             status = wait_for_run(cluster, namespace, harness, timeout=300)
             results[harness] = (status, list(model.requests))
@@ -163,6 +206,103 @@ def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
             tokens.get(("output", harness, namespace)),
         )
         assert used == (100 * len(requests), 20 * len(requests)), (harness, tokens)
+        # Under its budget: the same figures are the run's usage, logged as they grew.
+        _assert_usage_is_what_the_model_reported(status, requests, harness)
+        assert of_type(events, "usage")[-1]["data"]["inputTokens"] == 100 * len(requests)
     assert _routes(cluster) == []  # each run's route went with its end
     pod = get(cluster, namespace, "pod", "box")
     assert API_KEY not in json.dumps(pod)
+
+
+def _metered_sandbox(cluster: Cluster, namespace: str, **spec: Any) -> None:
+    image = local.load_image(local.default_state_dir(), "sandbox")
+    storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(secret("llm", key=API_KEY), namespace)
+    cluster.apply(sandbox("box", "app", image=image, storage=storage, **spec, **ON_NODE), namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready", timeout=240)
+
+
+def test_each_cli_stops_once_a_request_crossed_its_token_budget(
+    cluster: Cluster, namespace: str, route_operator: Any
+) -> None:
+    policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
+    _metered_sandbox(cluster, namespace, policy=policy)
+    host = node.host_ip()
+    assert host is not None
+    steps = ["echo step-one", "echo step-two", "echo step-three", "echo step-four"]
+    results: dict[str, Any] = {}
+    with ScriptedModel([], host=host) as model:
+        for harness in HARNESSES:
+            model.requests.clear()
+            model.commands = list(steps)
+            run = agent_run(harness, "box", harness, "Work.", model=MODELS[harness],
+                            modelKey=KEY | {"baseUrl": model.url},
+                            budget={"tokens": 150})  # fmt: skip
+            cluster.apply(run, namespace)
+            status = wait_for_run(cluster, namespace, harness, timeout=300)
+            results[harness] = (status, list(model.requests))
+    for harness, (status, requests) in results.items():
+        events = log_events(cluster, namespace, harness)
+        assert status["phase"] == "Failed", (harness, status, events[-3:])
+        complete = next(c for c in status["conditions"] if c["type"] == "Complete")
+        assert complete["reason"] == "BudgetExceeded", (harness, complete)
+        assert "the run passed its budget (tokens " in complete["message"], complete
+        # Stopped after the request that crossed 150 (each answer is 120 tokens), not at the
+        # end of its script; its usage is what the model server answered, to the token.
+        assert 120 * len(requests) > 150, (harness, len(requests))
+        outputs = " ".join(str(e["data"].get("output", "")) for e in of_type(events, "tool.result"))
+        assert "step-four" not in outputs, (harness, outputs)
+        _assert_usage_is_what_the_model_reported(status, requests, harness)
+        assert of_type(events, "run.failed")[-1]["data"]["reason"] == "BudgetExceeded"
+
+
+def test_a_namespace_whose_day_is_spent_keeps_its_next_run_pending_until_the_budget_rises(
+    cluster: Cluster, namespace: str, route_operator: Any
+) -> None:
+    metered = {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "SandboxPolicy",
+        "metadata": {"name": "metered"},
+        "spec": {"commands": {"default": "allow"}, "capabilities": {"network": "deny"},
+                 "budget": {"perNamespaceDaily": {"tokens": 100}}},
+    }  # fmt: skip
+    cluster.apply(metered, namespace)
+    _metered_sandbox(cluster, namespace, policyRef={"name": "metered"})
+    host = node.host_ip()
+    assert host is not None
+    with ScriptedModel(["echo hello"], host=host) as model:
+        key = KEY | {"baseUrl": model.url}
+        first = agent_run("first", "box", "claude-code", "Go.", model=MODELS["claude-code"],
+                          modelKey=key)  # fmt: skip
+        cluster.apply(first, namespace)
+        status = wait_for_run(cluster, namespace, "first", timeout=300)
+        assert status["phase"] == "Succeeded", status  # a day's budget holds back starts only
+        spent = len(model.requests)
+        day = wait_for(
+            lambda: [d for d in status_of(cluster, namespace, "sandboxpolicy", "metered").get(
+                "dailyUsage", []) if d["namespace"] == namespace],
+            timeout=30, what="the policy's day",
+        )  # fmt: skip
+        assert (day[0]["inputTokens"], day[0]["modelRequests"]) == (100 * spent, spent), day
+
+        second = agent_run("second", "box", "claude-code", "Go.", model=MODELS["claude-code"],
+                           modelKey=key)  # fmt: skip
+        cluster.apply(second, namespace)
+        waiting = wait_for(
+            lambda: next((c for c in status_of(cluster, namespace, "agentrun", "second").get(
+                "conditions", []) if c["type"] == "WithinBudget"), None),
+            timeout=60, what="the second run held back",
+        )  # fmt: skip
+        assert (waiting["status"], waiting["reason"]) == ("False", "BudgetExhausted"), waiting
+        assert f"namespace {namespace} has used its daily budget" in waiting["message"]
+        assert status_of(cluster, namespace, "agentrun", "second")["phase"] == "Pending"
+        assert len(model.requests) == spent  # nothing of the second reached the model
+
+        raised = {"spec": {"budget": {"perNamespaceDaily": {"tokens": 1_000_000}}}}
+        cluster.kubectl("patch", "sandboxpolicy", "metered", "-n", namespace, "--type=merge",
+                        "-p", json.dumps(raised))  # fmt: skip
+        status = wait_for_run(cluster, namespace, "second", timeout=300)
+        assert status["phase"] == "Succeeded", status
+        within = next(c for c in status["conditions"] if c["type"] == "WithinBudget")
+        assert (within["status"], within["reason"]) == ("True", "WithinBudget"), within

@@ -79,6 +79,13 @@ def test_a_run_is_held_to_the_stricter_ceiling_of_each_figure(
             "costUSD: a model the gateway's price table does not price was used",
         ),
         (Budget(tokens=100), Spent(unpriced=3), "", ""),  # no cost ceiling: pricing is moot
+        (
+            Budget(tokens=10**6),
+            Spent(input_tokens=100, uncounted=1),
+            budgets.UNCOUNTED,
+            budgets.UNCOUNTED,
+        ),
+        (Budget(model_requests=5), Spent(model_requests=1, uncounted=1), "", ""),
     ],
 )
 def test_a_ceiling_is_reached_at_it_and_passed_beyond_it_or_at_a_refusal(

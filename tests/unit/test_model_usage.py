@@ -60,12 +60,16 @@ GEMINI = b"".join(
 )  # fmt: skip
 
 
-def _count(provider: str, body: bytes, content_type: str = SSE, cut: int = 0) -> Usage:
+def _counter(provider: str, body: bytes, content_type: str = SSE, cut: int = 0) -> UsageCounter:
     counter = UsageCounter(provider, content_type)
     pieces = [body[i : i + cut] for i in range(0, len(body), cut)] if cut else [body]
     for piece in pieces:
         counter.feed(piece)
-    return counter.usage
+    return counter
+
+
+def _count(provider: str, body: bytes, content_type: str = SSE, cut: int = 0) -> Usage:
+    return _counter(provider, body, content_type, cut).usage
 
 
 @pytest.mark.parametrize("cut", [0, 1, 7, 100])
@@ -80,7 +84,29 @@ def _count(provider: str, body: bytes, content_type: str = SSE, cut: int = 0) ->
 def test_a_streamed_answer_is_counted_wherever_the_stream_is_cut(
     provider: str, body: bytes, usage: Usage, cut: int
 ) -> None:
-    assert _count(provider, body, cut=cut) == usage
+    counter = _counter(provider, body, cut=cut)
+    assert counter.usage == usage
+    assert counter.counted
+
+
+@pytest.mark.parametrize(
+    ("provider", "body", "final"),
+    [("anthropic", ANTHROPIC, b"message_delta"), ("openai", OPENAI, b"response.completed")],
+)
+def test_an_answer_its_client_left_before_its_final_usage_is_not_counted_whole(
+    provider: str, body: bytes, final: bytes
+) -> None:
+    cut_short = body[: body.index(final)]
+    assert not _counter(provider, cut_short).counted
+    assert _counter(provider, body).counted
+
+
+def test_a_chat_completion_is_counted_from_its_prompt_and_completion_tokens() -> None:
+    body = {"object": "chat.completion", "model": "gpt-5",
+            "usage": {"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}}  # fmt: skip
+    counter = _counter("openai", json.dumps(body).encode(), "application/json")
+    assert counter.usage == Usage(30, 4, "gpt-5")
+    assert counter.counted
 
 
 @pytest.mark.parametrize(
@@ -107,6 +133,7 @@ def test_a_whole_json_answer_is_counted(provider: str, body: dict[str, Any], usa
 def test_an_answer_without_usage_counts_no_tokens(body: bytes) -> None:
     assert _count("anthropic", body).tokens == 0
     assert _count("anthropic", body, "application/json").tokens == 0
+    assert not _counter("anthropic", body).counted
 
 
 TABLE = PriceTable.model_validate(

@@ -116,6 +116,7 @@ def usage_draft(spent: Spent) -> Draft:
         "modelRequests": spent.model_requests,
         "unpricedResponses": spent.unpriced,
         "refusedRequests": spent.refused,
+        "uncountedResponses": spent.uncounted,
         "source": "gateway",
     }
     if spent.cost_usd or not spent.unpriced:  # (no cost at all of models without a price)
@@ -133,6 +134,7 @@ def logged(metered: Obj | None) -> Spent:
         model_requests=int(data.get("modelRequests") or 0),
         unpriced=int(data.get("unpricedResponses") or 0),
         refused=int(data.get("refusedRequests") or 0),
+        uncounted=int(data.get("uncountedResponses") or 0),
     )
 
 

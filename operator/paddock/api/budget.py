@@ -36,7 +36,7 @@ class Budget(ApiModel):
     )
     cost_usd: float | None = Field(
         default=None,
-        gt=0,
+        ge=0,
         alias="costUSD",
         description="US dollars, from the gateway's price table. A model the table does not "
         "price has no known cost: once one has answered, a run with a costUSD ceiling is past "

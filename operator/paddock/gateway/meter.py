@@ -71,13 +71,15 @@ class Meter:
             self._changed(route, spent, urgent=False)
         return at
 
-    def used(self, route: Route, usage: Usage, cost: float | None) -> None:
-        """A response's usage, once it has passed (or its client left)."""
+    def used(self, route: Route, usage: Usage, cost: float | None, uncounted: bool = False) -> None:
+        """A response's usage, once it has passed (or its client left); ``uncounted``: an
+        answer whose whole usage could not be read."""
         add = Spent(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             cost_usd=cost or 0.0,
             unpriced=1 if cost is None and usage.tokens else 0,
+            uncounted=1 if uncounted else 0,
         )
         with self._lock:
             spent = self._spent.get(route.uid, Spent()) + add

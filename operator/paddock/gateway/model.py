@@ -102,6 +102,12 @@ def upstream_request(
     return url, [*forwarded, ("accept-encoding", "identity"), KEY_HEADER[route.provider](route.key)]
 
 
+def inference(request: Request) -> bool:
+    """Whether the request asks the model for an answer (which costs), not a count or a list."""
+    path = request.url.path
+    return request.method == "POST" and not path.endswith(("/count_tokens", ":countTokens"))
+
+
 def model_path(provider: str, path: str) -> bool:
     """Whether the route forwards a request for ``path`` to the provider's API."""
     pattern = MODEL_PATHS.get(provider)
@@ -165,7 +171,10 @@ def model_app(
             finally:  # also when the client leaves before the end (Codex does, at times)
                 usage = counter.usage
                 cost = _counted(found, usage, table, f"{line} -> {response.status_code}")
-                spending.used(found, usage, cost)
+                uncounted = (
+                    response.status_code < 300 and inference(request) and not counter.counted
+                )
+                spending.used(found, usage, cost, uncounted)
 
         kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
         return StreamingResponse(

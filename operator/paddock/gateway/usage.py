@@ -51,6 +51,7 @@ class UsageCounter:
         self._model = ""
         self._pending = b""
         self._too_long = False
+        self.counted = False
 
     def feed(self, chunk: bytes) -> None:
         self._pending += chunk
@@ -98,10 +99,12 @@ class UsageCounter:
             usage = event["usage"]  # cumulative: the last one holds the whole message's
             self._output = _int(usage.get("output_tokens")) or self._output
             self._input = _anthropic(usage) or self._input
+            self.counted = True
         elif kind == "message" and isinstance(event.get("usage"), dict):  # not streamed
             self._model = str(event.get("model") or "")
             self._input = _anthropic(event["usage"])
             self._output = _int(event["usage"].get("output_tokens"))
+            self.counted = True
 
     def _openai(self, event: dict[str, Any]) -> None:
         response = event.get("response") if event.get("type") == "response.completed" else event
@@ -109,8 +112,9 @@ class UsageCounter:
             return
         usage = response["usage"]
         self._model = str(response.get("model") or self._model)
-        self._input = _int(usage.get("input_tokens"))
-        self._output = _int(usage.get("output_tokens"))
+        self._input = _int(usage.get("input_tokens")) or _int(usage.get("prompt_tokens"))
+        self._output = _int(usage.get("output_tokens")) or _int(usage.get("completion_tokens"))
+        self.counted = True
 
     def _google(self, event: dict[str, Any]) -> None:
         usage = event.get("usageMetadata")
@@ -121,3 +125,4 @@ class UsageCounter:
         self._output = _int(usage.get("candidatesTokenCount")) + _int(
             usage.get("thoughtsTokenCount")
         )
+        self.counted = True

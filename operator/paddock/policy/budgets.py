@@ -29,7 +29,9 @@ MAX_DAILY_ENTRIES = 4096
 class Spent:
     """What a run (or a namespace's day) used: tokens, US dollars of the priced responses,
     requests forwarded; ``unpriced``, responses of a model the price table does not price;
-    ``refused``, requests the gateway refused because a ceiling was reached."""
+    ``refused``, requests the gateway refused because a ceiling was reached; ``uncounted``,
+    answers whose usage could not be read whole (cut short by the client, or without usage
+    fields)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -37,6 +39,7 @@ class Spent:
     model_requests: int = 0
     unpriced: int = 0
     refused: int = 0
+    uncounted: int = 0
 
     @property
     def tokens(self) -> int:
@@ -83,7 +86,12 @@ def effective(run: Budget | None, policy: Budget | None) -> Budget | None:
     return Budget.model_validate(values)
 
 
+UNCOUNTED = "an answer of the model was let through whose usage could not be read"
+
+
 def _over(budget: Budget, spent: Spent, strictly: bool) -> str:
+    if spent.uncounted and any(getattr(budget, name) is not None for name, _ in FIGURES[:4]):
+        return UNCOUNTED  # (what it used is unknown: no token or cost ceiling can be said to hold)
     for name, api_name in FIGURES:
         ceiling = getattr(budget, name)
         if ceiling is None:

@@ -32,6 +32,7 @@ _KEYS = {
     "modelRequests": "model_requests",
     "unpriced": "unpriced",
     "refused": "refused",
+    "uncounted": "uncounted",
 }
 
 
@@ -107,6 +108,7 @@ def read_usage(event: Obj) -> tuple[str, str, Spent] | None:
             model_requests=_count(values.get("modelRequests")),
             unpriced=_count(values.get("unpriced")),
             refused=_count(values.get("refused")),
+            uncounted=_count(values.get("uncounted")),
         )
     except (ValueError, TypeError, AttributeError):
         return None
