@@ -1,9 +1,10 @@
 """A run's spending at this gateway process: each request is checked against the run's budget
 before it is forwarded (at a ceiling it is refused, and counted as refused), each response's
 usage is added once it has passed, and the totals are told to the operator as the run's
-usage Event of this process (``render.model_usage``): by a thread of its own, at most once a
-``period`` for a run whose totals changed, and at once when a ceiling is reached, so that the
-operator hears of it before the harness hears of a refusal.
+usage Event of this process (``render.model_usage``), by a thread of its own: as soon as an
+answer has been counted (the answers that end together are told together), and within a
+``period`` of a request counted. A request refused at a ceiling is told before the refusal is
+answered, so that the operator hears of it before the harness does.
 
 With several gateway replicas, each checks the run's totals it counted itself: a run can go
 past a ceiling by what the other replicas forwarded until the operator, which adds up every
@@ -83,7 +84,7 @@ class Meter:
         )
         with self._lock:
             spent = self._spent.get(route.uid, Spent()) + add
-            self._changed(route, spent, urgent=bool(budgets.reached(route.budget, spent)))
+            self._changed(route, spent, urgent=True)
 
     def spent(self, uid: str) -> Spent:
         with self._lock:
