@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from paddock.api.budget import Budget, DailyUsage
+from paddock.api.budget import Budget, DailyUsage, PolicyBudget
 from paddock.policy import budgets
 from paddock.policy.budgets import Spent
 
@@ -27,7 +27,7 @@ NOW = datetime(2026, 12, 4, 15, 30, tzinfo=UTC)
             Budget(cost_usd=1.5, model_requests=4),
             Budget(tokens=200, cost_usd=1.5, model_requests=4),
         ),
-        (Budget(), Budget(), None),
+        (None, PolicyBudget(per_namespace_daily=Budget(tokens=9)), None),  # a day's only
     ],
 )
 def test_a_run_is_held_to_the_stricter_ceiling_of_each_figure(

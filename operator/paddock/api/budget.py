@@ -6,13 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from paddock.api.common import ApiModel, cel, validations
 
 EMPTY_MESSAGE = (
     "a budget names at least one of tokens, inputTokens, outputTokens, costUSD, modelRequests"
 )
+CEILINGS = ("tokens", "input_tokens", "output_tokens", "cost_usd", "model_requests")
 _ANY = " || ".join(
     f"has(self.{name})"
     for name in ("tokens", "inputTokens", "outputTokens", "costUSD", "modelRequests")
@@ -45,6 +46,12 @@ class Budget(ApiModel):
     model_requests: int | None = Field(
         default=None, ge=1, description="Requests forwarded to the model API."
     )
+
+    @model_validator(mode="after")
+    def _names_a_ceiling(self) -> Budget:
+        if type(self) is Budget and all(getattr(self, n) is None for n in CEILINGS):
+            raise ValueError(EMPTY_MESSAGE)
+        return self
 
 
 class PolicyBudget(Budget):
