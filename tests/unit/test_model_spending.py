@@ -13,6 +13,7 @@ from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.budget import Budget
 from paddock.api.reasons import RunReason as R
+from paddock.gateway.directory import Directory
 from paddock.gateway.meter import Meter
 from paddock.gateway.usage import Usage
 from paddock.kube.cache import CACHE
@@ -196,3 +197,24 @@ def test_a_namespace_whose_day_is_spent_under_its_policy_keeps_new_runs_pending(
         assert spending.may_start("team-daily", _spec(modelKey=key), box, True, tomorrow)[1] is None
     finally:
         CACHE.seen("DELETED", policy)
+
+
+def test_a_replica_refuses_once_the_runs_status_says_every_replica_reached_a_ceiling() -> None:
+    directory = Directory()
+    run = {
+        "metadata": {"namespace": "team", "name": "r1", "uid": "uid-1"},
+        "status": {"phase": "Running", "sandboxName": "box",
+                   "usage": {"inputTokens": 150, "outputTokens": 60, "modelRequests": 2,
+                             "source": "gateway"}},
+    }  # fmt: skip
+    meter = Meter(Told(), replica="gw-b", period=3600, known=directory.usage_of)
+    route = _route(Budget(tokens=200))
+    assert meter.admit(route) == ""  # nothing known yet: this replica counted nothing
+    directory.run("ADDED", run)
+    assert directory.usage_of("uid-1") == Spent(150, 60, 0.0, 2)
+    assert meter.admit(route) == "tokens 210 of 200"  # the others' answers, in the status
+    directory.run("MODIFIED", {**run, "status": {**run["status"], "phase": "Succeeded"}})
+    assert directory.usage_of("uid-1") == Spent()
+    harness_said = {**run["status"], "usage": {"inputTokens": 10**6, "source": "harness"}}
+    directory.run("MODIFIED", {**run, "status": harness_said})
+    assert directory.usage_of("uid-1") == Spent()  # only the gateway's own count is believed

@@ -16,12 +16,13 @@ label is its controller (the UIDs agree), so no other pod can pass for a sandbox
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from paddock.api.policy import Decision, SandboxPolicySpec
+from paddock.policy.budgets import Spent
 from paddock.policy.choice import INLINE
 from paddock.policy.hosts import approved, judge_host, normal_host
 from paddock.render import names
@@ -60,6 +61,7 @@ class _Run:
     sandbox: Key
     uid: str
     approved: list[tuple[str, list[str], bool]]  # (HOST:PORT, rules, always)
+    usage: Spent = field(default_factory=Spent)  # its status's count (every replica's)
 
 
 ACTIVE_PHASES = frozenset({"Running", "AwaitingApproval"})
@@ -93,6 +95,7 @@ class Directory:
         self._policies: dict[Key, Parsed] = {}
         self._runs: dict[Key, _Run] = {}  # runs active in a sandbox
         self._running: dict[Key, Key] = {}  # sandbox -> its active run
+        self._by_uid: dict[str, Key] = {}  # an active run's uid -> the run
 
     def pod(self, event: str, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -140,6 +143,8 @@ class Directory:
             gone = self._runs.pop(key, None)
             if gone is not None and self._running.get(gone.sandbox) == key:
                 del self._running[gone.sandbox]
+            if gone is not None:
+                self._by_uid.pop(gone.uid, None)
             if event == "DELETED" or not sandbox or status.get("phase") not in ACTIVE_PHASES:
                 return
             approved = [
@@ -147,9 +152,18 @@ class Directory:
                 for a in status.get("approvals") or []
                 if a.get("kind") == "network" and a.get("state") == "Approved"
             ]
-            run = _Run((meta["namespace"], sandbox), meta["uid"], approved)
+            run = _Run((meta["namespace"], sandbox), meta["uid"], approved, _usage(status))
             self._runs[key] = run
             self._running[run.sandbox] = key
+            self._by_uid[run.uid] = key
+
+    def usage_of(self, uid: str) -> Spent:
+        """What the run's status says the model route counted for it, at every replica: the
+        operator's sum of their usage Events (nothing while the run is not active)."""
+        with self._lock:
+            key = self._by_uid.get(uid)
+            run = self._runs.get(key) if key is not None else None
+            return run.usage if run is not None else Spent()
 
     def changed(self, kind: str, event: str, obj: Obj) -> None:
         handlers = {"Pod": self.pod, "Sandbox": self.sandbox, "SandboxPolicy": self.policy,
@@ -167,6 +181,7 @@ class Directory:
             elif kind == "AgentRun":
                 self._runs.clear()
                 self._running.clear()
+                self._by_uid.clear()
             else:
                 self._policies.clear()
         for item in items:
@@ -237,6 +252,22 @@ def _judged(
     ask = Ask(namespace, name, found.uid, target)
     reason = f"{verdict.reason}: waiting for approval on run {name}"
     return Decided(False, label, reason, verdict.rule, counted, ask)
+
+
+def _usage(status: Obj) -> Spent:
+    usage = status.get("usage") or {}
+    if usage.get("source") != "gateway":
+        return Spent()
+    return Spent(
+        input_tokens=_count(usage.get("inputTokens")),
+        output_tokens=_count(usage.get("outputTokens")),
+        cost_usd=float(usage.get("costUsd") or 0.0),
+        model_requests=_count(usage.get("modelRequests")),
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def sni_matches(host: str, sni: str) -> bool:

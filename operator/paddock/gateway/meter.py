@@ -6,9 +6,10 @@ answer has been counted (the answers that end together are told together), and w
 ``period`` of a request counted. A request refused at a ceiling is told before the refusal is
 answered, so that the operator hears of it before the harness does.
 
-With several gateway replicas, each checks the run's totals it counted itself: a run can go
-past a ceiling by what the other replicas forwarded until the operator, which adds up every
-replica's Event, ends it."""
+With several gateway replicas, each checks a request against the larger of the totals it
+counted itself and those the run's status says (the operator's sum of every replica's Event,
+``known``): a run can go past a ceiling by what the other replicas forwarded since the status
+was last written, until the operator ends it."""
 
 from __future__ import annotations
 
@@ -52,9 +53,11 @@ class Meter:
         publish: Publish = publish_usage,
         replica: str | None = None,
         period: float = PERIOD_SECONDS,
+        known: Callable[[str], Spent] = lambda _: Spent(),
     ) -> None:
         self.replica = replica or replica_name()
         self._publish = publish
+        self._known = known
         self._period = period
         self._lock = threading.Condition()
         self._spent: dict[str, Spent] = {}  # run uid -> its totals here
@@ -65,9 +68,10 @@ class Meter:
 
     def admit(self, route: Route) -> str:
         """'' and the request counted, or the ceiling that refuses it ('tokens 240 of 200')."""
+        known = self._known(route.uid)
         with self._lock:
             spent = self._spent.get(route.uid, Spent())
-            at = budgets.reached(route.budget, spent)
+            at = budgets.reached(route.budget, spent.at_least(known))
             spent = spent + (Spent(refused=1) if at else Spent(model_requests=1))
             self._changed(route, spent, urgent=False)
         return at

@@ -211,7 +211,7 @@ def serve_models(
     prices: PriceTable | None = None,
 ) -> None:
     """Follow the model routes of ``namespace`` and serve them at ``listen``."""
-    routes, listed, meter = Routes(), threading.Event(), Meter()
+    routes, listed, meter = Routes(), threading.Event(), Meter(known=directory.usage_of)
 
     def changed(kind: str, event: str, obj: dict[str, Any]) -> None:
         before = routes.runs()
