@@ -160,7 +160,8 @@ def test_fake_cli_replaying_a_recorded_stream_gives_the_right_events(
     assert argv[argv.index(resume_flag) + 1] == "earlier-session"
     assert _workspace_file(cluster, namespace, "box", f"{cli}-stdin.txt") == "List the files."
     if harness == "claude-code":
-        assert status["usage"] == {"costUsd": 0.0123, "inputTokens": 1200, "outputTokens": 85}
+        reported = {"costUsd": 0.0123, "inputTokens": 1200, "outputTokens": 85}
+        assert status["usage"] == reported | {"tokens": 1285, "source": "harness"}
 
 
 def test_api_keys_reach_the_harness_by_env_and_are_scrubbed_everywhere(

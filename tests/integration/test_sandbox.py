@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from kopf.testing import KopfRunner
 
+from paddock.kube import exec as kube_exec
 from support.kube import Cluster
 from support.sandboxes import (
     assert_never_shown,
@@ -307,3 +308,14 @@ def test_no_secret_value_in_status_events_files_or_logs(
     }
     assert len(caplog.text) > 1000, "the operator's debug log was not captured"
     assert_never_shown(SECRET_VALUE, seen)
+
+
+def test_a_command_that_ends_without_reading_its_input_is_heard_out_whole(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    """The exec connection closes under a write the command never reads (a script refusing
+    before it reads, as the MCP write does): its exit code and output are read all the same."""
+    status = ready_sandbox(cluster, namespace, "box")
+    argv = ["bash", "-c", "echo refused >&2; exit 3"]
+    result = kube_exec.run(namespace, status["podName"], "sandbox", argv, stdin="x" * (8 << 20))
+    assert (result.exit_code, result.stderr.strip()) == (3, "refused")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import ssl
@@ -11,7 +12,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 from kubernetes.stream import stream
-from websocket import ABNF
+from websocket import ABNF, WebSocketException
 
 from paddock.kube.errors import converting
 
@@ -50,10 +51,24 @@ def run(
             tty=False,
             _preload_content=False,
         )
+        cut: Exception | None = None
         if stdin is not None:
-            # The scripts Paddock runs read their input up to an end line, not to EOF.
-            connection.write_stdin(stdin)
-        connection.run_forever(timeout=timeout_seconds)
+            # The scripts Paddock runs read their input up to an end line, not to EOF. One
+            # may end without reading it (a refusal): the connection is then closed under the
+            # write, and what the command said and its exit code are read all the same.
+            try:
+                connection.write_stdin(stdin)
+            except (WebSocketException, OSError) as exc:
+                cut = exc
+        try:
+            connection.run_forever(timeout=timeout_seconds)
+        except (WebSocketException, OSError):
+            if cut is None:
+                raise
+            with contextlib.suppress(WebSocketException, OSError):
+                connection.close()  # (its reply to the close failed: the socket is gone)
+        if cut is not None and connection.returncode is None:
+            raise cut
         code = connection.returncode
         return ExecResult(
             connection.read_stdout() or "",
