@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from paddock.api.agentrun import APPROVAL_ANNOTATION, ApprovalChoice, ApprovalState
+from paddock.api.approvals import APPROVAL_ANNOTATION, ApprovalChoice, ApprovalState
 
 EXIT_DECIDED, EXIT_NOTHING, EXIT_UNREADABLE = 0, 1, 2
 

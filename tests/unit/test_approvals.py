@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from paddock.agentruns import decide, gating
 from paddock.agentruns.gating import Asking
-from paddock.api.agentrun import Approval, ApprovalState
-from paddock.api.agentrun import ApprovalChoice as Choice
+from paddock.api.approvals import Approval, ApprovalState
+from paddock.api.approvals import ApprovalChoice as Choice
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.reasons import RunReason as R
 from paddock.harness import claude_code, opencode

@@ -81,6 +81,11 @@ def test_schema_is_structural(model: Any) -> None:
         ),
         (
             KINDS[3],
+            "sbxpool",
+            ["Desired", "Ready", "Claimed", "Workspace", "Age"],
+        ),
+        (
+            KINDS[4],
             "run",
             [
                 "Phase",
@@ -103,12 +108,13 @@ def test_names_and_printer_columns(model: Any, short_name: str, columns: list[st
     assert spec["names"]["shortNames"] == [short_name]
     assert spec["names"]["categories"] == ["paddock"]
     version = spec["versions"][0]
-    assert version["subresources"] == {"status": {}}
+    assert version["subresources"]["status"] == {}
+    assert ("scale" in version["subresources"]) == (model.kind_info.kind == "SandboxPool")
     assert [c["name"] for c in version["additionalPrinterColumns"]] == columns
 
 
 def test_cross_field_rules_are_cel_validations() -> None:
-    spec = render_crd(KINDS[3])["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    spec = render_crd(KINDS[4])["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
     messages = [v["message"] for v in spec["spec"]["x-kubernetes-validations"]]
-    assert "set exactly one of sandboxRef or sandboxTemplate" in messages
+    assert "set exactly one of sandboxRef, sandboxTemplate or poolRef" in messages
     assert "command is required when harness is command, and only then" in messages

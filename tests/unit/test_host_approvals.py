@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from paddock.agentruns import gating
 from paddock.agentruns.host_asks import HostAsks
-from paddock.api.agentrun import ApprovalChoice, ApprovalState
+from paddock.api.approvals import ApprovalChoice, ApprovalState
 from paddock.api.policy import SandboxPolicySpec
 from paddock.gateway.asks import MAX_PER_RUN, Asker
 from paddock.gateway.directory import Ask

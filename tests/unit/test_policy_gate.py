@@ -15,7 +15,7 @@ import pytest
 from paddock.agentruns.decide import Asked, Ending, Wait, gated
 from paddock.agentruns.gating import Asking
 from paddock.agentruns.sandbox import policy_of
-from paddock.api.agentrun import ApprovalChoice
+from paddock.api.approvals import ApprovalChoice
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.sandbox import Sandbox, SandboxSpec
 from paddock.api.workspace import WorkspaceSpec

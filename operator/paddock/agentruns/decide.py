@@ -16,14 +16,13 @@ from paddock.agentruns.sandbox import ReadySandbox, Unusable, Verdict, Waiting
 from paddock.api.agentrun import (
     AgentRunSpec,
     AgentRunStatus,
-    Approval,
-    ApprovalState,
     EventSummary,
     Harness,
     LogLocation,
     RunPhase,
     RunResult,
 )
+from paddock.api.approvals import Approval, ApprovalState
 from paddock.api.budget import Usage, UsageSource
 from paddock.api.fields import parse_duration
 from paddock.api.policy import Decision, SandboxPolicySpec
@@ -174,6 +173,8 @@ def sandbox_ready(ready: ReadySandbox) -> Draft:
     data["outcome"] = "sandbox.restored" if ready.restored_from else "sandbox.prepared"
     if ready.restored_from:
         data["restoredFrom"] = ready.restored_from
+    if ready.pool:
+        data["pool"], data["taken"] = ready.pool, "claimed" if ready.claimed else "created"
     return Draft(ev.SANDBOX_READY, f"sandbox {ready.name} is ready", data)
 
 

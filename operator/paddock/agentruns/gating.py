@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from paddock.api.agentrun import APPROVAL_ANNOTATION as ANNOTATION_PREFIX
-from paddock.api.agentrun import Approval, ApprovalState
-from paddock.api.agentrun import ApprovalChoice as Choice
+from paddock.api.approvals import APPROVAL_ANNOTATION as ANNOTATION_PREFIX
+from paddock.api.approvals import Approval, ApprovalState
+from paddock.api.approvals import ApprovalChoice as Choice
 from paddock.api.conditions import Notice
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import RunReason as R

@@ -14,13 +14,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from paddock import metrics
-from paddock.agentruns import decide, gating
+from paddock.agentruns import claims, decide, gating
 from paddock.agentruns import sandbox as sandboxes
 from paddock.agentruns.decide import Asked, Ending, Wait
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
-from paddock.api.agentrun import AgentRunSpec, ApprovalState, Reuse
+from paddock.api.agentrun import AgentRunSpec, Reuse
+from paddock.api.approvals import ApprovalState
 from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
+from paddock.api.pool import SandboxPoolSpec
+from paddock.api.reasons import RunReason as R
 from paddock.api.workspace import WorkspaceSpec
 from paddock.harness import HARNESSES, Invocation
 from paddock.harness.base import WorkspaceContext
@@ -33,6 +36,7 @@ from paddock.render import gate_scripts, run_scripts
 from paddock.render.gate_scripts import GatePoll
 from paddock.render.names import (
     ACTIVITY_ANNOTATION,
+    CLAIMED_FROM_LABEL,
     GATE_CONTAINER,
     LAST_RUN_ANNOTATION,
     SANDBOX_CONTAINER,
@@ -51,6 +55,8 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
     create the sandbox from the template, or mark it active. A Ready sandbox is checked to own
     the pod the run will exec into."""
     namespace = run["metadata"]["namespace"]
+    if spec.pool_ref is not None:
+        return _from_pool(run, spec, spec.pool_ref.name)
     workspace_hash = ""
     if spec.sandbox_template is not None:
         workspace_name = spec.sandbox_template.workspace_ref.name
@@ -70,6 +76,58 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
         pod = CACHE.get("Pod", namespace, verdict.state.pod)
         return Verdict(sandboxes.check_pod(verdict.state, pod))
     return verdict
+
+
+def _from_pool(run: Obj, spec: AgentRunSpec, pool_name: str) -> Verdict:
+    """The sandbox the run took from its pool, or made from the pool's template (once, found
+    again by its label after a restart); taken now if it has none, else made."""
+    meta = run["metadata"]
+    namespace = meta["namespace"]
+    sandboxes_here = CACHE.listed("Sandbox", namespace)
+    mine = claims.taken(meta["uid"], sandboxes_here)
+    if mine is None:
+        pool = CACHE.get("SandboxPool", namespace, pool_name)
+        if pool is None:
+            said = f"SandboxPool {pool_name} not found in namespace {namespace}"
+            return Verdict(sandboxes.Waiting(None, R.POOL_NOT_FOUND, said))
+        mine = _take(run, pool, sandboxes_here)
+        if mine is None:
+            name, made = claims.own_sandbox(run, pool)
+            created = kube.create(made)
+            if created is not None:
+                CACHE.seen("ADDED", created)
+            said = f"SandboxPool {pool_name} has no Ready sandbox: created Sandbox {name}"
+            return Verdict(sandboxes.Waiting(name, R.SANDBOX_CREATED, said))
+    name = mine["metadata"]["name"]
+    verdict = sandboxes.judge(run, spec, name, mine, "")
+    if not isinstance(verdict.state, ReadySandbox):
+        return verdict
+    pod = CACHE.get("Pod", namespace, verdict.state.pod)
+    taken_from = (mine["metadata"].get("labels") or {}).get(CLAIMED_FROM_LABEL)
+    ready = replace(verdict.state, pool=pool_name, claimed=taken_from == pool_name)
+    return Verdict(sandboxes.check_pod(ready, pod))
+
+
+def _take(run: Obj, pool: Obj, sandboxes_here: list[Obj]) -> Obj | None:
+    """Take a Ready member of the pool: the first whose write lands (another run's write
+    on the same member first makes this one's fail, and the next member is tried)."""
+    namespace = run["metadata"]["namespace"]
+    try:
+        spec = SandboxPoolSpec.model_validate(pool.get("spec") or {})
+    except ValidationError:
+        return None
+    workspace = CACHE.get("Workspace", namespace, spec.template.workspace_ref.name)
+    current = spec.template_hash(sandboxes.workspace_hash_of(workspace))
+    body = claims.claim(run, pool["metadata"]["name"])
+    for member in claims.candidates(pool, sandboxes_here, current):
+        meta = member["metadata"]
+        stored = kube.patch_if_unchanged(
+            "Sandbox", namespace, meta["name"], body, meta["resourceVersion"]
+        )
+        if stored is not None:
+            CACHE.seen("MODIFIED", stored)
+            return stored
+    return None
 
 
 def touch(namespace: str, sandbox: str, now: datetime) -> None:
@@ -186,8 +244,9 @@ def prompt(namespace: str, spec: AgentRunSpec) -> str | None:
 
 
 def remove_own_sandbox(run: Obj, spec: AgentRunSpec, name: str | None) -> None:
-    """Delete the sandbox a ``reuse: none`` run made, if it is still the one it controls."""
-    if spec.sandbox_template is None or spec.effective_reuse != Reuse.NONE or not name:
+    """Delete the sandbox a ``reuse: none`` run made (or took from a pool), if it is still the
+    one it controls."""
+    if spec.sandbox_ref is not None or spec.effective_reuse != Reuse.NONE or not name:
         return
     meta = run["metadata"]
     found = CACHE.get("Sandbox", meta["namespace"], name)

@@ -42,6 +42,8 @@ class ReadySandbox:
     uid: str = ""  # the Sandbox's: its pod must be controlled by it
     policy: PolicyChoice = field(default_factory=PolicyChoice)  # what its commands must pass
     restored_from: str | None = None  # the VolumeSnapshot its volume started from, if any
+    pool: str | None = None  # the SandboxPool the run named, if it named one
+    claimed: bool = False  # taken from that pool (else made from its template)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
-"""The Paddock API: pydantic models of the four kinds, the single source of their schemas."""
+"""The Paddock API: pydantic models of its kinds, the single source of their schemas."""
 
 from paddock.api.agentrun import AgentRun, AgentRunSpec, AgentRunStatus
 from paddock.api.policy import SandboxPolicy, SandboxPolicySpec, SandboxPolicyStatus
+from paddock.api.pool import SandboxPool, SandboxPoolSpec, SandboxPoolStatus
 from paddock.api.sandbox import Sandbox, SandboxSpec, SandboxStatus
 from paddock.api.workspace import Workspace, WorkspaceSpec, WorkspaceStatus
 
-KINDS = (Workspace, SandboxPolicy, Sandbox, AgentRun)
+KINDS = (Workspace, SandboxPolicy, Sandbox, SandboxPool, AgentRun)
 
 __all__ = [
     "KINDS",
@@ -16,6 +17,9 @@ __all__ = [
     "SandboxPolicy",
     "SandboxPolicySpec",
     "SandboxPolicyStatus",
+    "SandboxPool",
+    "SandboxPoolSpec",
+    "SandboxPoolStatus",
     "SandboxSpec",
     "SandboxStatus",
     "Workspace",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from paddock import GROUP, VERSION
-from paddock.api.agentrun import APPROVAL_ANNOTATION
+from paddock.api.approvals import APPROVAL_ANNOTATION
 
 Obj = dict[str, Any]
 
@@ -80,6 +80,7 @@ REFERENCES: dict[str, list[Reference]] = {
         )
     ],
     "sandboxes": _sandbox_refs("object.spec"),
+    "sandboxpools": _sandbox_refs("object.spec.template"),
     "agentruns": [
         Reference(
             "Secret",
@@ -98,6 +99,7 @@ REFERENCES: dict[str, list[Reference]] = {
             _optional("object.spec.promptFrom.configMapKeyRef", "name"),
         ),
         Reference("Sandbox", GROUP, "sandboxes", _optional("object.spec.sandboxRef", "name")),
+        Reference("SandboxPool", GROUP, "sandboxpools", _optional("object.spec.poolRef", "name")),
         *_sandbox_refs("object.spec.sandboxTemplate"),
     ],
 }

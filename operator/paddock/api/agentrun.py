@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from paddock.api.approvals import Approval
 from paddock.api.budget import Budget, Usage
 from paddock.api.common import (
     ApiModel,
@@ -89,7 +90,7 @@ class ModelKey(ApiModel):
     )
 
 
-ONE_SANDBOX_MESSAGE = "set exactly one of sandboxRef or sandboxTemplate"
+ONE_SANDBOX_MESSAGE = "set exactly one of sandboxRef, sandboxTemplate or poolRef"
 COMMAND_MESSAGE = "command is required when harness is command, and only then"
 PROMPT_MESSAGE = "an agent harness needs a prompt or promptFrom (not both)"
 THREAD_MESSAGE = "reuse: thread needs a threadId"
@@ -102,7 +103,11 @@ class AgentRunSpec(ApiModel):
 
     model_config = ConfigDict(
         json_schema_extra=validations(
-            cel("has(self.sandboxRef) != has(self.sandboxTemplate)", ONE_SANDBOX_MESSAGE),
+            cel(
+                "[has(self.sandboxRef), has(self.sandboxTemplate), has(self.poolRef)]"
+                ".filter(x, x).size() == 1",
+                ONE_SANDBOX_MESSAGE,
+            ),
             cel("has(self.command) == (self.harness == 'command')", COMMAND_MESSAGE),
             cel(
                 "self.harness == 'command' || (has(self.prompt) != has(self.promptFrom))",
@@ -122,6 +127,12 @@ class AgentRunSpec(ApiModel):
     )
     sandbox_template: SandboxSpec | None = Field(
         default=None, description="A Sandbox spec; the run finds or creates a sandbox from it."
+    )
+    pool_ref: LocalObjectReference | None = Field(
+        default=None,
+        description="A SandboxPool: the run takes one of its Ready sandboxes (which becomes "
+        "the run's own, removed when it ends), or, when none is Ready, creates one from the "
+        "pool's template.",
     )
     thread_id: str | None = Field(
         default=None,
@@ -207,7 +218,7 @@ class AgentRunSpec(ApiModel):
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> AgentRunSpec:
-        if (self.sandbox_ref is None) == (self.sandbox_template is None):
+        if [self.sandbox_ref, self.sandbox_template, self.pool_ref].count(None) != 2:
             raise ValueError(ONE_SANDBOX_MESSAGE)
         if (self.command is not None) != (self.harness == Harness.COMMAND):
             raise ValueError(COMMAND_MESSAGE)
@@ -293,45 +304,6 @@ class LogLocation(ApiModel):
     path_style: bool | None = Field(
         default=None, description="s3: whether the bucket is addressed by path, not host name."
     )
-
-
-# A person's decision on an approval request: the annotation approval.paddock.dev/<id> on
-# the run, one of ApprovalChoice's values.
-APPROVAL_ANNOTATION = "approval.paddock.dev/"
-
-
-class ApprovalChoice(StrEnum):
-    APPROVE = "approve"
-    ALWAYS = "approve-always"  # also every later request of the same rules in the run
-    DENY = "deny"
-
-
-class ApprovalState(StrEnum):
-    PENDING = "Pending"
-    APPROVED = "Approved"
-    DENIED = "Denied"
-    EXPIRED = "Expired"
-
-
-class Approval(ApiModel):
-    """A request the policy says to ask a person about, and what became of it."""
-
-    id: str = Field(description="The request's id: name it to paddock approve or deny.")
-    kind: str = Field(
-        description="What is asked for: command, file-write (a file the agent would write) or "
-        "network (a host it would reach)."
-    )
-    target: str = Field(description="The command, file or host, abridged.")
-    rules: list[str] = Field(default_factory=list, description="The policy rules that said to ask.")
-    state: ApprovalState = Field(description="Pending, Approved, Denied or Expired.")
-    always: bool = Field(
-        default=False,
-        description="Approved for the rest of the run: later requests that only these rules "
-        "ask about are allowed.",
-    )
-    requested_at: datetime = Field(description="When the agent asked.")
-    resolved_at: datetime | None = Field(default=None, description="When it was decided.")
-    message: str | None = Field(default=None, description="How it was decided.")
 
 
 class AgentRunStatus(ApiModel):

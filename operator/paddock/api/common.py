@@ -293,6 +293,7 @@ class KindInfo:
     columns: tuple[PrinterColumn, ...]
     max_name_length: int | None = None  # where the name becomes a label value or a host name
     name_becomes: str = "a label value and the pod's host name"  # why the name is limited
+    scale: bool = False  # a /scale subresource on spec.replicas (kubectl scale, an HPA)
 
     @property
     def name_message(self) -> str:
@@ -303,7 +304,7 @@ class KindInfo:
 
 
 class Resource(ApiModel):
-    """Base of the four root kinds."""
+    """Base of the root kinds."""
 
     kind_info: ClassVar[KindInfo]
 

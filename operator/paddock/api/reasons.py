@@ -131,6 +131,7 @@ class RunReason(Reason):
     SECRET_NOT_FOUND = "SecretNotFound", W
     SECRETS_FOUND = "SecretsFound"
     SANDBOX_NOT_FOUND = "SandboxNotFound"
+    POOL_NOT_FOUND = "PoolNotFound"
     SANDBOX_INVALID = "SandboxInvalid", W
     SANDBOX_CREATED = "SandboxCreated"
     SANDBOX_NOT_READY = "SandboxNotReady"
@@ -179,6 +180,14 @@ class RunReason(Reason):
     NO_APPROVAL_PENDING = "NoApprovalPending"
     # Lifetime
     EXPIRY_REFUSED = "ExpiryRefused", W
+
+
+class PoolReason(Reason):
+    READY = "Ready"
+    FILLING = "Filling"
+    INVALID_SPEC = "InvalidSpec", W
+    WORKSPACE_NOT_FOUND = "WorkspaceNotFound", W
+    WORKSPACE_NOT_READY = "WorkspaceNotReady"
 
 
 class PolicyReason(Reason):

@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 
 from paddock import GROUP, VERSION, metrics
+from paddock.handlers.pool import workspace_seen
 from paddock.handlers.reporting import report
 from paddock.handlers.sandbox import reach_sandboxes
 from paddock.sandboxes import service
@@ -37,6 +38,8 @@ def made_from_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any)
     """Kept for reconciles to read; a deleted Workspace or policy reaches its sandboxes at
     once (WorkspaceNotFound, PolicyNotFound), not at their next resync."""
     service.watched(type, dict(body))
+    if body["kind"] == "Workspace":
+        workspace_seen(memo, dict(body))
     if type == "DELETED":
         meta = body["metadata"]
         reference = (str(body["kind"]), meta["namespace"], meta["name"])

@@ -16,6 +16,7 @@ import kopf
 from paddock import GROUP, VERSION, metrics
 from paddock.api.conditions import Notice
 from paddock.api.reasons import SandboxReason
+from paddock.handlers.pool import member_seen
 from paddock.handlers.references import Reference, references_of
 from paddock.handlers.reporting import report
 from paddock.render.names import SANDBOX_LABEL
@@ -35,6 +36,7 @@ def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -
     meta = sandbox["metadata"]
     named = (meta.get("namespace") or "", meta["name"])
     before = service.watched(type, sandbox)
+    member_seen(memo, sandbox, before)
     if type == "DELETED":
         memo.references.forget(named)
         service.sandbox_deleted(sandbox)

@@ -12,7 +12,7 @@ import kopf
 import prometheus_client
 
 from paddock import GROUP
-from paddock.handlers import sandbox, snapshots
+from paddock.handlers import pool, sandbox, snapshots
 from paddock.handlers.coalescing import ReconcileQueue
 from paddock.handlers.diffbase import CompactDiffBaseStorage
 from paddock.handlers.network import API_NAMESPACE
@@ -47,21 +47,32 @@ def in_cluster_server(env: Mapping[str, str], default: str) -> str:
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
-@kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    config = OperatorSettings.from_env()
-    memo.config = config
-    memo.references = References()  # filled by the Sandbox event handler
+def _queues(memo: kopf.Memo, config: OperatorSettings) -> None:
+    """The reconcile queues: Sandboxes (many workers), pools and Workspaces' snapshots (one
+    each: two reconciles of one never make the same missing objects)."""
     memo.reconciles = ReconcileQueue[tuple[str, str]](
         lambda named, attempt: sandbox.reconcile_named(*named, config, attempt),
         delay=config.coalesce_seconds,
         workers=config.worker_limit,
+    )
+    memo.pools = ReconcileQueue[tuple[str, str]](
+        lambda named, attempt: pool.reconcile_pool_named(*named, attempt),
+        delay=config.coalesce_seconds,
+        workers=1,
     )
     memo.workspace_snapshots = ReconcileQueue[tuple[str, str]](
         lambda named, attempt: snapshots.workspace_snapshots_named(*named, config, attempt),
         delay=config.coalesce_seconds,
         workers=1,
     )
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    config = OperatorSettings.from_env()
+    memo.config = config
+    memo.references = References()  # filled by the Sandbox event handler
+    _queues(memo, config)
     service.forget_watched()  # filled again by the event handlers from their watches
     queues = {"Sandbox": memo.reconciles, "Workspace": memo.workspace_snapshots}
     service.configure_archives(config, lambda kind, *named: queues[kind].ask(named))
@@ -110,7 +121,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 @kopf.on.cleanup()
 def stop(memo: kopf.Memo, **_: Any) -> None:
     service.stop_archives()
-    for queue in ("reconciles", "workspace_snapshots"):
+    for queue in ("reconciles", "pools", "workspace_snapshots"):
         reconciles = memo.get(queue)
         if reconciles is not None:
             reconciles.stop()

@@ -135,6 +135,7 @@ PADDOCK_PLURALS = {
     "Workspace": "workspaces",
     "SandboxPolicy": "sandboxpolicies",
     "Sandbox": "sandboxes",
+    "SandboxPool": "sandboxpools",
     "AgentRun": "agentruns",
 }
 # Custom kinds, by group, version and plural: Paddock's own, and the snapshots it takes.
@@ -205,6 +206,29 @@ def patch(kind: str, namespace: str, name: str, body: Obj) -> None:
     else:
         group, version, plural = _CUSTOM[kind]
         _custom().patch_namespaced_custom_object(group, version, namespace, plural, name, body)
+
+
+def patch_if_unchanged(
+    kind: str, namespace: str, name: str, body: Obj, resource_version: str
+) -> Obj | None:
+    """Merge-patch one of Paddock's objects only if it is still ``resource_version``: the
+    object as stored after it; None when it changed since, or is gone (someone else's write
+    came first: a claim that lost)."""
+    meta = {**(body.get("metadata") or {}), "resourceVersion": resource_version}
+    try:
+        return _patch_custom(kind, namespace, name, {**body, "metadata": meta})
+    except (ConflictError, NotFoundError):
+        return None
+
+
+@converting
+def _patch_custom(kind: str, namespace: str, name: str, body: Obj) -> Obj:
+    group, version, plural = _CUSTOM[kind]
+    return _decode(
+        _custom().patch_namespaced_custom_object(
+            group, version, namespace, plural, name, body, _preload_content=False
+        )
+    )
 
 
 @converting

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from paddock import __version__
-from paddock.api.agentrun import ApprovalChoice
+from paddock.api.approvals import ApprovalChoice
 from paddock.kube import client as kube
 from paddock.kube import review
 from paddock.kube.errors import KubeError

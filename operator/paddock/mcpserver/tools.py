@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from paddock.agentruns import logs
-from paddock.api.agentrun import APPROVAL_ANNOTATION, ApprovalChoice, Harness
+from paddock.api.agentrun import Harness
+from paddock.api.approvals import APPROVAL_ANNOTATION, ApprovalChoice
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.cli_approve import choose
 from paddock.cli_runs import TERMINAL, exit_code, run_manifest

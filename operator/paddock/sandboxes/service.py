@@ -345,6 +345,14 @@ def gather_sandbox(
     )
 
 
+def apply_plan(kind: str, body: Obj, plan: Plan) -> Outcome:
+    """Make a plan's writes for ``body`` (creates, deletes of what it controls), then write
+    its status."""
+    for write in plan.writes:
+        _write(body, write)
+    return _report(kind, body, plan)
+
+
 def _report(kind: str, body: Obj, plan: Plan) -> Outcome:
     """Write the plan's status (only what changed) once its writes are made."""
     meta = body["metadata"]

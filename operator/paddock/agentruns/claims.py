@@ -1,0 +1,78 @@
+"""A run that names a SandboxPool (``poolRef``): which of the pool's members it may take, the
+write that takes one, and the sandbox it makes from the pool's template when none is Ready.
+Pure; ``inputs.find_sandbox`` reads the objects and makes the writes.
+
+The take is a patch made only if the member is still the version read (its resourceVersion):
+of two runs that try the same member, one write succeeds and the other is refused by the API
+server, whatever each operator's cache said. It makes the run the member's controller and
+takes the pool's label off (the pool then makes another), so the member is the run's own, as
+a sandbox a template run makes is: removed when the run ends, never returned to the pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from paddock import GROUP, VERSION
+from paddock.api.pool import SandboxPoolSpec
+from paddock.render.names import (
+    CLAIMED_FROM_LABEL,
+    MANAGED_BY,
+    POOL_LABEL,
+    POOL_TEMPLATE_LABEL,
+    RUN_LABEL,
+)
+from paddock.render.ownership import controlled_by, controller_reference, owned_by
+
+Obj = dict[str, Any]
+
+
+def taken(run_uid: str, sandboxes: list[Obj]) -> Obj | None:
+    """The sandbox the run took or made already (an operator restart finds it by its label)."""
+    for sandbox in sandboxes:
+        labels = sandbox["metadata"].get("labels") or {}
+        if labels.get(RUN_LABEL) == run_uid and controlled_by(sandbox, run_uid):
+            return sandbox
+    return None
+
+
+def candidates(pool: Obj, sandboxes: list[Obj], current: str) -> list[Obj]:
+    """The members a run may take, oldest first: Ready, of the pool's current template and
+    Workspace, controlled by the pool, not being deleted."""
+    meta = pool["metadata"]
+    found = []
+    for sandbox in sandboxes:
+        labels = sandbox["metadata"].get("labels") or {}
+        if (
+            labels.get(POOL_LABEL) == meta["name"]
+            and labels.get(POOL_TEMPLATE_LABEL) == current
+            and controlled_by(sandbox, meta["uid"])
+            and not sandbox["metadata"].get("deletionTimestamp")
+            and (sandbox.get("status") or {}).get("phase") == "Ready"
+        ):
+            found.append(sandbox)
+    return sorted(
+        found, key=lambda s: (s["metadata"].get("creationTimestamp") or "", s["metadata"]["name"])
+    )
+
+
+def claim(run: Obj, pool: str) -> Obj:
+    """The patch that takes a member for ``run`` (sent with the member's resourceVersion)."""
+    labels = {POOL_LABEL: None, POOL_TEMPLATE_LABEL: None, CLAIMED_FROM_LABEL: pool,
+              RUN_LABEL: run["metadata"]["uid"]}  # fmt: skip
+    return {"metadata": {"labels": labels, "ownerReferences": [controller_reference(run)]}}
+
+
+def own_sandbox(run: Obj, pool: Obj) -> tuple[str, Obj]:
+    """The sandbox a run makes from the pool's template when the pool has no Ready member:
+    its own, named as a template run's is."""
+    meta = run["metadata"]
+    name = f"{meta['name'][:40].rstrip('-.')}-{meta['uid'][:8]}"
+    spec = SandboxPoolSpec.model_validate(pool.get("spec") or {})
+    sandbox = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Sandbox",
+        "metadata": {"name": name, "namespace": meta["namespace"],
+                     "labels": {**MANAGED_BY, RUN_LABEL: meta["uid"]}},
+        "spec": spec.template.to_api(),
+    }  # fmt: skip
+    return name, owned_by(sandbox, run)

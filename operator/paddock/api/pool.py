@@ -1,0 +1,82 @@
+"""SandboxPool: sandboxes kept Ready from one template, for runs to take at once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import Field
+
+from paddock.api.common import ApiModel, Conditions, KindInfo, PrinterColumn, Resource
+from paddock.api.sandbox import SandboxSpec
+
+MAX_REPLICAS = 1000
+
+
+class SandboxPoolSpec(ApiModel):
+    """How many sandboxes to keep Ready, and what each is."""
+
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        le=MAX_REPLICAS,
+        description="How many unclaimed sandboxes the pool keeps (kubectl scale sets it).",
+    )
+    template: SandboxSpec = Field(
+        description="The Sandbox spec of each member: its Workspace, policy, image, storage. "
+        "Each is set up as a Sandbox made from it would be (restored from the Workspace's "
+        "newest snapshot where there is one)."
+    )
+
+    def template_hash(self, workspace_hash: str) -> str:
+        """What a member is made from (the template and its Workspace's hash): a member of
+        another hash is stale, and is replaced rather than taken."""
+        material = json.dumps([self.template.to_api(), workspace_hash], sort_keys=True)
+        return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+class SandboxPoolStatus(ApiModel):
+    """Observed state of a SandboxPool."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The .metadata.generation this status describes."
+    )
+    conditions: Conditions
+    replicas: int = Field(default=0, description="Unclaimed members, Ready or not.")
+    ready_replicas: int = Field(default=0, description="Unclaimed members that are Ready.")
+    stale_replicas: int = Field(
+        default=0,
+        description="Unclaimed members of an older template or Workspace, replaced as fresh "
+        "ones become Ready.",
+    )
+    claimed: int = Field(
+        default=0, description="Members taken by runs that still exist (no longer the pool's)."
+    )
+    selector: str | None = Field(
+        default=None, description="The label selector of the unclaimed members (for scale)."
+    )
+
+
+class SandboxPool(Resource):
+    """Sandboxes kept Ready from one template; a run naming the pool (poolRef) takes one."""
+
+    kind_info = KindInfo(
+        kind="SandboxPool",
+        plural="sandboxpools",
+        short_name="sbxpool",
+        max_name_length=57,
+        name_becomes="the prefix of its members' names (Sandbox names are at most 63 characters)",
+        columns=(
+            PrinterColumn("Desired", ".spec.replicas", "Members to keep", type="integer"),
+            PrinterColumn("Ready", ".status.readyReplicas", "Ready members", type="integer"),
+            PrinterColumn("Claimed", ".status.claimed", "Members runs took", type="integer"),
+            PrinterColumn("Workspace", ".spec.template.workspaceRef.name", "Workspace"),
+        ),
+        scale=True,
+    )
+
+    api_version: Literal["paddock.dev/v1alpha1"] = "paddock.dev/v1alpha1"
+    kind: Literal["SandboxPool"] = "SandboxPool"
+    spec: SandboxPoolSpec
+    status: SandboxPoolStatus | None = None

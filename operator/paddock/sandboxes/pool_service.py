@@ -1,0 +1,60 @@
+"""Reconciling a SandboxPool: its members and Workspace as the watches show them, the plan
+``pools.decide_pool`` makes, its writes and status. One reconcile at a time (the pool queue
+has one worker), so that two never make the same missing members."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from paddock.kube.cache import CACHE
+from paddock.render.names import CLAIMED_FROM_LABEL, POOL_LABEL
+from paddock.render.ownership import controlled_by
+from paddock.sandboxes import service
+from paddock.sandboxes.pools import decide_pool
+from paddock.sandboxes.service import Outcome
+from paddock.times import utcnow
+
+Obj = dict[str, Any]
+
+
+def members_of(pool: Obj, sandboxes: list[Obj]) -> tuple[list[Obj], int]:
+    """The pool's unclaimed members (it controls them, and they are not being deleted), and
+    how many sandboxes runs took from it."""
+    meta = pool["metadata"]
+    name, uid = meta["name"], meta["uid"]
+    members, claimed = [], 0
+    for sandbox in sandboxes:
+        labels = sandbox["metadata"].get("labels") or {}
+        if labels.get(CLAIMED_FROM_LABEL) == name:
+            claimed += 1
+        elif (
+            labels.get(POOL_LABEL) == name
+            and controlled_by(sandbox, uid)
+            and not sandbox["metadata"].get("deletionTimestamp")
+        ):
+            members.append(sandbox)
+    return members, claimed
+
+
+def reconcile_pool(namespace: str, name: str) -> tuple[Obj, Outcome] | None:
+    """The pool and what its reconcile did; None when the pool is gone (its unclaimed
+    members go with it, by garbage collection)."""
+    pool = CACHE.get("SandboxPool", namespace, name)
+    if pool is None or pool["metadata"].get("deletionTimestamp"):
+        return None
+    members, claimed = members_of(pool, CACHE.listed("Sandbox", namespace))
+    template = (pool.get("spec") or {}).get("template") or {}
+    workspace_name = (template.get("workspaceRef") or {}).get("name") or ""
+    workspace = CACHE.get("Workspace", namespace, workspace_name) if workspace_name else None
+    plan = decide_pool(pool, members, claimed, workspace, utcnow())
+    return pool, service.apply_plan("SandboxPool", pool, plan)
+
+
+def pools_of(namespace: str, workspace: str | None = None) -> list[tuple[str, str]]:
+    """The pools of the namespace (those made from ``workspace``, when given)."""
+    found = []
+    for pool in CACHE.listed("SandboxPool", namespace):
+        template = (pool.get("spec") or {}).get("template") or {}
+        if workspace is None or (template.get("workspaceRef") or {}).get("name") == workspace:
+            found.append((namespace, pool["metadata"]["name"]))
+    return found

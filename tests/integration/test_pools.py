@@ -1,0 +1,172 @@
+"""SandboxPools on the real API server, with the operator running and kwok running the
+sandboxes: a pool fills, scales with kubectl scale, refills after runs take members, replaces
+stale members, falls back to making a sandbox when empty, keeps what runs took when deleted,
+says when its Workspace is missing; and runs arriving together never take a member twice."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from support.kube import Cluster
+from support.runs import command_run, log_events, of_type, wait_for_run
+from support.sandboxes import condition, events_for, get, status_of, workspace
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _pool(name: str, replicas: int, workspace_name: str = "app", **template: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "paddock.dev/v1alpha1",
+        "kind": "SandboxPool",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas,
+                 "template": {"workspaceRef": {"name": workspace_name}, **template}},
+    }  # fmt: skip
+
+
+def _pool_run(name: str, pool: str, command: str = "echo done") -> dict[str, Any]:
+    run = command_run(name, "unused", command, poolRef={"name": pool})
+    del run["spec"]["sandboxRef"]
+    return run
+
+
+def _members(cluster: Cluster, namespace: str, pool: str) -> list[dict[str, Any]]:
+    listing = cluster.kubectl(
+        "get", "sandboxes", "-n", namespace, "-l", f"paddock.dev/pool={pool}", "-o", "json"
+    )
+    return list(json.loads(listing.stdout)["items"])
+
+
+def _ready(cluster: Cluster, namespace: str, pool: str, count: int, timeout: float = 120) -> Any:
+    """The pool's status once ``count`` members are Ready and it has no other."""
+    return wait_for(
+        lambda: (
+            (s := status_of(cluster, namespace, "sandboxpool", pool)).get("readyReplicas") == count
+            and s.get("replicas") == count
+            and s
+        ),
+        timeout,
+        what=f"pool {pool} with {count} Ready members",
+    )
+
+
+def _taken(cluster: Cluster, namespace: str, run: str) -> dict[str, Any]:
+    return of_type(log_events(cluster, namespace, run), "sandbox.ready")[0]["data"]
+
+
+def test_a_pool_fills_scales_and_refills_after_a_run_takes_a_member(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(_pool("py", 2), namespace)
+    status = _ready(cluster, namespace, "py", 2)
+    assert condition(status, "Ready")["status"] == "True"
+    assert status["selector"] == "paddock.dev/pool=py"
+    cluster.kubectl("scale", "sandboxpool", "py", "-n", namespace, "--replicas=3")
+    _ready(cluster, namespace, "py", 3)
+    before = {m["metadata"]["name"] for m in _members(cluster, namespace, "py")}
+
+    cluster.apply(_pool_run("r1", "py"), namespace)
+    status = wait_for_run(cluster, namespace, "r1")
+    assert status["phase"] == "Succeeded", status
+    taken = _taken(cluster, namespace, "r1")
+    assert (taken["pool"], taken["taken"]) == ("py", "claimed")
+    assert taken["sandbox"] in before
+    _ready(cluster, namespace, "py", 3)  # refilled, without the one taken
+    assert taken["sandbox"] not in {
+        m["metadata"]["name"] for m in _members(cluster, namespace, "py")
+    }
+    # The member was the run's own: removed with the run's end, never back in the pool.
+    wait_for(lambda: get(cluster, namespace, "sandbox", taken["sandbox"]) is None, 60,
+             what="the taken sandbox removed")  # fmt: skip
+    wait_for(lambda: status_of(cluster, namespace, "sandboxpool", "py").get("claimed") == 0, 30,
+             what="the pool to count no sandbox taken from it")  # fmt: skip
+    cluster.kubectl("scale", "sandboxpool", "py", "-n", namespace, "--replicas=1")
+    _ready(cluster, namespace, "py", 1)
+
+
+def test_an_empty_pool_makes_the_run_a_sandbox_from_its_template(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(_pool("empty", 0), namespace)
+    cluster.apply(_pool_run("r1", "empty"), namespace)
+    status = wait_for_run(cluster, namespace, "r1")
+    assert status["phase"] == "Succeeded", status
+    assert _taken(cluster, namespace, "r1")["taken"] == "created"
+    assert _members(cluster, namespace, "empty") == []
+
+
+def test_a_deleted_pool_takes_its_members_but_not_what_a_run_took(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(_pool("py", 2), namespace)
+    _ready(cluster, namespace, "py", 2)
+    cluster.apply(_pool_run("long", "py", "sleep 5; echo done"), namespace)
+    running = wait_for_run(cluster, namespace, "long", ("Running",), timeout=60)
+    cluster.kubectl("delete", "sandboxpool", "py", "-n", namespace, "--wait=false")
+    wait_for(lambda: _members(cluster, namespace, "py") == [], 60, what="members collected")
+    assert get(cluster, namespace, "sandbox", running["sandboxName"]) is not None
+    assert wait_for_run(cluster, namespace, "long")["phase"] == "Succeeded"
+
+
+def test_stale_members_are_replaced_by_ones_of_the_new_template(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(_pool("py", 2), namespace)
+    _ready(cluster, namespace, "py", 2)
+    old = {m["metadata"]["name"] for m in _members(cluster, namespace, "py")}
+    changed = _pool("py", 2, lifecycle={"idleTimeout": "2h"})
+    cluster.apply(changed, namespace)
+    wait_for(
+        lambda: (
+            (names := {m["metadata"]["name"] for m in _members(cluster, namespace, "py")})
+            and not names & old
+            and status_of(cluster, namespace, "sandboxpool", "py").get("readyReplicas") == 2
+        ),
+        120,
+        what="the pool's members all of the new template",
+    )
+
+
+def test_a_pool_whose_workspace_is_missing_says_so_and_makes_nothing(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(_pool("orphan", 2, workspace_name="nope"), namespace)
+    ready = wait_for(
+        lambda: condition(status_of(cluster, namespace, "sandboxpool", "orphan"), "Ready"),
+        30, what="the pool's Ready condition",
+    )  # fmt: skip
+    assert (ready["status"], ready["reason"]) == ("False", "WorkspaceNotFound")
+    warned = [e for e in events_for(cluster, namespace, "orphan") if e["type"] == "Warning"]
+    assert [e["reason"] for e in warned] == ["WorkspaceNotFound"]
+    assert _members(cluster, namespace, "orphan") == []
+
+
+def test_runs_arriving_together_never_take_a_member_twice(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(_pool("py", 8), namespace)
+    _ready(cluster, namespace, "py", 8, timeout=180)
+    runs = [_pool_run(f"r{i}", "py") for i in range(20)]
+    listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": runs})
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
+    used: dict[str, str] = {}
+    outcomes = []
+    for i in range(20):
+        status = wait_for_run(cluster, namespace, f"r{i}", timeout=240)
+        assert status["phase"] == "Succeeded", status
+        taken = _taken(cluster, namespace, f"r{i}")
+        assert len(of_type(log_events(cluster, namespace, f"r{i}"), "run.started")) == 1
+        assert taken["sandbox"] not in used, (taken, used)
+        used[taken["sandbox"]] = f"r{i}"
+        outcomes.append(taken["taken"])
+    assert outcomes.count("claimed") >= 8, outcomes
+    assert outcomes.count("claimed") + outcomes.count("created") == 20

@@ -1,0 +1,122 @@
+"""Deciding a SandboxPool (its members made, replaced and deleted; its status) and what a run
+may take from one. Pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from paddock.agentruns import claims
+from paddock.api.pool import SandboxPoolSpec
+from paddock.sandboxes.plan import Create, Delete
+from paddock.sandboxes.pools import decide_pool
+
+NOW = datetime(2026, 12, 4, 15, 30, tzinfo=UTC)
+SPEC = {"replicas": 3, "template": {"workspaceRef": {"name": "app"}}}
+WORKSPACE = {"metadata": {"name": "app"}, "status": {"hash": "w1"}}
+CURRENT = SandboxPoolSpec.model_validate(SPEC).template_hash("w1")
+
+
+def _pool(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "paddock.dev/v1alpha1", "kind": "SandboxPool",
+        "metadata": {"name": "py", "namespace": "team", "uid": "pool-uid", "generation": 1},
+        "spec": {**SPEC, **spec},
+    }  # fmt: skip
+
+
+def _member(
+    name: str, ready: bool = True, template: str = CURRENT, at: str = "1"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "paddock.dev/v1alpha1", "kind": "Sandbox",
+        "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}",
+                     "resourceVersion": "7", "creationTimestamp": f"2026-12-04T00:00:0{at}Z",
+                     "labels": {"paddock.dev/pool": "py", "paddock.dev/pool-template": template},
+                     "ownerReferences": [{"uid": "pool-uid", "controller": True}]},
+        "status": {"phase": "Ready" if ready else "Pending"},
+    }  # fmt: skip
+
+
+def _made(plan: Any) -> int:
+    return sum(isinstance(w, Create) for w in plan.writes)
+
+
+def _deleted(plan: Any) -> list[str]:
+    return [w.name for w in plan.writes if isinstance(w, Delete)]
+
+
+def test_an_empty_pool_makes_its_members_controlled_by_it_and_named_after_it() -> None:
+    plan = decide_pool(_pool(), [], 0, WORKSPACE, NOW)
+    assert _made(plan) == 3
+    made = plan.writes[0].obj  # type: ignore[union-attr]
+    assert made["metadata"]["generateName"] == "py-"
+    assert made["metadata"]["labels"]["paddock.dev/pool"] == "py"
+    assert made["metadata"]["ownerReferences"][0]["uid"] == "pool-uid"
+    assert made["spec"]["workspaceRef"] == {"name": "app"}
+    assert plan.status.selector == "paddock.dev/pool=py"  # type: ignore[attr-defined]
+    ready = plan.status.conditions[0]  # type: ignore[attr-defined]
+    assert (ready.status, ready.reason) == ("False", "Filling")
+
+
+def test_a_full_pool_is_ready_and_writes_nothing_but_its_status() -> None:
+    members = [_member("py-a"), _member("py-b"), _member("py-c")]
+    plan = decide_pool(_pool(), members, 4, WORKSPACE, NOW)
+    assert plan.writes == []
+    status = plan.status
+    assert (status.replicas, status.ready_replicas, status.claimed) == (3, 3, 4)  # type: ignore[attr-defined]
+    assert status.conditions[0].reason == "Ready"  # type: ignore[attr-defined]
+
+
+def test_scaled_down_the_pool_deletes_members_not_ready_first_then_the_newest() -> None:
+    members = [_member("py-a", at="1"), _member("py-b", at="2"), _member("py-c", False, at="3")]
+    assert _deleted(decide_pool(_pool(replicas=2), members, 0, WORKSPACE, NOW)) == ["py-c"]
+    assert _deleted(decide_pool(_pool(replicas=1), members, 0, WORKSPACE, NOW)) == ["py-c", "py-b"]
+
+
+def test_stale_members_are_replaced_without_dropping_below_the_ready_count() -> None:
+    stale = [_member(f"py-{n}", template="old", at=str(i)) for i, n in enumerate("abc")]
+    first = decide_pool(_pool(), stale, 0, WORKSPACE, NOW)
+    assert (_made(first), _deleted(first)) == (3, [])  # fresh ones first; all 3 stay
+    fresh_one = [*stale, _member("py-d", at="4"), _member("py-e", False), _member("py-f", False)]
+    second = decide_pool(_pool(), fresh_one, 0, WORKSPACE, NOW)
+    assert (_made(second), _deleted(second)) == (0, ["py-a"])  # 4 Ready: one may go
+    assert second.status.stale_replicas == 3  # type: ignore[attr-defined]
+    not_ready_stale = [_member("py-a", False, template="old"), *[_member(f"py-{n}") for n in "xyz"]]
+    assert _deleted(decide_pool(_pool(), not_ready_stale, 0, WORKSPACE, NOW)) == ["py-a"]
+
+
+def test_a_pool_whose_workspace_is_missing_or_unvalidated_makes_nothing_and_says_so() -> None:
+    missing = decide_pool(_pool(), [], 0, None, NOW)
+    assert missing.writes == []
+    assert missing.status.conditions[0].reason == "WorkspaceNotFound"  # type: ignore[attr-defined]
+    assert [n.reason for n in missing.notices] == ["WorkspaceNotFound"]
+    pending = decide_pool(_pool(), [], 0, {"metadata": {"name": "app"}}, NOW)
+    assert pending.status.conditions[0].reason == "WorkspaceNotReady"  # type: ignore[attr-defined]
+
+
+def test_a_run_takes_only_a_ready_current_member_its_pool_controls_oldest_first() -> None:
+    others = {**_member("py-x"), "metadata": {**_member("py-x")["metadata"], "ownerReferences": []}}
+    sandboxes = [_member("py-b", at="2"), _member("py-a", at="1"), _member("py-c", False),
+                 _member("py-d", template="old"), others]  # fmt: skip
+    found = claims.candidates(_pool(), sandboxes, CURRENT)
+    assert [s["metadata"]["name"] for s in found] == ["py-a", "py-b"]
+
+
+def test_the_take_makes_the_run_the_controller_and_takes_the_pool_label_off() -> None:
+    run = {"apiVersion": "paddock.dev/v1alpha1", "kind": "AgentRun",
+           "metadata": {"name": "r1", "namespace": "team", "uid": "run-uid"}}  # fmt: skip
+    body = claims.claim(run, "py")
+    labels = body["metadata"]["labels"]
+    assert labels == {"paddock.dev/pool": None, "paddock.dev/pool-template": None,
+                      "paddock.dev/claimed-from": "py", "paddock.dev/run": "run-uid"}  # fmt: skip
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "run-uid"
+    taken = _member("py-a")
+    taken["metadata"]["labels"] = {"paddock.dev/run": "run-uid"}
+    taken["metadata"]["ownerReferences"] = body["metadata"]["ownerReferences"]
+    assert claims.taken("run-uid", [_member("py-b"), taken]) is taken
+    assert claims.taken("other-uid", [taken]) is None
+    name, made = claims.own_sandbox(run, _pool())
+    assert name == "r1-run-uid"
+    assert made["metadata"]["ownerReferences"][0]["uid"] == "run-uid"
+    assert made["spec"]["workspaceRef"] == {"name": "app"}
