@@ -42,7 +42,9 @@ def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -
         service.sandbox_deleted(sandbox)
     else:
         memo.references.update(named, references_of(sandbox, memo.config.policy_default))
-        if type is None or before is None or _essence(before) != _essence(sandbox):
+        # (A Sandbox the operator made is in the cache before its ADDED event: a pool's
+        # member. It is reconciled all the same.)
+        if type in (None, "ADDED") or before is None or _essence(before) != _essence(sandbox):
             memo.reconciles.ask(named)
     if type is not None:
         metrics.sandbox_seen(type, sandbox)
