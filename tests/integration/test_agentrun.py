@@ -3,6 +3,7 @@ a local process: events, the log, failures, restarts, cancel and timeout, reuse.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -342,6 +343,29 @@ def test_runs_of_a_sandbox_run_one_at_a_time_in_order_of_creation(
     )  # fmt: skip
     assert first["completedAt"] <= second["startedAt"] <= second["completedAt"]
     assert second["completedAt"] <= third["startedAt"]
+
+
+def test_runs_applied_together_never_run_together_in_one_sandbox(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    """Runs that no one has stepped yet start together (no status tells one that another is
+    ahead of it): the lock on the sandbox, a write the API server lets only one of them make,
+    keeps them one at a time."""
+    ready_sandbox(cluster, namespace, "box")
+    runs = [command_run(f"r{i}", "box", "sleep 1; echo done") for i in range(4)]
+    listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": runs})
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
+    spans = []
+    for i in range(4):
+        status = wait_for_run(cluster, namespace, f"r{i}", timeout=120)
+        assert status["phase"] == "Succeeded", status
+        spans.append((status["startedAt"], status["completedAt"]))
+    spans.sort()
+    for (_, ended), (started, _) in itertools.pairwise(spans):
+        assert ended <= started, spans
+    assert "paddock.dev/held-by" not in (get(cluster, namespace, "sandbox", "box") or {})[
+        "metadata"
+    ].get("annotations", {})
 
 
 def test_a_second_run_of_a_thread_waits_for_the_first(

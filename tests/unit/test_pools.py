@@ -111,6 +111,7 @@ def test_the_take_makes_the_run_the_controller_and_takes_the_pool_label_off() ->
     assert labels == {"paddock.dev/pool": None, "paddock.dev/pool-template": None,
                       "paddock.dev/claimed-from": "py", "paddock.dev/run": "run-uid"}  # fmt: skip
     assert body["metadata"]["ownerReferences"][0]["uid"] == "run-uid"
+    assert body["metadata"]["annotations"] == {"paddock.dev/held-by": "run-uid"}
     taken = _member("py-a")
     taken["metadata"]["labels"] = {"paddock.dev/run": "run-uid"}
     taken["metadata"]["ownerReferences"] = body["metadata"]["ownerReferences"]

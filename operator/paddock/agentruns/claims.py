@@ -16,6 +16,7 @@ from paddock import GROUP, VERSION
 from paddock.api.pool import SandboxPoolSpec
 from paddock.render.names import (
     CLAIMED_FROM_LABEL,
+    HELD_BY_ANNOTATION,
     MANAGED_BY,
     POOL_LABEL,
     POOL_TEMPLATE_LABEL,
@@ -59,7 +60,9 @@ def claim(run: Obj, pool: str) -> Obj:
     """The patch that takes a member for ``run`` (sent with the member's resourceVersion)."""
     labels = {POOL_LABEL: None, POOL_TEMPLATE_LABEL: None, CLAIMED_FROM_LABEL: pool,
               RUN_LABEL: run["metadata"]["uid"]}  # fmt: skip
-    return {"metadata": {"labels": labels, "ownerReferences": [controller_reference(run)]}}
+    held = {HELD_BY_ANNOTATION: run["metadata"]["uid"]}  # (and held for it: holds.hold)
+    return {"metadata": {"labels": labels, "annotations": held,
+                         "ownerReferences": [controller_reference(run)]}}  # fmt: skip
 
 
 def own_sandbox(run: Obj, pool: Obj) -> tuple[str, Obj]:

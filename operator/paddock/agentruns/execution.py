@@ -18,6 +18,7 @@ from typing import Any
 
 from paddock.agentruns import decide, gating, host_asks, inputs, logstore, model_access, spending
 from paddock.agentruns.decide import Ending, Progress, Wait
+from paddock.agentruns.holds import hold, let_go
 from paddock.agentruns.record import LogNameTakenError, RunRecord
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, AgentRunStatus, RunPhase, RunResult
@@ -146,7 +147,7 @@ class Execution(RunRecord):
             self._end(spec, ready)
             return None
         self.sandbox = ready
-        secret_env = self._load_secrets(spec, ready)
+        secret_env, self.scrubber = inputs.secrets_for(self.namespace, spec, ready)
         if ev.SANDBOX_READY not in self.summary.types_seen:
             self._append([decide.sandbox_ready(ready)])
         if self.status.completion_digest is None or self._poll().missing:
@@ -170,12 +171,10 @@ class Execution(RunRecord):
                 return None
         data = {"harness": str(spec.harness), "sandbox": ready.name, "pod": ready.pod,
                 "policy": ready.policy.label, "budget": budget and budget.to_api()}  # fmt: skip
-        self._append(
-            [Draft(ev.RUN_STARTED, f"{spec.harness} started in sandbox {ready.name}", data)]
-        )
-        self._write_status(
-            RunPhase.RUNNING, f"{spec.harness} is running in sandbox {ready.name}", ready.name
-        )
+        said = f"{spec.harness} started in sandbox {ready.name}"
+        self._append([Draft(ev.RUN_STARTED, said, data)])
+        running = f"{spec.harness} is running in sandbox {ready.name}"
+        self._write_status(RunPhase.RUNNING, running, ready.name)
         self._condition(C.SANDBOX_READY, True, R.SANDBOX_READY, f"Sandbox {ready.name} is Ready")
         self._resolved(C.SECRETS_FOUND, R.SECRETS_FOUND, "Every Secret key the run names exists.")
         self._resolved(C.PROMPT_FOUND, R.PROMPT_FOUND, "The prompt's ConfigMap key exists.")
@@ -190,14 +189,14 @@ class Execution(RunRecord):
         self._flush()
         return WAIT_SECONDS
 
-    def _load_secrets(self, spec: AgentRunSpec, sandbox: ReadySandbox) -> dict[str, str]:
-        env, self.scrubber = inputs.secrets_for(self.namespace, spec, sandbox)
-        return env
-
     def _launch(
         self, spec: AgentRunSpec, sandbox: ReadySandbox, env: dict[str, str], budget: Budget | None
-    ) -> Ending | None:
-        """Start the harness with a fresh nonce (its digest stored first); None, or the end."""
+    ) -> Ending | Wait | None:
+        """Hold the sandbox, then start the harness with a fresh nonce (its digest stored
+        first); None, or why the run waits, or its end."""
+        held = hold(self.run, sandbox)
+        if held is not None:
+            return held
         nonce = secrets.token_hex(32)
         self.status.completion_digest = decide.digest(nonce)
         self._write_status(
@@ -252,7 +251,7 @@ class Execution(RunRecord):
                 self._end(spec, decide.sandbox_lost(message))
                 return None
             self.sandbox = state
-            self._load_secrets(spec, state)
+            _, self.scrubber = inputs.secrets_for(self.namespace, spec, state)
         used, over = spending.follow(self.run_id, self.namespace, self.sandbox, self.summary, now)
         abort = abort or over
         if abort is not None:
@@ -343,6 +342,7 @@ class Execution(RunRecord):
         message = ending.message + (f" (the event log could not be written: {why})" if why else "")
         with contextlib.suppress(KubeError):
             model_access.revoke(self.run_id, self.gateway, spec.model_key is not None)
+            let_go(self.run, self.status.sandbox_name)
             inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
         self._write_status(ending.phase, message, reason=ending.reason)
         self._condition(C.COMPLETE, True, ending.reason, message)
@@ -385,6 +385,7 @@ class Execution(RunRecord):
         model_access.revoke(self.run_id, self.gateway, spec.model_key is not None)
         host_asks.ASKS.forget(self.run_id)
         spending.METERED.forget(self.run_id)
+        let_go(self.run, self.status.sandbox_name)
         inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
         inputs.ended_in(self.run, self.status.sandbox_name)
         phase, reason = RunPhase(data["phase"]), R(data.get("reason") or data["phase"])

@@ -15,6 +15,7 @@ RUN_LABEL = f"{GROUP}/run"
 POOL_LABEL = f"{GROUP}/pool"  # an unclaimed member of a SandboxPool: the pool's name
 POOL_TEMPLATE_LABEL = f"{GROUP}/pool-template"  # the template and Workspace it was made from
 CLAIMED_FROM_LABEL = f"{GROUP}/claimed-from"  # a sandbox a run took from a pool: the pool
+HELD_BY_ANNOTATION = f"{GROUP}/held-by"  # the run (uid) that holds a sandbox: one at a time
 WORKSPACE_LABEL = f"{GROUP}/workspace"  # a snapshot's Workspace
 SNAPSHOT_OF_LABEL = f"{GROUP}/snapshot-of"  # the Sandbox whose volume a snapshot is of
 MAX_AGE_ANNOTATION = f"{GROUP}/max-age-seconds"  # how long a snapshot is restored from

@@ -1,0 +1,80 @@
+"""One run at a time in a sandbox, as a lock the API server keeps: before its harness starts,
+a run writes its uid into the Sandbox's ``paddock.dev/held-by`` annotation, a write made only
+if the Sandbox is still the version read (its resourceVersion). Of two runs that start together
+(two daemons after an operator restart, or two operators), one write lands and the other is
+refused, and that run waits (SandboxBusy) until the holder ends and lets go. A holder that
+ended or is gone without letting go (its operator stopped at the wrong moment) holds nothing.
+
+The order in which waiting runs start (oldest first) is ``sandbox.busy``'s; this is the lock
+under it, which a cache that is behind cannot open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from paddock.agentruns.decide import Wait, waiting_for_sandbox
+from paddock.agentruns.sandbox import ReadySandbox, Waiting
+from paddock.api.agentrun import TERMINAL_PHASES
+from paddock.api.reasons import RunReason as R
+from paddock.kube import client as kube
+from paddock.kube.cache import CACHE
+from paddock.render.names import HELD_BY_ANNOTATION
+from paddock.render.ownership import controlled_by
+
+Obj = dict[str, Any]
+
+
+def _holder(sandbox: Obj) -> str:
+    return str(((sandbox["metadata"].get("annotations") or {}).get(HELD_BY_ANNOTATION)) or "")
+
+
+def _still_holds(namespace: str, uid: str) -> str | None:
+    """The name of the run of ``uid`` if it exists and has not ended (it still holds)."""
+    for run in CACHE.listed("AgentRun", namespace):
+        if run["metadata"].get("uid") == uid:
+            ended = (run.get("status") or {}).get("phase") in TERMINAL_PHASES
+            return None if ended else str(run["metadata"]["name"])
+    return None
+
+
+def hold(run: Obj, sandbox: ReadySandbox) -> Wait | None:
+    """Hold the sandbox for the run (None), or why the run waits."""
+    meta = run["metadata"]
+    namespace, uid = meta["namespace"], meta["uid"]
+    found = CACHE.get("Sandbox", namespace, sandbox.name)
+    if found is None:
+        return None  # (judged Ready from this very cache a moment ago: gone since; found later)
+    holder = _holder(found)
+    if holder == uid:
+        return None
+    other = _still_holds(namespace, holder) if holder else None
+    if other is not None:
+        said = f"waiting for Sandbox {sandbox.name}: AgentRun {other} holds it (one run at a time)"
+        return waiting_for_sandbox(Waiting(sandbox.name, R.SANDBOX_BUSY, said))
+    body = {"metadata": {"annotations": {HELD_BY_ANNOTATION: uid}}}
+    version = str(found["metadata"].get("resourceVersion") or "")
+    stored = kube.patch_if_unchanged("Sandbox", namespace, sandbox.name, body, version)
+    if stored is None:  # another run's hold (or any change) came first: look again
+        said = f"waiting for Sandbox {sandbox.name}: another run is taking it (one run at a time)"
+        return waiting_for_sandbox(Waiting(sandbox.name, R.SANDBOX_BUSY, said))
+    CACHE.seen("MODIFIED", stored)
+    return None
+
+
+def let_go(run: Obj, sandbox: str | None) -> None:
+    """The run ended: its hold on the sandbox goes (only its own: a write made only if the
+    Sandbox is unchanged, read again once if it changed since the cache saw it)."""
+    meta = run["metadata"]
+    found = CACHE.get("Sandbox", meta["namespace"], sandbox) if sandbox else None
+    for _ in range(2):
+        if found is None or _holder(found) != meta["uid"]:
+            return
+        if found["metadata"].get("deletionTimestamp") or controlled_by(found, meta["uid"]):
+            return  # going, or the run's own sandbox: removed with the run's end, hold and all
+        body = {"metadata": {"annotations": {HELD_BY_ANNOTATION: None}}}
+        version = str(found["metadata"].get("resourceVersion") or "")
+        stored = kube.patch_if_unchanged("Sandbox", meta["namespace"], str(sandbox), body, version)
+        if stored is not None:
+            CACHE.seen("MODIFIED", stored)
+            return
+        found = kube.get("Sandbox", meta["namespace"], str(sandbox))
