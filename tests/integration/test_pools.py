@@ -89,6 +89,25 @@ def test_a_pool_fills_scales_and_refills_after_a_run_takes_a_member(
     _ready(cluster, namespace, "py", 1)
 
 
+def test_a_run_whose_template_is_a_pools_takes_a_member_of_it(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(_pool("py", 1), namespace)
+    _ready(cluster, namespace, "py", 1)
+    (member,) = _members(cluster, namespace, "py")
+    run = command_run(
+        "r1", "unused", "echo done", sandboxTemplate={"workspaceRef": {"name": "app"}}
+    )
+    del run["spec"]["sandboxRef"]
+    cluster.apply(run, namespace)
+    assert wait_for_run(cluster, namespace, "r1")["phase"] == "Succeeded"
+    taken = _taken(cluster, namespace, "r1")
+    assert (taken["pool"], taken["taken"], taken["sandbox"]) == (
+        "py", "claimed", member["metadata"]["name"]
+    )  # fmt: skip
+
+
 def test_an_empty_pool_makes_the_run_a_sandbox_from_its_template(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from paddock.agentruns import claims
 from paddock.api.pool import SandboxPoolSpec
+from paddock.api.sandbox import SandboxSpec
 from paddock.sandboxes.plan import Create, Delete
 from paddock.sandboxes.pools import decide_pool
 
@@ -121,3 +122,14 @@ def test_the_take_makes_the_run_the_controller_and_takes_the_pool_label_off() ->
     assert name == "r1-run-uid"
     assert made["metadata"]["ownerReferences"][0]["uid"] == "run-uid"
     assert made["spec"]["workspaceRef"] == {"name": "app"}
+
+
+def test_a_template_run_takes_from_the_pool_of_its_very_template_only() -> None:
+    template = SandboxSpec.model_validate({"workspaceRef": {"name": "app"}})
+    other = _pool(template={"workspaceRef": {"name": "other"}})
+    other["metadata"] = {**other["metadata"], "name": "a-other"}
+    assert claims.matching_pool(template, [other, _pool()]) == "py"
+    assert claims.matching_pool(template, [other]) is None
+    idle = SandboxSpec.model_validate({"workspaceRef": {"name": "app"},
+                                       "lifecycle": {"idleTimeout": "1h"}})  # fmt: skip
+    assert claims.matching_pool(idle, [_pool()]) is None

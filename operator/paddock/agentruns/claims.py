@@ -1,4 +1,5 @@
-"""A run that names a SandboxPool (``poolRef``): which of the pool's members it may take, the
+"""A run that names a SandboxPool (``poolRef``), or whose ``reuse: none`` ``sandboxTemplate`` is
+a pool's template: which of the pool's members it may take, the
 write that takes one, and the sandbox it makes from the pool's template when none is Ready.
 Pure; ``inputs.find_sandbox`` reads the objects and makes the writes.
 
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from paddock import GROUP, VERSION
 from paddock.api.pool import SandboxPoolSpec
+from paddock.api.sandbox import SandboxSpec
 from paddock.render.names import (
     CLAIMED_FROM_LABEL,
     HELD_BY_ANNOTATION,
@@ -25,6 +29,20 @@ from paddock.render.names import (
 from paddock.render.ownership import controlled_by, controller_reference, owned_by
 
 Obj = dict[str, Any]
+
+
+def matching_pool(template: SandboxSpec, pools: list[Obj]) -> str | None:
+    """The pool (its name; the first by name) whose template is the run's ``sandboxTemplate``:
+    a ``reuse: none`` template run takes from it as a run naming it would."""
+    wanted = template.to_api()
+    for pool in sorted(pools, key=lambda p: str(p["metadata"]["name"])):
+        try:
+            spec = SandboxPoolSpec.model_validate(pool.get("spec") or {})
+        except ValidationError:
+            continue
+        if spec.template.to_api() == wanted and not pool["metadata"].get("deletionTimestamp"):
+            return str(pool["metadata"]["name"])
+    return None
 
 
 def taken(run_uid: str, sandboxes: list[Obj]) -> Obj | None:

@@ -57,6 +57,10 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
     namespace = run["metadata"]["namespace"]
     if spec.pool_ref is not None:
         return _from_pool(run, spec, spec.pool_ref.name)
+    if spec.sandbox_template is not None and spec.effective_reuse == Reuse.NONE:
+        pool = claims.matching_pool(spec.sandbox_template, CACHE.listed("SandboxPool", namespace))
+        if pool is not None:
+            return _from_pool(run, spec, pool)
     workspace_hash = ""
     if spec.sandbox_template is not None:
         workspace_name = spec.sandbox_template.workspace_ref.name
