@@ -6,6 +6,9 @@ says when its Workspace is missing; and runs arriving together never take a memb
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -181,7 +184,7 @@ def test_runs_arriving_together_never_take_a_member_twice(
     outcomes = []
     for i in range(20):
         status = wait_for_run(cluster, namespace, f"r{i}", timeout=240)
-        assert status["phase"] == "Succeeded", status
+        assert status["phase"] == "Succeeded", (status["message"], status["conditions"])
         taken = _taken(cluster, namespace, f"r{i}")
         assert len(of_type(log_events(cluster, namespace, f"r{i}"), "run.started")) == 1
         assert taken["sandbox"] not in used, (taken, used)
@@ -189,3 +192,46 @@ def test_runs_arriving_together_never_take_a_member_twice(
         outcomes.append(taken["taken"])
     assert outcomes.count("claimed") >= 8, outcomes
     assert outcomes.count("claimed") + outcomes.count("created") == 20
+
+
+def _operator_process(namespace: str, kubeconfig: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
+        env={**os.environ, "KUBECONFIG": kubeconfig},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
+    cluster: Cluster, namespace: str, as_operator: str
+) -> None:
+    """The operator (its own process, its ServiceAccount) is SIGKILLed while runs are taking
+    members, and started again: each run starts once, in a sandbox no other run had."""
+    process = _operator_process(namespace, as_operator)
+    try:
+        cluster.apply(workspace("app"), namespace)
+        cluster.apply(_pool("py", 6), namespace)
+        _ready(cluster, namespace, "py", 6, timeout=180)
+        runs = [_pool_run(f"r{i}", "py", "sleep 1; echo done") for i in range(12)]
+        listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": runs})
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
+        wait_for(
+            lambda: sum(bool(status_of(cluster, namespace, "agentrun", f"r{i}").get("sandboxName"))
+                        for i in range(12)) >= 3,
+            60, what="three runs with their sandbox",
+        )  # fmt: skip
+        process.kill()  # SIGKILL: mid-take, mid-launch, mid-write
+        process.wait()
+        process = _operator_process(namespace, as_operator)
+        used: dict[str, str] = {}
+        for i in range(12):
+            status = wait_for_run(cluster, namespace, f"r{i}", timeout=240)
+            assert status["phase"] == "Succeeded", (status["message"], status["conditions"])
+            events = log_events(cluster, namespace, f"r{i}")
+            assert len(of_type(events, "run.started")) == 1
+            sandbox = of_type(events, "sandbox.ready")[0]["data"]["sandbox"]
+            assert sandbox not in used, (sandbox, used)
+            used[sandbox] = f"r{i}"
+    finally:
+        process.kill()
+        process.wait()

@@ -150,6 +150,16 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
     own["spec"]["sandboxTemplate"] = {"workspaceRef": {"name": "app"}}
     cluster.apply(own, namespace)
     assert wait_for_run(cluster, namespace, "own", timeout=120)["phase"] == "Succeeded"
+    # A pool kept full, and a run taking its member (a write guarded by its resourceVersion).
+    pool = {"apiVersion": "paddock.dev/v1alpha1", "kind": "SandboxPool", "metadata": {"name": "py"},
+            "spec": {"replicas": 1, "template": {"workspaceRef": {"name": "app"}}}}  # fmt: skip
+    cluster.apply(pool, namespace)
+    wait_for(lambda: status_of(cluster, namespace, "sandboxpool", "py").get("readyReplicas"), 120,
+             what="the pool's member Ready")  # fmt: skip
+    taker = command_run("taker", "box", "echo took", poolRef={"name": "py"})
+    taker["spec"].pop("sandboxRef")
+    cluster.apply(taker, namespace)
+    assert wait_for_run(cluster, namespace, "taker", timeout=120)["phase"] == "Succeeded"
     cluster.apply(command_run("long", "box", "sleep 300"), namespace)
     wait_for_run(cluster, namespace, "long", ("Running",))
     cluster.kubectl("delete", "agentrun", "long", "-n", namespace, "--timeout=60s")

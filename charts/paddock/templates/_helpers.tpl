@@ -82,7 +82,7 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [paddock.dev]
   resources: [sandboxpools]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch]
 - apiGroups: [paddock.dev]
   resources: [workspaces/status, sandboxpolicies/status, sandboxes/status, sandboxpools/status, agentruns/status]
   verbs: [patch]
