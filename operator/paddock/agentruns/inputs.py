@@ -94,6 +94,11 @@ def _from_pool(run: Obj, spec: AgentRunSpec, pool_name: str) -> Verdict:
         if pool is None:
             said = f"SandboxPool {pool_name} not found in namespace {namespace}"
             return Verdict(sandboxes.Waiting(None, R.POOL_NOT_FOUND, said))
+        try:
+            SandboxPoolSpec.model_validate(pool.get("spec") or {})
+        except ValidationError as exc:
+            said = f"SandboxPool {pool_name} is invalid: " + "; ".join(describe(exc))
+            return Verdict(sandboxes.Waiting(None, R.POOL_INVALID, said))
         mine = _take(run, pool, sandboxes_here)
         if mine is None:
             name, made = claims.own_sandbox(run, pool)

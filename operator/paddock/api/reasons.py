@@ -132,6 +132,7 @@ class RunReason(Reason):
     SECRETS_FOUND = "SecretsFound"
     SANDBOX_NOT_FOUND = "SandboxNotFound"
     POOL_NOT_FOUND = "PoolNotFound"
+    POOL_INVALID = "PoolInvalid", W
     SANDBOX_INVALID = "SandboxInvalid", W
     SANDBOX_CREATED = "SandboxCreated"
     SANDBOX_NOT_READY = "SandboxNotReady"
