@@ -72,6 +72,8 @@ def test_a_full_pool_is_ready_and_writes_nothing_but_its_status() -> None:
 def test_scaled_down_the_pool_deletes_members_not_ready_first_then_the_newest() -> None:
     members = [_member("py-a", at="1"), _member("py-b", at="2"), _member("py-c", False, at="3")]
     assert _deleted(decide_pool(_pool(replicas=2), members, 0, WORKSPACE, NOW)) == ["py-c"]
+    (gone,) = decide_pool(_pool(replicas=2), members, 0, WORKSPACE, NOW).writes
+    assert gone.resource_version == "7"  # type: ignore[union-attr]  (not one a run took since)
     assert _deleted(decide_pool(_pool(replicas=1), members, 0, WORKSPACE, NOW)) == ["py-c", "py-b"]
 
 

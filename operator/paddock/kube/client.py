@@ -246,8 +246,11 @@ def listed(kind: str, namespace: str) -> list[Obj]:
 
 
 @converting
-def _delete(kind: str, namespace: str, name: str, uid: str | None) -> None:
-    body: Any = {"preconditions": {"uid": uid}} if uid else None
+def _delete(kind: str, namespace: str, name: str, uid: str | None, version: str | None) -> None:
+    conditions = {"uid": uid} if uid else {}
+    if version:
+        conditions["resourceVersion"] = version
+    body: Any = {"preconditions": conditions} if conditions else None
     if kind in _BUILTIN:
         _builtin(kind, "delete")(name, namespace, body=body)
     else:
@@ -256,11 +259,14 @@ def _delete(kind: str, namespace: str, name: str, uid: str | None) -> None:
         custom.delete_namespaced_custom_object(group, version, namespace, plural, name, body=body)
 
 
-def delete(kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
-    """Delete the object (only if its uid is ``uid``, when given: a ``ConflictError`` if the
-    name now belongs to another object); False when it was gone already."""
+def delete(
+    kind: str, namespace: str, name: str, uid: str | None = None, version: str | None = None
+) -> bool:
+    """Delete the object (only if its uid is ``uid``, and its resourceVersion ``version``,
+    when given: a ``ConflictError`` if the name now belongs to another object, or it changed);
+    False when it was gone already."""
     try:
-        _delete(kind, namespace, name, uid)
+        _delete(kind, namespace, name, uid, version)
     except NotFoundError:
         return False
     return True

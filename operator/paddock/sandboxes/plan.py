@@ -50,12 +50,20 @@ class Delete:
     kind: str
     name: str
     uid: str
+    resource_version: str = ""  # set: only if it has not changed at all since it was read
 
     @classmethod
     def of(cls, obj: Obj) -> Delete:
         """A delete of ``obj``, as it was read."""
         meta = obj["metadata"]
         return cls(obj["kind"], meta["name"], meta["uid"])
+
+    @classmethod
+    def unchanged(cls, obj: Obj) -> Delete:
+        """A delete of ``obj`` only as it was read (a pool's member a run may have taken
+        since: the take changed it, and the delete is refused)."""
+        meta = obj["metadata"]
+        return cls(obj["kind"], meta["name"], meta["uid"], str(meta.get("resourceVersion") or ""))
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ def decide_pool(
     writes: list[Write] = [
         Create(member(pool, spec, current)) for _ in range(min(missing, MAX_CREATES))
     ]
-    writes += [Delete.of(m) for m in gone]
+    writes += [Delete.unchanged(m) for m in gone]
     status.stale_replicas = len(members) - len(fresh)
     fresh_ready = sum(1 for m in fresh if is_ready(m))
     if fresh_ready >= spec.replicas and not status.stale_replicas:

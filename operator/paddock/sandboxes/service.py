@@ -4,6 +4,7 @@ at any time, as often as the handlers like; a second run creates nothing twice."
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field, replace
@@ -378,6 +379,9 @@ def _write(sandbox: Obj, write: Write) -> bool:
         CACHE.seen("ADDED", made)  # before its watch event: the next look sees it
     elif isinstance(write, Patch):
         kube.patch(write.kind, namespace, write.name, write.body)
+    elif isinstance(write, Delete) and write.resource_version:
+        with contextlib.suppress(ConflictError):  # changed since (taken): not deleted
+            kube.delete(write.kind, namespace, write.name, write.uid, write.resource_version)
     elif isinstance(write, Delete):
         kube.delete(write.kind, namespace, write.name, write.uid)
     return True
