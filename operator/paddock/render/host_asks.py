@@ -18,33 +18,40 @@ TARGET_ANNOTATION = f"{GROUP}/host"  # HOST:PORT
 COMPONENT = "paddock-gateway"
 
 
-def host_ask_event(namespace: str, run: str, uid: str, target: str, now: datetime) -> Obj:
+def gateway_event(
+    meta: Obj, run: str, uid: str, reason: str, message: str, now: datetime, instance: str = ""
+) -> Obj:
+    """An Event of the egress gateway on a run (``meta``: its name or generateName, namespace
+    and annotations): the shape both of its Events share."""
     when = format_time(now)
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {
-            "generateName": f"{run}.",
-            "namespace": namespace,
-            "annotations": {TARGET_ANNOTATION: target},
-        },
+        "metadata": meta,
         "involvedObject": {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "AgentRun",
-            "namespace": namespace,
+            "namespace": meta["namespace"],
             "name": run,
             "uid": uid,
         },
-        "reason": REASON,
+        "reason": reason,
         "type": "Normal",
-        "message": f"The egress gateway refuses {target} until a person approves it on this run.",
+        "message": message,
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
-        "reportingInstance": COMPONENT,
+        "reportingInstance": instance or COMPONENT,
         "firstTimestamp": when,
         "lastTimestamp": when,
         "count": 1,
     }
+
+
+def host_ask_event(namespace: str, run: str, uid: str, target: str, now: datetime) -> Obj:
+    meta = {"generateName": f"{run}.", "namespace": namespace,
+            "annotations": {TARGET_ANNOTATION: target}}  # fmt: skip
+    said = f"The egress gateway refuses {target} until a person approves it on this run."
+    return gateway_event(meta, run, uid, REASON, said, now)
 
 
 def read_host_ask(event: Obj) -> tuple[str, str] | None:

@@ -16,9 +16,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-from paddock import GROUP, VERSION
+from paddock import GROUP
 from paddock.policy.budgets import Spent
-from paddock.render.host_asks import COMPONENT
+from paddock.render.host_asks import COMPONENT, gateway_event
 from paddock.times import format_time
 
 Obj = dict[str, Any]
@@ -48,32 +48,9 @@ def message(spent: Spent) -> str:
 def usage_event(
     namespace: str, run: str, uid: str, replica: str, spent: Spent, now: datetime
 ) -> Obj:
-    when = format_time(now)
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "name": event_name(uid, replica),
-            "namespace": namespace,
-            "annotations": {USAGE_ANNOTATION: encode(spent)},
-        },
-        "involvedObject": {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "AgentRun",
-            "namespace": namespace,
-            "name": run,
-            "uid": uid,
-        },
-        "reason": REASON,
-        "type": "Normal",
-        "message": message(spent),
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": replica[:128],
-        "firstTimestamp": when,
-        "lastTimestamp": when,
-        "count": 1,
-    }
+    meta = {"name": event_name(uid, replica), "namespace": namespace,
+            "annotations": {USAGE_ANNOTATION: encode(spent)}}  # fmt: skip
+    return gateway_event(meta, run, uid, REASON, message(spent), now, replica[:128])
 
 
 def usage_patch(spent: Spent, now: datetime) -> Obj:
