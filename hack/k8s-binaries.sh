@@ -76,7 +76,7 @@ build_k8s_commands() {
   local what="$1" dir="$2"; shift 2
   [ -f "$dir/.complete" ] && { log "$what $K8S_VERSION: cached in $dir"; return; }
   local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  local work; work=$(mktemp -d); trap 'rm -rf "$work"; trap - RETURN' RETURN
   log "$what $K8S_VERSION: building $* (cold: the first Kubernetes build takes 10-25 min)"
   k8s_wrapper_module >"$work/go.mod"
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
@@ -93,7 +93,7 @@ build_k8s_commands() {
 
 build_etcd() {
   [ -f "$etcd_dir/.complete" ] && { log "etcd $ETCD_VERSION: cached in $etcd_dir"; return; }
-  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  local work; work=$(mktemp -d); trap 'rm -rf "$work"; trap - RETURN' RETURN
   log "etcd $ETCD_VERSION: building (cold: 2-5 min)"
   # etcd's server module uses relative replace directives that the proxy cannot honour; the
   # wrapper pins its sibling modules to the same release instead.
@@ -126,7 +126,7 @@ module_dir() {
 build_kwok() {
   [ -f "$kwok_dir/.complete" ] && { log "kwok $KWOK_VERSION: cached in $kwok_dir"; return; }
   log "kwok $KWOK_VERSION: building, with exec exit codes passed through (cold: 2-5 min)"
-  local work src; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  local work src; work=$(mktemp -d); trap 'rm -rf "$work"; trap - RETURN' RETURN
   src="$(module_dir "sigs.k8s.io/kwok@$KWOK_VERSION")"
   cp -r "$src" "$work/kwok" && chmod -R u+w "$work/kwok"
   cat >"$work/kwok/pkg/kwok/server/paddock_exit_code.go" <<'GO'
@@ -168,7 +168,7 @@ GO
 build_local_path_provisioner() {
   [ -f "$local_path_dir/.complete" ] && { log "local-path-provisioner $LOCAL_PATH_VERSION: cached"; return; }
   log "local-path-provisioner $LOCAL_PATH_VERSION: building (cold: 1-2 min)"
-  local work src; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  local work src; work=$(mktemp -d); trap 'rm -rf "$work"; trap - RETURN' RETURN
   src="$(module_dir "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION")"
   cp -r "$src" "$work/src" && chmod -R u+w "$work/src" && rm -rf "$work/src/vendor"
   mkdir -p "$local_path_dir"
@@ -186,7 +186,7 @@ build_local_path_provisioner() {
 build_network_policies() {
   [ -f "$network_policies_dir/.complete" ] && { log "kube-network-policies $NETWORK_POLICIES_VERSION: cached"; return; }
   log "kube-network-policies $NETWORK_POLICIES_VERSION: building, with its queue as an x_tables target (cold: 1-2 min)"
-  local work src; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  local work src; work=$(mktemp -d); trap 'rm -rf "$work"; trap - RETURN' RETURN
   src="$(module_dir "sigs.k8s.io/kube-network-policies@$NETWORK_POLICIES_VERSION")"
   cp -r "$src" "$work/kube-network-policies" && chmod -R u+w "$work/kube-network-policies"
   local package="$work/kube-network-policies/pkg/networkpolicy"
@@ -232,7 +232,7 @@ build_snapshot_controller() {
   [ -f "$snapshot_controller_dir/.complete" ] && { log "snapshot-controller $SNAPSHOTTER_VERSION: cached"; return; }
   log "snapshot-controller $SNAPSHOTTER_VERSION: building (cold: 1-3 min)"
   local work src module=github.com/kubernetes-csi/external-snapshotter
-  work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  work=$(mktemp -d); trap 'rm -rf "$work"; trap - RETURN' RETURN
   src="$(module_dir "$module/v8@$SNAPSHOTTER_VERSION")"
   {
     echo "module paddock.dev/snapshot-controller-wrapper"
