@@ -8,6 +8,10 @@ local control plane (kwok), with the operator running as its own process.
   sandbox) as the baseline: from apply to the sandbox assigned (the run's ``sandbox.ready``
   event) and to the harness started (``run.started``), p50, p90 and p99 of each, and their
   ratios.
+- Writes: the operator's API writes for each run, from its apply to its harness started, by
+  verb and resource, from the API server's audit log (the operator runs as a ServiceAccount,
+  which the local cluster audits): to the run, its log, and the sandbox it took or made. The
+  Events it posts are counted apart (created by generateName: not by object).
 
 Usage: ``make bench``, or ``python bench/bench_pools.py`` (starts the local cluster when it is
 not up, and stops it again).
@@ -18,22 +22,46 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
+import tempfile
 import time
 import uuid
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_runs import kubectl, start_operator, wait
+from bench_runs import start_operator, wait
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # support/identity.py
 
 from paddock.api.agentrun import TERMINAL_PHASES
 from paddock.devcluster import cluster as local
+from paddock.devcluster.audit import Request, each_request
 from paddock.devcluster.binaries import ensure_binaries
 from paddock.kube import client as kube
 from paddock.runs import events as ev
 from paddock.runs.log import read_log
 from paddock.times import parse_time
+from support import identity
+from support.kube import Cluster
 
 TEMPLATE = {"workspaceRef": {"name": "bench"}}
+USER = f"system:serviceaccount:{identity.NAMESPACE}:{identity.ACCOUNT}"
+WRITES = {"create", "update", "patch", "delete"}
+
+
+@dataclass(frozen=True)
+class Start:
+    """One run's start: when it was applied, its sandbox assigned and its harness started
+    (epoch seconds), and the sandbox and how it got it."""
+
+    name: str
+    applied: float
+    assigned: float
+    started: float
+    sandbox: str
+    taken: str
 
 
 def _apply(namespace: str, obj: dict[str, Any]) -> None:
@@ -76,9 +104,8 @@ def _pool_ready(namespace: str) -> int:
 
 def starts(
     namespace: str, prefix: str, count: int, rate: float, source: dict[str, Any]
-) -> tuple[list[float], list[float], list[str]]:
-    """Apply ``count`` runs at ``rate`` a second; seconds from each apply to its sandbox
-    assigned and to its harness started, and how each got its sandbox."""
+) -> list[Start]:
+    """Apply ``count`` runs at ``rate`` a second; when each got its sandbox and started."""
     applied = {}
     for index in range(count):
         name = f"{prefix}-{index}"
@@ -87,7 +114,7 @@ def starts(
         _apply(namespace, {"apiVersion": "paddock.dev/v1alpha1", "kind": "AgentRun",
                            "metadata": {"name": name}, "spec": spec})  # fmt: skip
         time.sleep(max(0.0, 1 / rate - (time.time() - applied[name])))
-    assigned, started, taken = [], [], []
+    found = []
     for name, at in applied.items():
         wait(lambda n=name: _ended(namespace, n), 600, f"run {name}")
         run = kube.get("AgentRun", namespace, name)
@@ -95,10 +122,41 @@ def starts(
         events = read_log(kube, namespace, run["metadata"]["uid"])
         ready = next(e for e in events if e["type"] == ev.SANDBOX_READY)
         begun = next(e for e in events if e["type"] == ev.RUN_STARTED)
-        assigned.append(_epoch(ready["time"]) - at)
-        started.append(_epoch(begun["time"]) - at)
-        taken.append(str(ready["data"].get("taken", "template")))
-    return assigned, started, taken
+        taken = str(ready["data"].get("taken", "template"))
+        found.append(Start(name, at, _epoch(ready["time"]), _epoch(begun["time"]),
+                           ready["data"]["sandbox"], taken))  # fmt: skip
+    return found
+
+
+def writes(audit: Path, runs: list[Start]) -> tuple[Counter[str], int]:
+    """The operator's writes for the runs until each one's start is recorded (to the run, its
+    log and its sandbox, up to the log write that holds ``run.started``), by verb and
+    resource; and the Events it created meanwhile."""
+    since, until = min(r.applied for r in runs), max(r.started for r in runs) + 30
+    mine = {("agentruns", r.name): r for r in runs} | {("sandboxes", r.sandbox): r for r in runs}
+    found: dict[str, list[Request]] = {r.name: [] for r in runs}
+    events = 0
+    for request in each_request(audit, USER, since, until):
+        if request.verb not in WRITES:
+            continue
+        if request.resource == "events":
+            events += 1
+            continue
+        kind = request.resource.split("/")[0]
+        run = mine.get((kind, request.name))
+        if run is None and kind == "configmaps":
+            run = next((r for r in runs if request.name.startswith(f"{r.name}-log-")), None)
+        if run is not None:
+            found[run.name].append(request)
+    counted: Counter[str] = Counter()
+    for run in runs:
+        recorded = min(
+            (q.received for q in found[run.name]
+             if q.resource == "configmaps" and q.received >= run.started),
+            default=until,
+        )  # fmt: skip
+        counted.update(f"{q.verb} {q.resource}" for q in found[run.name] if q.received <= recorded)
+    return counted, events
 
 
 def _epoch(stamp: str) -> float:
@@ -133,13 +191,13 @@ def main() -> int:
     started_here = not local.is_up(directory)
     kubeconfig = local.up(directory)
     os.environ["KUBECONFIG"] = str(kubeconfig)
-    kubectl_bin = str(ensure_binaries().kubectl)
-    crds = Path(__file__).resolve().parents[1] / "crds"
-    kubectl(kubectl_bin, "apply", "--server-side", "--force-conflicts", "-k", str(crds))
+    cluster = Cluster("local", kubeconfig, str(ensure_binaries().kubectl))
+    cluster.install_crds()
     kube.load_config()
+    as_operator = identity.operator_kubeconfig(cluster, Path(tempfile.mkdtemp()))
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
-    kubectl(kubectl_bin, "create", "namespace", namespace)
-    operator = start_operator(namespace)
+    cluster.kubectl("create", "namespace", namespace)
+    operator = start_operator(namespace, {"KUBECONFIG": str(as_operator)})
     try:
         _apply(namespace, {"apiVersion": "paddock.dev/v1alpha1", "kind": "Workspace",
                            "metadata": {"name": "bench"}, "spec": {"setup": ["true"]}})  # fmt: skip
@@ -149,21 +207,41 @@ def main() -> int:
     finally:
         operator.terminate()
         operator.wait()
-        kubectl(kubectl_bin, "delete", "namespace", namespace, "--wait=false")
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false")
         if started_here:
             local.down(directory)
+    report(args, pool_seconds, direct_seconds, pooled, made, local.audit_log(directory))
+    return 0
+
+
+def report(
+    args: argparse.Namespace,
+    pool_seconds: float,
+    direct_seconds: float,
+    pooled: list[Start],
+    made: list[Start],
+    audit: Path,
+) -> None:
     print(f"SandboxPool fill, {args.runs} sandboxes (local control plane, kwok)")
     print(f"  sandboxes applied (baseline)    : {args.runs / direct_seconds:7.1f} Ready/s")
     print(f"  a pool of {args.runs:<4}                 : {args.runs / pool_seconds:7.1f} Ready/s; "
           f"ratio {direct_seconds / pool_seconds:.2f}")  # fmt: skip
-    claimed = pooled[2].count("claimed")
+    claimed = [r.taken for r in pooled].count("claimed")
     print(f"Run start, {args.runs} runs at {args.rate:.0f}/s: poolRef ({claimed} took a member) "
           "against sandboxTemplate (baseline)")  # fmt: skip
-    print(_line("apply -> sandbox, template", made[0], made[0]))
-    print(_line("apply -> sandbox, pool", pooled[0], made[0]))
-    print(_line("apply -> harness started, template", made[1], made[1]))
-    print(_line("apply -> harness started, pool", pooled[1], made[1]))
-    return 0
+    base_assigned = [r.assigned - r.applied for r in made]
+    base_started = [r.started - r.applied for r in made]
+    print(_line("apply -> sandbox, template", base_assigned, base_assigned))
+    print(_line("apply -> sandbox, pool", [r.assigned - r.applied for r in pooled], base_assigned))
+    print(_line("apply -> harness started, template", base_started, base_started))
+    print(_line("apply -> harness started, pool", [r.started - r.applied for r in pooled],
+                base_started))  # fmt: skip
+    for label, runs in (("pool", pooled), ("template", made)):
+        counted, events = writes(audit, runs)
+        each = ", ".join(f"{what} {n / len(runs):.2f}" for what, n in counted.most_common())
+        total = sum(counted.values()) / len(runs)
+        print(f"  writes per run to started, {label:<8}: {total:.2f} ({each}); "
+              f"Events {events / len(runs):.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ class OperatorSettings(BaseModel):
         "Paddock's sandbox image of this version (images/sandbox/Dockerfile).",
     )
     worker_limit: int = Field(
-        default=20, ge=1, description="Most resources reconciled at once (kopf queueing)."
+        default=20,
+        ge=1,
+        description="Threads of kopf's handlers, of the queued reconciles, of runs starting, "
+        "and, apart, of runs running.",
     )
     coalesce_seconds: float = Field(
         default=0.5,

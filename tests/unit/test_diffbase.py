@@ -8,7 +8,8 @@ from typing import Any
 
 import kopf
 
-from paddock.handlers.diffbase import CompactDiffBaseStorage
+import paddock.handlers  # noqa: F401  (registers the handlers)
+from paddock.handlers.diffbase import UNRECORDED, CompactDiffBaseStorage
 
 ANNOTATIONS_LIMIT = 256 * 1024
 
@@ -45,3 +46,28 @@ def test_short_values_are_recorded_as_they_are() -> None:
     storage = CompactDiffBaseStorage(prefix="paddock.dev", key="last-handled-configuration")
     essence = storage.build(body=body("hello"))
     assert essence["spec"]["skills"][0]["file"]["content"] == "hello"
+
+
+def test_kinds_unrecorded_have_only_delete_handlers_so_nothing_is_lost() -> None:
+    plurals = {kind.lower() + "s" for kind in UNRECORDED}
+    registry = kopf.get_default_registry()
+    reasons = {
+        handler.reason
+        for handler in registry._changing.get_all_handlers()
+        if handler.selector is not None and handler.selector.any_name in plurals
+    }
+    assert reasons == {kopf.Reason.DELETE}
+
+
+def test_an_unrecorded_kind_is_never_written_and_reads_as_unchanged() -> None:
+    storage = CompactDiffBaseStorage(prefix="paddock.dev", key="last-handled-configuration")
+    run = kopf.Body({"apiVersion": "paddock.dev/v1alpha1", "kind": "AgentRun",
+                     "metadata": {"name": "r", "namespace": "team", "annotations": {}},
+                     "spec": {"harness": "command", "command": "true"}})  # fmt: skip
+    patch = kopf.Patch()
+    storage.store(body=run, patch=patch, essence=storage.build(body=run))
+    assert not patch
+    assert storage.fetch(body=run) == storage.build(body=run)
+    workspace = body("x")
+    storage.store(body=workspace, patch=patch, essence=storage.build(body=workspace))
+    assert patch  # (a kind with change handlers is recorded)

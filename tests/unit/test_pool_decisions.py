@@ -98,23 +98,42 @@ def test_a_pool_whose_workspace_is_missing_or_unvalidated_makes_nothing_and_says
     assert pending.status.conditions[0].reason == "WorkspaceNotReady"  # type: ignore[attr-defined]
 
 
-def test_a_run_takes_only_a_ready_current_member_its_pool_controls_oldest_first() -> None:
+def test_a_run_takes_only_a_ready_current_member_its_pool_controls() -> None:
     others = {**_member("py-x"), "metadata": {**_member("py-x")["metadata"], "ownerReferences": []}}
     sandboxes = [_member("py-b", at="2"), _member("py-a", at="1"), _member("py-c", False),
                  _member("py-d", template="old"), others]  # fmt: skip
-    found = claims.candidates(_pool(), sandboxes, CURRENT)
-    assert [s["metadata"]["name"] for s in found] == ["py-a", "py-b"]
+    found = claims.candidates(_pool(), sandboxes, CURRENT, "run-uid")
+    assert sorted(s["metadata"]["name"] for s in found) == ["py-a", "py-b"]
 
 
-def test_the_take_makes_the_run_the_controller_and_takes_the_pool_label_off() -> None:
+def test_runs_arriving_together_try_the_members_in_orders_of_their_own() -> None:
+    sandboxes = [_member(f"py-{i:02d}") for i in reversed(range(20))]
+    oldest_first = [f"py-{i:02d}" for i in range(20)]  # (of one age: by name)
+    orders = [
+        [s["metadata"]["name"] for s in claims.candidates(_pool(), sandboxes, CURRENT, f"u{n}")]
+        for n in range(20)
+    ]
+    for order in orders:  # every member, oldest first from the run's own place, then round
+        start = oldest_first.index(order[0])
+        assert order == oldest_first[start:] + oldest_first[:start]
+    firsts = {order[0] for order in orders}
+    assert len(firsts) >= 8  # spread, not all on one member (20 uids over 20 members)
+    again = claims.candidates(_pool(), sandboxes, CURRENT, "u3")
+    assert [s["metadata"]["name"] for s in again] == orders[3]  # the same run: the same order
+
+
+def test_the_take_makes_the_run_the_controller_holds_marks_and_takes_the_pool_label_off() -> None:
     run = {"apiVersion": "paddock.dev/v1alpha1", "kind": "AgentRun",
            "metadata": {"name": "r1", "namespace": "team", "uid": "run-uid"}}  # fmt: skip
-    body = claims.claim(run, "py")
+    body = claims.claim(run, "py", datetime(2026, 12, 4, 9, 30, tzinfo=UTC))
     labels = body["metadata"]["labels"]
     assert labels == {"paddock.dev/pool": None, "paddock.dev/pool-template": None,
                       "paddock.dev/claimed-from": "py", "paddock.dev/run": "run-uid"}  # fmt: skip
     assert body["metadata"]["ownerReferences"][0]["uid"] == "run-uid"
-    assert body["metadata"]["annotations"] == {"paddock.dev/held-by": "run-uid"}
+    assert body["metadata"]["annotations"] == {
+        "paddock.dev/held-by": "run-uid",
+        "paddock.dev/last-activity": "2026-12-04T09:30:00Z",
+    }
     taken = _member("py-a")
     taken["metadata"]["labels"] = {"paddock.dev/run": "run-uid"}
     taken["metadata"]["ownerReferences"] = body["metadata"]["ownerReferences"]

@@ -11,6 +11,8 @@ a sandbox a template run makes is: removed when the run ends, never returned to 
 
 from __future__ import annotations
 
+import hashlib
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,6 +21,7 @@ from paddock import GROUP, VERSION
 from paddock.api.pool import SandboxPoolSpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.render.names import (
+    ACTIVITY_ANNOTATION,
     CLAIMED_FROM_LABEL,
     HELD_BY_ANNOTATION,
     MANAGED_BY,
@@ -27,6 +30,7 @@ from paddock.render.names import (
     RUN_LABEL,
 )
 from paddock.render.ownership import controlled_by, controller_reference, owned_by
+from paddock.times import format_time
 
 Obj = dict[str, Any]
 
@@ -54,9 +58,11 @@ def taken(run_uid: str, sandboxes: list[Obj]) -> Obj | None:
     return None
 
 
-def candidates(pool: Obj, sandboxes: list[Obj], current: str) -> list[Obj]:
-    """The members a run may take, oldest first: Ready, of the pool's current template and
-    Workspace, controlled by the pool, not being deleted."""
+def candidates(pool: Obj, sandboxes: list[Obj], current: str, run_uid: str) -> list[Obj]:
+    """The members a run may take: Ready, of the pool's current template and Workspace,
+    controlled by the pool, not being deleted. Each run tries them in its own order (from a
+    place its uid picks, then round), so runs arriving together mostly try different members
+    first, not all the same one, where all but one would be refused."""
     meta = pool["metadata"]
     found = []
     for sandbox in sandboxes:
@@ -69,17 +75,19 @@ def candidates(pool: Obj, sandboxes: list[Obj], current: str) -> list[Obj]:
             and (sandbox.get("status") or {}).get("phase") == "Ready"
         ):
             found.append(sandbox)
-    return sorted(
-        found, key=lambda s: (s["metadata"].get("creationTimestamp") or "", s["metadata"]["name"])
-    )
+    found.sort(key=lambda s: (s["metadata"].get("creationTimestamp") or "", s["metadata"]["name"]))
+    start = int(hashlib.sha256(run_uid.encode()).hexdigest()[:8], 16) % max(len(found), 1)
+    return found[start:] + found[:start]
 
 
-def claim(run: Obj, pool: str) -> Obj:
-    """The patch that takes a member for ``run`` (sent with the member's resourceVersion)."""
+def claim(run: Obj, pool: str, now: datetime) -> Obj:
+    """The patch that takes a member for ``run`` (sent with the member's resourceVersion):
+    held for it (``holds.hold``) and marked active (``activity.keep_active``) in the same
+    write."""
     labels = {POOL_LABEL: None, POOL_TEMPLATE_LABEL: None, CLAIMED_FROM_LABEL: pool,
               RUN_LABEL: run["metadata"]["uid"]}  # fmt: skip
-    held = {HELD_BY_ANNOTATION: run["metadata"]["uid"]}  # (and held for it: holds.hold)
-    return {"metadata": {"labels": labels, "annotations": held,
+    marks = {HELD_BY_ANNOTATION: run["metadata"]["uid"], ACTIVITY_ANNOTATION: format_time(now)}
+    return {"metadata": {"labels": labels, "annotations": marks,
                          "ownerReferences": [controller_reference(run)]}}  # fmt: skip
 
 

@@ -13,18 +13,18 @@ import contextlib
 import logging
 import secrets
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from paddock.agentruns import decide, gating, host_asks, inputs, logstore, model_access, spending
+from paddock.agentruns.activity import keep_active
 from paddock.agentruns.decide import Ending, Progress, Wait
 from paddock.agentruns.holds import hold, let_go
 from paddock.agentruns.record import LogNameTakenError, RunRecord
 from paddock.agentruns.sandbox import ReadySandbox
-from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, AgentRunStatus, RunPhase, RunResult
+from paddock.api.agentrun import AgentRunSpec, AgentRunStatus, RunPhase, RunResult
 from paddock.api.budget import Budget
-from paddock.api.common import ConditionStatus, stored_status
-from paddock.api.conditions import Notice, get_condition
+from paddock.api.common import stored_status
 from paddock.api.fields import parse_duration
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
@@ -45,7 +45,6 @@ log = logging.getLogger("paddock.runs")
 
 IDLE_POLL_SECONDS = 1.0
 WAIT_SECONDS = 2.0
-TOUCH_EVERY = timedelta(seconds=30)
 
 Obj = dict[str, Any]
 
@@ -149,7 +148,7 @@ class Execution(RunRecord):
         self.sandbox = ready
         secret_env, self.scrubber = inputs.secrets_for(self.namespace, spec, ready)
         if ev.SANDBOX_READY not in self.summary.types_seen:
-            self._append([decide.sandbox_ready(ready)])
+            self._append([decide.sandbox_ready(ready)], later=True)  # with run.started
         if self.status.completion_digest is None or self._poll().missing:
             # Not launched yet. (A launch an operator stop interrupted left the run directory:
             # that harness runs on, with the nonce whose digest is already in the status, which
@@ -163,7 +162,7 @@ class Execution(RunRecord):
                     self._flush()
                     return WAIT_SECONDS
                 gate = gate.ending
-            failure = gate or self._launch(spec, ready, secret_env, budget)
+            failure = gate or self._launch(spec, ready, secret_env, budget, now)
             if isinstance(failure, Wait):
                 return self._wait(failure)
             if failure is not None:
@@ -173,15 +172,20 @@ class Execution(RunRecord):
                 "policy": ready.policy.label, "budget": budget and budget.to_api()}  # fmt: skip
         said = f"{spec.harness} started in sandbox {ready.name}"
         self._append([Draft(ev.RUN_STARTED, said, data)])
+        self._running(spec, ready, now)
+        self._flush(events=False)  # (the event count and last events: with the next change)
+        return 0
+
+    def _running(self, spec: AgentRunSpec, ready: ReadySandbox, now: datetime) -> None:
+        """The status of a run whose harness starts: written once, with the digest of its
+        nonce, before the harness is launched (then it only changes if the launch fails)."""
         running = f"{spec.harness} is running in sandbox {ready.name}"
         self._write_status(RunPhase.RUNNING, running, ready.name)
         self._condition(C.SANDBOX_READY, True, R.SANDBOX_READY, f"Sandbox {ready.name} is Ready")
         self._resolved(C.SECRETS_FOUND, R.SECRETS_FOUND, "Every Secret key the run names exists.")
         self._resolved(C.PROMPT_FOUND, R.PROMPT_FOUND, "The prompt's ConfigMap key exists.")
         self._resolved(C.WITHIN_BUDGET, R.WITHIN_BUDGET, "The namespace's day is not spent.")
-        self.status.started_at = now
-        self._flush()
-        return 0
+        self.status.started_at = self.status.started_at or now
 
     def _wait(self, wait: Wait) -> float:
         self._write_status(wait.phase, wait.message, wait.sandbox, wait.reason)
@@ -190,19 +194,19 @@ class Execution(RunRecord):
         return WAIT_SECONDS
 
     def _launch(
-        self, spec: AgentRunSpec, sandbox: ReadySandbox, env: dict[str, str], budget: Budget | None
+        self,
+        spec: AgentRunSpec,
+        sandbox: ReadySandbox,
+        env: dict[str, str],
+        budget: Budget | None,
+        now: datetime,
     ) -> Ending | Wait | None:
-        """Hold the sandbox, then start the harness with a fresh nonce (its digest stored
-        first); None, or why the run waits, or its end."""
+        """Hold the sandbox, prepare the run in it, then start the harness with a fresh nonce
+        (its digest stored first, in the status that says the run is running); None, or why
+        the run waits, or its end."""
         held = hold(self.run, sandbox)
         if held is not None:
             return held
-        nonce = secrets.token_hex(32)
-        self.status.completion_digest = decide.digest(nonce)
-        self._write_status(
-            self.status.phase or RunPhase.PENDING, "starting the harness", sandbox.name
-        )
-        self._flush()
         access = model_access.grant(self.run, spec, sandbox, self.gateway, utcnow(), budget)
         if isinstance(access, Ending):
             return access
@@ -212,6 +216,10 @@ class Execution(RunRecord):
         unprepared = inputs.prepare(self.namespace, sandbox, self.run_id, invocation)
         if unprepared:
             return decide.launch_failure(spec, sandbox.pod, 2, unprepared)
+        nonce = secrets.token_hex(32)
+        self.status.completion_digest = decide.digest(nonce)
+        self._running(spec, sandbox, now)
+        self._flush(events=False)  # the digest is stored before a harness can end
         env = {e.name: e.value or "" for e in spec.env} | invocation.env | env | access.env
         prompt = inputs.prompt(self.namespace, spec)
         payload = run_scripts.launch_payload(nonce, env, prompt)
@@ -256,9 +264,7 @@ class Execution(RunRecord):
         abort = abort or over
         if abort is not None:
             self._signal(abort, now)
-        if self.touched is None or now - self.touched >= TOUCH_EVERY:
-            inputs.touch(self.namespace, self.sandbox.name, now)
-            self.touched = now
+        self.touched = keep_active(self.namespace, self.sandbox.name, now, self.touched)
         try:
             poll = self._poll()
         except NotFoundError:
@@ -338,9 +344,12 @@ class Execution(RunRecord):
         self._finish(spec)
 
     def _end_without_log(self, spec: AgentRunSpec, ending: Ending, why: str) -> None:
-        """End the run where its log cannot take the last event: the status alone says how."""
+        """End the run where its log cannot take the last event: the status alone says how
+        (a harness launched before is killed)."""
         message = ending.message + (f" (the event log could not be written: {why})" if why else "")
         with contextlib.suppress(KubeError):
+            if self.sandbox is not None and self.status.completion_digest is not None:
+                inputs.kill(self.namespace, self.run_id, self.sandbox.pod)
             model_access.revoke(self.run_id, self.gateway, spec.model_key is not None)
             let_go(self.run, self.status.sandbox_name)
             inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
@@ -352,29 +361,7 @@ class Execution(RunRecord):
             is_error=ending.phase != RunPhase.SUCCEEDED,
             summary=ev.one_line(message, 1000),
         )
-        self._flush()
-
-    def _failed(self, reason: R, why: str) -> None:
-        """Say that the operator cannot act for the run right now, where it still can."""
-        message = f"{why}; retrying."
-        self.notices.append(Notice(reason, message))
-        self._condition(C.PROGRESSING, False, reason, message)
-        with contextlib.suppress(KubeError):
-            self._flush()
-
-    def _resolved(self, type_: C, reason: R, message: str) -> None:
-        """A condition the run waited on turns True once it starts (only if it was set)."""
-        condition = get_condition(self.status.conditions, type_)
-        if condition is not None and condition.status == ConditionStatus.FALSE:
-            self._condition(type_, True, reason, message)
-
-    def _progressing(self) -> None:
-        """After a refusal, the first step that succeeds says so (and only that one writes)."""
-        condition = get_condition(self.status.conditions, C.PROGRESSING)
-        if condition is not None and condition.status == ConditionStatus.FALSE:
-            self._condition(C.PROGRESSING, True, R.RUNNING, "The operator acts for the run.")
-            if self.status.phase not in TERMINAL_PHASES:
-                self._flush()
+        self._flush(events=False)
 
     def _finish(self, spec: AgentRunSpec) -> None:
         """Remove the run's own sandbox, then write the final status: the last act, since a

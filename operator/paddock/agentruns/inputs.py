@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from paddock import metrics
-from paddock.agentruns import claims, decide, gating
+from paddock.agentruns import activity, claims, decide, gating
 from paddock.agentruns import sandbox as sandboxes
 from paddock.agentruns.decide import Asked, Ending, Wait
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
@@ -35,7 +34,6 @@ from paddock.policy.gate import judge_command
 from paddock.render import gate_scripts, run_scripts
 from paddock.render.gate_scripts import GatePoll
 from paddock.render.names import (
-    ACTIVITY_ANNOTATION,
     CLAIMED_FROM_LABEL,
     GATE_CONTAINER,
     LAST_RUN_ANNOTATION,
@@ -45,7 +43,7 @@ from paddock.render.ownership import controlled_by
 from paddock.render.projections import agent_skills, mcp_servers, render_agents_md
 from paddock.runs import journal
 from paddock.runs.scrubbing import Scrubber
-from paddock.times import format_time, utcnow
+from paddock.times import utcnow
 
 Obj = dict[str, Any]
 
@@ -75,7 +73,7 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
     if verdict.create is not None:
         kube.create(verdict.create)
     if verdict.touch:
-        touch(namespace, name, utcnow())
+        activity.touch(namespace, name, utcnow())
     if isinstance(verdict.state, ReadySandbox):
         pod = CACHE.get("Pod", namespace, verdict.state.pod)
         return Verdict(sandboxes.check_pod(verdict.state, pod))
@@ -127,8 +125,8 @@ def _take(run: Obj, pool: Obj, sandboxes_here: list[Obj]) -> Obj | None:
         return None
     workspace = CACHE.get("Workspace", namespace, spec.template.workspace_ref.name)
     current = spec.template_hash(sandboxes.workspace_hash_of(workspace))
-    body = claims.claim(run, pool["metadata"]["name"])
-    for member in claims.candidates(pool, sandboxes_here, current):
+    body = claims.claim(run, pool["metadata"]["name"], utcnow())
+    for member in claims.candidates(pool, sandboxes_here, current, run["metadata"]["uid"]):
         meta = member["metadata"]
         stored = kube.patch_if_unchanged(
             "Sandbox", namespace, meta["name"], body, meta["resourceVersion"]
@@ -137,12 +135,6 @@ def _take(run: Obj, pool: Obj, sandboxes_here: list[Obj]) -> Obj | None:
             CACHE.seen("MODIFIED", stored)
             return stored
     return None
-
-
-def touch(namespace: str, sandbox: str, now: datetime) -> None:
-    """Mark the sandbox active: keeps it from idling out, and resumes it when paused idle."""
-    annotations = {ACTIVITY_ANNOTATION: format_time(now)}
-    kube.patch("Sandbox", namespace, sandbox, {"metadata": {"annotations": annotations}})
 
 
 def seen(event_type: str, run: Obj) -> None:

@@ -3,17 +3,19 @@ journal cursor they were read up to) and the status patched with only what chang
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from paddock import metrics
 from paddock.agentruns import decide, inputs
-from paddock.api.agentrun import AgentRunStatus, RunPhase
-from paddock.api.conditions import Notice, set_condition
+from paddock.api.agentrun import TERMINAL_PHASES, AgentRunStatus, RunPhase
+from paddock.api.common import ConditionStatus
+from paddock.api.conditions import Notice, get_condition, set_condition
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
 from paddock.kube import client as kube
-from paddock.kube.errors import ConflictError
+from paddock.kube.errors import ConflictError, KubeError
 from paddock.render.ownership import controlled_by
 from paddock.runs import events as ev
 from paddock.runs.events import Draft, RunSummary
@@ -41,6 +43,7 @@ class RunRecord:
     scrubber: Scrubber = field(default_factory=Scrubber)
     notices: list[Notice] = field(default_factory=list)
     written: Obj = field(default_factory=dict)  # the status as last written
+    held: list[Obj] = field(default_factory=list)  # events stamped, not yet in the log
 
     @property
     def namespace(self) -> str:
@@ -50,13 +53,25 @@ class RunRecord:
     def run_id(self) -> str:
         return str(self.run["metadata"]["uid"])
 
-    def _append(self, drafts: list[Draft], cursor: dict[str, int] | None = None) -> None:
+    def _append(
+        self, drafts: list[Draft], cursor: dict[str, int] | None = None, *, later: bool = False
+    ) -> None:
+        """Stamp the events and write them to the log, with the journal cursor they were read
+        up to, after any held back; ``later``: held back for the next write (a run about to
+        start writes its ``sandbox.ready`` with its ``run.started``, in one write)."""
         when = ev.now()
         events = [
             ev.stamp(draft, self.summary.next_seq + i, when, self.scrubber)
             for i, draft in enumerate(drafts)
         ]
-        cursor = self.cursor if cursor is None else cursor
+        if not later:
+            self._write([*self.held, *events], self.cursor if cursor is None else cursor)
+            self.held = []
+        else:
+            self.held += events
+        self.summary.add_all(events)
+
+    def _write(self, events: list[Obj], cursor: dict[str, int]) -> None:
         try:
             self.log.append(events, cursor)
         except ConflictError:
@@ -73,7 +88,6 @@ class RunRecord:
             raise  # written by another operator meanwhile: read the log again
         metrics.RUN_EVENTS.labels(str(self.run["spec"]["harness"])).inc(len(events))
         self.cursor = cursor
-        self.summary.add_all(events)
 
     def _write_status(
         self,
@@ -101,10 +115,15 @@ class RunRecord:
             now=utcnow(),
         )
 
-    def _flush(self) -> None:
-        """Write what changed in the status since it was last written."""
+    def _flush(self, events: bool = True) -> None:
+        """Write the events held back, then what changed in the status since it was last
+        written. ``events`` False: the status alone, which then says nothing of them yet."""
+        if events and self.held:
+            self._write(self.held, self.cursor)
+            self.held = []
         self.status.observed_generation = self.run["metadata"].get("generation")
-        decide.summarise(self.status, self.summary, self.log.where())
+        if events:
+            decide.summarise(self.status, self.summary, self.log.where())
         new = self.status.to_api()
         patch = {key: value for key, value in new.items() if self.written.get(key) != value}
         if patch:
@@ -113,3 +132,25 @@ class RunRecord:
             self.written |= patch
             if stored is not None:  # the runs of its sandbox see it at once, not at its event
                 inputs.seen("MODIFIED", stored)
+
+    def _failed(self, reason: R, why: str) -> None:
+        """Say that the operator cannot act for the run right now, where it still can."""
+        message = f"{why}; retrying."
+        self.notices.append(Notice(reason, message))
+        self._condition(C.PROGRESSING, False, reason, message)
+        with contextlib.suppress(KubeError):
+            self._flush()
+
+    def _resolved(self, type_: C, reason: R, message: str) -> None:
+        """A condition the run waited on turns True once it starts (only if it was set)."""
+        condition = get_condition(self.status.conditions, type_)
+        if condition is not None and condition.status == ConditionStatus.FALSE:
+            self._condition(type_, True, reason, message)
+
+    def _progressing(self) -> None:
+        """After a refusal, the first step that succeeds says so (and only that one writes)."""
+        condition = get_condition(self.status.conditions, C.PROGRESSING)
+        if condition is not None and condition.status == ConditionStatus.FALSE:
+            self._condition(C.PROGRESSING, True, R.RUNNING, "The operator acts for the run.")
+            if self.status.phase not in TERMINAL_PHASES:
+                self._flush()

@@ -6,15 +6,29 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Request:
+    verb: str
+    resource: str  # resource[/subresource]
+    name: str  # the object's ("" for a list, or a create by generateName)
+    received: float  # epoch seconds
 
 
 def requests(log: Path, username: str, since: float, until: float) -> Counter[tuple[str, str]]:
     """(verb, resource[/subresource]) of ``username``'s requests received in [since, until)
     (epoch seconds). The API server writes its audit log asynchronously: wait for the
     requests to be there before counting them."""
-    counted: Counter[tuple[str, str]] = Counter()
+    return Counter((r.verb, r.resource) for r in each_request(log, username, since, until))
+
+
+def each_request(log: Path, username: str, since: float, until: float) -> Iterator[Request]:
+    """``username``'s requests received in [since, until), one by one."""
     for path in (log.with_name(log.name + ".1"), log):
         if not path.exists():
             continue
@@ -28,8 +42,7 @@ def requests(log: Path, username: str, since: float, until: float) -> Counter[tu
                 resource = ref.get("resource", "") + (
                     "/" + ref["subresource"] if ref.get("subresource") else ""
                 )
-                counted[(entry["verb"], resource)] += 1
-    return counted
+                yield Request(entry["verb"], resource, ref.get("name", ""), stamp)
 
 
 def _epoch(stamp: str) -> float:

@@ -4,9 +4,12 @@ processes first."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -17,8 +20,30 @@ from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
 from paddock.api.conditions import Notice
 from paddock.api.reasons import RunReason
+from paddock.runs import events as ev
 
 MAX_BACKOFF_SECONDS = 30.0
+T = TypeVar("T")
+
+
+class RunThreads:
+    """The threads run steps take. A run's steps until its harness has started have threads
+    of their own: a new run's take and launch never wait behind the polls of running runs."""
+
+    def __init__(self, workers: int) -> None:
+        self.starting = ThreadPoolExecutor(workers, "paddock-run-start")
+        self.running = ThreadPoolExecutor(workers, "paddock-run")
+
+    async def call(self, execution: Execution | None, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a thread for the run's stage, in this context (as ``to_thread``)."""
+        started = execution is not None and ev.RUN_STARTED in execution.summary.types_seen
+        pool = self.running if started else self.starting
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(pool, context.run, fn, *args)
+
+    def stop(self) -> None:
+        for pool in (self.starting, self.running):
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 @kopf.daemon(GROUP, VERSION, "agentruns", cancellation_timeout=10)
@@ -41,8 +66,8 @@ async def run_daemon(
         snapshot = copy.deepcopy(dict(body))
         try:
             if execution is None:
-                execution = await asyncio.to_thread(Execution.load, snapshot, memo.config)
-            delay = await asyncio.to_thread(execution.step, snapshot)
+                execution = await memo.run_threads.call(None, Execution.load, snapshot, memo.config)
+            delay = await memo.run_threads.call(execution, execution.step, snapshot)
             backoff = 1.0
         except LogUnreadableError as exc:
             logger.warning(f"run log unreadable, retrying in {backoff:.0f}s: {exc}")

@@ -5,7 +5,11 @@ tell a change from a replay. Annotations hold 256 KiB in all, and a Workspace ma
 more (instructions, file skills): the record would not fit, kopf's patch would fail, and the
 object would never be reconciled. Long strings are recorded by their SHA-256 instead: a
 change of any of them still changes the record, which is all the handlers need (they are
-level-based and never read the diff)."""
+level-based and never read the diff).
+
+AgentRuns have no create, update or resume handler (a daemon drives each, and a delete
+handler cleans up after it): a record would only cost each run a write, so none is kept, and
+kopf sees a run as unchanged since it last looked."""
 
 from __future__ import annotations
 
@@ -27,10 +31,23 @@ def _compact(value: Any) -> Any:
     return value
 
 
+UNRECORDED = {"AgentRun"}  # kinds with no create, update or resume handler
+
+
 class CompactDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
-    """``AnnotationsDiffBaseStorage`` that stores long strings as their hashes."""
+    """``AnnotationsDiffBaseStorage`` that stores long strings as their hashes, and nothing
+    for the kinds in ``UNRECORDED``."""
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
         essence = super().build(body=body, extra_fields=extra_fields)
         compact: kopf.BodyEssence = _compact(essence)
         return compact
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        if body.get("kind") in UNRECORDED:
+            return self.build(body=body)  # as it is: no change to handle
+        return super().fetch(body=body)
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        if body.get("kind") not in UNRECORDED:
+            super().store(body=body, patch=patch, essence=essence)

@@ -13,6 +13,7 @@ import prometheus_client
 
 from paddock import GROUP
 from paddock.handlers import pool, sandbox, snapshots
+from paddock.handlers.agentrun import RunThreads
 from paddock.handlers.coalescing import ReconcileQueue
 from paddock.handlers.diffbase import CompactDiffBaseStorage
 from paddock.handlers.network import API_NAMESPACE
@@ -49,7 +50,7 @@ def in_cluster_server(env: Mapping[str, str], default: str) -> str:
 
 def _queues(memo: kopf.Memo, config: OperatorSettings) -> None:
     """The reconcile queues: Sandboxes (many workers), pools and Workspaces' snapshots (one
-    each: two reconciles of one never make the same missing objects)."""
+    each: two reconciles of one never make the same missing objects); the runs' threads."""
     memo.reconciles = ReconcileQueue[tuple[str, str]](
         lambda named, attempt: sandbox.reconcile_named(*named, config, attempt),
         delay=config.coalesce_seconds,
@@ -65,6 +66,7 @@ def _queues(memo: kopf.Memo, config: OperatorSettings) -> None:
         delay=config.coalesce_seconds,
         workers=1,
     )
+    memo.run_threads = RunThreads(config.worker_limit)
 
 
 @kopf.on.startup()
@@ -109,7 +111,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     )
     settings.watching.field_selectors["v1", "events"] = model_usage.FIELD_SELECTOR
 
-    settings.queueing.worker_limit = config.worker_limit
+    # kopf's per-object workers are coroutines that outlive their last event by its idle
+    # timeout: a limit on them would hold the next objects' events back (a burst of runs past
+    # the limit waited seconds). Threads are what is limited: kopf's handlers' and ours.
+    settings.queueing.worker_limit = None
     settings.execution.max_workers = config.worker_limit
 
     # kopf posts handler log records of this level and above as Kubernetes Events; Paddock posts
@@ -121,7 +126,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 @kopf.on.cleanup()
 def stop(memo: kopf.Memo, **_: Any) -> None:
     service.stop_archives()
-    for queue in ("reconciles", "pools", "workspace_snapshots"):
+    for queue in ("reconciles", "pools", "workspace_snapshots", "run_threads"):
         reconciles = memo.get(queue)
         if reconciles is not None:
             reconciles.stop()
