@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from support.kube import Cluster
-from support.sandboxes import get
+from support.sandboxes import get, kwok_pod_dir
 from support.waiting import wait_for
 
 CLASS = "paddock-local"
@@ -120,3 +120,24 @@ def test_a_snapshot_is_taken_restored_into_a_new_claim_and_deleted(
     )
     assert not copy.exists()
     assert (second / "notes" / "setup.txt").is_file()  # a restored volume is its own
+
+
+def test_a_kwok_pod_runs_only_once_its_claimed_volume_is_mounted(
+    cluster: Cluster, namespace: str
+) -> None:
+    """As a kubelet mounts volumes before it starts containers: the moment a kwok pod is seen
+    Running, its mount is there (a run launched at once finds its workspace)."""
+    cluster.apply(_claim("mounted"), namespace)
+    cluster.apply(_pod_using("mounted", "mounted"), namespace)
+    wait_for(
+        lambda: (
+            (get(cluster, namespace, "pod", "mounted") or {}).get("status", {}).get("phase")
+            == "Running"
+        ),
+        60,
+        what="the pod Running",
+    )
+    mount = kwok_pod_dir(namespace, "mounted") / "fs" / "data"
+    assert mount.is_symlink() and mount.resolve() == _volume_directory(
+        cluster, namespace, "mounted"
+    )

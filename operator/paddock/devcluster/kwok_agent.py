@@ -53,6 +53,7 @@ PROVISIONER = local_snapshots.DRIVER
 # kwok node) and the real node's (claims of pods on it).
 DRIVERS = {STORAGE_CLASS: PROVISIONER, NODE_STORAGE_CLASS: local_snapshots.NODE_DRIVER}
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
+MOUNTED = "kwok.paddock.dev/mounted"  # kwok-stages.yaml starts a pod's containers only then
 
 
 IMAGE_BIN = "image-bin"  # under a pod's directory: programs its "image" holds
@@ -111,10 +112,12 @@ def exec_env(pod: Any, directory: Path) -> list[dict[str, str]]:
     return [{"name": name, "value": value} for name, value in env.items()]
 
 
-def link_mounts(core: client.CoreV1Api, pod: Any, directory: Path, root: Path) -> None:
+def link_mounts(core: client.CoreV1Api, pod: Any, directory: Path, root: Path) -> bool:
     """Make ``<pod dir>/fs/<mount path>`` for each mount of the first container: a link to the
-    claim's volume directory once the claim is bound, a directory for anything else."""
+    claim's volume directory once the claim is bound, a directory for anything else; whether
+    every mount is there."""
     volumes = {v.name: v for v in pod.spec.volumes or []}
+    complete = True
     for mount in _mounts(pod):
         target = directory / "fs" / mount.mount_path.lstrip("/")
         if target.exists() or target.is_symlink():
@@ -133,10 +136,64 @@ def link_mounts(core: client.CoreV1Api, pod: Any, directory: Path, root: Path) -
                 claim.claim_name, pod.metadata.namespace
             )
         except ApiException:
-            continue  # not there yet: the next pod event tries again
+            complete = False  # not there yet
+            continue
         source = root / "volumes" / f"pvc-{pvc.metadata.uid}"
         if pvc.status.phase == "Bound" and source.is_dir():
             target.symlink_to(source)
+        else:
+            complete = False
+    return complete
+
+
+class Mounter:
+    """Marks a pod ``MOUNTED`` once every mount of it is there; kwok's stages run its init
+    containers and containers only then, as a kubelet mounts volumes before starting either
+    (else a sandbox could be Ready, and a run launched in it, before its workspace is).
+    A pod whose claim is not bound yet is looked at again every ``RETRY`` seconds."""
+
+    RETRY = 0.2
+    GIVE_UP = 600.0  # seconds
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._waiting: set[str] = set()  # pod uids with a retry pending
+        self._lock = threading.Lock()
+
+    def mount(self, core: client.CoreV1Api, pod: Any, waited: float = 0) -> None:
+        if (pod.metadata.annotations or {}).get(MOUNTED):
+            return
+        directory = pod_dir(self.root, pod.metadata.namespace, pod.metadata.name)
+        if not link_mounts(core, pod, directory, self.root):
+            with self._lock:
+                if pod.metadata.uid in self._waiting and not waited:
+                    return  # its retries are under way
+                self._waiting.add(pod.metadata.uid)
+            if waited < self.GIVE_UP:
+                retry = threading.Timer(self.RETRY, self._again, (pod, waited + self.RETRY))
+                retry.daemon = True
+                retry.start()
+            return
+        with self._lock:
+            self._waiting.discard(pod.metadata.uid)
+        body = {"metadata": {"annotations": {MOUNTED: "true"}}}
+        try:
+            core.patch_namespaced_pod(pod.metadata.name, pod.metadata.namespace, body)
+        except ApiException as exc:
+            if exc.status != 404:
+                log.warning("pod %s/%s not marked mounted: %s", *_key(pod), exc.reason)
+
+    def _again(self, pod: Any, waited: float) -> None:
+        core = client.CoreV1Api()
+        try:
+            fresh: Any = core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+        except ApiException:
+            fresh = None
+        if fresh is None or fresh.metadata.uid != pod.metadata.uid:
+            with self._lock:
+                self._waiting.discard(pod.metadata.uid)
+            return
+        self.mount(core, fresh, waited)
 
 
 def exec_object(pod: Any, directory: Path) -> dict[str, Any]:
@@ -169,12 +226,11 @@ def _key(pod: Any) -> tuple[str, str]:
 
 
 def ensure_exec(
-    core: client.CoreV1Api, custom: client.CustomObjectsApi, pod: Any, root: Path
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, pod: Any, mounter: Mounter
 ) -> None:
-    directory = pod_dir(root, pod.metadata.namespace, pod.metadata.name)
+    directory = pod_dir(mounter.root, pod.metadata.namespace, pod.metadata.name)
     (directory / "home").mkdir(parents=True, exist_ok=True)
-    if pod.status.phase == "Running":
-        link_mounts(core, pod, directory, root)
+    mounter.mount(core, pod)
     try:
         custom.create_namespaced_custom_object(
             KWOK_GROUP, KWOK_VERSION, pod.metadata.namespace, "execs", exec_object(pod, directory)
@@ -313,11 +369,12 @@ def _provision_again(pvc: Any, node: str, root: Path, waited: float) -> None:
 
 def watch_pods(node: str, root: Path) -> None:
     core, custom = client.CoreV1Api(), client.CustomObjectsApi()
+    mounter = Mounter(root)
     selector = f"spec.nodeName={node}"
     while True:
         pods = core.list_pod_for_all_namespaces(field_selector=selector)
         for pod in pods.items:
-            ensure_exec(core, custom, pod, root)
+            ensure_exec(core, custom, pod, mounter)
         stream = watch.Watch().stream(
             core.list_pod_for_all_namespaces,
             field_selector=selector,
@@ -333,7 +390,7 @@ def watch_pods(node: str, root: Path) -> None:
                         ignore_errors=True,
                     )
                 elif event["type"] in ("ADDED", "MODIFIED"):
-                    ensure_exec(core, custom, pod, root)
+                    ensure_exec(core, custom, pod, mounter)
         except ApiException as exc:
             if exc.status != 410:  # 410 Gone: the watch is too old; list again
                 raise
