@@ -138,6 +138,5 @@ def test_a_kwok_pod_runs_only_once_its_claimed_volume_is_mounted(
         what="the pod Running",
     )
     mount = kwok_pod_dir(namespace, "mounted") / "fs" / "data"
-    assert mount.is_symlink() and mount.resolve() == _volume_directory(
-        cluster, namespace, "mounted"
-    )
+    assert mount.is_symlink()
+    assert mount.resolve() == _volume_directory(cluster, namespace, "mounted")
