@@ -117,11 +117,13 @@ class RunRecord:
 
     def _flush(self, events: bool = True) -> None:
         """Write the events held back, then what changed in the status since it was last
-        written. ``events`` False: the status alone, which then says nothing of them yet."""
+        written. ``events`` False: the status alone, which then says where the log is but
+        nothing yet of the events (their count, the last ones)."""
         if events and self.held:
             self._write(self.held, self.cursor)
             self.held = []
         self.status.observed_generation = self.run["metadata"].get("generation")
+        self.status.log = self.log.where()  # (followers wait for it; a restart reads it)
         if events:
             decide.summarise(self.status, self.summary, self.log.where())
         new = self.status.to_api()
