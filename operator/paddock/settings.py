@@ -26,8 +26,8 @@ class OperatorSettings(BaseModel):
     worker_limit: int = Field(
         default=20,
         ge=1,
-        description="Threads of kopf's handlers, of the queued reconciles, of runs starting, "
-        "and, apart, of runs running.",
+        description="Most resources reconciled at once (kopf queueing); as many threads "
+        "reconcile, step runs starting, and, apart, runs running.",
     )
     coalesce_seconds: float = Field(
         default=0.5,

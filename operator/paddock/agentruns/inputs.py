@@ -87,6 +87,10 @@ def _from_pool(run: Obj, spec: AgentRunSpec, pool_name: str) -> Verdict:
     namespace = meta["namespace"]
     sandboxes_here = CACHE.listed("Sandbox", namespace)
     mine = claims.taken(meta["uid"], sandboxes_here)
+    named = (run.get("status") or {}).get("sandboxName")
+    if mine is None and named:  # taken before an operator restart, not watched yet: by name
+        found = CACHE.get("Sandbox", namespace, named)
+        mine = claims.taken(meta["uid"], [found] if found is not None else [])
     if mine is None:
         pool = CACHE.get("SandboxPool", namespace, pool_name)
         if pool is None:

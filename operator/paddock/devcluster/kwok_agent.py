@@ -139,7 +139,11 @@ def link_mounts(core: client.CoreV1Api, pod: Any, directory: Path, root: Path) -
             complete = False  # not there yet
             continue
         source = root / "volumes" / f"pvc-{pvc.metadata.uid}"
-        if pvc.status.phase == "Bound" and source.is_dir():
+        if pvc.status.phase != "Bound":
+            complete = False
+        elif pvc.spec.volume_name != source.name:  # a volume not of this agent: nothing here
+            target.mkdir()
+        elif source.is_dir():
             target.symlink_to(source)
         else:
             complete = False

@@ -1,9 +1,8 @@
 """Sandboxes by the Workspace and SandboxPolicy they are made from, kept from the watch of
 Sandboxes, so that a change to either reaches its sandboxes at once, without a read.
 
-Not a kopf index: kopf holds every object's worker until all indexes are filled, and with a
-limit on workers (kopf's ``worker_limit``) smaller than the objects the indexes are never
-filled.
+Not a kopf index: kopf holds every object's worker until all indexes are filled, and with more
+objects than ``worker_limit`` workers the indexes are never filled.
 """
 
 from __future__ import annotations

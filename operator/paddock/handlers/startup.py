@@ -111,10 +111,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     )
     settings.watching.field_selectors["v1", "events"] = model_usage.FIELD_SELECTOR
 
-    # kopf's per-object workers are coroutines that outlive their last event by its idle
-    # timeout: a limit on them would hold the next objects' events back (a burst of runs past
-    # the limit waited seconds). Threads are what is limited: kopf's handlers' and ours.
-    settings.queueing.worker_limit = None
+    # kopf's per-object workers outlive their last event by its idle timeout (5 s): past this
+    # many objects changing at once, the next ones' events wait for a worker to idle out.
+    settings.queueing.worker_limit = config.worker_limit
     settings.execution.max_workers = config.worker_limit
 
     # kopf posts handler log records of this level and above as Kubernetes Events; Paddock posts
