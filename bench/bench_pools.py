@@ -204,13 +204,16 @@ def main() -> int:
         pool_seconds, direct_seconds = fill(namespace, args.runs)
         pooled = starts(namespace, "pooled", args.runs, args.rate, {"poolRef": {"name": "bench"}})
         made = starts(namespace, "made", args.runs, args.rate, {"sandboxTemplate": TEMPLATE})
+        time.sleep(2)  # the audit log is written asynchronously
+        counted = {label: writes(local.audit_log(directory), runs)
+                   for label, runs in (("pool", pooled), ("template", made))}  # fmt: skip
     finally:
         operator.terminate()
         operator.wait()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")
         if started_here:
             local.down(directory)
-    report(args, pool_seconds, direct_seconds, pooled, made, local.audit_log(directory))
+    report(args, pool_seconds, direct_seconds, pooled, made, counted)
     return 0
 
 
@@ -220,7 +223,7 @@ def report(
     direct_seconds: float,
     pooled: list[Start],
     made: list[Start],
-    audit: Path,
+    counted: dict[str, tuple[Counter[str], int]],
 ) -> None:
     print(f"SandboxPool fill, {args.runs} sandboxes (local control plane, kwok)")
     print(f"  sandboxes applied (baseline)    : {args.runs / direct_seconds:7.1f} Ready/s")
@@ -237,9 +240,9 @@ def report(
     print(_line("apply -> harness started, pool", [r.started - r.applied for r in pooled],
                 base_started))  # fmt: skip
     for label, runs in (("pool", pooled), ("template", made)):
-        counted, events = writes(audit, runs)
-        each = ", ".join(f"{what} {n / len(runs):.2f}" for what, n in counted.most_common())
-        total = sum(counted.values()) / len(runs)
+        found, events = counted[label]
+        each = ", ".join(f"{what} {n / len(runs):.2f}" for what, n in found.most_common())
+        total = sum(found.values()) / len(runs)
         print(f"  writes per run to started, {label:<8}: {total:.2f} ({each}); "
               f"Events {events / len(runs):.2f}")  # fmt: skip
 
