@@ -18,7 +18,6 @@ from paddock.api.agentrun import (
     AgentRunStatus,
     EventSummary,
     Harness,
-    LogLocation,
     RunPhase,
     RunResult,
 )
@@ -366,15 +365,14 @@ def terminal_event(ending: Ending) -> Draft:
     return Draft(kind, ending.message, data)
 
 
-def summarise(status: AgentRunStatus, summary: RunSummary, log: LogLocation) -> None:
-    """The status fields that come from the log: counts, the last events, session, usage,
-    changed files, and where the log is."""
+def summarise(status: AgentRunStatus, summary: RunSummary) -> None:
+    """The status fields that come from the log's events: counts, the last events, session,
+    usage, changed files."""
     status.event_count = summary.next_seq
     status.last_events = [
         EventSummary(seq=e["seq"], type=e["type"], time=e["time"], summary=e["summary"])
         for e in summary.last
     ]
-    status.log = log
     if summary.session_id:
         status.session_id = summary.session_id
     if summary.usage:

@@ -125,7 +125,7 @@ class RunRecord:
         self.status.observed_generation = self.run["metadata"].get("generation")
         self.status.log = self.log.where()  # (followers wait for it; a restart reads it)
         if events:
-            decide.summarise(self.status, self.summary, self.log.where())
+            decide.summarise(self.status, self.summary)
         new = self.status.to_api()
         patch = {key: value for key, value in new.items() if self.written.get(key) != value}
         if patch:
