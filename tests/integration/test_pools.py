@@ -235,3 +235,42 @@ def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_threads_runs_take_one_member_which_outlives_them_and_the_pool(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    """Runs of one thread arriving together take one member between them (the first takes it,
+    the others find it by the thread's key), another thread takes another; the member becomes
+    the thread's (no owner), so it stays after the runs end and the pool is deleted."""
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(_pool("py", 3), namespace)
+    _ready(cluster, namespace, "py", 3)
+    template = {"workspaceRef": {"name": "app"}}
+    runs = []
+    for name, thread in (("a1", "one"), ("a2", "one"), ("a3", "one"), ("b1", "two")):
+        run = command_run(name, "unused", "echo done", sandboxTemplate=template, threadId=thread)
+        del run["spec"]["sandboxRef"]
+        runs.append(run)
+    listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": runs})
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
+    ready = {}
+    for name in ("a1", "a2", "a3", "b1"):
+        status = wait_for_run(cluster, namespace, name, timeout=120)
+        assert status["phase"] == "Succeeded", (status["message"], status["conditions"])
+        ready[name] = _taken(cluster, namespace, name)
+    thread_one = {ready[name]["sandbox"] for name in ("a1", "a2", "a3")}
+    assert len(thread_one) == 1, ready
+    assert ready["b1"]["sandbox"] not in thread_one
+    takers = [name for name in ("a1", "a2", "a3") if ready[name].get("taken") == "claimed"]
+    assert len(takers) == 1, ready  # the thread's first run tells of the take; the rest reuse
+    (sandbox,) = thread_one
+    taken = get(cluster, namespace, "sandbox", sandbox)
+    assert taken is not None
+    assert not taken["metadata"].get("ownerReferences"), taken
+    assert taken["metadata"]["labels"]["paddock.dev/claimed-from"] == "py"
+    _ready(cluster, namespace, "py", 3)  # refilled after both takes
+    cluster.kubectl("delete", "sandboxpool", "py", "-n", namespace)
+    wait_for(lambda: _members(cluster, namespace, "py") == [], 60, what="members collected")
+    assert get(cluster, namespace, "sandbox", sandbox) is not None
+    assert get(cluster, namespace, "sandbox", ready["b1"]["sandbox"]) is not None

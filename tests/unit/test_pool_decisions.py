@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from paddock.agentruns import claims
+from paddock.api.agentrun import AgentRunSpec
 from paddock.api.pool import SandboxPoolSpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.sandboxes.plan import Create, Delete
@@ -154,3 +155,59 @@ def test_a_template_run_takes_from_the_pool_of_its_very_template_only() -> None:
     idle = SandboxSpec.model_validate({"workspaceRef": {"name": "app"},
                                        "lifecycle": {"idleTimeout": "1h"}})  # fmt: skip
     assert claims.matching_pool(idle, [_pool()]) is None
+
+
+def _thread_run(name: str, at: str, phase: str | None = None, thread: str = "t1") -> dict[str, Any]:
+    run: dict[str, Any] = {
+        "apiVersion": "paddock.dev/v1alpha1", "kind": "AgentRun",
+        "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}",
+                     "creationTimestamp": f"2026-12-04T00:00:0{at}Z"},
+        "spec": {"harness": "command", "command": "true",
+                 "sandboxTemplate": {"workspaceRef": {"name": "app"}}, "threadId": thread},
+    }  # fmt: skip
+    if phase:
+        run["status"] = {"phase": phase}
+    return run
+
+
+def test_a_threads_take_gives_the_member_the_threads_key_and_no_owner() -> None:
+    run = _thread_run("r1", "1")
+    body = claims.thread_claim(run, "py", "k1", datetime(2026, 12, 4, 9, 30, tzinfo=UTC))
+    labels = body["metadata"]["labels"]
+    assert labels["paddock.dev/thread-key"] == "k1"
+    assert labels["paddock.dev/pool"] is None and labels["paddock.dev/claimed-from"] == "py"
+    assert body["metadata"]["ownerReferences"] is None  # merge patch: the pool's reference goes
+    assert body["metadata"]["annotations"]["paddock.dev/held-by"] == "uid-r1"
+
+
+def test_a_threads_taken_sandbox_is_found_by_its_key_the_oldest_first() -> None:
+    older, newer, other = _member("py-a", at="1"), _member("py-b", at="2"), _member("py-c")
+    for sandbox, key in ((older, "k1"), (newer, "k1"), (other, "k2")):
+        sandbox["metadata"]["labels"] = {"paddock.dev/thread-key": key,
+                                         "paddock.dev/claimed-from": "py"}  # fmt: skip
+    assert claims.thread_sandbox("k1", [newer, other, older]) is older
+    assert claims.thread_sandbox("k2", [newer, other, older]) is other
+    assert claims.thread_sandbox("k3", [newer, other, older]) is None
+    older["metadata"]["deletionTimestamp"] = "2026-12-04T01:00:00Z"
+    assert claims.thread_sandbox("k1", [newer, older]) is newer
+    made = _member("thread-k1")  # a sandbox not from a pool is found by its name, not here
+    made["metadata"]["labels"] = {"paddock.dev/thread-key": "k1"}
+    assert claims.thread_sandbox("k1", [made]) is None
+
+
+def test_only_the_threads_first_run_takes_and_one_waiting_for_its_inputs_is_passed_over() -> None:
+    me = _thread_run("b", "5")
+    spec = AgentRunSpec.model_validate(me["spec"])
+    cases = [
+        ([_thread_run("a", "1")], "a"),  # created first, not judged yet
+        ([_thread_run("a", "1", "WaitingForSandbox")], "a"),
+        ([_thread_run("a", "1", "Pending")], None),  # waits for its Secrets or prompt
+        ([_thread_run("a", "1", "Succeeded")], None),
+        ([_thread_run("c", "7")], None),  # created after
+        ([_thread_run("a", "1", thread="t2")], None),  # another thread
+        ([_thread_run("a", "5"), me], "a"),  # the same second: by name
+        ([_thread_run("c", "5"), me], None),
+        ([_thread_run("c", "3"), _thread_run("a", "2")], "a"),  # the first of several
+    ]
+    for others, expected in cases:
+        assert claims.thread_run_before(me, spec, others) == expected, others

@@ -7,7 +7,9 @@ The take is a patch made only if the member is still the version read (its resou
 of two runs that try the same member, one write succeeds and the other is refused by the API
 server, whatever each operator's cache said. It makes the run the member's controller and
 takes the pool's label off (the pool then makes another), so the member is the run's own, as
-a sandbox a template run makes is: removed when the run ends, never returned to the pool."""
+a sandbox a template run makes is: removed when the run ends, never returned to the pool. A
+thread's run takes the member for its thread instead: the member gets the thread's key and no
+owner, as the sandbox a thread's run makes, and outlives the run."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from paddock import GROUP, VERSION
+from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, Reuse, RunPhase
 from paddock.api.pool import SandboxPoolSpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.render.names import (
@@ -28,6 +31,7 @@ from paddock.render.names import (
     POOL_LABEL,
     POOL_TEMPLATE_LABEL,
     RUN_LABEL,
+    THREAD_KEY_LABEL,
 )
 from paddock.render.ownership import controlled_by, controller_reference, owned_by
 from paddock.times import format_time
@@ -56,6 +60,43 @@ def taken(run_uid: str, sandboxes: list[Obj]) -> Obj | None:
         if labels.get(RUN_LABEL) == run_uid and controlled_by(sandbox, run_uid):
             return sandbox
     return None
+
+
+def thread_sandbox(key: str, sandboxes: list[Obj]) -> Obj | None:
+    """The sandbox a run of the thread took from a pool: one labelled with the thread's key
+    (the oldest, should two runs of it ever have taken one each), not being deleted."""
+    found = [
+        sandbox
+        for sandbox in sandboxes
+        if (sandbox["metadata"].get("labels") or {}).get(THREAD_KEY_LABEL) == key
+        and (sandbox["metadata"].get("labels") or {}).get(CLAIMED_FROM_LABEL)
+        and not sandbox["metadata"].get("deletionTimestamp")
+    ]
+    found.sort(key=lambda s: (s["metadata"].get("creationTimestamp") or "", s["metadata"]["name"]))
+    return found[0] if found else None
+
+
+def thread_run_before(run: Obj, spec: AgentRunSpec, others: list[Obj]) -> str | None:
+    """The name of a run of the same thread created before this one that may still take the
+    thread's sandbox (None: this run is the thread's first). Not one that ended, nor one
+    waiting for its Secrets or prompt (Pending): it takes nothing until they exist."""
+    meta = run["metadata"]
+    me = (meta.get("creationTimestamp") or "", meta["name"])
+    before = []
+    for other in others:
+        other_meta, other_spec = other["metadata"], other.get("spec") or {}
+        phase = (other.get("status") or {}).get("phase")
+        created = (other_meta.get("creationTimestamp") or "", other_meta["name"])
+        if (
+            other_meta.get("uid") != meta.get("uid")
+            and phase not in (*TERMINAL_PHASES, RunPhase.PENDING)
+            and other_spec.get("sandboxTemplate")
+            and other_spec.get("threadId") == spec.thread_id
+            and other_spec.get("reuse", Reuse.THREAD) == Reuse.THREAD
+            and created < me
+        ):
+            before.append(created)
+    return min(before)[1] if before else None
 
 
 def candidates(pool: Obj, sandboxes: list[Obj], current: str, run_uid: str) -> list[Obj]:
@@ -89,6 +130,16 @@ def claim(run: Obj, pool: str, now: datetime) -> Obj:
     marks = {HELD_BY_ANNOTATION: run["metadata"]["uid"], ACTIVITY_ANNOTATION: format_time(now)}
     return {"metadata": {"labels": labels, "annotations": marks,
                          "ownerReferences": [controller_reference(run)]}}  # fmt: skip
+
+
+def thread_claim(run: Obj, pool: str, key: str, now: datetime) -> Obj:
+    """The patch that takes a member for the thread ``key`` (sent as ``claim``'s is): the
+    thread's key instead of an owner, so that it outlives the run; the run that took it named
+    in its run label."""
+    body = claim(run, pool, now)
+    body["metadata"]["labels"][THREAD_KEY_LABEL] = key
+    body["metadata"]["ownerReferences"] = None
+    return body
 
 
 def own_sandbox(run: Obj, pool: Obj) -> tuple[str, Obj]:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from paddock import metrics
-from paddock.agentruns import activity, claims, decide, gating
+from paddock.agentruns import activity, claims, decide, gating, taking
 from paddock.agentruns import sandbox as sandboxes
 from paddock.agentruns.decide import Asked, Ending, Wait
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
@@ -21,8 +21,6 @@ from paddock.api.agentrun import AgentRunSpec, Reuse
 from paddock.api.approvals import ApprovalState
 from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
-from paddock.api.pool import SandboxPoolSpec
-from paddock.api.reasons import RunReason as R
 from paddock.api.workspace import WorkspaceSpec
 from paddock.harness import HARNESSES, Invocation
 from paddock.harness.base import WorkspaceContext
@@ -34,7 +32,6 @@ from paddock.policy.gate import judge_command
 from paddock.render import gate_scripts, run_scripts
 from paddock.render.gate_scripts import GatePoll
 from paddock.render.names import (
-    CLAIMED_FROM_LABEL,
     GATE_CONTAINER,
     LAST_RUN_ANNOTATION,
     SANDBOX_CONTAINER,
@@ -54,13 +51,12 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
     the pod the run will exec into."""
     namespace = run["metadata"]["namespace"]
     if spec.pool_ref is not None:
-        return _from_pool(run, spec, spec.pool_ref.name)
-    if spec.sandbox_template is not None and spec.effective_reuse == Reuse.NONE:
-        pool = claims.matching_pool(spec.sandbox_template, CACHE.listed("SandboxPool", namespace))
-        if pool is not None:
-            return _from_pool(run, spec, pool)
-    workspace_hash = ""
+        return taking.from_pool(run, spec, spec.pool_ref.name)
+    pool, workspace_hash = None, ""
     if spec.sandbox_template is not None:
+        pool = claims.matching_pool(spec.sandbox_template, CACHE.listed("SandboxPool", namespace))
+        if pool is not None and spec.effective_reuse == Reuse.NONE:
+            return taking.from_pool(run, spec, pool)
         workspace_name = spec.sandbox_template.workspace_ref.name
         workspace_hash = sandboxes.workspace_hash_of(
             CACHE.get("Workspace", namespace, workspace_name)
@@ -69,6 +65,10 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
     if isinstance(name, sandboxes.Waiting):
         return Verdict(name)
     found = CACHE.get("Sandbox", namespace, name)
+    if found is None and spec.effective_reuse == Reuse.THREAD:
+        taken = taking.for_thread(run, spec, workspace_hash, pool)
+        if taken is not None:
+            return taken
     verdict = sandboxes.judge(run, spec, name, found, workspace_hash)
     if verdict.create is not None:
         kube.create(verdict.create)
@@ -78,67 +78,6 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
         pod = CACHE.get("Pod", namespace, verdict.state.pod)
         return Verdict(sandboxes.check_pod(verdict.state, pod))
     return verdict
-
-
-def _from_pool(run: Obj, spec: AgentRunSpec, pool_name: str) -> Verdict:
-    """The sandbox the run took from its pool, or made from the pool's template (once, found
-    again by its label after a restart); taken now if it has none, else made."""
-    meta = run["metadata"]
-    namespace = meta["namespace"]
-    sandboxes_here = CACHE.listed("Sandbox", namespace)
-    mine = claims.taken(meta["uid"], sandboxes_here)
-    named = (run.get("status") or {}).get("sandboxName")
-    if mine is None and named:  # taken before an operator restart, not watched yet: by name
-        found = CACHE.get("Sandbox", namespace, named)
-        mine = claims.taken(meta["uid"], [found] if found is not None else [])
-    if mine is None:
-        pool = CACHE.get("SandboxPool", namespace, pool_name)
-        if pool is None:
-            said = f"SandboxPool {pool_name} not found in namespace {namespace}"
-            return Verdict(sandboxes.Waiting(None, R.POOL_NOT_FOUND, said))
-        try:
-            SandboxPoolSpec.model_validate(pool.get("spec") or {})
-        except ValidationError as exc:
-            said = f"SandboxPool {pool_name} is invalid: " + "; ".join(describe(exc))
-            return Verdict(sandboxes.Waiting(None, R.POOL_INVALID, said))
-        mine = _take(run, pool, sandboxes_here)
-        if mine is None:
-            name, made = claims.own_sandbox(run, pool)
-            created = kube.create(made)
-            if created is not None:
-                CACHE.seen("ADDED", created)
-            said = f"SandboxPool {pool_name} has no Ready sandbox: created Sandbox {name}"
-            return Verdict(sandboxes.Waiting(name, R.SANDBOX_CREATED, said))
-    name = mine["metadata"]["name"]
-    verdict = sandboxes.judge(run, spec, name, mine, "")
-    if not isinstance(verdict.state, ReadySandbox):
-        return verdict
-    pod = CACHE.get("Pod", namespace, verdict.state.pod)
-    taken_from = (mine["metadata"].get("labels") or {}).get(CLAIMED_FROM_LABEL)
-    ready = replace(verdict.state, pool=pool_name, claimed=taken_from == pool_name)
-    return Verdict(sandboxes.check_pod(ready, pod))
-
-
-def _take(run: Obj, pool: Obj, sandboxes_here: list[Obj]) -> Obj | None:
-    """Take a Ready member of the pool: the first whose write lands (another run's write
-    on the same member first makes this one's fail, and the next member is tried)."""
-    namespace = run["metadata"]["namespace"]
-    try:
-        spec = SandboxPoolSpec.model_validate(pool.get("spec") or {})
-    except ValidationError:
-        return None
-    workspace = CACHE.get("Workspace", namespace, spec.template.workspace_ref.name)
-    current = spec.template_hash(sandboxes.workspace_hash_of(workspace))
-    body = claims.claim(run, pool["metadata"]["name"], utcnow())
-    for member in claims.candidates(pool, sandboxes_here, current, run["metadata"]["uid"]):
-        meta = member["metadata"]
-        stored = kube.patch_if_unchanged(
-            "Sandbox", namespace, meta["name"], body, meta["resourceVersion"]
-        )
-        if stored is not None:
-            CACHE.seen("MODIFIED", stored)
-            return stored
-    return None
 
 
 def seen(event_type: str, run: Obj) -> None:

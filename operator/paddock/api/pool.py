@@ -51,7 +51,9 @@ class SandboxPoolStatus(ApiModel):
         "ones become Ready.",
     )
     claimed: int = Field(
-        default=0, description="Members taken by runs that still exist (no longer the pool's)."
+        default=0,
+        description="Sandboxes runs took from the pool that still exist (no longer the "
+        "pool's): a run's own, and a thread's.",
     )
     selector: str | None = Field(
         default=None, description="The label selector of the unclaimed members (for scale)."
