@@ -20,6 +20,8 @@ from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
+RUNS = 50  # applied at once against a pool of 20: 20 take a member, 30 make theirs
+
 
 def _pool(name: str, replicas: int, workspace_name: str = "app", **template: Any) -> dict[str, Any]:
     return {
@@ -175,14 +177,14 @@ def test_runs_arriving_together_never_take_a_member_twice(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
     cluster.apply(workspace("app"), namespace)
-    cluster.apply(_pool("py", 8), namespace)
-    _ready(cluster, namespace, "py", 8, timeout=180)
-    runs = [_pool_run(f"r{i}", "py") for i in range(20)]
+    cluster.apply(_pool("py", 20), namespace)
+    _ready(cluster, namespace, "py", 20, timeout=180)
+    runs = [_pool_run(f"r{i}", "py") for i in range(RUNS)]
     listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": runs})
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
     used: dict[str, str] = {}
     outcomes = []
-    for i in range(20):
+    for i in range(RUNS):
         status = wait_for_run(cluster, namespace, f"r{i}", timeout=240)
         assert status["phase"] == "Succeeded", (status["message"], status["conditions"])
         taken = _taken(cluster, namespace, f"r{i}")
@@ -190,8 +192,13 @@ def test_runs_arriving_together_never_take_a_member_twice(
         assert taken["sandbox"] not in used, (taken, used)
         used[taken["sandbox"]] = f"r{i}"
         outcomes.append(taken["taken"])
-    assert outcomes.count("claimed") >= 8, outcomes
-    assert outcomes.count("claimed") + outcomes.count("created") == 20
+    assert outcomes.count("claimed") >= 20, outcomes
+    assert outcomes.count("claimed") + outcomes.count("created") == RUNS
+
+
+def _with_sandbox(cluster: Cluster, namespace: str) -> int:
+    listing = json.loads(cluster.kubectl("get", "agentruns", "-n", namespace, "-o", "json").stdout)
+    return sum(bool((run.get("status") or {}).get("sandboxName")) for run in listing["items"])
 
 
 def _operator_process(namespace: str, kubeconfig: str) -> subprocess.Popen[bytes]:
@@ -210,21 +217,18 @@ def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
     process = _operator_process(namespace, as_operator)
     try:
         cluster.apply(workspace("app"), namespace)
-        cluster.apply(_pool("py", 6), namespace)
-        _ready(cluster, namespace, "py", 6, timeout=180)
-        runs = [_pool_run(f"r{i}", "py", "sleep 1; echo done") for i in range(12)]
+        cluster.apply(_pool("py", 20), namespace)
+        _ready(cluster, namespace, "py", 20, timeout=180)
+        runs = [_pool_run(f"r{i}", "py", "sleep 1; echo done") for i in range(RUNS)]
         listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": runs})
         cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
-        wait_for(
-            lambda: sum(bool(status_of(cluster, namespace, "agentrun", f"r{i}").get("sandboxName"))
-                        for i in range(12)) >= 3,
-            60, what="three runs with their sandbox",
-        )  # fmt: skip
+        wait_for(lambda: _with_sandbox(cluster, namespace) >= 10, 60,
+                 what="ten runs with their sandbox")  # fmt: skip
         process.kill()  # SIGKILL: mid-take, mid-launch, mid-write
         process.wait()
         process = _operator_process(namespace, as_operator)
         used: dict[str, str] = {}
-        for i in range(12):
+        for i in range(RUNS):
             status = wait_for_run(cluster, namespace, f"r{i}", timeout=240)
             assert status["phase"] == "Succeeded", (status["message"], status["conditions"])
             events = log_events(cluster, namespace, f"r{i}")
