@@ -175,7 +175,8 @@ def test_a_threads_take_gives_the_member_the_threads_key_and_no_owner() -> None:
     body = claims.thread_claim(run, "py", "k1", datetime(2026, 12, 4, 9, 30, tzinfo=UTC))
     labels = body["metadata"]["labels"]
     assert labels["paddock.dev/thread-key"] == "k1"
-    assert labels["paddock.dev/pool"] is None and labels["paddock.dev/claimed-from"] == "py"
+    assert labels["paddock.dev/pool"] is None
+    assert labels["paddock.dev/claimed-from"] == "py"
     assert body["metadata"]["ownerReferences"] is None  # merge patch: the pool's reference goes
     assert body["metadata"]["annotations"]["paddock.dev/held-by"] == "uid-r1"
 
