@@ -66,6 +66,7 @@ def test_sandbox_gets_its_objects_and_becomes_ready(
     events = events_for(cluster, namespace, "one")
     reasons = [e["reason"] for e in events]
     assert "Ready" in reasons
+    assert not {"Starting", "SettingUp"} & set(reasons), reasons  # progress: the status says
     said = [(e["reason"], e["message"]) for e in events]
     assert len(said) == len(set(said)), f"an Event posted twice: {said}"
     wide = cluster.kubectl("get", "sbx", "one", "-n", namespace, "-o", "wide").stdout

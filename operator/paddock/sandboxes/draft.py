@@ -12,6 +12,8 @@ from paddock.api.reasons import Severity
 from paddock.api.sandbox import SandboxPhase, SandboxStatus
 from paddock.sandboxes.plan import Plan, Write
 
+PROGRESS_PHASES = frozenset({SandboxPhase.PROVISIONING, SandboxPhase.SETTING_UP})
+
 
 @dataclass
 class StatusDraft:
@@ -51,11 +53,12 @@ class StatusDraft:
         retry_after: float | None = None,
     ) -> Plan:
         self.status.phase, self.status.message = phase, message
-        # An Event per transition: a new phase, or a new problem within one (not each step
-        # of progress, which the status shows).
+        # An Event where a person needs one: a new phase they act on or wait for (Ready,
+        # Paused, Failed, ...), or a new problem within one; not the steps of progress on the
+        # way to Ready (Provisioning, SettingUp), which the status shows.
         before = get_condition(self.old.conditions, C.READY)
         warned = reason.severity == Severity.WARNING and (before is None or before.reason != reason)
-        changed = self.old.phase != phase or warned
+        changed = (self.old.phase != phase and phase not in PROGRESS_PHASES) or warned
         notices = [Notice(reason, message)] if changed else []
         waits = [t for t in (retry_after, self.wake_after) if t is not None]
         return Plan(self.status, writes or [], notices + self.notices, min(waits, default=None))
