@@ -125,6 +125,23 @@ def test_an_empty_pool_makes_the_run_a_sandbox_from_its_template(
     assert _members(cluster, namespace, "empty") == []
 
 
+def test_an_empty_pool_makes_a_threads_run_the_threads_sandbox(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(_pool("empty", 0), namespace)
+    run = command_run("t1", "unused", "echo done", threadId="one",
+                      sandboxTemplate={"workspaceRef": {"name": "app"}})  # fmt: skip
+    del run["spec"]["sandboxRef"]
+    cluster.apply(run, namespace)
+    status = wait_for_run(cluster, namespace, "t1")
+    assert status["phase"] == "Succeeded", status
+    taken = _taken(cluster, namespace, "t1")
+    assert (taken["pool"], taken["taken"]) == ("empty", "created")
+    assert taken["sandbox"].startswith("thread-")
+    assert get(cluster, namespace, "sandbox", taken["sandbox"]) is not None  # the thread's
+
+
 def test_a_deleted_pool_takes_its_members_but_not_what_a_run_took(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:

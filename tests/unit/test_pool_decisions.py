@@ -212,3 +212,14 @@ def test_only_the_threads_first_run_takes_and_one_waiting_for_its_inputs_is_pass
     ]
     for others, expected in cases:
         assert claims.thread_run_before(me, spec, others) == expected, others
+
+
+def test_a_run_made_the_sandbox_labelled_with_it_and_taken_from_no_pool() -> None:
+    run = _thread_run("r1", "1")
+    made = _member("thread-k1")
+    made["metadata"]["labels"] = {"paddock.dev/run": "uid-r1", "paddock.dev/thread-key": "k1"}
+    assert claims.made_by(run, made)
+    assert not claims.made_by(_thread_run("r2", "1"), made)
+    made["metadata"]["labels"]["paddock.dev/claimed-from"] = "py"
+    assert not claims.made_by(run, made)
+    assert not claims.made_by(run, None)

@@ -62,6 +62,13 @@ def taken(run_uid: str, sandboxes: list[Obj]) -> Obj | None:
     return None
 
 
+def made_by(run: Obj, sandbox: Obj | None) -> bool:
+    """Whether the run made the sandbox (a thread's, made from a pool's template when the
+    pool had none Ready): labelled with the run, taken from no pool."""
+    labels = (sandbox or {}).get("metadata", {}).get("labels") or {}
+    return labels.get(RUN_LABEL) == run["metadata"]["uid"] and CLAIMED_FROM_LABEL not in labels
+
+
 def thread_sandbox(key: str, sandboxes: list[Obj]) -> Obj | None:
     """The sandbox a run of the thread took from a pool: one labelled with the thread's key
     (the oldest, should two runs of it ever have taken one each), not being deleted."""

@@ -76,7 +76,10 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
         activity.touch(namespace, name, utcnow())
     if isinstance(verdict.state, ReadySandbox):
         pod = CACHE.get("Pod", namespace, verdict.state.pod)
-        return Verdict(sandboxes.check_pod(verdict.state, pod))
+        ready = verdict.state
+        if pool is not None and claims.made_by(run, found):  # a thread's, the pool empty
+            ready = replace(ready, pool=pool, claimed=False)
+        return Verdict(sandboxes.check_pod(ready, pod))
     return verdict
 
 

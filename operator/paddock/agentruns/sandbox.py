@@ -116,8 +116,8 @@ def sandbox_name(run: Obj, spec: AgentRunSpec, workspace_hash: str | None) -> st
 
 
 def template_sandbox(run: Obj, spec: AgentRunSpec, name: str, workspace_hash: str) -> Obj:
-    """The Sandbox a template run creates: a thread's is labelled with its key and outlives
-    the run; a run's own is owned by the run."""
+    """The Sandbox a template run creates, labelled with the run that made it: a thread's is
+    labelled with its key too and outlives the run; a run's own is owned by the run."""
     meta = run["metadata"]
     assert spec.sandbox_template is not None
     sandbox: Obj = {
@@ -127,10 +127,10 @@ def template_sandbox(run: Obj, spec: AgentRunSpec, name: str, workspace_hash: st
         "spec": spec.sandbox_template.to_api(),
     }
     labels = sandbox["metadata"]["labels"]
+    labels[RUN_LABEL] = meta["uid"]  # the run that made it
     if spec.effective_reuse == Reuse.THREAD:
         labels[THREAD_KEY_LABEL] = thread_key(meta["namespace"], spec, workspace_hash)
         return sandbox
-    labels[RUN_LABEL] = meta["uid"]
     return owned_by(sandbox, run)
 
 
