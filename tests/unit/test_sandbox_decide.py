@@ -512,6 +512,7 @@ def test_a_policy_with_hosts_says_whether_a_gateway_is_in_the_way() -> None:
         c for c in through.status.to_api()["conditions"] if c["type"] == "EgressGateway"
     )
     assert (condition["status"], condition["reason"]) == ("True", "ThroughGateway")
+    assert "ThroughGateway" not in [n.reason for n in through.notices]  # as meant: no Event
     pod = next(w.obj for w in through.writes if w.obj["kind"] == "Pod")
     # Every container that runs the workspace's code; the gate's sidecar reaches nothing.
     for container in pod["spec"]["containers"] + pod["spec"]["initContainers"]:

@@ -156,7 +156,7 @@ def _egress_condition(
         draft.status.conditions = [c for c in draft.status.conditions if c.type != C.EGRESS_GATEWAY]
     elif through_gateway(policy, gateway):
         message = "The sandbox reaches the web only through the egress gateway, by network.hosts."
-        draft.noted(C.EGRESS_GATEWAY, True, R.THROUGH_GATEWAY, message)
+        draft.condition(C.EGRESS_GATEWAY, True, R.THROUGH_GATEWAY, message)  # as meant: no Event
     elif gateway is None:
         message = (
             "The policy names network.hosts, but the operator runs without an egress gateway "
