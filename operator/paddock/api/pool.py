@@ -61,7 +61,8 @@ class SandboxPoolStatus(ApiModel):
 
 
 class SandboxPool(Resource):
-    """Sandboxes kept Ready from one template; a run naming the pool (poolRef) takes one."""
+    """Sandboxes kept Ready from one template; a run naming the pool (poolRef), or whose
+    sandboxTemplate is the pool's template, takes one."""
 
     kind_info = KindInfo(
         kind="SandboxPool",
