@@ -21,6 +21,8 @@ from support.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 RUNS = 50  # applied at once against a pool of 20: 20 take a member, 30 make theirs
+# Across a kill, fewer: the burst's sandboxes load the machine the real-node tests share in CI.
+KILLED_RUNS = 20  # against a pool of 8
 
 
 def _pool(name: str, replicas: int, workspace_name: str = "app", **template: Any) -> dict[str, Any]:
@@ -234,18 +236,18 @@ def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
     process = _operator_process(namespace, as_operator)
     try:
         cluster.apply(workspace("app"), namespace)
-        cluster.apply(_pool("py", 20), namespace)
-        _ready(cluster, namespace, "py", 20, timeout=180)
-        runs = [_pool_run(f"r{i}", "py", "sleep 1; echo done") for i in range(RUNS)]
+        cluster.apply(_pool("py", 8), namespace)
+        _ready(cluster, namespace, "py", 8, timeout=180)
+        runs = [_pool_run(f"r{i}", "py", "sleep 1; echo done") for i in range(KILLED_RUNS)]
         listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": runs})
         cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
-        wait_for(lambda: _with_sandbox(cluster, namespace) >= 10, 60,
-                 what="ten runs with their sandbox")  # fmt: skip
+        wait_for(lambda: _with_sandbox(cluster, namespace) >= 5, 60,
+                 what="five runs with their sandbox")  # fmt: skip
         process.kill()  # SIGKILL: mid-take, mid-launch, mid-write
         process.wait()
         process = _operator_process(namespace, as_operator)
         used: dict[str, str] = {}
-        for i in range(RUNS):
+        for i in range(KILLED_RUNS):
             status = wait_for_run(cluster, namespace, f"r{i}", timeout=240)
             assert status["phase"] == "Succeeded", (status["message"], status["conditions"])
             events = log_events(cluster, namespace, f"r{i}")
