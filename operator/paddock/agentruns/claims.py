@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from paddock import GROUP, VERSION
-from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, Reuse, RunPhase
+from paddock.agentruns.sandbox import same_thread
+from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, RunPhase
 from paddock.api.pool import SandboxPoolSpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.render.names import (
@@ -91,15 +92,13 @@ def thread_run_before(run: Obj, spec: AgentRunSpec, others: list[Obj]) -> str | 
     me = (meta.get("creationTimestamp") or "", meta["name"])
     before = []
     for other in others:
-        other_meta, other_spec = other["metadata"], other.get("spec") or {}
+        other_meta = other["metadata"]
         phase = (other.get("status") or {}).get("phase")
         created = (other_meta.get("creationTimestamp") or "", other_meta["name"])
         if (
             other_meta.get("uid") != meta.get("uid")
             and phase not in (*TERMINAL_PHASES, RunPhase.PENDING)
-            and other_spec.get("sandboxTemplate")
-            and other_spec.get("threadId") == spec.thread_id
-            and other_spec.get("reuse", Reuse.THREAD) == Reuse.THREAD
+            and same_thread(spec, other)
             and created < me
         ):
             before.append(created)

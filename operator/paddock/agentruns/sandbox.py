@@ -281,9 +281,15 @@ def _shares(spec: AgentRunSpec, sandbox: str, other: Obj) -> bool:
     used = status.get("sandboxName") or (other_spec.get("sandboxRef") or {}).get("name")
     if used == sandbox:
         return True
+    return spec.effective_reuse == Reuse.THREAD and same_thread(spec, other)
+
+
+def same_thread(spec: AgentRunSpec, other: Obj) -> bool:
+    """Whether the other run (as ``queue_view`` keeps it) is a ``reuse: thread`` run of the
+    run's thread."""
+    other_spec = other.get("spec") or {}
     return bool(
-        spec.effective_reuse == Reuse.THREAD
-        and other_spec.get("sandboxTemplate")
+        other_spec.get("sandboxTemplate")
         and other_spec.get("threadId") == spec.thread_id
         and other_spec.get("reuse", Reuse.THREAD) == Reuse.THREAD
     )
