@@ -19,13 +19,16 @@ def pod(
     conditions: list[Obj] | None = None,
     name: str = "sbx",
     owner: str | None = "uid-1",
+    fence: str = "paddock-no-policy",
     **status: Any,
 ) -> Obj:
-    """A pod; ``owner`` is the uid of the Sandbox that controls it (None: nothing does)."""
+    """A pod; ``owner`` is the uid of the Sandbox that controls it (None: nothing does);
+    ``fence`` the NetworkPolicy it is labelled to be under."""
     refs = [{"kind": "Sandbox", "uid": owner, "controller": True}] if owner else []
+    meta = {"name": name, "uid": f"pod-{name}", "ownerReferences": refs}
     return {
         "kind": "Pod",
-        "metadata": {"name": name, "uid": f"pod-{name}", "ownerReferences": refs},
+        "metadata": {**meta, "labels": {"paddock.dev/network": fence}},
         "status": {
             "phase": phase,
             "initContainerStatuses": init or [],

@@ -145,6 +145,7 @@ def unpacking_world(transfer: TransferState | None = None, **annotations: str) -
         NOW,
     )
     made = {w.obj["kind"]: w.obj for w in first.writes if isinstance(w, Create)}
+    made |= {w.obj["metadata"]["name"]: w.obj for w in first.writes if isinstance(w, Create)}
     claim = made["PersistentVolumeClaim"]
     meta = {
         **claim["metadata"],
@@ -157,7 +158,8 @@ def unpacking_world(transfer: TransferState | None = None, **annotations: str) -
         snapshots=replace(CLUSTER, store="auto", archives=(stored,)),
         pod=ready_pod(),
         configmap=made["ConfigMap"],
-        network_policy=made["NetworkPolicy"],
+        baseline=made["paddock-baseline"],
+        network_policy=made["paddock-no-policy"],
         transfer=transfer,
     )
 

@@ -365,17 +365,34 @@ def test_sandboxes_are_found_by_what_they_are_made_from() -> None:
     index = References()
     named = ("team", "sbx")
     made_from = references_of(sandbox_body(), None)
-    assert made_from == {("Workspace", "team", "ws"), ("SandboxPolicy", "team", "careful")}
-    index.update(named, made_from)
+    baseline = ("NetworkPolicy", "team", "paddock-baseline")
+    careful = ("NetworkPolicy", "team", "careful.paddock-policy")
+    assert made_from == {
+        ("Workspace", "team", "ws"),
+        ("SandboxPolicy", "team", "careful"),
+        baseline,
+        careful,
+    }
+    assert index.update(named, made_from) == []
     index.update(
         ("team", "other"),
         references_of(sandbox_body({"workspaceRef": {"name": "ws"}}), "platform/base"),
     )
     assert index.sandboxes(("Workspace", "team", "ws")) == [("team", "other"), ("team", "sbx")]
     assert index.sandboxes(("SandboxPolicy", "platform", "base")) == [("team", "other")]
-    index.update(named, references_of(sandbox_body({"workspaceRef": {"name": "ws2"}}), None))
-    assert index.sandboxes(("SandboxPolicy", "team", "careful")) == []
-    index.forget(("team", "other"))
+    assert index.sandboxes(baseline) == [("team", "other"), ("team", "sbx")]
+    # Moved to no policy: its policy and that policy's fence are no sandbox's any more.
+    unused = index.update(
+        named, references_of(sandbox_body({"workspaceRef": {"name": "ws2"}}), None)
+    )
+    assert unused == [careful, ("SandboxPolicy", "team", "careful")]
+    assert index.sandboxes(("NetworkPolicy", "team", "paddock-no-policy")) == [named]
+    unused = index.forget(("team", "other"))
+    assert unused == [
+        ("NetworkPolicy", "team", "base.platform.paddock-default"),
+        ("SandboxPolicy", "platform", "base"),
+        ("Workspace", "team", "ws"),
+    ]
     assert index.sandboxes(("Workspace", "team", "ws")) == []
     assert index.sandboxes(("Workspace", "team", "ws2")) == [named]
     assert references_of(sandbox_body({"workspaceRef": {}}), None) == set()  # invalid spec

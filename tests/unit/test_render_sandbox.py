@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -15,7 +16,12 @@ from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.harness import claude_code, codex, gemini, opencode
 from paddock.harness.base import WorkspaceContext
-from paddock.render.network_policy import ClusterNetwork, render_network_policy
+from paddock.render import names
+from paddock.render.network_policy import (
+    ClusterNetwork,
+    render_baseline_network_policy,
+    render_network_policy,
+)
 from paddock.render.projections import mcp_servers, render_projection
 from paddock.render.sandbox import SandboxInputs, render_sandbox
 from paddock.render.workspace_hash import workspace_hash
@@ -107,8 +113,42 @@ def test_network_policy_matches_golden() -> None:
         {"network": {"egress": [{"cidrs": ["10.1.0.0/16"], "ports": [{"port": 5432}]}]}}
     )
     cluster = ClusterNetwork(addresses=frozenset({"203.0.113.7", "10.0.0.5"}))
-    rendered = render_network_policy("app-1", "team", policy, cluster)
+    rendered = render_network_policy(
+        names.policy_network_policy_name("strict"), "team", policy, cluster
+    )
     assert_golden("sandbox-network-policy.yaml", rendered)
+
+
+def test_the_baseline_isolates_every_sandbox_pod_of_its_namespace() -> None:
+    baseline = render_baseline_network_policy("team")
+    assert baseline["metadata"]["name"] == names.BASELINE_NETWORK_POLICY
+    assert baseline["spec"]["podSelector"] == {
+        "matchExpressions": [{"key": names.SANDBOX_LABEL, "operator": "Exists"}]
+    }
+    assert baseline["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert baseline["spec"]["ingress"] == baseline["spec"]["egress"] == []
+
+
+@pytest.mark.parametrize(
+    ("policy", "namespace", "name"),
+    [
+        ("strict", None, "strict.paddock-policy"),
+        ("base", "platform", "base.platform.paddock-default"),
+        (
+            "p" * 250,
+            None,
+            "p" * 225 + "-" + hashlib.sha256(b"p" * 250).hexdigest()[:12] + ".paddock-policy",
+        ),
+    ],
+)
+def test_a_policys_shared_fence_is_named_apart_from_every_other_fence(
+    policy: str, namespace: str | None, name: str
+) -> None:
+    made = names.policy_network_policy_name(policy, namespace)
+    assert made == name
+    assert len(made) <= 253
+    assert not made.endswith("-egress")  # a sandbox's own
+    assert len(names.label_value(made)) <= 63
 
 
 def test_pod_is_restricted_and_has_no_service_account_token(

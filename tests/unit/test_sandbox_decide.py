@@ -14,6 +14,7 @@ from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.policy.choice import choose_policy
+from paddock.render import names
 from paddock.render.names import ACTIVITY_ANNOTATION
 from paddock.render.network_policy import ClusterNetwork, Gateway
 from paddock.sandboxes.decide import decide_sandbox
@@ -54,6 +55,7 @@ def world(body: Obj | None = None, **parts: Any) -> SandboxWorld:
         Loaded("sbx", spec),
         Loaded("ws", WorkspaceSpec(setup=["make"])),
         Loaded("pol", SandboxPolicySpec()) if spec.policy_ref else None,
+        namespace_uid="ns-uid",
     )
     return replace(base, **parts)
 
@@ -61,12 +63,13 @@ def world(body: Obj | None = None, **parts: Any) -> SandboxWorld:
 def settled(**parts: Any) -> SandboxWorld:
     """A world whose ConfigMap, NetworkPolicy and PVC exist as they should."""
     first = decide_sandbox(world(), IMAGE, NOW)
-    made = {w.obj["kind"]: w.obj for w in first.writes if isinstance(w, Create)}
+    made = {w.obj["metadata"]["name"]: w.obj for w in first.writes if isinstance(w, Create)}
     volume = parts.pop("volume", BOUND)
     owned = {
-        "configmap": made["ConfigMap"],
-        "network_policy": made["NetworkPolicy"],
-        "pvc": {**made["PersistentVolumeClaim"], **volume},
+        "configmap": made["sbx-files"],
+        "baseline": made["paddock-baseline"],
+        "network_policy": made["paddock-no-policy"],
+        "pvc": {**made["sbx-workspace"], **volume},
     }
     body = parts.pop("sandbox", None)
     return world(body, **(owned | parts))
@@ -276,13 +279,91 @@ def test_missing_inputs_are_looked_for_again_and_nothing_is_created() -> None:
         assert plan.writes == []
 
 
-def test_a_new_sandbox_creates_its_configmap_network_policy_pvc_and_pod_owned_by_it() -> None:
-    plan = decide(world())
-    assert kinds(plan, Create) == ["ConfigMap", "NetworkPolicy", "PersistentVolumeClaim", "Pod"]
-    for write in plan.writes:
-        assert isinstance(write, Create)
-        (owner,) = write.obj["metadata"]["ownerReferences"]
-        assert (owner["kind"], owner["uid"], owner["controller"]) == ("Sandbox", "uid-1", True)
+def controller(obj: Obj) -> tuple[str, str]:
+    (owner,) = obj["metadata"]["ownerReferences"]
+    assert owner["controller"] is True
+    return owner["kind"], owner["uid"]
+
+
+OPEN = {"commands": {"default": "allow"}}  # lets the Workspace's setup run
+# How a sandbox chooses its policy -> the fence its pod is under, and what controls it.
+FENCES = {
+    "no policy": ({}, None, "paddock-no-policy", ("Namespace", "ns-uid")),
+    "its namespace's": ({"policyRef": {"name": "pol"}}, None, "pol.paddock-policy",
+                        ("SandboxPolicy", "pol-uid")),
+    "the default, of another namespace": ({}, "platform/pol", "pol.platform.paddock-default",
+                                          ("Namespace", "ns-uid")),
+    "inline": ({"policy": OPEN}, None, "sbx-egress", ("Sandbox", "uid-1")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", FENCES)
+def test_a_new_sandbox_makes_its_files_volume_and_pod_and_is_fenced_in_first(case: str) -> None:
+    extra, default, fence, owner = FENCES[case]
+    body = sandbox({"workspaceRef": {"name": "ws"}, **extra})
+    choice = choose_policy(SandboxSpec.model_validate(body["spec"]), "team", default)
+    policy = (
+        Loaded("pol", SandboxPolicySpec.model_validate(OPEN), uid="pol-uid")
+        if choice.name
+        else None
+    )
+    plan = decide(world(body, policy_choice=choice, policy=policy))
+    made = [w.obj for w in plan.writes if isinstance(w, Create)]
+    assert len(made) == len(plan.writes)
+    by_name = {obj["metadata"]["name"]: obj for obj in made}
+    # The baseline and the fence come before the pod, which no write leaves unfenced.
+    assert [obj["metadata"]["name"] for obj in made] == [
+        "sbx-files", "paddock-baseline", fence, "sbx-workspace", "sbx",
+    ]  # fmt: skip
+    for name in ("sbx-files", "sbx-workspace", "sbx"):
+        assert controller(by_name[name]) == ("Sandbox", "uid-1")
+    assert controller(by_name["paddock-baseline"]) == ("Namespace", "ns-uid")
+    assert controller(by_name[fence]) == owner
+    label = by_name["sbx"]["metadata"]["labels"][names.NETWORK_LABEL]
+    assert by_name[fence]["spec"]["podSelector"] == {"matchLabels": {names.NETWORK_LABEL: label}}
+
+
+def test_a_pod_moves_to_its_new_policys_fence_by_its_label_and_its_own_fence_goes_last() -> None:
+    base = settled(pod=ready_pod())
+    body = sandbox({"workspaceRef": {"name": "ws"}, "policyRef": {"name": "pol"}})
+    choice = choose_policy(SandboxSpec.model_validate(body["spec"]), "team", None)
+    own = {"kind": "NetworkPolicy", "metadata": {
+        "name": "sbx-egress", "uid": "np-uid", "ownerReferences": [
+            {"kind": "Sandbox", "name": "sbx", "uid": "uid-1", "controller": True}]}}  # fmt: skip
+    moved = replace(
+        base,
+        sandbox=body,
+        policy_choice=choice,
+        policy=Loaded("pol", SandboxPolicySpec.model_validate(OPEN), uid="pol-uid"),
+        network_policy=None,
+        own_network_policy=own,
+    )
+    plan = decide(moved)
+    fence = next(w for w in plan.writes if isinstance(w, Create))
+    relabel = next(w for w in plan.writes if isinstance(w, Patch))
+    assert fence.obj["metadata"]["name"] == "pol.paddock-policy"
+    assert (relabel.kind, relabel.body["metadata"]["labels"]) == (
+        "Pod",
+        {names.NETWORK_LABEL: "pol.paddock-policy"},
+    )
+    assert plan.writes[-1] == Delete("NetworkPolicy", "sbx-egress", "np-uid")
+    assert plan.writes.index(fence) < plan.writes.index(relabel)
+    # Someone else's NetworkPolicy of that name is not the sandbox's to delete.
+    theirs = {**own, "metadata": {**own["metadata"], "ownerReferences": []}}
+    assert (
+        Delete("NetworkPolicy", "sbx-egress", "np-uid")
+        not in decide(replace(moved, own_network_policy=theirs)).writes
+    )
+
+
+def test_a_shared_fence_someone_else_controls_is_a_name_conflict() -> None:
+    base = settled(pod=ready_pod())
+    assert base.baseline is not None
+    taken = {**base.baseline, "metadata": {**base.baseline["metadata"], "ownerReferences": []}}
+    plan = decide(replace(base, baseline=taken))
+    assert ready(plan)["reason"] == "NameConflict"
+    assert "NetworkPolicy paddock-baseline exists and does not belong" in ready(plan)["message"]
+    assert plan.writes == []
 
 
 def test_a_settled_sandbox_plans_no_write_and_no_event_the_second_time() -> None:

@@ -260,6 +260,7 @@ def restoring_world(age: timedelta, snapshots: list[Obj]) -> SandboxWorld:
     first = decide_sandbox(world(body(), snapshots), "img", NOW)
     status = first.status.to_api()
     made = {w.obj["kind"]: w.obj for w in first.writes if isinstance(w, Create)}
+    made |= {w.obj["metadata"]["name"]: w.obj for w in first.writes if isinstance(w, Create)}
     pod = {**made["Pod"], "metadata": {**made["Pod"]["metadata"], "uid": "pod-uid"}}
     claim = made["PersistentVolumeClaim"]
     meta = {**claim["metadata"], "uid": "pvc-uid", "creationTimestamp": stamp(age)}
@@ -270,7 +271,8 @@ def restoring_world(age: timedelta, snapshots: list[Obj]) -> SandboxWorld:
         pvc=pvc,
         pod=pod,
         configmap=made["ConfigMap"],
-        network_policy=made["NetworkPolicy"],
+        baseline=made["paddock-baseline"],
+        network_policy=made["paddock-no-policy"],
     )
 
 
@@ -297,13 +299,15 @@ def ready_world(
 ) -> SandboxWorld:
     first = decide_sandbox(world(body(**spec_fields), snapshots), "img", NOW)
     made = {w.obj["kind"]: w.obj for w in first.writes if isinstance(w, Create)}
+    made |= {w.obj["metadata"]["name"]: w.obj for w in first.writes if isinstance(w, Create)}
     return world(
         body(status or first.status.to_api(), **spec_fields),
         snapshots,
         pvc={**made["PersistentVolumeClaim"], **BOUND},
         pod=ready_pod(),
         configmap=made["ConfigMap"],
-        network_policy=made["NetworkPolicy"],
+        baseline=made["paddock-baseline"],
+        network_policy=made["paddock-no-policy"],
     )
 
 

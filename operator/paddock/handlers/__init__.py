@@ -2,6 +2,7 @@
 
 from paddock.handlers import (
     agentrun,
+    fences,
     network,
     policy,
     pool,
@@ -13,6 +14,7 @@ from paddock.handlers import (
 
 __all__ = [
     "agentrun",
+    "fences",
     "network",
     "policy",
     "pool",

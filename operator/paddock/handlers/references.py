@@ -1,5 +1,6 @@
-"""Sandboxes by the Workspace and SandboxPolicy they are made from, kept from the watch of
-Sandboxes, so that a change to either reaches its sandboxes at once, without a read.
+"""Sandboxes by the Workspace, SandboxPolicy and NetworkPolicies they are made from, kept from
+the watch of Sandboxes, so that a change to any reaches its sandboxes at once, without a read,
+and a shared NetworkPolicy no Sandbox uses any more is known at once.
 
 Not a kopf index: kopf holds every object's worker until all indexes are filled, and with more
 objects than ``worker_limit`` workers the indexes are never filled.
@@ -14,8 +15,10 @@ from pydantic import ValidationError
 
 from paddock.api.sandbox import SandboxSpec
 from paddock.policy.choice import choose_policy
+from paddock.sandboxes.fence import fences_of
 
-Reference = tuple[str, str, str]  # (kind, namespace, name) of a Workspace or SandboxPolicy
+# (kind, namespace, name) of a Workspace, SandboxPolicy or NetworkPolicy a Sandbox uses
+Reference = tuple[str, str, str]
 Named = tuple[str, str]  # (namespace, name) of a Sandbox
 
 
@@ -31,7 +34,7 @@ def references_of(body: dict[str, Any], policy_default: str | None) -> set[Refer
     choice = choose_policy(spec, namespace, policy_default)
     if choice.name is not None:
         found.add(("SandboxPolicy", choice.namespace or namespace, choice.name))
-    return found
+    return found | fences_of(choice, namespace, meta.get("name") or "")
 
 
 class References:
@@ -42,20 +45,24 @@ class References:
         self._made_from: dict[Named, set[Reference]] = {}
         self._lock = threading.Lock()
 
-    def update(self, sandbox: Named, references: set[Reference]) -> None:
+    def update(self, sandbox: Named, references: set[Reference]) -> list[Reference]:
+        """Record what the Sandbox is made from now: what no Sandbox is made from any more."""
+        unused: list[Reference] = []
         with self._lock:
             for reference in self._made_from.pop(sandbox, set()) - references:
                 named = self._sandboxes.get(reference, set())
                 named.discard(sandbox)
                 if not named:
                     self._sandboxes.pop(reference, None)
+                    unused.append(reference)
             if references:
                 self._made_from[sandbox] = references
             for reference in references:
                 self._sandboxes.setdefault(reference, set()).add(sandbox)
+        return sorted(unused)
 
-    def forget(self, sandbox: Named) -> None:
-        self.update(sandbox, set())
+    def forget(self, sandbox: Named) -> list[Reference]:
+        return self.update(sandbox, set())
 
     def all(self) -> list[Named]:
         """Every Sandbox with a valid spec."""

@@ -1,4 +1,4 @@
-"""Sandbox: reconcile whenever it, its pod, volume, files, NetworkPolicy, Workspace or
+"""Sandbox: reconcile whenever it, its pod, volume, files, fences (``fences.py``), Workspace or
 SandboxPolicy changes, and on a timer only for an idle timeout.
 
 Every change comes from a watch event and goes through the reconcile queue (``coalescing``):
@@ -16,6 +16,7 @@ import kopf
 from paddock import GROUP, VERSION, metrics
 from paddock.api.conditions import Notice
 from paddock.api.reasons import SandboxReason
+from paddock.handlers.fences import retire_unused
 from paddock.handlers.pool import member_seen
 from paddock.handlers.references import Reference, references_of
 from paddock.handlers.reporting import report
@@ -38,10 +39,11 @@ def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -
     before = service.watched(type, sandbox)
     member_seen(memo, sandbox, before)
     if type == "DELETED":
-        memo.references.forget(named)
+        retire_unused(memo.references.forget(named))
         service.sandbox_deleted(sandbox)
     else:
-        memo.references.update(named, references_of(sandbox, memo.config.policy_default))
+        references = references_of(sandbox, memo.config.policy_default)
+        retire_unused(memo.references.update(named, references))
         # (A Sandbox the operator made is in the cache before its ADDED event: a pool's
         # member. It is reconciled all the same.)
         if type in (None, "ADDED") or before is None or _essence(before) != _essence(sandbox):
@@ -127,7 +129,6 @@ def _failed(namespace: str, name: str, exc: Exception) -> None:
 
 
 @kopf.on.event("configmaps", labels={SANDBOX_LABEL: kopf.PRESENT})
-@kopf.on.event("networkpolicies", labels={SANDBOX_LABEL: kopf.PRESENT})
 def sandbox_file_seen(
     type: str | None, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **_: Any
 ) -> None:

@@ -16,7 +16,7 @@ import kopf
 from paddock import metrics
 from paddock.handlers.reporting import report
 from paddock.render.names import SNAPSHOT_OF_LABEL, WORKSPACE_LABEL
-from paddock.sandboxes import service
+from paddock.sandboxes import service, workspace_snapshots
 from paddock.settings import OperatorSettings
 
 SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
@@ -49,7 +49,7 @@ def workspace_snapshots_named(
     """Reconcile a Workspace's snapshots (from its queue): the seconds after which to look
     again (the next expiry, or a restore still reading one)."""
     with metrics.reconciling("WorkspaceSnapshots"):
-        reconciled = service.reconcile_workspace_snapshots(namespace, name, config)
+        reconciled = workspace_snapshots.reconcile_workspace_snapshots(namespace, name, config)
     if reconciled is None:
         return None
     report(*reconciled, retry=False)

@@ -20,7 +20,7 @@ from paddock.handlers.network import API_NAMESPACE
 from paddock.handlers.references import References
 from paddock.kube import client as kube
 from paddock.render import model_usage
-from paddock.render.names import SANDBOX_LABEL, WORKSPACE_LABEL
+from paddock.render.names import MANAGED_BY, SANDBOX_LABEL, WORKSPACE_LABEL
 from paddock.sandboxes import service
 from paddock.sandboxes.network import API_SERVICE_LABEL
 from paddock.settings import OperatorSettings
@@ -100,8 +100,12 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 
     # Server-side filters: the operator hears only of the objects its handlers are for, not of
     # every pod, ConfigMap or EndpointSlice of the cluster.
-    for resource in ("pods", "persistentvolumeclaims", "configmaps", "networkpolicies"):
+    for resource in ("pods", "persistentvolumeclaims", "configmaps"):
         settings.watching.label_selectors[resource] = SANDBOX_LABEL
+    # The fences: the baseline, the shared ones and a sandbox's own are all Paddock's.
+    settings.watching.label_selectors["networkpolicies"] = ",".join(
+        f"{key}={value}" for key, value in MANAGED_BY.items()
+    )
     settings.watching.label_selectors[snapshots.SNAPSHOT_GROUP, "volumesnapshots"] = WORKSPACE_LABEL
     settings.watching.label_selectors["discovery.k8s.io", "endpointslices"] = (
         f"{API_SERVICE_LABEL}=kubernetes"

@@ -199,13 +199,11 @@ def create(obj: Obj) -> Obj | None:
 
 
 @converting
-def patch(kind: str, namespace: str, name: str, body: Obj) -> None:
-    """Merge-patch an object (metadata, spec, a ConfigMap's data)."""
+def patch(kind: str, namespace: str, name: str, body: Obj) -> Obj:
+    """Merge-patch an object (metadata, spec, a ConfigMap's data): it as stored after."""
     if kind in _BUILTIN:
-        _builtin(kind, "patch")(name, namespace, body)
-    else:
-        group, version, plural = _CUSTOM[kind]
-        _custom().patch_namespaced_custom_object(group, version, namespace, plural, name, body)
+        return _decode(_builtin(kind, "patch")(name, namespace, body, _preload_content=False))
+    return _patch_custom(kind, namespace, name, body)
 
 
 def patch_if_unchanged(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from paddock import GROUP
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "paddock"}
@@ -23,6 +25,9 @@ STORAGE_CLASS_ANNOTATION = f"{GROUP}/storage-class"  # the StorageClass of a sna
 IMAGE_ANNOTATION = f"{GROUP}/image"  # the image a snapshot's volume was set up in
 RESTORE_ARCHIVE_ANNOTATION = f"{GROUP}/restore-archive"  # the archive a PVC is filled from
 UNPACKED_ANNOTATION = f"{GROUP}/archive-unpacked"  # "true" once that archive is in the volume
+NETWORK_LABEL = f"{GROUP}/network"  # on a pod and its NetworkPolicy: which fence it is under
+BASELINE_NETWORK_POLICY = "paddock-baseline"  # isolates every sandbox pod of its namespace
+NO_POLICY_NETWORK_POLICY = "paddock-no-policy"  # the fence of the sandboxes with no policy
 SANDBOX_CONTAINER = "sandbox"  # the sandbox pod's main container, where runs exec
 GATE_CONTAINER = "gate"  # its sidecar, of another user: the gate's server and control files
 
@@ -45,6 +50,29 @@ def files_configmap_name(sandbox: str) -> str:
 
 def network_policy_name(sandbox: str) -> str:
     return f"{sandbox}-egress"
+
+
+def policy_network_policy_name(policy: str, policy_namespace: str | None = None) -> str:
+    """The NetworkPolicy the sandboxes of a SandboxPolicy share: of the sandboxes' namespace
+    (``policy_namespace`` None), or of another (the operator's default policy). The endings
+    keep these apart from each other and from a sandbox's own (``-egress``)."""
+    if policy_namespace is None:
+        return _fitted(policy, ".paddock-policy", 253)
+    return _fitted(f"{policy}.{policy_namespace}", ".paddock-default", 253)
+
+
+def label_value(name: str) -> str:
+    """``name`` as a label value (at most 63 characters): itself when it fits, else its
+    start and a hash of the whole."""
+    return _fitted(name, "", 63)
+
+
+def _fitted(name: str, suffix: str, limit: int) -> str:
+    if len(name) + len(suffix) <= limit:
+        return name + suffix
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    start = name[: limit - len(suffix) - len(digest) - 1].rstrip(".-_")
+    return f"{start}-{digest}{suffix}"
 
 
 def snapshot_name(sandbox: str, sandbox_uid: str, moment: str) -> str:

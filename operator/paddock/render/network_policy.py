@@ -1,5 +1,6 @@
-"""The NetworkPolicy that fences a sandbox pod in, from its SandboxPolicy and what the cluster's
-network is made of."""
+"""The NetworkPolicies that fence sandbox pods in: the namespace's baseline, which isolates every
+sandbox pod, and the fence of a SandboxPolicy's pods (shared by them, or one sandbox's own for
+an inline policy), from the policy and what the cluster's network is made of."""
 
 from __future__ import annotations
 
@@ -93,9 +94,9 @@ def _sorted(networks: Iterable[Network]) -> list[Network]:
 def render_network_policy(
     name: str, namespace: str, policy: SandboxPolicySpec, cluster: ClusterNetwork
 ) -> dict[str, Any]:
-    """No ingress at all; egress per ``capabilities.network`` (through the gateway alone
-    where the policy names hosts), to the gateway's model route where it has one, plus the
-    listed rules."""
+    """The fence ``name``, of the pods labelled with it: no ingress at all; egress per
+    ``capabilities.network`` (through the gateway alone where the policy names hosts), to
+    the gateway's model route where it has one, plus the listed rules."""
     egress: list[dict[str, Any]] = []
     if policy.network.dns:
         egress.append({"to": _dns_peers(cluster), "ports": DNS_PORTS})
@@ -113,16 +114,31 @@ def render_network_policy(
         if rule.ports:
             entry["ports"] = [{"protocol": p.protocol, "port": p.port} for p in rule.ports]
         egress.append(entry)
+    selector = {"matchLabels": {names.NETWORK_LABEL: names.label_value(name)}}
+    return _isolating(name, namespace, selector, egress)
+
+
+def render_baseline_network_policy(namespace: str) -> dict[str, Any]:
+    """What every sandbox pod of the namespace is under first: nothing in, nothing out. The
+    pod's own fence adds what its policy allows; a fence lost or not yet made leaves the pod
+    isolated, where no NetworkPolicy at all would leave it open."""
+    selector = {"matchExpressions": [{"key": names.SANDBOX_LABEL, "operator": "Exists"}]}
+    return _isolating(names.BASELINE_NETWORK_POLICY, namespace, selector, [])
+
+
+def _isolating(
+    name: str, namespace: str, selector: dict[str, Any], egress: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {
-            "name": names.network_policy_name(name),
+            "name": name,
             "namespace": namespace,
-            "labels": names.sandbox_labels(name),
+            "labels": {**names.MANAGED_BY, names.NETWORK_LABEL: names.label_value(name)},
         },
         "spec": {
-            "podSelector": {"matchLabels": {names.SANDBOX_LABEL: name}},
+            "podSelector": selector,
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
             "egress": egress,

@@ -63,6 +63,7 @@ class SandboxInputs:
     workspace_hash: str
     proxy: str | None = None  # the egress gateway, where the sandbox reaches the web through it
     model_host: str | None = None  # the gateway's model route's host: reached without the proxy
+    fence: str = ""  # the pod's paddock.dev/network label: the NetworkPolicy it is under
 
 
 def _secret_env(name: str, ref: SecretKeySelector) -> dict[str, Any]:
@@ -373,6 +374,7 @@ def render_sandbox_pod(
             "labels": {
                 **names.sandbox_labels(inputs.name),
                 names.WORKSPACE_HASH_LABEL: inputs.workspace_hash,
+                **({names.NETWORK_LABEL: inputs.fence} if inputs.fence else {}),
             },
             "annotations": {names.PREPARED_ANNOTATION: "true" if prepared else "false"},
         },

@@ -27,8 +27,8 @@ from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec, SandboxStatus, SandboxTimings
 from paddock.policy.gate import Judged, blocking, judge_setup
 from paddock.render import names
-from paddock.render.network_policy import Gateway, render_network_policy, through_gateway
-from paddock.render.ownership import controlled_by, owned_by
+from paddock.render.network_policy import Gateway, through_gateway
+from paddock.render.ownership import owned_by
 from paddock.render.projections import Projection, render_projection
 from paddock.render.sandbox import (
     CONFIGMAP_LIMIT,
@@ -41,7 +41,8 @@ from paddock.render.snapshot import archive_restored, restored_from
 from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import Blocked, SandboxWorld, resolve_inputs
 from paddock.sandboxes.observe import observe
-from paddock.sandboxes.plan import Create, Delete, Patch, Plan, Write
+from paddock.sandboxes.owned import name_conflict, owned_objects, relabelled, retired
+from paddock.sandboxes.plan import Create, Delete, Plan, Write
 from paddock.sandboxes.volume import plan_volume, take_snapshots, unpack_step, volume_hash
 from paddock.times import parse_time
 
@@ -67,7 +68,7 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
         draft.condition(C.READY, False, inputs.reason, inputs.message)
         return draft.finish(inputs.phase, inputs.reason, inputs.message, None, inputs.retry_after)
     sandbox_inputs, policy = inputs
-    conflict = _name_conflict(world)
+    conflict = name_conflict(world)
     if conflict is not None:
         draft.condition(C.READY, False, R.NAME_CONFLICT, conflict)
         return draft.finish(SandboxPhase.PENDING, R.NAME_CONFLICT, conflict, None, RETRY_CONFLICT)
@@ -90,7 +91,7 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
     pvc = plan_volume(draft, world, sandbox_inputs)
     if isinstance(pvc, Plan):
         return pvc
-    writes = _owned_objects(world, sandbox_inputs, policy, configmap, pvc)
+    writes = owned_objects(world, sandbox_inputs, policy, configmap, pvc)
     draft.status.pvc_name = names.pvc_name(sandbox_inputs.name)
     draft.status.pod_name = names.pod_name(sandbox_inputs.name)
     current_hash = sandbox_inputs.workspace_hash
@@ -100,9 +101,12 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
     if expired is not None:
         return expired
     if pause is not None:
-        return _paused(draft, world, sandbox_inputs.sandbox, pause, writes)
+        plan = _paused(draft, world, sandbox_inputs.sandbox, pause, writes)
+        plan.writes += retired(world)
+        return plan
     draft.condition(C.PAUSED, False, R.RUNNING, "The sandbox is not paused.")
     plan = _progress(draft, world, sandbox_inputs, projection, pvc, writes)
+    plan.writes += retired(world)  # after the pod is relabelled
     if any(isinstance(w, Create) and w.obj["kind"] == "Pod" for w in plan.writes):
         plan.policy_decisions = [item.decision for item in judged]  # setup runs in this pod
     return plan
@@ -128,25 +132,6 @@ def _gate(draft: StatusDraft, world: SandboxWorld, judged: list[Judged]) -> Plan
     return plan
 
 
-def _name_conflict(world: SandboxWorld) -> str | None:
-    """Why an object the sandbox would own is in the way: it exists under the sandbox's name
-    for it, but something else controls it. Paddock never adopts, changes or deletes it."""
-    uid = world.sandbox["metadata"]["uid"]
-    for kind, obj, advice in (
-        ("Pod", world.pod, ""),
-        ("PersistentVolumeClaim", world.pvc, " (its data is left as it is)"),
-        ("ConfigMap", world.configmap, ""),
-        ("NetworkPolicy", world.network_policy, ""),
-    ):
-        if obj is not None and not controlled_by(obj, uid):
-            name = obj["metadata"]["name"]
-            return (
-                f"{kind} {name} exists and does not belong to this Sandbox; Paddock leaves it "
-                f"alone{advice}. Delete or rename it, or give the Sandbox another name."
-            )
-    return None
-
-
 def _egress_condition(
     draft: StatusDraft, policy: SandboxPolicySpec | None, gateway: Gateway | None
 ) -> None:
@@ -164,49 +149,6 @@ def _egress_condition(
             "and network.egress say, and the hosts are not enforced."
         )
         draft.noted(C.EGRESS_GATEWAY, False, R.NO_GATEWAY, message)
-
-
-def _owned_objects(
-    world: SandboxWorld,
-    inputs: SandboxInputs,
-    policy: SandboxPolicySpec | None,
-    configmap: Obj,
-    pvc: Obj,
-) -> list[Write]:
-    """Create the ConfigMap, NetworkPolicy and PVC, or bring the first two in line. A PVC's
-    spec is immutable once bound: it is never patched."""
-    writes: list[Write] = []
-    network_policy = owned_by(
-        render_network_policy(
-            inputs.name, inputs.namespace, policy or SandboxPolicySpec(), world.network
-        ),
-        world.sandbox,
-    )
-    for existing, wanted, field_name in (
-        (world.configmap, configmap, "data"),
-        (world.network_policy, network_policy, "spec"),
-    ):
-        if existing is None:
-            writes.append(Create(wanted))
-        elif _pruned(existing.get(field_name)) != _pruned(wanted[field_name]):
-            name = wanted["metadata"]["name"]
-            version = existing["metadata"].get("resourceVersion")
-            body = {"metadata": {"resourceVersion": version}, field_name: wanted[field_name]}
-            writes.append(Patch(wanted["kind"], name, body))
-    if world.pvc is None:
-        writes.append(Create(pvc))
-    return writes
-
-
-def _pruned(value: Any) -> Any:
-    """``value`` without empty lists, maps and nulls, as the API server stores it (it drops a
-    NetworkPolicy's ``ingress: []``): what is rendered and what is read compare equal."""
-    if isinstance(value, dict):
-        pruned = {key: _pruned(item) for key, item in value.items()}
-        return {key: item for key, item in pruned.items() if item not in (None, [], {})}
-    if isinstance(value, list):
-        return [_pruned(item) for item in value]
-    return value
 
 
 def _record_preparation(draft: StatusDraft, prepared_hash: str, current_hash: str) -> None:
@@ -301,6 +243,7 @@ def _progress(
     prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
     restored = restored_from(pvc)
     pod = world.pod
+    writes += relabelled(world, inputs)
     if pod is None:
         # A restored volume holds the prepared workspace: no clone, projection or setup.
         ready_made = prepared or restored is not None

@@ -13,10 +13,12 @@ from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.policy.choice import PolicyChoice
+from paddock.render import names
 from paddock.render.network_policy import ClusterNetwork, through_gateway
 from paddock.render.sandbox import SandboxInputs
 from paddock.render.workspace_hash import workspace_hash
 from paddock.runs.scrubbing import Scrubber
+from paddock.sandboxes.fence import fence_name
 from paddock.sandboxes.plan import Loaded, TransferState
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
@@ -41,7 +43,10 @@ class SandboxWorld:
     pod: Obj | None = None
     pvc: Obj | None = None
     configmap: Obj | None = None
-    network_policy: Obj | None = None
+    network_policy: Obj | None = None  # its fence (see ``fence.py``): shared, or its own
+    baseline: Obj | None = None  # the namespace's baseline NetworkPolicy
+    own_network_policy: Obj | None = None  # its own fence, when it is under a shared one
+    namespace_uid: str = ""
     network: ClusterNetwork = field(default_factory=ClusterNetwork)  # what the fence leaves out
     snapshots: SnapshotCluster = field(default_factory=SnapshotCluster)
     forked: Obj | None = None  # the VolumeSnapshot spec.restoreFrom names, if any
@@ -101,6 +106,7 @@ def resolve_inputs(
         workspace_hash=workspace_hash(workspace, image),
         proxy=gateway.proxy if gateway and through_gateway(policy, gateway) else None,
         model_host=gateway.model_host if gateway else None,
+        fence=names.label_value(fence_name(world.policy_choice, meta["name"])),
     )
     return inputs, policy
 

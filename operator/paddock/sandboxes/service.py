@@ -16,28 +16,25 @@ from paddock import metrics
 from paddock.api.conditions import Notice
 from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
-from paddock.api.reasons import WorkspaceReason
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError, InvalidError, KubeError
 from paddock.objectstore.client import Bucket, configured_store
-from paddock.objectstore.errors import ObjectStoreError
 from paddock.policy.choice import choose_policy
 from paddock.render import names
 from paddock.render.ownership import controlled_by
-from paddock.render.snapshot import ARCHIVE_KIND, described, restored_from
-from paddock.render.workspace_hash import workspace_hash
+from paddock.render.snapshot import restored_from
 from paddock.runs.scrubbing import Scrubber
 from paddock.sandboxes.archives import ArchiveStore, Notify
 from paddock.sandboxes.decide import decide_sandbox
+from paddock.sandboxes.fence import fence_name, shared_owner
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.network import ClusterAddresses, cluster_network
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write, scrubbed
 from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused
-from paddock.sandboxes.snapshot_lifetime import Lifetime, decide_lifetime
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import decide_workspace, load_spec
 from paddock.settings import OperatorSettings
@@ -46,7 +43,7 @@ from paddock.times import utcnow
 Obj = dict[str, Any]
 RETRY_REFUSED = 10.0  # seconds before the first retry of a refused write, doubling after
 MAX_RETRY_REFUSED = 600.0
-DELETE_RETRY = 30.0  # seconds before a refused snapshot delete is tried again
+NAMESPACE_WAIT = 1.0  # seconds before looking again at a sandbox whose Namespace is unseen
 ADDRESSES = ClusterAddresses()
 log = logging.getLogger("paddock.sandboxes")
 ARCHIVES = ArchiveStore()  # the workspace archives in the object store, where configured
@@ -101,6 +98,28 @@ def cluster_address_seen(event_type: str | None, obj: Obj) -> bool:
     return ADDRESSES.seen(event_type, obj)
 
 
+def retire_fence(namespace: str, name: str) -> None:
+    """A shared NetworkPolicy no Sandbox uses any more (``fence.py``): deleted, if it is
+    still as the watch showed it and its controller is the namespace's SandboxPolicy or
+    Namespace it names (a policy's own goes with the policy). A refusal is logged: the
+    object selects no pod, and the next Sandbox to use it takes it up again."""
+    obj = CACHE.peek("NetworkPolicy", namespace, name)
+    owner = shared_owner(obj) if obj is not None else None
+    if obj is None or owner is None:
+        return
+    kind, owner_name = owner
+    found = CACHE.peek(kind, "" if kind == "Namespace" else namespace, owner_name)
+    if found is None or not controlled_by(obj, found["metadata"]["uid"]):
+        return
+    meta = obj["metadata"]
+    try:
+        kube.delete("NetworkPolicy", namespace, name, meta["uid"], meta.get("resourceVersion"))
+    except ConflictError:
+        return  # changed since: a Sandbox that uses it again patched it
+    except KubeError as exc:
+        log.warning("unused NetworkPolicy %s/%s left: %s", namespace, name, exc.message)
+
+
 def reconcile_workspace(body: Obj, default_image: str) -> Outcome:
     meta = body["metadata"]
     spec = load_spec(body)
@@ -109,92 +128,6 @@ def reconcile_workspace(body: Obj, default_image: str) -> Outcome:
     )
     plan = decide_workspace(body, spec, missing, default_image, utcnow())
     return _report("Workspace", body, plan)
-
-
-def reconcile_workspace_snapshots(
-    namespace: str, name: str, config: OperatorSettings
-) -> tuple[Obj, Outcome] | None:
-    """Delete the Workspace's snapshots it no longer wants and list the rest in its status:
-    the Workspace as read and the outcome; None when it is gone (its snapshots go with it)."""
-    body = CACHE.get("Workspace", namespace, name)
-    if body is None:
-        _delete_archives_of(namespace, name)
-        return None
-    uid = body["metadata"]["uid"]
-    snapshots = [s for s in CACHE.listed("VolumeSnapshot", namespace) if controlled_by(s, uid)]
-    archives = ARCHIVES.archives(namespace, name) if ARCHIVES.configured else []
-    # An archive of an earlier Workspace of the name is another's: as its VolumeSnapshots
-    # went with it, so do its archives.
-    orphans = [a for a in archives if not controlled_by(a, uid)]
-    snapshots += [a for a in archives if controlled_by(a, uid)]
-    pvcs = CACHE.listed("PersistentVolumeClaim", namespace)
-    spec = load_spec(body).spec
-
-    def hash_now(image: str | None) -> str | None:
-        if spec is None or image is None:
-            return None  # an invalid Workspace, or a snapshot not of Paddock's: none is stale
-        return workspace_hash(spec, image)
-
-    lifetime = decide_lifetime(snapshots, hash_now, pvcs, utcnow(), config.snapshots_kept)
-    for orphan in orphans:
-        meta = orphan["metadata"]
-        lifetime.deletes.append(Delete(str(orphan["kind"]), meta["name"], meta.get("uid", "")))
-        why = f"{described(orphan)} is of an earlier Workspace named {name}; deleted."
-        lifetime.notices.append(Notice(WorkspaceReason.SNAPSHOT_DELETED, why))
-    notices, retry_after = _delete_unwanted(namespace, name, lifetime)
-    locations = {a["metadata"]["name"]: ARCHIVES.location(a) for a in archives}
-    for item in lifetime.listed:
-        item.location = locations.get(item.name)
-    listed = [item.to_api() for item in lifetime.listed]
-    if (body.get("status") or {}).get("snapshots", []) != listed:
-        stored = kube.patch_status("Workspace", namespace, name, {"snapshots": listed})
-        if stored is not None:
-            CACHE.seen("MODIFIED", stored)
-    return body, Outcome(notices, retry_after)
-
-
-def _delete_archives_of(namespace: str, workspace: str) -> None:
-    """A deleted Workspace's archives (its VolumeSnapshots go by garbage collection); one the
-    store refuses is left, and logged (the Workspace is gone: no object to report on)."""
-    if not ARCHIVES.configured:
-        return
-    for archive in ARCHIVES.archives(namespace, workspace):
-        try:
-            ARCHIVES.delete(namespace, workspace, archive["metadata"]["name"])
-        except ObjectStoreError as exc:
-            log.warning(
-                "archive %s of deleted Workspace %s/%s left: %s",
-                archive["metadata"]["name"],
-                namespace,
-                workspace,
-                exc.message,
-            )
-
-
-def _delete_unwanted(
-    namespace: str, workspace: str, lifetime: Lifetime
-) -> tuple[list[Notice], float | None]:
-    """Delete the snapshots the Workspace no longer wants: the Event of each deleted, a
-    Warning for each the API server (or the object store) refused (looked at again later),
-    and when to look again."""
-    notices: list[Notice] = []
-    retry_after = lifetime.retry_after
-    for delete, notice in zip(lifetime.deletes, lifetime.notices, strict=True):
-        what = "archive" if delete.kind == ARCHIVE_KIND else delete.kind
-        try:
-            if delete.kind == ARCHIVE_KIND:
-                ARCHIVES.delete(namespace, workspace, delete.name)
-            else:
-                kube.delete(delete.kind, namespace, delete.name, delete.uid)
-        except ConflictError:  # the name is another snapshot's now: not ours to delete
-            continue
-        except (KubeError, ObjectStoreError) as exc:
-            refused = f"{what} {delete.name} could not be deleted: {exc.message}"
-            notices.append(Notice(WorkspaceReason.SNAPSHOT_DELETE_REFUSED, refused + "; retrying."))
-            retry_after = min(retry_after or DELETE_RETRY, DELETE_RETRY)
-            continue
-        notices.append(notice)
-    return notices, retry_after
 
 
 def reconcile_policy(body: Obj) -> Outcome:
@@ -227,6 +160,10 @@ def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: boo
         thread_idle_limit=config.thread_sandbox_idle_limit,
         transfer=ARCHIVES.state(body["metadata"]["uid"]),
     )
+    if not world.namespace_uid and world.spec.spec is not None:
+        # The Namespace's watch has not listed it yet (the operator just started): the
+        # baseline it controls cannot be made before.
+        return Outcome(retry_after=NAMESPACE_WAIT)
     plan = decide_sandbox(world, config.sandbox_image, utcnow())
     for write in plan.writes:
         try:
@@ -322,6 +259,8 @@ def gather_sandbox(
     values = kube.secret_values(namespace, refs)
     missing = [f"{name}/{key}" for name, key in refs if (name, key) not in values]
     part = CACHE.peek if new else CACHE.get
+    fence, own = fence_name(choice, name), names.network_policy_name(name)
+    namespace_uid = _namespace_uid(namespace)
     pvc = part("PersistentVolumeClaim", namespace, names.pvc_name(name))
     fork = spec.restore_from.volume_snapshot_name if spec.restore_from else None
     # A fork's snapshot matters until its volume is made and restored; a user's own snapshot
@@ -341,9 +280,19 @@ def gather_sandbox(
         pod=part("Pod", namespace, names.pod_name(name)),
         pvc=pvc,
         configmap=part("ConfigMap", namespace, names.files_configmap_name(name)),
-        network_policy=part("NetworkPolicy", namespace, names.network_policy_name(name)),
+        network_policy=part("NetworkPolicy", namespace, fence),
+        baseline=part("NetworkPolicy", namespace, names.BASELINE_NETWORK_POLICY),
+        # Its own fence, when a shared one is its: only the watch's (as it is retired).
+        own_network_policy=None if fence == own else CACHE.peek("NetworkPolicy", namespace, own),
+        namespace_uid=namespace_uid,
         forked=CACHE.get("VolumeSnapshot", namespace, fork) if fork and restoring else None,
     )
+
+
+def _namespace_uid(namespace: str) -> str:
+    """The uid of the Namespace as the watch shows it ("" before its first listing)."""
+    found = CACHE.peek("Namespace", "", namespace)
+    return str(found["metadata"].get("uid") or "") if found else ""
 
 
 def apply_plan(kind: str, body: Obj, plan: Plan) -> Outcome:
@@ -378,7 +327,8 @@ def _write(sandbox: Obj, write: Write) -> bool:
             return False
         CACHE.seen("ADDED", made)  # before its watch event: the next look sees it
     elif isinstance(write, Patch):
-        kube.patch(write.kind, namespace, write.name, write.body)
+        # Kept at once: the next sandbox to look at a shared fence sees it patched.
+        CACHE.seen("MODIFIED", kube.patch(write.kind, namespace, write.name, write.body))
     elif isinstance(write, Delete) and write.resource_version:
         with contextlib.suppress(ConflictError):  # changed since (taken): not deleted
             kube.delete(write.kind, namespace, write.name, write.uid, write.resource_version)

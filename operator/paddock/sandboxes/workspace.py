@@ -43,7 +43,7 @@ def decide_workspace(
     meta = body["metadata"]
     generation = meta.get("generation")
     old = stored_status(WorkspaceStatus, body)
-    # The snapshots are listed by their own reconcile (service.reconcile_workspace_snapshots).
+    # The snapshots are listed by their own reconcile (``workspace_snapshots.py``).
     status = WorkspaceStatus(
         observed_generation=generation, conditions=old.conditions, snapshots=old.snapshots
     )
