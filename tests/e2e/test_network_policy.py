@@ -230,7 +230,7 @@ def _change_policy(cluster: Cluster, namespace: str, name: str, spec: dict[str, 
     named = [cidr for rule in spec.get("network", {}).get("egress", []) for cidr in rule["cidrs"]]
 
     def rendered() -> bool:
-        policy = get(cluster, namespace, "networkpolicy", f"{name}-egress") or {}
+        policy = get(cluster, namespace, "networkpolicy", "fence.paddock-policy") or {}
         rules = policy.get("spec", {}).get("egress", [])
         blocks = {peer["ipBlock"]["cidr"] for r in rules for peer in r["to"] if "ipBlock" in peer}
         everything = {"0.0.0.0/0", "::/0"}

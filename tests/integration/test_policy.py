@@ -234,29 +234,36 @@ def test_a_changed_policy_reaches_its_sandbox_from_the_watch(
     cluster.apply(workspace("app", setup=["echo ok", "make -v"]), namespace)
     cluster.apply(sandbox("box", "app", policyRef={"name": "careful"}), namespace)
     wait_for_reason(cluster, namespace, "box", "ApprovalRequired")
-    network_policy = get(cluster, namespace, "networkpolicy", "box-egress")
-    assert network_policy is None  # nothing is made for a sandbox that cannot be set up
+    fence = "careful.paddock-policy"  # the policy's, which its sandboxes share
+    # Nothing is made for a sandbox that cannot be set up.
+    assert get(cluster, namespace, "networkpolicy", fence) is None
 
     allowed = policy("careful", allow=[*SETUP_ALLOWED, "make*"])
     allowed["spec"]["capabilities"] = {"network": "deny"}
     cluster.apply(allowed, namespace)
     wait_for_phase(cluster, namespace, "box", "Ready", timeout=60)
-    egress = get(cluster, namespace, "networkpolicy", "box-egress")
+    egress = get(cluster, namespace, "networkpolicy", fence)
     assert egress is not None
 
     cluster.apply(policy("careful", allow=[*SETUP_ALLOWED, "make*"]), namespace)
     wait_for(
         lambda: (
-            (n := get(cluster, namespace, "networkpolicy", "box-egress"))
-            and n["spec"] != egress["spec"]
+            (n := get(cluster, namespace, "networkpolicy", fence)) and n["spec"] != egress["spec"]
         ),
         60,
         what="the NetworkPolicy to follow the policy's network capability",
     )
 
-    # Deleted, the policy no longer lets runs start there.
+    # Deleted, the policy no longer lets runs start there, and its fence goes with it (the
+    # pod is left under the namespace's baseline: isolated).
     cluster.kubectl("delete", "sandboxpolicy", "careful", "-n", namespace)
     wait_for_reason(cluster, namespace, "box", "PolicyNotFound")
+    wait_for(
+        lambda: get(cluster, namespace, "networkpolicy", fence) is None,
+        60,
+        what="the deleted policy's fence garbage-collected",
+    )
+    assert get(cluster, namespace, "networkpolicy", "paddock-baseline") is not None
 
 
 def test_the_default_policy_applies_to_sandboxes_that_name_none(

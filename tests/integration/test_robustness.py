@@ -60,7 +60,11 @@ SQUATTED = {
         sandbox("db", "ws", lifecycle={"paused": True}),
         "pod",
     ),
-    "a sandbox whose fence is taken": (DENY_ALL, sandbox("web", "ws"), "networkpolicy"),
+    "a sandbox whose own fence is taken": (
+        DENY_ALL,
+        sandbox("web", "ws", policy={"commands": {"default": "allow"}}),  # inline: its own
+        "networkpolicy",
+    ),
     "a sandbox whose files are taken": (TEAM_FILES, sandbox("app", "ws"), "configmap"),
     "a sandbox named like another team's pod": (foreign_pod("api"), sandbox("api", "ws"), "pod"),
 }

@@ -49,18 +49,22 @@ def test_sandbox_gets_its_objects_and_becomes_ready(
     assert condition(status, "VolumeBound")["status"] == "True"
     assert status["timings"]["readySeconds"] >= 0
     uid = sbx["metadata"]["uid"]
-    for kind, name in [
-        ("pod", "one"),
-        ("pvc", "one-workspace"),
-        ("configmap", "one-files"),
-        ("networkpolicy", "one-egress"),
+    namespace_uid = (get(cluster, namespace, "namespace", namespace) or {})["metadata"]["uid"]
+    for kind, name, owner in [
+        ("pod", "one", ("Sandbox", uid)),
+        ("pvc", "one-workspace", ("Sandbox", uid)),
+        ("configmap", "one-files", ("Sandbox", uid)),
+        # Under no policy: the namespace's baseline, and the fence of the sandboxes with none.
+        ("networkpolicy", "paddock-baseline", ("Namespace", namespace_uid)),
+        ("networkpolicy", "paddock-no-policy", ("Namespace", namespace_uid)),
     ]:
         obj = get(cluster, namespace, kind, name)
         assert obj is not None, f"{kind}/{name} missing"
         owners = obj["metadata"]["ownerReferences"]
-        assert [(o["kind"], o["uid"], o["controller"]) for o in owners] == [("Sandbox", uid, True)]
+        assert [(o["kind"], o["uid"], o["controller"]) for o in owners] == [(*owner, True)]
     pod = get(cluster, namespace, "pod", "one")
     assert pod is not None
+    assert pod["metadata"]["labels"]["paddock.dev/network"] == "paddock-no-policy"
     # No source, so no clone: the project and setup init containers.
     assert setup_containers(pod) == ["project", "setup"]
     events = events_for(cluster, namespace, "one")
@@ -137,12 +141,14 @@ def test_deleting_a_sandbox_removes_its_pod_and_volume(
         ("pod", "gone"),
         ("pvc", "gone-workspace"),
         ("configmap", "gone-files"),
-        ("networkpolicy", "gone-egress"),
+        # The namespace's last sandbox: its fences are no sandbox's any more.
+        ("networkpolicy", "paddock-no-policy"),
+        ("networkpolicy", "paddock-baseline"),
     ]:
         wait_for(
             lambda k=kind, n=name: get(cluster, namespace, k, n) is None,
             60,
-            what=f"{kind}/{name} garbage-collected",
+            what=f"{kind}/{name} deleted",
         )
 
 

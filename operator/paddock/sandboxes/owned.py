@@ -71,7 +71,7 @@ def owned_objects(
     ):
         if existing is None:
             writes.append(Create(wanted))
-        elif _pruned(existing.get(field_name)) != _pruned(wanted[field_name]):
+        elif pruned(existing.get(field_name)) != pruned(wanted[field_name]):
             name = wanted["metadata"]["name"]
             version = existing["metadata"].get("resourceVersion")
             body = {"metadata": {"resourceVersion": version}, field_name: wanted[field_name]}
@@ -107,12 +107,12 @@ def _fence_owner(world: SandboxWorld) -> Owner:
     return fence_owner(world.policy_choice, world.sandbox, policy_uid, world.namespace_uid)
 
 
-def _pruned(value: Any) -> Any:
+def pruned(value: Any) -> Any:
     """``value`` without empty lists, maps and nulls, as the API server stores it (it drops a
     NetworkPolicy's ``ingress: []``): what is rendered and what is read compare equal."""
     if isinstance(value, dict):
-        pruned = {key: _pruned(item) for key, item in value.items()}
-        return {key: item for key, item in pruned.items() if item not in (None, [], {})}
+        kept = {key: pruned(item) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if item not in (None, [], {})}
     if isinstance(value, list):
-        return [_pruned(item) for item in value]
+        return [pruned(item) for item in value]
     return value

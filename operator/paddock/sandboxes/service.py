@@ -32,6 +32,7 @@ from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.fence import fence_name, shared_owner
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.network import ClusterAddresses, cluster_network
+from paddock.sandboxes.owned import pruned
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write, scrubbed
 from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused
@@ -191,6 +192,9 @@ def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: boo
 _LOCKS = tuple(threading.Lock() for _ in range(256))
 
 
+_SHARED_LOCKS = tuple(threading.Lock() for _ in range(64))  # taken inside a Sandbox's lock
+
+
 def _one_at_a_time(namespace: str, name: str) -> threading.Lock:
     return _LOCKS[hash((namespace, name)) % len(_LOCKS)]
 
@@ -321,13 +325,24 @@ def _write(sandbox: Obj, write: Write) -> bool:
     namespace = sandbox["metadata"]["namespace"]
     if isinstance(write, Transfer):
         ARCHIVES.start(namespace, sandbox, write)
-    elif isinstance(write, Create):
+    elif isinstance(write, Create | Patch) and _kind(write) == "NetworkPolicy":
+        # Shared by sandboxes that decide at once: one at a time, and not again.
+        with _SHARED_LOCKS[hash((namespace, _name(write))) % len(_SHARED_LOCKS)]:
+            known = CACHE.peek("NetworkPolicy", namespace, _name(write))
+            if known is None or not _made_already(known, write):
+                _write_once(namespace, write)
+    else:
+        return _write_once(namespace, write)
+    return True
+
+
+def _write_once(namespace: str, write: Write) -> bool:
+    if isinstance(write, Create):
         made = kube.create(write.obj)
         if made is None:
             return False
         CACHE.seen("ADDED", made)  # before its watch event: the next look sees it
     elif isinstance(write, Patch):
-        # Kept at once: the next sandbox to look at a shared fence sees it patched.
         CACHE.seen("MODIFIED", kube.patch(write.kind, namespace, write.name, write.body))
     elif isinstance(write, Delete) and write.resource_version:
         with contextlib.suppress(ConflictError):  # changed since (taken): not deleted
@@ -335,6 +350,22 @@ def _write(sandbox: Obj, write: Write) -> bool:
     elif isinstance(write, Delete):
         kube.delete(write.kind, namespace, write.name, write.uid)
     return True
+
+
+def _kind(write: Create | Patch) -> str:
+    return str(write.obj["kind"]) if isinstance(write, Create) else write.kind
+
+
+def _name(write: Create | Patch) -> str:
+    return str(write.obj["metadata"]["name"]) if isinstance(write, Create) else write.name
+
+
+def _made_already(known: Obj, write: Create | Patch) -> bool:
+    """Whether another sandbox's reconcile made the write since this one read ``known``:
+    created it, or patched it to what this one wants."""
+    if isinstance(write, Create):
+        return True
+    return bool(pruned(known.get("spec")) == pruned(write.body.get("spec")))
 
 
 def _changed(old: Obj, status: BaseModel) -> Obj:
