@@ -122,16 +122,23 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
         60,
         what="the files ConfigMap put back",
     )
-    merge_patch(
-        cluster, namespace, "networkpolicy", "box-egress", {"spec": {"policyTypes": ["Ingress"]}}
-    )
+    fence = "pol.paddock-policy"  # box's policy's, shared by its sandboxes
+    merge_patch(cluster, namespace, "networkpolicy", fence, {"spec": {"policyTypes": ["Ingress"]}})
     wait_for(
         lambda: (
             "Egress"
-            in (get(cluster, namespace, "networkpolicy", "box-egress") or {})["spec"]["policyTypes"]
+            in (get(cluster, namespace, "networkpolicy", fence) or {})["spec"]["policyTypes"]
         ),
         60,
         what="the NetworkPolicy put back",
+    )
+    # A sandbox moved to another policy: its pod is relabelled (patch), and the fence no
+    # sandbox uses any more is deleted.
+    merge_patch(cluster, namespace, "sandbox", "early", {"spec": {"policyRef": {"name": "pol"}}})
+    wait_for(
+        lambda: get(cluster, namespace, "networkpolicy", "later-pol.paddock-policy") is None,
+        60,
+        what="the fence of the policy no sandbox is under any more deleted",
     )
     cluster.apply(command_run("one", "box", "echo hi"), namespace)
     assert wait_for_run(cluster, namespace, "one")["phase"] == "Succeeded"

@@ -258,15 +258,18 @@ def test_restarted_operator_converges_without_duplicates(cluster: Cluster, names
     with KopfRunner(args, timeout=60) as second:
         wait_for_phase(cluster, namespace, "r", "Ready")
     assert second.exception is None, second.output
-    for kind in ("pods", "pvc", "configmaps", "networkpolicies"):
+    for kind, selector in (
+        ("pods", "paddock.dev/sandbox=r"),
+        ("pvc", "paddock.dev/sandbox=r"),
+        ("configmaps", "paddock.dev/sandbox=r"),
+        ("networkpolicies", "app.kubernetes.io/managed-by=paddock"),  # its fence, the baseline
+    ):
         listed = json.loads(
-            cluster.kubectl(
-                "get", kind, "-n", namespace, "-l", "paddock.dev/sandbox=r", "-o", "json"
-            ).stdout
+            cluster.kubectl("get", kind, "-n", namespace, "-l", selector, "-o", "json").stdout
         )
-        assert len(listed["items"]) == 1, (
-            f"{kind}: {[i['metadata']['name'] for i in listed['items']]}"
-        )
+        names = sorted(i["metadata"]["name"] for i in listed["items"])
+        expected = ["paddock-baseline", "paddock-no-policy"] if kind == "networkpolicies" else None
+        assert names == expected or len(names) == 1, f"{kind}: {names}"
 
 
 def test_no_secret_value_in_status_events_files_or_logs(
