@@ -86,7 +86,9 @@ def direct(cluster: Cluster, namespace: str, count: int) -> float:
         pvc, pod = (
             render_workspace_pvc(inputs),
             # The same pod a Sandbox of the benchmark's Workspace gets, init containers too.
-            render_sandbox_pod(inputs, render_projection(workspace), prepared=False),
+            render_sandbox_pod(
+                inputs, render_projection(workspace), prepared=False, files="bench-files"
+            ),
         )
         for obj in (pvc, pod):
             obj["metadata"].pop("labels", None)  # not a sandbox's: no operator would look

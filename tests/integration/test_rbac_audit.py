@@ -113,15 +113,7 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
         namespace,
     )
     wait_for_phase(cluster, namespace, "early", "Ready")
-    # Drift of the files and of the fence is put back.
-    merge_patch(cluster, namespace, "configmap", "box-files", {"data": {"setup.sh": "x"}})
-    wait_for(
-        lambda: (
-            (get(cluster, namespace, "configmap", "box-files") or {})["data"]["setup.sh"] != "x"
-        ),
-        60,
-        what="the files ConfigMap put back",
-    )
+    # Drift of the fence is put back (the files are immutable).
     fence = "pol.paddock-policy"  # box's policy's, shared by its sandboxes
     merge_patch(cluster, namespace, "networkpolicy", fence, {"spec": {"policyTypes": ["Ingress"]}})
     wait_for(
@@ -207,6 +199,24 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
         60,
         what="the superseded snapshot deleted",
     )
+    # The files of an earlier spec of a Workspace, once no pod mounts them (delete).
+    cluster.apply(workspace("brief"), namespace)
+    cluster.apply(sandbox("short", "brief"), namespace)
+    wait_for_phase(cluster, namespace, "short", "Ready")
+    files = _files_of(cluster, namespace, "short")
+    cluster.apply(workspace("brief", setup=["true"]), namespace)
+    cluster.kubectl("delete", "sandbox", "short", "-n", namespace)
+    wait_for(
+        lambda: get(cluster, namespace, "configmap", files) is None,
+        60,
+        what="the files of the earlier spec deleted",
+    )
+
+
+def _files_of(cluster: Cluster, namespace: str, pod: str) -> str:
+    found = get(cluster, namespace, "pod", pod) or {}
+    (files,) = [v["configMap"]["name"] for v in found["spec"]["volumes"] if "configMap" in v]
+    return str(files)
 
 
 def _restore_given_up(status: dict[str, Any]) -> bool:

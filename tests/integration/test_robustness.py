@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from paddock.api.workspace import WorkspaceSpec
+from paddock.render.files import render_files_configmap
+from paddock.render.projections import render_projection
 from support import identity
 from support.kube import Cluster
 from support.runs import command_run, log_events, wait_for_run
@@ -46,10 +49,18 @@ DENY_ALL = {
     "metadata": {"name": "web-egress"},
     "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
 }
+
+
+def _files_name(name: str) -> str:
+    """The name of the files ConfigMap of the Workspace ``name`` as ``workspace`` makes it."""
+    spec = WorkspaceSpec.model_validate(workspace(name)["spec"])
+    return str(render_files_configmap("", name, spec, render_projection(spec))["metadata"]["name"])
+
+
 TEAM_FILES = {
     "apiVersion": "v1",
     "kind": "ConfigMap",
-    "metadata": {"name": "app-files"},
+    "metadata": {"name": _files_name("ws")},
     "data": {"settings": "keep me"},
 }
 

@@ -50,10 +50,14 @@ def test_sandbox_gets_its_objects_and_becomes_ready(
     assert status["timings"]["readySeconds"] >= 0
     uid = sbx["metadata"]["uid"]
     namespace_uid = (get(cluster, namespace, "namespace", namespace) or {})["metadata"]["uid"]
+    workspace_uid = (get(cluster, namespace, "workspace", "app") or {})["metadata"]["uid"]
+    pod = get(cluster, namespace, "pod", "one") or {}
+    (files,) = [v["configMap"]["name"] for v in pod["spec"]["volumes"] if "configMap" in v]
     for kind, name, owner in [
         ("pod", "one", ("Sandbox", uid)),
         ("pvc", "one-workspace", ("Sandbox", uid)),
-        ("configmap", "one-files", ("Sandbox", uid)),
+        # The Workspace's files, which its sandboxes share.
+        ("configmap", files, ("Workspace", workspace_uid)),
         # Under no policy: the namespace's baseline, and the fence of the sandboxes with none.
         ("networkpolicy", "paddock-baseline", ("Namespace", namespace_uid)),
         ("networkpolicy", "paddock-no-policy", ("Namespace", namespace_uid)),
@@ -140,7 +144,6 @@ def test_deleting_a_sandbox_removes_its_pod_and_volume(
     for kind, name in [
         ("pod", "gone"),
         ("pvc", "gone-workspace"),
-        ("configmap", "gone-files"),
         # The namespace's last sandbox: its fences are no sandbox's any more.
         ("networkpolicy", "paddock-no-policy"),
         ("networkpolicy", "paddock-baseline"),
@@ -261,7 +264,7 @@ def test_restarted_operator_converges_without_duplicates(cluster: Cluster, names
     for kind, selector in (
         ("pods", "paddock.dev/sandbox=r"),
         ("pvc", "paddock.dev/sandbox=r"),
-        ("configmaps", "paddock.dev/sandbox=r"),
+        ("configmaps", "paddock.dev/workspace=app"),  # its Workspace's files
         ("networkpolicies", "app.kubernetes.io/managed-by=paddock"),  # its fence, the baseline
     ):
         listed = json.loads(

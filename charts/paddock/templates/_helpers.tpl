@@ -100,7 +100,7 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
   verbs: [get, create]
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, watch, create, update, patch]
+  verbs: [get, list, watch, create, update, delete]
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get]

@@ -11,7 +11,7 @@ import kopf
 
 from paddock.handlers.references import Reference
 from paddock.render.ownership import controller_uid
-from paddock.sandboxes import service
+from paddock.sandboxes import service, shared
 
 
 @kopf.on.event("networkpolicies")
@@ -51,4 +51,4 @@ def retire_unused(unused: list[Reference]) -> None:
     """Delete the shared fences of a namespace that no sandbox uses any more."""
     for kind, namespace, name in unused:
         if kind == "NetworkPolicy":
-            service.retire_fence(namespace, name)
+            shared.retire_fence(namespace, name)

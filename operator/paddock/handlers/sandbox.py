@@ -20,8 +20,8 @@ from paddock.handlers.fences import retire_unused
 from paddock.handlers.pool import member_seen
 from paddock.handlers.references import Reference, references_of
 from paddock.handlers.reporting import report
-from paddock.render.names import SANDBOX_LABEL
-from paddock.sandboxes import service
+from paddock.render.names import FILES_LABEL, SANDBOX_LABEL, WORKSPACE_LABEL
+from paddock.sandboxes import service, shared
 from paddock.settings import OperatorSettings
 
 # Timers are declared at import, before the startup handler runs: read the setting here.
@@ -94,8 +94,13 @@ def sandbox_part_changed(
     memo: kopf.Memo,
     **_: Any,
 ) -> None:
-    service.watched(type, dict(body))
+    before = service.watched(type, dict(body))
     memo.reconciles.ask((namespace or "", labels[SANDBOX_LABEL]))
+    if type == "DELETED" and body["kind"] == "Pod":
+        # The files ConfigMap it mounted may be one no pod uses any more.
+        workspace = shared.files_workspace(dict(before or body))
+        if workspace is not None:
+            memo.workspace_snapshots.ask((namespace or "", workspace))
 
 
 def reconcile_named(
@@ -128,14 +133,16 @@ def _failed(namespace: str, name: str, exc: Exception) -> None:
     report(body, service.Outcome([Notice(SandboxReason.RECONCILE_FAILED, message)]), retry=False)
 
 
-@kopf.on.event("configmaps", labels={SANDBOX_LABEL: kopf.PRESENT})
-def sandbox_file_seen(
+@kopf.on.event("configmaps", labels={WORKSPACE_LABEL: kopf.PRESENT, FILES_LABEL: kopf.PRESENT})
+def files_seen(
     type: str | None, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **_: Any
 ) -> None:
-    """Kept for reconciles to read; a change or deletion (drift) is put back at once."""
+    """A Workspace's files ConfigMap: kept for reconciles to read; deleted, it is made again
+    by the sandboxes of the Workspace (it is immutable: nothing else changes it)."""
     service.watched(type, dict(body))
-    if type in ("MODIFIED", "DELETED"):
-        memo.reconciles.ask((body["metadata"].get("namespace") or "", labels[SANDBOX_LABEL]))
+    if type == "DELETED":
+        namespace = body["metadata"].get("namespace") or ""
+        reach_sandboxes(memo, ("Workspace", namespace, labels[WORKSPACE_LABEL]))
 
 
 def reach_sandboxes(memo: kopf.Memo, reference: Reference) -> None:

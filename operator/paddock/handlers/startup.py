@@ -19,7 +19,7 @@ from paddock.handlers.diffbase import CompactDiffBaseStorage
 from paddock.handlers.network import API_NAMESPACE
 from paddock.handlers.references import References
 from paddock.kube import client as kube
-from paddock.render import model_usage
+from paddock.render import model_usage, names
 from paddock.render.names import MANAGED_BY, SANDBOX_LABEL, WORKSPACE_LABEL
 from paddock.sandboxes import service
 from paddock.sandboxes.network import API_SERVICE_LABEL
@@ -100,8 +100,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 
     # Server-side filters: the operator hears only of the objects its handlers are for, not of
     # every pod, ConfigMap or EndpointSlice of the cluster.
-    for resource in ("pods", "persistentvolumeclaims", "configmaps"):
+    for resource in ("pods", "persistentvolumeclaims"):
         settings.watching.label_selectors[resource] = SANDBOX_LABEL
+    settings.watching.label_selectors["configmaps"] = names.FILES_LABEL  # Workspaces' files
     # The fences: the baseline, the shared ones and a sandbox's own are all Paddock's.
     settings.watching.label_selectors["networkpolicies"] = ",".join(
         f"{key}={value}" for key, value in MANAGED_BY.items()

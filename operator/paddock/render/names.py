@@ -18,7 +18,8 @@ POOL_LABEL = f"{GROUP}/pool"  # an unclaimed member of a SandboxPool: the pool's
 POOL_TEMPLATE_LABEL = f"{GROUP}/pool-template"  # the template and Workspace it was made from
 CLAIMED_FROM_LABEL = f"{GROUP}/claimed-from"  # a sandbox a run took from a pool: the pool
 HELD_BY_ANNOTATION = f"{GROUP}/held-by"  # the run (uid) that holds a sandbox: one at a time
-WORKSPACE_LABEL = f"{GROUP}/workspace"  # a snapshot's Workspace
+WORKSPACE_LABEL = f"{GROUP}/workspace"  # a snapshot's or files ConfigMap's Workspace
+FILES_LABEL = f"{GROUP}/files"  # a files ConfigMap: the hash of what it holds
 SNAPSHOT_OF_LABEL = f"{GROUP}/snapshot-of"  # the Sandbox whose volume a snapshot is of
 MAX_AGE_ANNOTATION = f"{GROUP}/max-age-seconds"  # how long a snapshot is restored from
 STORAGE_CLASS_ANNOTATION = f"{GROUP}/storage-class"  # the StorageClass of a snapshot's volume
@@ -44,8 +45,9 @@ def pvc_name(sandbox: str) -> str:
     return f"{sandbox}-workspace"
 
 
-def files_configmap_name(sandbox: str) -> str:
-    return f"{sandbox}-files"
+def files_configmap_name(workspace: str, key: str) -> str:
+    """The files ConfigMap of a Workspace's sandboxes, ``key`` a hash of what it holds."""
+    return _fitted(f"{workspace}.{key}", ".paddock-files", 253)
 
 
 def network_policy_name(sandbox: str) -> str:

@@ -16,14 +16,11 @@ from paddock.render.containers import (
     gate_container,
     mount,
 )
+from paddock.render.files import SHELL_STARTUP_KEY, file_key, render_files_configmap
 from paddock.render.init_scripts import (
-    ASKPASS_SCRIPT,
-    CLONE_SCRIPT,
     SECRET_ENV_VAR,
-    render_project_script,
 )
 from paddock.render.projections import Projection, render_projection
-from paddock.render.setup_script import render_setup_script
 from paddock.render.snapshot import is_archive, restore_size, snapshot_hash
 
 WORKSPACE_DIR = "/workspace"
@@ -36,10 +33,7 @@ SANDBOX_UID = 1000
 # shell reads ~/.profile, so what the agent wrote there would run, or change what a command
 # the policy judged runs, in the runs that come after.
 SHELL_STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout")
-SHELL_STARTUP_KEY = "shell-startup"
-SHELL_STARTUP_TEXT = "# Paddock: read-only in a sandbox (the policy judges what runs).\n"
 
-CONFIGMAP_LIMIT = 900 * 1024  # under the 1 MiB object limit, with room for metadata
 
 # The workspace volume's root belongs to whoever provisioned it (often root), its files to the
 # sandbox user: git (2.35.2 and later) refuses such a repository unless it is named safe, in a
@@ -98,39 +92,6 @@ def _workspace_env(workspace: WorkspaceSpec) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": var.name, "value": var.value} for var in workspace.env]
     env += [_secret_env(var.name, var.secret_key_ref) for var in workspace.secrets]
     return env
-
-
-def _file_key(index: int) -> str:
-    return f"project-{index}"
-
-
-def render_files_configmap(inputs: SandboxInputs, projection: Projection) -> dict[str, Any]:
-    """Scripts and projected files for the init containers. Never holds a secret value."""
-    data = {
-        "askpass.sh": ASKPASS_SCRIPT,
-        "clone.sh": CLONE_SCRIPT,
-        SHELL_STARTUP_KEY: SHELL_STARTUP_TEXT,
-        "project.sh": render_project_script(projection),
-        "setup.sh": render_setup_script(
-            inputs.workspace.setup, inputs.workspace.setup_step_timeout
-        ),
-    }
-    for index, content in enumerate(projection.files.values()):
-        data[_file_key(index)] = content
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": names.files_configmap_name(inputs.name),
-            "namespace": inputs.namespace,
-            "labels": names.sandbox_labels(inputs.name),
-        },
-        "data": data,
-    }
-
-
-def configmap_size(configmap: dict[str, Any]) -> int:
-    return sum(len(key) + len(value.encode()) for key, value in configmap["data"].items())
 
 
 def render_workspace_pvc(
@@ -299,13 +260,13 @@ def _main_container(inputs: SandboxInputs, projection: Projection) -> dict[str, 
     )
 
 
-def _volumes(inputs: SandboxInputs, projection: Projection) -> list[dict[str, Any]]:
+def _volumes(inputs: SandboxInputs, projection: Projection, files: str) -> list[dict[str, Any]]:
     files_items = [
         {"key": key, "path": key}
         for key in ("askpass.sh", "clone.sh", "project.sh", "setup.sh", SHELL_STARTUP_KEY)
     ]
     files_items += [
-        {"key": _file_key(index), "path": f"project/{path}"}
+        {"key": file_key(index), "path": f"project/{path}"}
         for index, path in enumerate(projection.files)
     ]
     return [
@@ -318,7 +279,7 @@ def _volumes(inputs: SandboxInputs, projection: Projection) -> list[dict[str, An
         {
             "name": "files",
             "configMap": {
-                "name": names.files_configmap_name(inputs.name),
+                "name": files,
                 "items": files_items,
                 "defaultMode": 0o555,
             },
@@ -341,10 +302,11 @@ def _placement(sandbox: SandboxSpec) -> dict[str, Any]:
 
 
 def render_sandbox_pod(
-    inputs: SandboxInputs, projection: Projection, *, prepared: bool
+    inputs: SandboxInputs, projection: Projection, *, prepared: bool, files: str
 ) -> dict[str, Any]:
-    """The sandbox pod. ``prepared``: the volume already holds the cloned, set-up workspace
-    (a resumed or restored sandbox), so no init container runs."""
+    """The sandbox pod, which mounts the files ConfigMap ``files``. ``prepared``: the volume
+    already holds the cloned, set-up workspace (a resumed or restored sandbox), so no init
+    container runs."""
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -362,7 +324,7 @@ def render_sandbox_pod(
             *([] if prepared else _init_containers(inputs, projection)),
             gate_container(inputs.image),
         ],
-        "volumes": _volumes(inputs, projection),
+        "volumes": _volumes(inputs, projection, files),
     }
     spec |= _placement(inputs.sandbox)
     return {
@@ -385,8 +347,11 @@ def render_sandbox_pod(
 def render_sandbox(inputs: SandboxInputs, *, prepared: bool) -> dict[str, dict[str, Any]]:
     """The ConfigMap, PVC and pod of a sandbox, by kind."""
     projection = render_projection(inputs.workspace)
+    workspace_name = inputs.sandbox.workspace_ref.name
+    files = render_files_configmap(inputs.namespace, workspace_name, inputs.workspace, projection)
+    name = files["metadata"]["name"]
     return {
-        "ConfigMap": render_files_configmap(inputs, projection),
+        "ConfigMap": files,
         "PersistentVolumeClaim": render_workspace_pvc(inputs),
-        "Pod": render_sandbox_pod(inputs, projection, prepared=prepared),
+        "Pod": render_sandbox_pod(inputs, projection, prepared=prepared, files=name),
     }

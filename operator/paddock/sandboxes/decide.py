@@ -27,21 +27,23 @@ from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec, SandboxStatus, SandboxTimings
 from paddock.policy.gate import Judged, blocking, judge_setup
 from paddock.render import names
+from paddock.render.files import CONFIGMAP_LIMIT, configmap_size, render_files_configmap
 from paddock.render.network_policy import Gateway, through_gateway
 from paddock.render.ownership import owned_by
 from paddock.render.projections import Projection, render_projection
-from paddock.render.sandbox import (
-    CONFIGMAP_LIMIT,
-    SandboxInputs,
-    configmap_size,
-    render_files_configmap,
-    render_sandbox_pod,
-)
+from paddock.render.sandbox import SandboxInputs, render_sandbox_pod
 from paddock.render.snapshot import archive_restored, restored_from
 from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import Blocked, SandboxWorld, resolve_inputs
 from paddock.sandboxes.observe import observe
-from paddock.sandboxes.owned import name_conflict, owned_objects, relabelled, retired
+from paddock.sandboxes.owned import (
+    name_conflict,
+    owned_objects,
+    relabelled,
+    retired,
+    stranded,
+    workspace_owner,
+)
 from paddock.sandboxes.plan import Create, Delete, Plan, Write
 from paddock.sandboxes.volume import plan_volume, take_snapshots, unpack_step, volume_hash
 from paddock.times import parse_time
@@ -68,7 +70,9 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
         draft.condition(C.READY, False, inputs.reason, inputs.message)
         return draft.finish(inputs.phase, inputs.reason, inputs.message, None, inputs.retry_after)
     sandbox_inputs, policy = inputs
-    conflict = name_conflict(world)
+    projection = render_projection(sandbox_inputs.workspace)
+    configmap = _files(world, sandbox_inputs, projection)
+    conflict = name_conflict(world, configmap["metadata"]["name"])
     if conflict is not None:
         draft.condition(C.READY, False, R.NAME_CONFLICT, conflict)
         return draft.finish(SandboxPhase.PENDING, R.NAME_CONFLICT, conflict, None, RETRY_CONFLICT)
@@ -79,8 +83,6 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
     gated = _gate(draft, world, judged)
     if gated is not None:
         return gated
-    projection = render_projection(sandbox_inputs.workspace)
-    configmap = owned_by(render_files_configmap(sandbox_inputs, projection), world.sandbox)
     if configmap_size(configmap) > CONFIGMAP_LIMIT:
         message = (
             "The Workspace's instructions, skills and setup add up to more than 900 KiB; move "
@@ -105,11 +107,19 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
         plan.writes += retired(world)
         return plan
     draft.condition(C.PAUSED, False, R.RUNNING, "The sandbox is not paused.")
-    plan = _progress(draft, world, sandbox_inputs, projection, pvc, writes)
+    files = str(configmap["metadata"]["name"])
+    plan = _progress(draft, world, sandbox_inputs, (projection, files), pvc, writes)
     plan.writes += retired(world)  # after the pod is relabelled
     if any(isinstance(w, Create) and w.obj["kind"] == "Pod" for w in plan.writes):
         plan.policy_decisions = [item.decision for item in judged]  # setup runs in this pod
     return plan
+
+
+def _files(world: SandboxWorld, inputs: SandboxInputs, projection: Projection) -> Obj:
+    """The files ConfigMap the sandbox's pod mounts: its Workspace's, as it renders now."""
+    workspace = inputs.sandbox.workspace_ref.name
+    files = render_files_configmap(inputs.namespace, workspace, inputs.workspace, projection)
+    return owned_by(files, workspace_owner(world))
 
 
 def _gate(draft: StatusDraft, world: SandboxWorld, judged: list[Judged]) -> Plan | None:
@@ -235,11 +245,13 @@ def _progress(
     draft: StatusDraft,
     world: SandboxWorld,
     inputs: SandboxInputs,
-    projection: Projection,
+    rendered: tuple[Projection, str],
     pvc: Obj,
     writes: list[Write],
 ) -> Plan:
-    """The pod's progress: create or replace it, and say where setup stands."""
+    """The pod's progress: create or replace it (``rendered``: what it projects, and the
+    files ConfigMap it mounts), and say where setup stands."""
+    projection, files = rendered
     prepared = is_true(draft.status.conditions, C.SETUP_COMPLETE)
     restored = restored_from(pvc)
     pod = world.pod
@@ -247,14 +259,15 @@ def _progress(
     if pod is None:
         # A restored volume holds the prepared workspace: no clone, projection or setup.
         ready_made = prepared or restored is not None
-        pod = owned_by(render_sandbox_pod(inputs, projection, prepared=ready_made), world.sandbox)
+        rendered_pod = render_sandbox_pod(inputs, projection, prepared=ready_made, files=files)
+        pod = owned_by(rendered_pod, world.sandbox)
         writes.append(Create(pod))
     # A pod created by this plan is observed as created (starting): the status is written
     # after the create, and the pod's next event would only say that.
     seen = observe(pod, pvc)
     unpack_writes, seen = unpack_step(draft, world, pvc, pod, seen)
     writes += unpack_writes
-    if seen.recreate_pod and world.pod is not None:
+    if (seen.recreate_pod or stranded(world, files)) and world.pod is not None:
         writes.append(Delete.of(world.pod))
     pvc_name = names.pvc_name(inputs.name)
     if seen.volume_bound is not None:

@@ -42,7 +42,7 @@ class SandboxWorld:
     scrubber: Scrubber = field(default_factory=Scrubber)  # the Workspace's secret values
     pod: Obj | None = None
     pvc: Obj | None = None
-    configmap: Obj | None = None
+    files: tuple[Obj, ...] = ()  # its Workspace's files ConfigMaps
     network_policy: Obj | None = None  # its fence (see ``fence.py``): shared, or its own
     baseline: Obj | None = None  # the namespace's baseline NetworkPolicy
     own_network_policy: Obj | None = None  # its own fence, when it is under a shared one
@@ -56,6 +56,9 @@ class SandboxWorld:
 
     def workspace_uid(self) -> str | None:
         return None if self.workspace is None else self.workspace.uid
+
+    def files_named(self, name: str) -> Obj | None:
+        return next((f for f in self.files if f["metadata"]["name"] == name), None)
 
 
 @dataclass(frozen=True)

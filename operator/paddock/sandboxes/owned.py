@@ -1,11 +1,12 @@
-"""The objects a sandbox's pod stands on: its files ConfigMap, the NetworkPolicies that fence
-it in (``fence.py``), and its volume. Deciding what to create, bring in line or retire, and
-whose name is in the way. Pure."""
+"""The objects a sandbox's pod stands on: its Workspace's files ConfigMap, the NetworkPolicies
+that fence it in (``fence.py``), and its volume. Deciding what to create, bring in line or
+retire, and whose name is in the way. Pure."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from paddock import GROUP, VERSION
 from paddock.api.policy import SandboxPolicySpec
 from paddock.render import names
 from paddock.render.network_policy import render_baseline_network_policy, render_network_policy
@@ -18,16 +19,16 @@ from paddock.sandboxes.plan import Create, Delete, Patch, Write
 Obj = dict[str, Any]
 
 
-def name_conflict(world: SandboxWorld) -> str | None:
+def name_conflict(world: SandboxWorld, files: str) -> str | None:
     """Why an object the sandbox needs is in the way: it exists under the name the sandbox
-    would give it, but something else controls it. Paddock never adopts, changes or deletes
-    it."""
+    would give it (``files``: its files ConfigMap's), but something else controls it.
+    Paddock never adopts, changes or deletes it."""
     uid = world.sandbox["metadata"]["uid"]
     fence = _fence_owner(world).uid
     for kind, obj, owner_uid, advice in (
         ("Pod", world.pod, uid, ""),
         ("PersistentVolumeClaim", world.pvc, uid, " (its data is left as it is)"),
-        ("ConfigMap", world.configmap, uid, ""),
+        ("ConfigMap", world.files_named(files), world.workspace_uid() or "", ""),
         ("NetworkPolicy", world.baseline, world.namespace_uid, ""),
         ("NetworkPolicy", world.network_policy, fence, ""),
     ):
@@ -47,10 +48,12 @@ def owned_objects(
     configmap: Obj,
     pvc: Obj,
 ) -> list[Write]:
-    """Create the ConfigMap, the baseline, the fence and the PVC, or bring the first three in
+    """Create the files ConfigMap, the baseline, the fence and the PVC, or bring the fences in
     line (a policy's change reaches its shared fence once: the first of its sandboxes to
     look patches it). A PVC's spec is immutable once bound: it is never patched."""
     writes: list[Write] = []
+    if world.files_named(configmap["metadata"]["name"]) is None:
+        writes.append(Create(configmap))  # named by what it holds, and immutable: no drift
     baseline = owned_by(
         render_baseline_network_policy(inputs.namespace),
         namespace_owner(inputs.namespace, world.namespace_uid).as_object(),
@@ -64,17 +67,13 @@ def owned_objects(
         ),
         _fence_owner(world).as_object(),
     )
-    for existing, wanted, field_name in (
-        (world.configmap, configmap, "data"),
-        (world.baseline, baseline, "spec"),
-        (world.network_policy, fence, "spec"),
-    ):
+    for existing, wanted in ((world.baseline, baseline), (world.network_policy, fence)):
         if existing is None:
             writes.append(Create(wanted))
-        elif pruned(existing.get(field_name)) != pruned(wanted[field_name]):
+        elif pruned(existing.get("spec")) != pruned(wanted["spec"]):
             name = wanted["metadata"]["name"]
             version = existing["metadata"].get("resourceVersion")
-            body = {"metadata": {"resourceVersion": version}, field_name: wanted[field_name]}
+            body = {"metadata": {"resourceVersion": version}, "spec": wanted["spec"]}
             writes.append(Patch(wanted["kind"], name, body))
     if world.pvc is None:
         writes.append(Create(pvc))
@@ -93,6 +92,21 @@ def relabelled(world: SandboxWorld, inputs: SandboxInputs) -> list[Write]:
     return [Patch("Pod", pod["metadata"]["name"], body)]
 
 
+def stranded(world: SandboxWorld, files: str) -> bool:
+    """Whether the pod, not yet started, mounts a files ConfigMap that is gone and is not
+    the one it would mount now (made from an earlier spec of its Workspace, as that spec was
+    replaced): it would never start, so it is made again."""
+    pod = world.pod
+    if pod is None or (pod.get("status") or {}).get("phase") != "Pending":
+        return False
+    mounted = [
+        volume["configMap"].get("name")
+        for volume in (pod.get("spec") or {}).get("volumes") or []
+        if "configMap" in volume
+    ]
+    return any(name != files and world.files_named(name) is None for name in mounted)
+
+
 def retired(world: SandboxWorld) -> list[Write]:
     """The sandbox's own fence, once it is under a shared one: deleted after its pod is
     relabelled, so that the pod is never under neither."""
@@ -100,6 +114,13 @@ def retired(world: SandboxWorld) -> list[Write]:
     if own is None or not controlled_by(own, world.sandbox["metadata"]["uid"]):
         return []
     return [Delete.of({**own, "kind": "NetworkPolicy"})]
+
+
+def workspace_owner(world: SandboxWorld) -> Obj:
+    """The Workspace, as the controller of its sandboxes' files ConfigMaps."""
+    assert world.workspace is not None
+    meta = {"name": world.workspace.name, "uid": world.workspace.uid or ""}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Workspace", "metadata": meta}
 
 
 def _fence_owner(world: SandboxWorld) -> Owner:

@@ -24,12 +24,11 @@ from paddock.kube.errors import ConflictError, InvalidError, KubeError
 from paddock.objectstore.client import Bucket, configured_store
 from paddock.policy.choice import choose_policy
 from paddock.render import names
-from paddock.render.ownership import controlled_by
 from paddock.render.snapshot import restored_from
 from paddock.runs.scrubbing import Scrubber
 from paddock.sandboxes.archives import ArchiveStore, Notify
 from paddock.sandboxes.decide import decide_sandbox
-from paddock.sandboxes.fence import fence_name, shared_owner
+from paddock.sandboxes.fence import fence_name
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.network import ClusterAddresses, cluster_network
 from paddock.sandboxes.owned import pruned
@@ -99,28 +98,6 @@ def cluster_address_seen(event_type: str | None, obj: Obj) -> bool:
     return ADDRESSES.seen(event_type, obj)
 
 
-def retire_fence(namespace: str, name: str) -> None:
-    """A shared NetworkPolicy no Sandbox uses any more (``fence.py``): deleted, if it is
-    still as the watch showed it and its controller is the namespace's SandboxPolicy or
-    Namespace it names (a policy's own goes with the policy). A refusal is logged: the
-    object selects no pod, and the next Sandbox to use it takes it up again."""
-    obj = CACHE.peek("NetworkPolicy", namespace, name)
-    owner = shared_owner(obj) if obj is not None else None
-    if obj is None or owner is None:
-        return
-    kind, owner_name = owner
-    found = CACHE.peek(kind, "" if kind == "Namespace" else namespace, owner_name)
-    if found is None or not controlled_by(obj, found["metadata"]["uid"]):
-        return
-    meta = obj["metadata"]
-    try:
-        kube.delete("NetworkPolicy", namespace, name, meta["uid"], meta.get("resourceVersion"))
-    except ConflictError:
-        return  # changed since: a Sandbox that uses it again patched it
-    except KubeError as exc:
-        log.warning("unused NetworkPolicy %s/%s left: %s", namespace, name, exc.message)
-
-
 def reconcile_workspace(body: Obj, default_image: str) -> Outcome:
     meta = body["metadata"]
     spec = load_spec(body)
@@ -149,7 +126,9 @@ def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Ou
         return _reconcile_sandbox(body, config, retry, new=not body.get("status"))
 
 
-def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: bool) -> Outcome:
+def _reconcile_sandbox(
+    body: Obj, config: OperatorSettings, retry: int, new: bool, again: bool = True
+) -> Outcome:
     world = gather_sandbox(body, config.policy_default, config.policy_required, new=new)
     namespace = body["metadata"]["namespace"]
     workspace = world.spec.spec.workspace_ref.name if world.spec.spec else ""
@@ -169,8 +148,8 @@ def _reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int, new: boo
     for write in plan.writes:
         try:
             made = _write(body, write)
-            if new and not made:
-                return _reconcile_sandbox(body, config, retry, new=False)
+            if not made and again:  # a name taken since the world was read: decide again
+                return _reconcile_sandbox(body, config, retry, new=False, again=False)
         except ConflictError:
             # Changed since it was read, so a watch event brings the next look: decide again
             # then (a retry now would be a second reconcile of the same change).
@@ -283,7 +262,12 @@ def gather_sandbox(
         Scrubber(values.values()),
         pod=part("Pod", namespace, names.pod_name(name)),
         pvc=pvc,
-        configmap=part("ConfigMap", namespace, names.files_configmap_name(name)),
+        files=tuple(
+            found
+            for found in CACHE.listed("ConfigMap", namespace)
+            if (found["metadata"].get("labels") or {}).get(names.WORKSPACE_LABEL)
+            == spec.workspace_ref.name
+        ),
         network_policy=part("NetworkPolicy", namespace, fence),
         baseline=part("NetworkPolicy", namespace, names.BASELINE_NETWORK_POLICY),
         # Its own fence, when a shared one is its: only the watch's (as it is retired).
@@ -325,12 +309,19 @@ def _write(sandbox: Obj, write: Write) -> bool:
     namespace = sandbox["metadata"]["namespace"]
     if isinstance(write, Transfer):
         ARCHIVES.start(namespace, sandbox, write)
-    elif isinstance(write, Create | Patch) and _kind(write) == "NetworkPolicy":
-        # Shared by sandboxes that decide at once: one at a time, and not again.
-        with _SHARED_LOCKS[hash((namespace, _name(write))) % len(_SHARED_LOCKS)]:
-            known = CACHE.peek("NetworkPolicy", namespace, _name(write))
-            if known is None or not _made_already(known, write):
-                _write_once(namespace, write)
+    elif isinstance(write, Create | Patch) and _kind(write) in ("NetworkPolicy", "ConfigMap"):
+        # Shared by sandboxes that decide at once: one at a time, and not again. A name
+        # taken is read, so that the next decision knows whose it is.
+        kind, name = _kind(write), _name(write)
+        with _SHARED_LOCKS[hash((namespace, name)) % len(_SHARED_LOCKS)]:
+            known = CACHE.peek(kind, namespace, name)
+            if known is not None and _made_already(known, write):
+                return True
+            if not _write_once(namespace, write):
+                found = kube.get(kind, namespace, name)
+                if found is not None:
+                    CACHE.seen("ADDED", found)
+                return False
     else:
         return _write_once(namespace, write)
     return True

@@ -14,6 +14,7 @@ from paddock.api.errors import describe
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import WorkspaceReason as R
 from paddock.api.workspace import WorkspaceSpec, WorkspaceStatus
+from paddock.render.ownership import controlled_by
 from paddock.render.projections import render_projection
 from paddock.render.workspace_hash import workspace_hash
 from paddock.sandboxes.plan import Loaded, Plan
@@ -75,3 +76,21 @@ def decide_workspace(
         message = "Every harness can use everything in this workspace."
         condition(C.ALL_HARNESSES_SUPPORTED, True, R.SUPPORTED, message)
     return Plan(status, notices=notices, retry_after=retry)
+
+
+def unused_files(configmaps: list[Obj], current: str, pods: list[Obj], uid: str) -> list[Obj]:
+    """Of the Workspace's files ConfigMaps, those it controls that are not the ``current``
+    one and that no pod mounts."""
+    mounted = {
+        volume["configMap"].get("name")
+        for pod in pods
+        for volume in (pod.get("spec") or {}).get("volumes") or []
+        if "configMap" in volume
+    }
+    return [
+        configmap
+        for configmap in configmaps
+        if controlled_by(configmap, uid)
+        and configmap["metadata"]["name"] != current
+        and configmap["metadata"]["name"] not in mounted
+    ]

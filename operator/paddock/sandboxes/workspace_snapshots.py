@@ -1,5 +1,6 @@
-"""A Workspace's snapshots: delete the ones it no longer wants (VolumeSnapshots and archives),
-and list the rest in its status."""
+"""A Workspace's upkeep: delete the snapshots it no longer wants (VolumeSnapshots and archives)
+and list the rest in its status; delete the files ConfigMaps of its earlier specs that no pod
+mounts any more."""
 
 from __future__ import annotations
 
@@ -8,17 +9,21 @@ from typing import Any
 
 from paddock.api.conditions import Notice
 from paddock.api.reasons import WorkspaceReason
+from paddock.api.workspace import WorkspaceSpec
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError, KubeError
 from paddock.objectstore.errors import ObjectStoreError
+from paddock.render import names
+from paddock.render.files import render_files_configmap
 from paddock.render.ownership import controlled_by
+from paddock.render.projections import render_projection
 from paddock.render.snapshot import ARCHIVE_KIND, described
 from paddock.render.workspace_hash import workspace_hash
 from paddock.sandboxes.plan import Delete
 from paddock.sandboxes.service import ARCHIVES, Outcome
 from paddock.sandboxes.snapshot_lifetime import Lifetime, decide_lifetime
-from paddock.sandboxes.workspace import load_spec
+from paddock.sandboxes.workspace import load_spec, unused_files
 from paddock.settings import OperatorSettings
 from paddock.times import utcnow
 
@@ -58,6 +63,8 @@ def reconcile_workspace_snapshots(
         why = f"{described(orphan)} is of an earlier Workspace named {name}; deleted."
         lifetime.notices.append(Notice(WorkspaceReason.SNAPSHOT_DELETED, why))
     notices, retry_after = _delete_unwanted(namespace, name, lifetime)
+    if spec is not None:
+        _delete_unused_files(namespace, name, uid, spec)
     locations = {a["metadata"]["name"]: ARCHIVES.location(a) for a in archives}
     for item in lifetime.listed:
         item.location = locations.get(item.name)
@@ -111,3 +118,21 @@ def _delete_unwanted(
             continue
         notices.append(notice)
     return notices, retry_after
+
+
+def _delete_unused_files(namespace: str, workspace: str, uid: str, spec: WorkspaceSpec) -> None:
+    """The Workspace's files ConfigMaps of an earlier spec that no pod mounts any more (the
+    current one stays as long as the Workspace). A refusal is logged: nothing mounts it."""
+    configmaps = [
+        c
+        for c in CACHE.listed("ConfigMap", namespace)
+        if (c["metadata"].get("labels") or {}).get(names.WORKSPACE_LABEL) == workspace
+    ]
+    current = render_files_configmap(namespace, workspace, spec, render_projection(spec))
+    pods = CACHE.listed("Pod", namespace)
+    for configmap in unused_files(configmaps, current["metadata"]["name"], pods, uid):
+        meta = configmap["metadata"]
+        try:
+            kube.delete("ConfigMap", namespace, meta["name"], meta["uid"])
+        except KubeError as exc:
+            log.warning("unused ConfigMap %s/%s left: %s", namespace, meta["name"], exc.message)
