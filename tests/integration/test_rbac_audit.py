@@ -132,6 +132,20 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
         60,
         what="the fence of the policy no sandbox is under any more deleted",
     )
+    # A run whose prompt is a ConfigMap's key, read by name (get).
+    asks = command_run("asks", "box", "true")
+    asks["spec"] |= {
+        "harness": "claude-code",
+        "promptFrom": {"configMapKeyRef": {"name": "p", "key": "k"}},
+    }
+    del asks["spec"]["command"]
+    cluster.apply(asks, namespace)
+    wait_for(
+        lambda: "p/k" in (status_of(cluster, namespace, "agentrun", "asks").get("message") or ""),
+        60,
+        what="the run waiting for its prompt's ConfigMap",
+    )
+    cluster.kubectl("delete", "agentrun", "asks", "-n", namespace)
     cluster.apply(command_run("one", "box", "echo hi"), namespace)
     assert wait_for_run(cluster, namespace, "one")["phase"] == "Succeeded"
     cluster.apply(command_run("brief", "box", "echo bye", ttlSecondsAfterFinished=0), namespace)

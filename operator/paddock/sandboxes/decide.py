@@ -37,6 +37,7 @@ from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import Blocked, SandboxWorld, resolve_inputs
 from paddock.sandboxes.observe import observe
 from paddock.sandboxes.owned import (
+    RETRY_CONFLICT,
     name_conflict,
     owned_objects,
     relabelled,
@@ -49,7 +50,6 @@ from paddock.sandboxes.volume import plan_volume, take_snapshots, unpack_step, v
 from paddock.times import parse_time
 
 Obj = dict[str, Any]
-RETRY_CONFLICT = 30.0  # seconds before looking again at a name another object holds
 M = TypeVar("M", bound=BaseModel)
 
 

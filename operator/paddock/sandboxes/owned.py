@@ -17,6 +17,7 @@ from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.plan import Create, Delete, Patch, Write
 
 Obj = dict[str, Any]
+RETRY_CONFLICT = 30.0  # seconds before looking again at a name another object holds
 
 
 def name_conflict(world: SandboxWorld, files: str) -> str | None:
@@ -33,12 +34,15 @@ def name_conflict(world: SandboxWorld, files: str) -> str | None:
         ("NetworkPolicy", world.network_policy, fence, ""),
     ):
         if obj is not None and not controlled_by(obj, owner_uid):
-            name = obj["metadata"]["name"]
-            return (
-                f"{kind} {name} exists and does not belong to this Sandbox; Paddock leaves it "
-                f"alone{advice}. Delete or rename it, or give the Sandbox another name."
-            )
+            return conflict_message(kind, obj["metadata"]["name"], advice)
     return None
+
+
+def conflict_message(kind: str, name: str, advice: str = "") -> str:
+    return (
+        f"{kind} {name} exists and does not belong to this Sandbox; Paddock leaves it "
+        f"alone{advice}. Delete or rename it, or give the Sandbox another name."
+    )
 
 
 def owned_objects(

@@ -11,6 +11,7 @@ from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxStatus
 from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import SandboxWorld
+from paddock.sandboxes.owned import RETRY_CONFLICT, conflict_message
 from paddock.sandboxes.plan import Create, Patch, Plan, Transfer, Write
 
 _REFUSED = {
@@ -52,3 +53,18 @@ def refused(
     draft.condition(C.READY, False, reason, text)
     phase = SandboxPhase.FAILED if invalid else SandboxPhase.PENDING
     return draft.finish(phase, reason, text, None, retry_after)
+
+
+def taken(world: SandboxWorld, plan: Plan, kind: str, name: str, now: datetime) -> Plan:
+    """The plan once a create of a shared object (its files, a fence) found the name held by
+    an object that is not the one it would be, which no watch shows: a name conflict, looked
+    at again in ``RETRY_CONFLICT``, as one the decision saw."""
+    message = conflict_message(kind, name)
+    meta = world.sandbox["metadata"]
+    status = plan.status.model_copy(deep=True)
+    assert isinstance(status, SandboxStatus)
+    draft = StatusDraft(
+        stored_status(SandboxStatus, world.sandbox), meta.get("generation"), now, status
+    )
+    draft.condition(C.READY, False, R.NAME_CONFLICT, message)
+    return draft.finish(SandboxPhase.PENDING, R.NAME_CONFLICT, message, None, RETRY_CONFLICT)

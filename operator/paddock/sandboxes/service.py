@@ -24,6 +24,7 @@ from paddock.kube.errors import ConflictError, InvalidError, KubeError
 from paddock.objectstore.client import Bucket, configured_store
 from paddock.policy.choice import choose_policy
 from paddock.render import names
+from paddock.render.ownership import controller_uid
 from paddock.render.snapshot import restored_from
 from paddock.runs.scrubbing import Scrubber
 from paddock.sandboxes.archives import ArchiveStore, Notify
@@ -34,7 +35,7 @@ from paddock.sandboxes.network import ClusterAddresses, cluster_network
 from paddock.sandboxes.owned import pruned
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write, scrubbed
 from paddock.sandboxes.policy import decide_policy
-from paddock.sandboxes.refusals import refused
+from paddock.sandboxes.refusals import refused, taken
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import decide_workspace, load_spec
 from paddock.settings import OperatorSettings
@@ -150,6 +151,9 @@ def _reconcile_sandbox(
             made = _write(body, write)
             if not made and again:  # a name taken since the world was read: decide again
                 return _reconcile_sandbox(body, config, retry, new=False, again=False)
+        except NameTakenError as exc:
+            plan = taken(world, plan, exc.kind, exc.name, utcnow())
+            break
         except ConflictError:
             # Changed since it was read, so a watch event brings the next look: decide again
             # then (a retry now would be a second reconcile of the same change).
@@ -318,10 +322,7 @@ def _write(sandbox: Obj, write: Write) -> bool:
             if known is not None and _made_already(known, write):
                 return True
             if not _write_once(namespace, write):
-                found = kube.get(kind, namespace, name)
-                if found is not None:
-                    CACHE.seen("ADDED", found)
-                return False
+                return _taken(namespace, write)
     else:
         return _write_once(namespace, write)
     return True
@@ -341,6 +342,28 @@ def _write_once(namespace: str, write: Write) -> bool:
     elif isinstance(write, Delete):
         kube.delete(write.kind, namespace, write.name, write.uid)
     return True
+
+
+class NameTakenError(Exception):
+    """A shared object's name is held by an object that is not the one it would be."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"{kind} {name}")
+        self.kind, self.name = kind, name
+
+
+def _taken(namespace: str, write: Create | Patch) -> bool:
+    """A shared object's create found its name taken: True if by the object it would be
+    (another operator made it: kept, as its watch will show it), False if by none any more
+    (decide again); else ``NameTakenError``, since no watch would show that object."""
+    kind, name = _kind(write), _name(write)
+    found = kube.get(kind, namespace, name)
+    if found is None:
+        return False
+    if isinstance(write, Create) and controller_uid(found) == controller_uid(write.obj):
+        CACHE.seen("ADDED", found)
+        return True
+    raise NameTakenError(kind, name)
 
 
 def _kind(write: Create | Patch) -> str:
