@@ -9,7 +9,7 @@ from typing import Any
 import kopf
 
 import paddock.handlers  # noqa: F401  (registers the handlers)
-from paddock.handlers.diffbase import UNRECORDED, CompactDiffBaseStorage
+from paddock.handlers.diffbase import RECORDED, UNRECORDED, CompactDiffBaseStorage
 
 ANNOTATIONS_LIMIT = 256 * 1024
 
@@ -71,3 +71,40 @@ def test_an_unrecorded_kind_is_never_written_and_reads_as_unchanged() -> None:
     workspace = body("x")
     storage.store(body=workspace, patch=patch, essence=storage.build(body=workspace))
     assert patch  # (a kind with change handlers is recorded)
+
+
+def test_every_kind_whose_handlers_act_on_a_change_is_recorded() -> None:
+    plurals = {
+        "Workspace": "workspaces",
+        "SandboxPolicy": "sandboxpolicies",
+        "Sandbox": "sandboxes",
+    }
+    recorded = {plurals[kind] for kind in RECORDED}
+    registry = kopf.get_default_registry()
+    acting = {
+        handler.selector.any_name
+        for handler in registry._changing.get_all_handlers()
+        if handler.selector is not None and handler.reason != kopf.Reason.DELETE
+    }
+    acting |= {
+        handler.selector.any_name
+        for handler in registry._spawning.get_all_handlers()
+        if handler.selector is not None and getattr(handler, "interval", None)  # timers
+    }
+    assert acting == recorded
+
+
+def test_the_record_of_any_other_kind_is_empty_and_a_recorded_one_keeps_no_status() -> None:
+    storage = CompactDiffBaseStorage(prefix="paddock.dev", key="last-handled-configuration")
+    pod = kopf.Body({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"containers": []}, "status": {"phase": "Running"}})  # fmt: skip
+    assert storage.build(body=pod) == {}
+    assert storage.fetch(body=pod) == {}
+    meta = {"name": "s", "labels": {"a": "b"}, "managedFields": [{}]}
+    spec = {"workspaceRef": {"name": "w"}}
+    sandbox = kopf.Body({"apiVersion": "paddock.dev/v1alpha1", "kind": "Sandbox", "metadata": meta,
+                         "spec": spec, "status": {"phase": "Ready"}})  # fmt: skip
+    assert storage.build(body=sandbox) == {
+        "spec": {"workspaceRef": {"name": "w"}},
+        "metadata": {"labels": {"a": "b"}},
+    }

@@ -14,7 +14,7 @@ kopf sees a run as unchanged since it last looked."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -31,21 +31,34 @@ def _compact(value: Any) -> Any:
     return value
 
 
+# Kinds whose handlers act on a change kopf tells from this record: create, update and resume
+# handlers, and a timer, whose idle wait a change restarts.
+RECORDED = {"Workspace", "SandboxPolicy", "Sandbox"}
 UNRECORDED = {"AgentRun"}  # kinds with no create, update or resume handler
 
 
 class CompactDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
     """``AnnotationsDiffBaseStorage`` that stores long strings as their hashes, and nothing
-    for the kinds in ``UNRECORDED``."""
+    for the kinds in ``UNRECORDED``.
+
+    kopf builds the record of every event of every kind it watches, a deep copy of the whole
+    object (its status and managed fields too) to keep the spec, labels and annotations: for
+    the kinds outside ``RECORDED`` the record is empty, and for those it copies only what it
+    keeps."""
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        essence = super().build(body=body, extra_fields=extra_fields)
+        if body.get("kind") not in RECORDED:
+            return cast(kopf.BodyEssence, {})  # nothing kopf needs: no change to tell
+        meta = body.get("metadata") or {}
+        kept = {key: value for key, value in body.items() if key not in ("status", "metadata")}
+        kept["metadata"] = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+        essence = super().build(body=kopf.Body(cast(kopf.RawBody, kept)), extra_fields=extra_fields)
         compact: kopf.BodyEssence = _compact(essence)
         return compact
 
     def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        if body.get("kind") in UNRECORDED:
-            return self.build(body=body)  # as it is: no change to handle
+        if body.get("kind") not in RECORDED:
+            return cast(kopf.BodyEssence, {})  # as built: no change to handle
         return super().fetch(body=body)
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
