@@ -18,7 +18,7 @@ import yaml
 from paddock.devcluster import cluster as local
 from support import identity
 from support.kube import ROOT, Cluster
-from support.runs import command_run, wait_for_run
+from support.runs import command_run, configmap_prompt_run, wait_for_run
 from support.sandboxes import (
     get,
     merge_patch,
@@ -133,12 +133,7 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
         what="the fence of the policy no sandbox is under any more deleted",
     )
     # A run whose prompt is a ConfigMap's key, read by name (get).
-    asks = command_run("asks", "box", "true")
-    asks["spec"] |= {
-        "harness": "claude-code",
-        "promptFrom": {"configMapKeyRef": {"name": "p", "key": "k"}},
-    }
-    del asks["spec"]["command"]
+    asks = configmap_prompt_run("asks", "box", "p", "k")
     cluster.apply(asks, namespace)
     wait_for(
         lambda: "p/k" in (status_of(cluster, namespace, "agentrun", "asks").get("message") or ""),

@@ -15,7 +15,7 @@ from paddock.render.files import render_files_configmap
 from paddock.render.projections import render_projection
 from support import identity
 from support.kube import Cluster
-from support.runs import command_run, log_events, wait_for_run
+from support.runs import command_run, configmap_prompt_run, log_events, wait_for_run
 from support.sandboxes import (
     assert_never_shown,
     condition,
@@ -269,13 +269,7 @@ def test_every_refusal_is_a_condition_and_a_warning_event(
 def test_a_missing_prompt_configmap_waits_with_a_reason(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
-    run = command_run("asks", "box", "true")
-    run["spec"] |= {
-        "harness": "claude-code",
-        "promptFrom": {"configMapKeyRef": {"name": "p", "key": "k"}},
-    }
-    del run["spec"]["command"]
-    cluster.apply(run, namespace)
+    cluster.apply(configmap_prompt_run("asks", "box", "p", "k"), namespace)
     status = wait_for(
         lambda: (
             condition(s := status_of(cluster, namespace, "agentrun", "asks"), "PromptFound").get(

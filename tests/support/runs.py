@@ -26,6 +26,14 @@ def command_run(name: str, sandbox: str, command: str, **spec: Any) -> dict[str,
     }
 
 
+def configmap_prompt_run(name: str, sandbox: str, configmap: str, key: str) -> dict[str, Any]:
+    """A Claude Code run whose prompt is the key ``key`` of the ConfigMap ``configmap``."""
+    run = agent_run(name, sandbox, "claude-code", "")
+    del run["spec"]["prompt"]
+    run["spec"]["promptFrom"] = {"configMapKeyRef": {"name": configmap, "key": key}}
+    return run
+
+
 def agent_run(name: str, sandbox: str, harness: str, prompt: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "paddock.dev/v1alpha1",
