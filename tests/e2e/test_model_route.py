@@ -13,6 +13,7 @@ budget is raised."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.request
@@ -151,31 +152,45 @@ def _samples(state: ClusterState, metric: str) -> dict[tuple[str, ...], float]:
     return {tuple(v for _, v in key): value for key, value in found.items()}
 
 
+def _each_cli_at_once(
+    cluster: Cluster, namespace: str, steps: list[str], policy: dict[str, Any], **run: Any
+) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each CLI's run, all at once, each in its own sandbox (``box-HARNESS``) against its own
+    scripted model server (``{model}`` in a step is its URL): the run's status and the requests
+    its model server saw."""
+    image = local.load_image(local.default_state_dir(), "sandbox")
+    host = node.host_ip()
+    assert host is not None
+    storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(secret("llm", key=API_KEY), namespace)
+    for harness in HARNESSES:
+        box = sandbox(f"box-{harness}", "app", image=image, storage=storage, policy=policy,
+                      **ON_NODE)  # fmt: skip
+        cluster.apply(box, namespace)
+    with contextlib.ExitStack() as stack:
+        models = {h: stack.enter_context(ScriptedModel([], host=host)) for h in HARNESSES}
+        for harness in HARNESSES:
+            models[harness].commands = [step.replace("{model}", models[harness].url)
+                                        for step in steps]  # fmt: skip
+            wait_for_phase(cluster, namespace, f"box-{harness}", "Ready", timeout=240)
+            key = KEY | {"baseUrl": models[harness].url}
+            manifest = agent_run(harness, f"box-{harness}", harness, "Work.", model=MODELS[harness],
+                             modelKey=key, **run)  # fmt: skip
+            cluster.apply(manifest, namespace)
+        return {
+            harness: (wait_for_run(cluster, namespace, harness, timeout=300),
+                      list(models[harness].requests))
+            for harness in HARNESSES
+        }  # fmt: skip
+
+
 def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
     cluster: Cluster, namespace: str, route_operator: Any
 ) -> None:
     state, _ = local_cluster_plan()
-    image = local.load_image(local.default_state_dir(), "sandbox")
-    host = node.host_ip()
-    assert host is not None
     policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
-    storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
-    cluster.apply(workspace("app"), namespace)
-    cluster.apply(secret("llm", key=API_KEY), namespace)
-    box = sandbox("box", "app", image=image, storage=storage, policy=policy, **ON_NODE)
-    cluster.apply(box, namespace)
-    wait_for_phase(cluster, namespace, "box", "Ready", timeout=240)
-    results: dict[str, Any] = {}
-    with ScriptedModel([], host=host) as model:
-        for harness in HARNESSES:
-            model.requests.clear()
-            model.commands = [SEARCH.replace("{model}", model.url)]
-            key = {"secretKeyRef": {"name": "llm", "key": "key"}, "baseUrl": model.url}
-            run = agent_run(harness, "box", harness, "Search.", model=MODELS[harness],
-                            modelKey=key, budget=GENEROUS)  # fmt: skip
-            cluster.apply(run, namespace)
-            status = wait_for_run(cluster, namespace, harness, timeout=300)
-            results[harness] = (status, list(model.requests))
+    results = _each_cli_at_once(cluster, namespace, [SEARCH], policy, budget=GENEROUS)
 
     counted = _samples(state, "paddock_gateway_model_requests_total")  # (outcome, run)
     tokens = _samples(state, "paddock_model_tokens_total")  # (direction, harness, namespace)
@@ -210,8 +225,8 @@ def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
         _assert_usage_is_what_the_model_reported(status, requests, harness)
         assert of_type(events, "usage")[-1]["data"]["inputTokens"] == 100 * len(requests)
     assert _routes(cluster) == []  # each run's route went with its end
-    pod = get(cluster, namespace, "pod", "box")
-    assert API_KEY not in json.dumps(pod)
+    for harness in HARNESSES:
+        assert API_KEY not in json.dumps(get(cluster, namespace, "pod", f"box-{harness}"))
 
 
 def _metered_sandbox(cluster: Cluster, namespace: str, **spec: Any) -> None:
@@ -227,21 +242,8 @@ def test_each_cli_stops_once_a_request_crossed_its_token_budget(
     cluster: Cluster, namespace: str, route_operator: Any
 ) -> None:
     policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
-    _metered_sandbox(cluster, namespace, policy=policy)
-    host = node.host_ip()
-    assert host is not None
     steps = ["echo step-one", "echo step-two", "echo step-three", "echo step-four"]
-    results: dict[str, Any] = {}
-    with ScriptedModel([], host=host) as model:
-        for harness in HARNESSES:
-            model.requests.clear()
-            model.commands = list(steps)
-            run = agent_run(harness, "box", harness, "Work.", model=MODELS[harness],
-                            modelKey=KEY | {"baseUrl": model.url},
-                            budget={"tokens": 150})  # fmt: skip
-            cluster.apply(run, namespace)
-            status = wait_for_run(cluster, namespace, harness, timeout=300)
-            results[harness] = (status, list(model.requests))
+    results = _each_cli_at_once(cluster, namespace, steps, policy, budget={"tokens": 150})
     for harness, (status, requests) in results.items():
         events = log_events(cluster, namespace, harness)
         assert status["phase"] == "Failed", (harness, status, events[-3:])
