@@ -55,8 +55,10 @@ SERVICE_MONITOR_CRD = {
 }
 
 
-def render(helm: str, namespace: str, *values: str) -> list[dict[str, Any]]:
-    text = run_helm(helm, "template", KUBE_VERSION, "paddock", str(CHART), "-n", namespace, *values)
+def render(
+    helm: str, namespace: str, *values: str, release: str = "paddock"
+) -> list[dict[str, Any]]:
+    text = run_helm(helm, "template", KUBE_VERSION, release, str(CHART), "-n", namespace, *values)
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
@@ -78,6 +80,40 @@ def test_rendered_chart_is_accepted_by_the_api_server(
         stdin=yaml.safe_dump_all(rest),
     )  # fmt: skip
     assert "Deployment" in result.stdout or "deployment" in result.stdout
+
+
+def test_two_releases_shard_the_cluster_without_sharing_an_object(helm: str) -> None:
+    """Sharding as README.md's "Several operators" installs it: the first release with the
+    CRDs and admission policies, a second with neither, each watching its own namespaces with
+    high availability. No object (cluster-scoped or in the release namespace) is in both, so
+    neither release takes another's; each operator is told only its own namespaces."""
+    shared = ["--values", str(ALL_TOGGLES), "--set", "highAvailability.enabled=true"]
+    first = render(helm, "paddock-system", *shared, "--set", "watchNamespaces={team-a,team-c}")
+    second = render(
+        helm, "paddock-system", *shared, "--set", "watchNamespaces={team-b}",
+        "--set", "crds.enabled=false", "--set", "admissionPolicies.enabled=false",
+        release="paddock-shard-b",
+    )  # fmt: skip
+
+    def keys(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+        return {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+                for d in docs}  # fmt: skip
+
+    assert keys(first) & keys(second) == set()
+    assert {d["kind"] for d in second}.isdisjoint(
+        {"CustomResourceDefinition", "ValidatingAdmissionPolicy"}
+    )
+
+    def watched(docs: list[dict[str, Any]]) -> list[str]:
+        (deployment,) = [d for d in docs if d["kind"] == "Deployment" and "gateway" not in
+                         d["metadata"]["name"] and "mcp" not in d["metadata"]["name"]]  # fmt: skip
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        return [arg.partition("=")[2] for arg in args if arg.startswith("--namespace=")]
+
+    assert (watched(first), watched(second)) == (["team-a", "team-c"], ["team-b"])
+    peerings = {(d["kind"], d["metadata"].get("namespace")) for d in [*first, *second]
+                if d["kind"].endswith("KopfPeering")}  # fmt: skip
+    assert peerings == {("KopfPeering", ns) for ns in ("team-a", "team-b", "team-c")}
 
 
 def test_values_schema_rejects_a_misspelt_key(helm: str) -> None:

@@ -22,28 +22,30 @@ ROLE = "paddock-operator-test"
 BINDING = f"{ROLE}-{_WORKER}" if _WORKER else ROLE
 
 
-def operator_kubeconfig(cluster: Cluster, directory: Path) -> Path:
-    """Create (or update) the account and its binding; return a kubeconfig for it."""
+def operator_kubeconfig(cluster: Cluster, directory: Path, account: str = ACCOUNT) -> Path:
+    """Create (or update) the account (by default this worker's operator's) and its binding to
+    the operator's ClusterRole; return a kubeconfig for it."""
     role = yaml.safe_load((ROOT / "config" / "rbac" / "role.yaml").read_text())
     role["metadata"]["name"] = ROLE
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": BINDING},
+        "metadata": {"name": BINDING if account == ACCOUNT else f"{ROLE}-{account}"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
-        "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
     }
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    account = {
+    service_account = {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": {"name": ACCOUNT, "namespace": NAMESPACE},
+        "metadata": {"name": account, "namespace": NAMESPACE},
     }
     with across_workers():
         cluster.kubectl(
-            "apply", "-f", "-", stdin=yaml.safe_dump_all([namespace, account, role, binding])
-        )
-    return account_kubeconfig(cluster, NAMESPACE, ACCOUNT, directory / "operator-kubeconfig")
+            "apply", "-f", "-",
+            stdin=yaml.safe_dump_all([namespace, service_account, role, binding]),
+        )  # fmt: skip
+    return account_kubeconfig(cluster, NAMESPACE, account, directory / f"{account}-kubeconfig")
 
 
 def account_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:

@@ -18,6 +18,7 @@ class Request:
     resource: str  # resource[/subresource]
     name: str  # the object's ("" for a list, or a create by generateName)
     received: float  # epoch seconds
+    namespace: str = ""  # the object's ("" for a cluster-scoped one or a list of all)
 
 
 def requests(log: Path, username: str, since: float, until: float) -> Counter[tuple[str, str]]:
@@ -42,7 +43,9 @@ def each_request(log: Path, username: str, since: float, until: float) -> Iterat
                 resource = ref.get("resource", "") + (
                     "/" + ref["subresource"] if ref.get("subresource") else ""
                 )
-                yield Request(entry["verb"], resource, ref.get("name", ""), stamp)
+                yield Request(
+                    entry["verb"], resource, ref.get("name", ""), stamp, ref.get("namespace", "")
+                )
 
 
 def _epoch(stamp: str) -> float:
