@@ -6,8 +6,11 @@ Prints, each next to a baseline measured in the same run:
   creating the same PVCs and pods directly (the floor no controller can beat);
 - the operator's API requests per sandbox, by verb and resource, from the API server's audit
   log (the operator runs as a ServiceAccount, which the local cluster audits);
-- operator CPU seconds per sandbox, and its RSS (now and peak);
-- the idle cost over one minute with every sandbox Ready (requests and CPU; baseline: zero);
+- operator CPU seconds per sandbox, and its RSS: with no sandbox (the baseline), with all
+  Ready, and that difference per 1,000 sandboxes; the bytes of a sandbox pod as the API
+  server serves it against what the operator's watch cache keeps of it;
+- the idle cost over one minute with every sandbox Ready (requests, CPU and RSS growth;
+  baseline: zero);
 - time to delete them all.
 
 Usage: ``make bench`` (200 sandboxes), ``python bench/bench_sandboxes.py --sandboxes 1000``.
@@ -44,6 +47,7 @@ from paddock.render.sandbox import (  # noqa: E402
     render_sandbox_pod,
     render_workspace_pvc,
 )
+from paddock.sandboxes.observe import pod_view  # noqa: E402
 from support import identity  # noqa: E402
 from support.kube import Cluster  # noqa: E402
 
@@ -217,12 +221,15 @@ def measure(
     operator = Operator(namespace, kubeconfig, scratch / "operator.log")
     try:
         time.sleep(5)  # the operator's start-up is not what is measured
+        rss0 = operator.rss_mib()[0]
         cpu0, t0 = operator.cpu_seconds(), time.time()
         start = time.monotonic()
         apply(cluster, namespace, sandboxes(count))
         each = wait(lambda: ready_seconds(cluster, namespace, count), 1800, "every sandbox")
         to_ready = time.monotonic() - start
         cpu1, t1 = operator.cpu_seconds(), time.time()
+        rss1 = operator.rss_mib()[0]
+        pods = items(cluster, namespace, "pods")
         time.sleep(args.idle_seconds)
         cpu2, t2 = operator.cpu_seconds(), time.time()
         rss = operator.rss_mib()
@@ -244,9 +251,19 @@ def measure(
         "idle_wall": t2 - t1,
         "cpu_delete": cpu3 - cpu2,
         "rss": rss,
+        "rss_empty": rss0,
+        "rss_ready": rss1,
+        "pod_bytes": _bytes_per_object(pods),
         "lifecycle": requests(audit, USER, t0, t1) + requests(audit, USER, t2, t3 + 1),
         "idle": requests(audit, USER, t1, t2),
     }
+
+
+def _bytes_per_object(pods: list[dict[str, Any]]) -> tuple[float, float]:
+    """A sandbox pod's JSON as the API server serves it, and what the watch cache keeps."""
+    whole = sum(len(json.dumps(pod, separators=(",", ":"))) for pod in pods)
+    kept = sum(len(json.dumps(pod_view(pod), separators=(",", ":"))) for pod in pods)
+    return whole / len(pods), kept / len(pods)
 
 
 def report(count: int, floor: float, r: dict[str, Any], idle_seconds: int) -> None:
@@ -268,13 +285,20 @@ def report(count: int, floor: float, r: dict[str, Any], idle_seconds: int) -> No
     print(f"  lifecycle create -> Ready -> delete: {summarise(r['lifecycle'], count)}")
     cpu = (r["cpu_create"] + r["cpu_delete"]) / count * 1000
     print(f"  cpu       {cpu:.1f} ms per sandbox (create and delete)")
-    print(f"  memory    RSS {r['rss'][0]:.0f} MiB, peak {r['rss'][1]:.0f} MiB")
+    empty, ready = r["rss_empty"], r["rss_ready"]
+    print(
+        f"  memory    RSS {empty:.0f} MiB with no sandbox (baseline), {ready:.0f} MiB with all "
+        f"Ready: {(ready - empty) / count * 1000:.0f} MiB per 1,000 sandboxes; "
+        f"peak {r['rss'][1]:.0f} MiB"
+    )
+    whole, kept = r["pod_bytes"]
+    print(f"  cache     a sandbox pod: {whole:.0f} bytes served, {kept:.0f} bytes kept")
     per_minute = 60 / r["idle_wall"]
     print(
         f"  idle      {idle_seconds} s with all Ready: {idle_reads * per_minute:.0f} reads and "
         f"{idle_writes * per_minute:.0f} writes a minute (baseline 0), "
         f"{renewals} watch renewals; CPU {r['cpu_idle'] / r['idle_wall'] * 100:.2f}% "
-        "(baseline 0)"
+        f"(baseline 0); RSS {r['rss'][0] - ready:+.1f} MiB"
     )
     if idle_reads or idle_writes:
         named = ", ".join(

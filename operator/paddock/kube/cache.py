@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from paddock.kube import client
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]  # kind, namespace, name
+View = Callable[[Obj], Obj]
 
 
 class ObjectCache:
@@ -29,7 +31,15 @@ class ObjectCache:
         # after it read nothing; the oldest are forgotten first.
         self._deleted: OrderedDict[Key, None] = OrderedDict()
         self._remembered = remembered_deletions
+        self._views: dict[str, View] = {}  # what is kept of each object of a kind
         self._lock = threading.Lock()
+
+    def keep(self, kind: str, view: View) -> None:
+        """From now on, keep of each ``kind`` object only ``view(obj)``: what the reconciles
+        read of it (it must keep the metadata), not the whole object. Other kinds are kept
+        whole but for their ``managedFields``."""
+        with self._lock:
+            self._views[kind] = view
 
     def seen(self, event_type: str | None, obj: Obj) -> None:
         """Record a watch event of ``obj`` (``DELETED`` drops it)."""
@@ -46,7 +56,7 @@ class ObjectCache:
             else:
                 known = self._objects.get(key)
                 if known is None or not _older(obj, known):
-                    self._objects[key] = _slim(obj)
+                    self._objects[key] = self._views.get(key[0], slim)(obj)
                     self._kinds.setdefault(key[0], set()).add(key)
                 self._deleted.pop(key, None)
 
@@ -87,7 +97,7 @@ class ObjectCache:
             self._deleted.clear()
 
 
-def _slim(obj: Obj) -> Obj:
+def slim(obj: Obj) -> Obj:
     """Without ``managedFields``, which no reconcile reads and which are often most of an
     object's size."""
     if "managedFields" not in obj.get("metadata", {}):

@@ -68,6 +68,20 @@ def setup_seconds(pod: Obj) -> float | None:
     return max((finished - started).total_seconds(), 0.0)
 
 
+def pod_view(pod: Obj) -> Obj:
+    """All the operator keeps of a sandbox pod it watches: what a reconcile reads (its
+    metadata, status and volumes), not its containers, which are most of its size."""
+    meta = {key: value for key, value in pod["metadata"].items() if key != "managedFields"}
+    volumes = (pod.get("spec") or {}).get("volumes")
+    return {
+        "apiVersion": pod.get("apiVersion", "v1"),
+        "kind": pod["kind"],
+        "metadata": meta,
+        "spec": {} if volumes is None else {"volumes": volumes},
+        "status": pod.get("status") or {},
+    }
+
+
 def _init_statuses(pod: Obj) -> list[Obj]:
     """The init containers that prepare the workspace (not the gate's sidecar, which runs
     for as long as the pod)."""

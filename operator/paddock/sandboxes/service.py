@@ -27,6 +27,7 @@ from paddock.render import names
 from paddock.render.ownership import controller_uid
 from paddock.render.snapshot import restored_from
 from paddock.runs.scrubbing import Scrubber
+from paddock.sandboxes import observe
 from paddock.sandboxes.archives import ArchiveStore, Notify
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.fence import fence_name
@@ -69,8 +70,10 @@ def watched(event_type: str | None, obj: Obj) -> Obj | None:
 
 
 def forget_watched() -> None:
-    """At start-up: the watches fill the cache again from their first listing."""
+    """At start-up: the watches fill the cache again from their first listing, which keeps of
+    each pod only what a reconcile reads."""
     CACHE.clear()
+    CACHE.keep("Pod", observe.pod_view)
     ADDRESSES.clear()
 
 
