@@ -4,6 +4,7 @@ an inline policy), from the policy and what the cluster's network is made of."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -77,14 +78,23 @@ class ClusterNetwork:
     def excluded(self, version: int) -> list[str]:
         """CIDRs of one IP version that ``network: allow`` leaves out: the internal ranges and
         every cluster address none of them covers, in a stable order."""
-        ranges = [n for n in map(ipaddress.ip_network, self.internal) if n.version == version]
-        hosts = [
-            ipaddress.ip_network(address)
-            for address in self.addresses
-            if ipaddress.ip_address(address).version == version
-        ]
-        hosts = [host for host in hosts if not any(host.network_address in r for r in ranges)]
-        return [str(n) for n in _sorted(ranges) + _sorted(hosts)]
+        return list(_excluded(self.internal, self.addresses, version))
+
+
+@functools.lru_cache(maxsize=32)
+def _excluded(
+    internal: tuple[str, ...], addresses: frozenset[str], version: int
+) -> tuple[str, ...]:
+    """``ClusterNetwork.excluded``, parsed once for each set of ranges and addresses (every
+    fence a reconcile renders asks for the same)."""
+    ranges = [n for n in map(ipaddress.ip_network, internal) if n.version == version]
+    hosts = [
+        ipaddress.ip_network(address)
+        for address in addresses
+        if ipaddress.ip_address(address).version == version
+    ]
+    hosts = [host for host in hosts if not any(host.network_address in r for r in ranges)]
+    return tuple(str(n) for n in _sorted(ranges) + _sorted(hosts))
 
 
 def _sorted(networks: Iterable[Network]) -> list[Network]:
