@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from paddock.devcluster import cluster as local
-from paddock.devcluster import images, node
+from paddock.devcluster import node
 from support.kube import Cluster
 from support.model_server import ScriptedModel
 from support.real_node import ON_NODE
@@ -17,16 +17,6 @@ from support.runs import log_events, of_type, scripted_claude_run, wait_for_run
 from support.sandboxes import sandbox, secret, wait_for_phase, workspace
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
-
-
-def _real_sandbox(name: str, workspace_name: str) -> dict[str, Any]:
-    return sandbox(
-        name,
-        workspace_name,
-        image=images.SANDBOX_IMAGE,
-        storage={"size": "1Gi", "storageClassName": node.STORAGE_CLASS},
-        **ON_NODE,
-    )
 
 
 def test_a_real_claude_code_on_the_real_node_goes_through_the_gate(
@@ -47,8 +37,8 @@ def test_a_real_claude_code_on_the_real_node_goes_through_the_gate(
             "network": {"egress": [{"cidrs": [f"{host}/32"], "ports": [{"port": port}]}]},
         }  # fmt: skip
         cluster.apply(workspace("app"), namespace)
-        box = _real_sandbox("real", "app")
-        box["spec"] |= {"image": image, "policy": policy}
+        storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
+        box = sandbox("real", "app", image=image, storage=storage, policy=policy, **ON_NODE)
         cluster.apply(box, namespace)
         wait_for_phase(cluster, namespace, "real", "Ready", timeout=180)
         cluster.apply(secret("llm", key="sk-scripted-real-node"), namespace)
