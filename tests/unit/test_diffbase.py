@@ -9,7 +9,7 @@ from typing import Any
 import kopf
 
 import paddock.handlers  # noqa: F401  (registers the handlers)
-from paddock.handlers.diffbase import RECORDED, UNRECORDED, CompactDiffBaseStorage
+from paddock.handlers.diffbase import RECORDED, CompactDiffBaseStorage
 
 ANNOTATIONS_LIMIT = 256 * 1024
 
@@ -46,17 +46,6 @@ def test_short_values_are_recorded_as_they_are() -> None:
     storage = CompactDiffBaseStorage(prefix="paddock.dev", key="last-handled-configuration")
     essence = storage.build(body=body("hello"))
     assert essence["spec"]["skills"][0]["file"]["content"] == "hello"
-
-
-def test_kinds_unrecorded_have_only_delete_handlers_so_nothing_is_lost() -> None:
-    plurals = {kind.lower() + "s" for kind in UNRECORDED}
-    registry = kopf.get_default_registry()
-    reasons = {
-        handler.reason
-        for handler in registry._changing.get_all_handlers()
-        if handler.selector is not None and handler.selector.any_name in plurals
-    }
-    assert reasons == {kopf.Reason.DELETE}
 
 
 def test_an_unrecorded_kind_is_never_written_and_reads_as_unchanged() -> None:

@@ -34,12 +34,11 @@ def _compact(value: Any) -> Any:
 # Kinds whose handlers act on a change kopf tells from this record: create, update and resume
 # handlers, and a timer, whose idle wait a change restarts.
 RECORDED = {"Workspace", "SandboxPolicy", "Sandbox"}
-UNRECORDED = {"AgentRun"}  # kinds with no create, update or resume handler
 
 
 class CompactDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
     """``AnnotationsDiffBaseStorage`` that stores long strings as their hashes, and nothing
-    for the kinds in ``UNRECORDED``.
+    for the kinds outside ``RECORDED`` (AgentRun's only change handler is on delete).
 
     kopf builds the record of every event of every kind it watches, a deep copy of the whole
     object (its status and managed fields too) to keep the spec, labels and annotations: for
@@ -62,5 +61,5 @@ class CompactDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         return super().fetch(body=body)
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        if body.get("kind") not in UNRECORDED:
+        if body.get("kind") in RECORDED:
             super().store(body=body, patch=patch, essence=essence)
