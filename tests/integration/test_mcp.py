@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
+import re
 import ssl
 import subprocess
 import sys
@@ -159,12 +159,6 @@ def test_over_stdio_a_sandbox_is_made_and_used_through_the_tools(
     asyncio.run(scenario())
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _chart_identity(cluster: Cluster, helm: str, namespace: str, directory: Path) -> Path:
     """A kubeconfig of a ServiceAccount holding the ClusterRole the chart gives the MCP
     server (bound in the test's namespace only): the server's own identity, as deployed."""
@@ -202,18 +196,17 @@ def _chart_identity(cluster: Cluster, helm: str, namespace: str, directory: Path
 def _serving(
     cluster: Cluster, namespace: str, helm: str, tmp_path: Path, *args: str
 ) -> Iterator[str]:
-    """``paddock mcp --http ARGS`` as its own process, with the identity the chart gives it;
-    its URL."""
-    port = _free_port()
+    """``paddock mcp --http ARGS`` as its own process, with the identity the chart gives it,
+    on a port it binds itself (port 0: no other process can hold it); the URL it prints."""
     kubeconfig = _chart_identity(cluster, helm, namespace, tmp_path)
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    address = f"127.0.0.1:{port}"
-    argv = [sys.executable, "-m", "paddock.cli", "mcp", "-n", namespace, "--http", address]
-    with (tmp_path / "mcp.log").open("w") as log:
+    argv = [sys.executable, "-m", "paddock.cli", "mcp", "-n", namespace, "--http", "127.0.0.1:0"]
+    log_path = tmp_path / "mcp.log"
+    with log_path.open("w") as log:
         process = subprocess.Popen([*argv, *args], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: _listening(port), 30, what="the MCP server listening")
-        yield f"{'https' if '--tls-cert' in args else 'http'}://{address}/mcp"
+        url = wait_for(lambda: _announced(log_path), 30, what="the MCP server's URL")
+        yield url
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -221,15 +214,15 @@ def _serving(
             cluster.kubectl("delete", kind, f"{namespace}-mcp-server", "--ignore-not-found")
 
 
+def _announced(log: Path) -> str | None:
+    found = re.search(r"paddock mcp: serving (\S+)", log.read_text())
+    return found.group(1) if found else None
+
+
 @pytest.fixture
 def http_server(cluster: Cluster, namespace: str, helm: str, tmp_path: Path) -> Iterator[str]:
     with _serving(cluster, namespace, helm, tmp_path) as url:
         yield url
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _token(cluster: Cluster, namespace: str, account: str, rules: list[dict[str, Any]]) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -287,23 +289,24 @@ GRACEFUL_STOP_SECONDS = 10
 
 
 def serve(namespace: str, http: str | None = None, tls: tuple[str, str] | None = None) -> None:
-    """Serve over stdio, or over streamable HTTP at ``http`` (HOST:PORT) under /mcp; with
-    ``tls`` (a certificate and its key, PEM files), over HTTPS, so that callers' tokens never
-    cross the network in the clear."""
+    """Serve over stdio, or over streamable HTTP at ``http`` (HOST:PORT, port 0 for any free
+    one) under /mcp; with ``tls`` (a certificate and its key, PEM files), over HTTPS, so that
+    callers' tokens never cross the network in the clear. The address is bound before the
+    server is built, so that the URL it announces (and prints) is the one it listens at."""
     if http is None:
         build(namespace).run()
         return
     import uvicorn
 
     host, _, port = http.rpartition(":")
-    host = host or "127.0.0.1"
-    scheme = "https" if tls else "http"
-    server = build(namespace, f"{scheme}://{host}:{port}/mcp")
+    listener = socket.create_server((host or "127.0.0.1", int(port)))
+    bound_host, bound_port = listener.getsockname()[:2]
+    url = f"{'https' if tls else 'http'}://{bound_host}:{bound_port}/mcp"
+    server = build(namespace, url)
+    print(f"paddock mcp: serving {url}", file=sys.stderr, flush=True)
     certificate, key = tls or (None, None)
-    uvicorn.run(
-        server.streamable_http_app(host=host),
-        host=host,
-        port=int(port),
+    config = uvicorn.Config(
+        server.streamable_http_app(host=bound_host),
         ssl_certfile=certificate,
         ssl_keyfile=key,
         log_level=server.settings.log_level.lower(),
@@ -311,3 +314,4 @@ def serve(namespace: str, http: str | None = None, tls: tuple[str, str] | None =
         # the pod 30 s after asking it to stop).
         timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS,
     )
+    uvicorn.Server(config).run(sockets=[listener])
