@@ -26,6 +26,10 @@ $(VENV)/.installed: pyproject.toml
 k8s-binaries: ## Build and cache the local control plane's binaries (cold: many minutes)
 	hack/k8s-binaries.sh
 
+.PHONY: browser
+browser: ## Install Chromium from Debian's packages, the browser the console's tests drive (needs root)
+	hack/browser.sh
+
 .PHONY: node-packages
 node-packages: ## Install the real node's Debian packages (containerd, runc, CNI plugins, nftables; needs root)
 	hack/node-packages.sh

@@ -105,8 +105,9 @@ def test_two_releases_shard_the_cluster_without_sharing_an_object(helm: str) -> 
     )
 
     def watched(docs: list[dict[str, Any]]) -> list[str]:
-        (deployment,) = [d for d in docs if d["kind"] == "Deployment" and "gateway" not in
-                         d["metadata"]["name"] and "mcp" not in d["metadata"]["name"]]  # fmt: skip
+        component = "app.kubernetes.io/component"
+        (deployment,) = [d for d in docs if d["kind"] == "Deployment"
+                         and d["metadata"]["labels"][component] == "operator"]  # fmt: skip
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         return [arg.partition("=")[2] for arg in args if arg.startswith("--namespace=")]
 
@@ -171,12 +172,12 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str, tmp_path: Path
         for d in docs
         if d["kind"] == "Deployment"
     }
-    assert set(deployments) == {"operator", "mcp", "gateway"}
+    assert set(deployments) == {"operator", "mcp", "gateway", "console"}
     deployment, mcp = deployments["operator"], deployments["mcp"]
     # The MCP server's and the gateway's pods are not the operator's: no selector of the one
     # matches the other.
     operator_selector = deployment["spec"]["selector"]["matchLabels"]
-    for other in (mcp, deployments["gateway"]):
+    for other in (mcp, deployments["gateway"], deployments["console"]):
         labels = other["spec"]["template"]["metadata"]["labels"]
         assert not operator_selector.items() <= labels.items()
     (gateway,) = deployments["gateway"]["spec"]["template"]["spec"]["containers"]
@@ -197,6 +198,18 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str, tmp_path: Path
     ]  # fmt: skip
     tls = next(v for v in mcp["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
     assert tls["secret"] == {"secretName": "paddock-mcp-tls"}
+    (console,) = deployments["console"]["spec"]["template"]["spec"]["containers"]
+    assert console["command"] == ["paddock", "console"]
+    assert console["args"] == [
+        "--http=0.0.0.0:8080", "--namespace=paddock-system",
+        "--tls-cert=/etc/paddock/console-tls/tls.crt",
+        "--tls-key=/etc/paddock/console-tls/tls.key",
+    ]  # fmt: skip
+    assert console["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    (fence,) = [d for d in docs if d["kind"] == "NetworkPolicy"
+                and d["metadata"]["name"].endswith("-console")]  # fmt: skip
+    ingress = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}}
+    assert fence["spec"]["ingress"] == [{"ports": [{"port": "console"}], "from": [ingress]}]
     pod = deployment["spec"]["template"]["spec"]
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"

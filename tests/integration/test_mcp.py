@@ -23,14 +23,11 @@ from typing import Any
 
 import httpx2
 import pytest
-import yaml
-from kubernetes import client as k8s
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from paddock.devcluster import certs
 from support import identity
-from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import Cluster
 from support.model_server import Call, ScriptedModel
 from support.sandboxes import ready_sandbox, wait_for_phase, workspace
@@ -159,46 +156,13 @@ def test_over_stdio_a_sandbox_is_made_and_used_through_the_tools(
     asyncio.run(scenario())
 
 
-def _chart_identity(cluster: Cluster, helm: str, namespace: str, directory: Path) -> Path:
-    """A kubeconfig of a ServiceAccount holding the ClusterRole the chart gives the MCP
-    server (bound in the test's namespace only): the server's own identity, as deployed."""
-    text = run_helm(
-        helm, "template", KUBE_VERSION, "paddock", str(CHART), "-n", namespace,
-        "--set", "mcp.enabled=true",
-    )  # fmt: skip
-    (role,) = [
-        d for d in yaml.safe_load_all(text)
-        if d and d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-mcp")
-    ]  # fmt: skip
-    account = "mcp-server"
-    name = f"{namespace}-mcp-server"
-    docs = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
-        {**role, "metadata": {"name": name}},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-        },
-    ]
-    for doc in docs:
-        cluster.apply(doc, namespace)
-    return identity.account_kubeconfig(cluster, namespace, account, directory / "mcp-kubeconfig")
-
-
 @contextmanager
 def _serving(
     cluster: Cluster, namespace: str, helm: str, tmp_path: Path, *args: str
 ) -> Iterator[str]:
     """``paddock mcp --http ARGS`` as its own process, with the identity the chart gives it,
     on a port it binds itself (port 0: no other process can hold it); the URL it prints."""
-    kubeconfig = _chart_identity(cluster, helm, namespace, tmp_path)
+    kubeconfig = identity.chart_identity(cluster, helm, namespace, "mcp", tmp_path)
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     argv = [sys.executable, "-m", "paddock.cli", "mcp", "-n", namespace, "--http", "127.0.0.1:0"]
     log_path = tmp_path / "mcp.log"
@@ -211,7 +175,7 @@ def _serving(
         process.terminate()
         process.wait(timeout=30)
         for kind in ("clusterrolebinding", "clusterrole"):
-            cluster.kubectl("delete", kind, f"{namespace}-mcp-server", "--ignore-not-found")
+            cluster.kubectl("delete", kind, f"{namespace}-mcp", "--ignore-not-found")
 
 
 def _announced(log: Path) -> str | None:
@@ -225,33 +189,6 @@ def http_server(cluster: Cluster, namespace: str, helm: str, tmp_path: Path) -> 
         yield url
 
 
-def _token(cluster: Cluster, namespace: str, account: str, rules: list[dict[str, Any]]) -> str:
-    """A token of a new ServiceAccount of the namespace, bound to a Role of ``rules``."""
-    docs = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": account},
-            "rules": rules,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": account},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-        },
-    ]
-    for doc in docs:
-        cluster.apply(doc, namespace)
-    request = k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=[]))
-    api = k8s.CoreV1Api(cluster.api)
-    return str(
-        api.create_namespaced_service_account_token(account, namespace, request).status.token
-    )
-
-
 def _as(url: str, token: str, trusted: ssl.SSLContext | None = None) -> Client:
     headers = {"Authorization": f"Bearer {token}"}
     client = httpx2.AsyncClient(headers=headers, verify=trusted or True)
@@ -263,7 +200,7 @@ def test_over_https_the_server_presents_its_certificate_and_serves_the_tools(
 ) -> None:
     pki = certs.generate_pki(tmp_path / "pki", ("127.0.0.1",))
     tls = ("--tls-cert", str(pki.serving_cert), "--tls-key", str(pki.serving_key))
-    reader = _token(
+    reader = identity.role_token(
         cluster, namespace, "reader",
         [{"apiGroups": ["paddock.dev"], "resources": ["sandboxes"], "verbs": ["get", "list"]}],
     )  # fmt: skip
@@ -286,12 +223,12 @@ def test_over_http_each_call_is_authorised_for_the_token_it_carries(
     cluster: Cluster, namespace: str, operator: Any, http_server: str
 ) -> None:
     ready_sandbox(cluster, namespace, "box")
-    reader = _token(
+    reader = identity.role_token(
         cluster, namespace, "reader",
         [{"apiGroups": ["paddock.dev"], "resources": ["sandboxes"], "verbs": ["get", "list"]}],
     )  # fmt: skip
-    nobody = _token(cluster, namespace, "nobody", [])
-    runner = _token(
+    nobody = identity.role_token(cluster, namespace, "nobody", [])
+    runner = identity.role_token(
         cluster, namespace, "runner",
         [
             {"apiGroups": ["paddock.dev"], "resources": ["agentruns"],

@@ -129,3 +129,56 @@ def role_kubeconfig(
         stdin=yaml.safe_dump_all([service_account, role, binding]),
     )  # fmt: skip
     return account_kubeconfig(cluster, namespace, account, path)
+
+
+def chart_identity(
+    cluster: Cluster, helm: str, namespace: str, component: str, directory: Path
+) -> Path:
+    """A kubeconfig of a ServiceAccount of ``namespace`` holding the ClusterRole the chart gives
+    ``component`` (mcp, console; bound as ``NAMESPACE-COMPONENT``, which the caller deletes):
+    that server's own identity, as deployed."""
+    from support.helm import CHART, KUBE_VERSION, run_helm
+
+    text = run_helm(
+        helm, "template", KUBE_VERSION, "paddock", str(CHART), "-n", namespace,
+        "--set", f"{component}.enabled=true",
+    )  # fmt: skip
+    (role,) = [
+        d for d in yaml.safe_load_all(text)
+        if d and d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith(f"-{component}")
+    ]  # fmt: skip
+    account, name = f"{component}-server", f"{namespace}-{component}"
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}
+    for doc in (sa, {**role, "metadata": {"name": name}}, binding):
+        cluster.apply(doc, namespace)
+    return account_kubeconfig(cluster, namespace, account, directory / f"{component}-kubeconfig")
+
+
+def role_token(cluster: Cluster, namespace: str, account: str, rules: list[dict[str, Any]]) -> str:
+    """A token of a new ServiceAccount of the namespace, bound to a Role of ``rules``."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    docs = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
+        {"apiVersion": rbac, "kind": "Role", "metadata": {"name": account}, "rules": rules},
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": {"name": account},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        },
+    ]
+    for doc in docs:
+        cluster.apply(doc, namespace)
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
+    api = client.CoreV1Api(cluster.api)
+    return str(
+        api.create_namespaced_service_account_token(account, namespace, request).status.token
+    )

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from paddock.api.agentrun import AgentRunSpec
-from paddock.cli import build_parser
-from paddock.cli_complete import NAMED, add_completers
-from paddock.cli_runs import exit_code, run_manifest
+from paddock.cli.complete import NAMED, add_completers
+from paddock.cli.main import build_parser
+from paddock.client.runs import exit_code, run_manifest
 
 
 def test_a_run_goes_in_a_sandbox_or_a_fresh_one_of_a_workspace_and_is_a_valid_spec() -> None:
@@ -92,7 +92,7 @@ def test_as_a_kubectl_plugin_the_usage_says_kubectl_paddock() -> None:
 
 
 def test_exec_takes_every_word_after_the_first_double_dash_as_the_command() -> None:
-    from paddock.cli import _parsed
+    from paddock.cli.main import _parsed
 
     args = _parsed(build_parser(), ["exec", "box", "-n", "team", "--", "sh", "-c", "x", "--", "-n"])
     assert (args.sandbox, args.namespace, args.argv) == (

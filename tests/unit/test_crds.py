@@ -11,7 +11,7 @@ import yaml
 
 from paddock.api import KINDS
 from paddock.api.crd import render_crd
-from paddock.cli import main
+from paddock.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ from paddock.api.approvals import ApprovalChoice
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.sandbox import Sandbox, SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
-from paddock.cli import main
+from paddock.cli.main import main
 from paddock.policy.check import problems
 from paddock.policy.choice import choose_policy
 from paddock.policy.gate import judge_command, judge_setup

@@ -27,6 +27,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{- define "paddock.consoleSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-console
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "paddock.consoleLabels" -}}
+{{ include "paddock.consoleSelectorLabels" . }}
+app.kubernetes.io/component: console
+app.kubernetes.io/part-of: paddock
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
 {{- define "paddock.labels" -}}
 {{ include "paddock.selectorLabels" . }}
 app.kubernetes.io/component: operator

@@ -12,6 +12,9 @@ from paddock.api.common import ApiModel
 # A person's decision on an approval request: the annotation approval.paddock.dev/<id> on
 # the run, one of ApprovalChoice's values.
 APPROVAL_ANNOTATION = "approval.paddock.dev/"
+# Who decided a request, beside the decision (written by the console and the MCP server over
+# HTTP, which know the caller's identity; the operator never reads it).
+DECIDED_BY_ANNOTATION = "decided-by.approval.paddock.dev/"
 
 
 class ApprovalChoice(StrEnum):

@@ -66,6 +66,36 @@ def watch_one(
     )
 
 
+@converting
+def list_in_at(kind: str, namespace: str) -> tuple[list[Obj], str]:
+    """Every Paddock ``kind`` object of ``namespace``, and the listing's resourceVersion to
+    watch from."""
+    group, version, plural = _CUSTOM[kind]
+    listing = _decode(
+        _custom().list_namespaced_custom_object(
+            group, version, namespace, plural, _preload_content=False
+        )
+    )
+    return listing["items"], str(listing["metadata"]["resourceVersion"])
+
+
+def watch_in(
+    kind: str, namespace: str, resource_version: str, timeout_seconds: int
+) -> Iterator[tuple[str, Obj]]:
+    """Each change to the Paddock ``kind`` objects of ``namespace`` after ``resource_version``,
+    until the server ends the watch after ``timeout_seconds``."""
+    group, version, plural = _CUSTOM[kind]
+    return _watched(
+        _custom().list_namespaced_custom_object,
+        group,
+        version,
+        namespace,
+        plural,
+        resource_version=resource_version,
+        timeout_seconds=timeout_seconds,
+    )
+
+
 def _cluster_listing(kind: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """The call that lists ``kind`` in every namespace (EndpointSlices: the API server's
     namespace's; Secrets: a ``Secret:NAMESPACE``'s), and its leading arguments."""

@@ -1,16 +1,13 @@
-"""The MCP server: the tools of ``tools.py`` on the official SDK, over stdio (``paddock mcp``:
-the tools act with the kubeconfig of the person who runs it) or streamable HTTP
-(``paddock mcp --http ADDR``: each caller presents a bearer token, checked with TokenReview,
-and each call is authorised for its identity with SubjectAccessReview)."""
+"""The MCP server: the user-side operations of ``paddock.client`` as tools on the official
+SDK, over stdio (``paddock mcp``: the tools act with the kubeconfig of the person who runs it)
+or streamable HTTP (``paddock mcp --http ADDR``: each caller presents a bearer token, checked
+with TokenReview, and each call is authorised for its identity with SubjectAccessReview)."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import socket
 import sys
-import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,17 +19,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from paddock import __version__
 from paddock.api.approvals import ApprovalChoice
+from paddock.client import approvals, runs, sandboxes
+from paddock.client.access import Caller, RefusedError, TokenIdentities
 from paddock.kube import client as kube
-from paddock.kube import review
 from paddock.kube.errors import KubeError
 from paddock.kube.review import Identity
-from paddock.mcpserver import tools
-from paddock.mcpserver.access import Caller
 from paddock.objectstore.errors import ObjectStoreError
 
 Obj = dict[str, Any]
 F = TypeVar("F", bound=Callable[..., Any])
-TOKEN_CACHE_SECONDS = 60.0  # how long a reviewed token's identity is trusted without asking again
 INSTRUCTIONS = (
     "Paddock's sandboxes (isolated, prepared workspaces in Kubernetes pods) and agent runs. "
     "exec runs a shell command in a Ready sandbox, checked by its SandboxPolicy; files are "
@@ -45,13 +40,12 @@ class TokenReviewVerifier:
     the token's hash, never the token itself)."""
 
     def __init__(self) -> None:
-        self._seen: dict[str, tuple[float, Identity]] = {}
-        self._lock = threading.Lock()
+        self._identities = TokenIdentities()
 
     async def verify_token(self, token: str) -> AccessToken | None:
         import anyio.to_thread
 
-        identity = await anyio.to_thread.run_sync(self._identity, token)
+        identity = await anyio.to_thread.run_sync(self._identities.identity, token)
         if identity is None:
             return None
         claims = {"uid": identity.uid, "groups": list(identity.groups), "extra": identity.extra}
@@ -59,25 +53,6 @@ class TokenReviewVerifier:
             token=token, client_id=identity.username, scopes=[], subject=identity.username,
             claims=claims,
         )  # fmt: skip
-
-    def _identity(self, token: str) -> Identity | None:
-        key = hashlib.sha256(token.encode()).hexdigest()
-        now = time.monotonic()
-        with self._lock:
-            seen = self._seen.get(key)
-            if seen is not None and now - seen[0] < TOKEN_CACHE_SECONDS:
-                return seen[1]
-        try:
-            identity = review.token_identity(token)
-        except KubeError:
-            return None
-        if identity is not None:
-            with self._lock:
-                self._seen = {
-                    k: v for k, v in self._seen.items() if now - v[0] < TOKEN_CACHE_SECONDS
-                }
-                self._seen[key] = (now, identity)
-        return identity
 
 
 def current_caller(http: bool) -> Caller:
@@ -99,12 +74,15 @@ def current_caller(http: bool) -> Caller:
 
 
 def _answering(function: F) -> F:
-    """A refusal of the API server or the object store is the tool's error, in its words."""
+    """A refused operation, or a refusal of the API server or the object store, is the tool's
+    error, in its words."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
+        except RefusedError as exc:
+            raise ToolError(str(exc)) from None
         except KubeError as exc:
             raise ToolError(f"the API server refused: {exc.message}") from None
         except ObjectStoreError as exc:
@@ -131,12 +109,12 @@ class Tools:
     @_answering
     def list_sandboxes(self, namespace: str | None = None) -> list[Obj]:
         """The Sandboxes of a namespace: name, workspace, phase, policy, conditions."""
-        return tools.list_sandboxes(self.caller(), self.ns(namespace))
+        return sandboxes.list_sandboxes(self.caller(), self.ns(namespace))
 
     @_answering
     def get_sandbox(self, name: str, namespace: str | None = None) -> Obj:
         """One Sandbox: its phase, reason, message, policy and conditions."""
-        return tools.get_sandbox(self.caller(), self.ns(namespace), name)
+        return sandboxes.get_sandbox(self.caller(), self.ns(namespace), name)
 
     @_answering
     def create_sandbox(
@@ -144,22 +122,22 @@ class Tools:
     ) -> Obj:
         """Create a Sandbox of a Workspace (optionally under a named SandboxPolicy); it is
         prepared in the background: get_sandbox says when it is Ready."""
-        return tools.create_sandbox(self.caller(), self.ns(namespace), name, workspace, policy)
+        return sandboxes.create_sandbox(self.caller(), self.ns(namespace), name, workspace, policy)
 
     @_answering
     def delete_sandbox(self, name: str, namespace: str | None = None) -> Obj:
         """Delete a Sandbox, with its pod and workspace volume."""
-        return tools.delete_sandbox(self.caller(), self.ns(namespace), name)
+        return sandboxes.delete_sandbox(self.caller(), self.ns(namespace), name)
 
     @_answering
     def pause_sandbox(self, name: str, namespace: str | None = None) -> Obj:
         """Pause a Sandbox: its pod is deleted, its workspace volume kept."""
-        return tools.set_paused(self.caller(), self.ns(namespace), name, True)
+        return sandboxes.set_paused(self.caller(), self.ns(namespace), name, True)
 
     @_answering
     def resume_sandbox(self, name: str, namespace: str | None = None) -> Obj:
         """Resume a paused Sandbox on its volume, without setup."""
-        return tools.set_paused(self.caller(), self.ns(namespace), name, False)
+        return sandboxes.set_paused(self.caller(), self.ns(namespace), name, False)
 
     @_answering
     def exec_(
@@ -169,7 +147,7 @@ class Tools:
         denied command never runs, and the error names the rule): its stdout, stderr and
         exit code. A command the policy says to ask about does not run yet: the result is
         a pendingApproval (the run and request id to approve or deny)."""
-        return tools.exec_command(
+        return runs.exec_command(
             self.caller(), self.ns(namespace), sandbox, command, timeout_seconds
         )
 
@@ -179,7 +157,7 @@ class Tools:
     ) -> Obj:
         """Read a text file of the sandbox's workspace (a path relative to /workspace; at most
         1 MiB): its size, content, and whether the content was cut short."""
-        return tools.read_file(self.caller(), self.ns(namespace), sandbox, path, max_bytes)
+        return sandboxes.read_file(self.caller(), self.ns(namespace), sandbox, path, max_bytes)
 
     @_answering
     def write_file(
@@ -187,12 +165,12 @@ class Tools:
     ) -> Obj:
         """Write a text file in the sandbox's workspace (at most 1 MiB; its directories made),
         as the sandbox's policy for file writes allows."""
-        return tools.write_file(self.caller(), self.ns(namespace), sandbox, path, content)
+        return sandboxes.write_file(self.caller(), self.ns(namespace), sandbox, path, content)
 
     @_answering
     def list_files(self, sandbox: str, path: str = ".", namespace: str | None = None) -> Obj:
         """The entries of a directory of the sandbox's workspace: name, type and size."""
-        return tools.list_files(self.caller(), self.ns(namespace), sandbox, path)
+        return sandboxes.list_files(self.caller(), self.ns(namespace), sandbox, path)
 
     @_answering
     def start_run(
@@ -208,14 +186,14 @@ class Tools:
         """Start an AgentRun: an agent harness (claude-code, codex, opencode, gemini) with a
         prompt, or harness command with a command; in an existing sandbox, or a fresh one of
         a workspace. Returns the run; read_events follows it."""
-        return tools.start_run(
+        return runs.start_run(
             self.caller(), self.ns(namespace), harness, prompt, command, sandbox, workspace, model
         )
 
     @_answering
     def get_run(self, name: str, namespace: str | None = None) -> Obj:
         """One AgentRun: phase, reason, message, exit code, event count, approvals."""
-        return tools.get_run(self.caller(), self.ns(namespace), name)
+        return runs.get_run(self.caller(), self.ns(namespace), name)
 
     @_answering
     def read_events(
@@ -224,12 +202,12 @@ class Tools:
         """A run's normalised events from a seq (at most 500); with wait_seconds, waits that
         long for new ones when there are none yet. nextSeq is where to read on from; ended
         says the run is over and every event was read."""
-        return tools.read_events(self.caller(), self.ns(namespace), name, from_seq, wait_seconds)
+        return runs.read_events(self.caller(), self.ns(namespace), name, from_seq, wait_seconds)
 
     @_answering
     def cancel_run(self, name: str, namespace: str | None = None) -> Obj:
         """Cancel a run: its processes are killed and it ends Cancelled."""
-        return tools.cancel_run(self.caller(), self.ns(namespace), name)
+        return runs.cancel_run(self.caller(), self.ns(namespace), name)
 
     @_answering
     def approve(
@@ -242,12 +220,13 @@ class Tools:
         """Approve a run's pending approval requests (by id; none given: the only one
         pending); always: also later requests of the same rules, for the rest of the run."""
         choice = ApprovalChoice.ALWAYS if always else ApprovalChoice.APPROVE
-        return tools.decide(self.caller(), self.ns(namespace), run, ids or [], choice)
+        return approvals.decide(self.caller(), self.ns(namespace), run, ids or [], choice)
 
     @_answering
     def deny(self, run: str, ids: list[str] | None = None, namespace: str | None = None) -> Obj:
         """Deny a run's pending approval requests (by id; none given: the only one pending)."""
-        return tools.decide(self.caller(), self.ns(namespace), run, ids or [], ApprovalChoice.DENY)
+        denied = ApprovalChoice.DENY
+        return approvals.decide(self.caller(), self.ns(namespace), run, ids or [], denied)
 
 
 # Each tool's name, and the method that serves it.

@@ -1,4 +1,4 @@
-"""Files in a sandbox's workspace, as the file tools reach them: a path confined to the
+"""Files in a sandbox's workspace, as the file operations reach them: a path confined to the
 workspace (checked here, and again in the sandbox as it is walked), and the fixed scripts that
 read, write and list, which take the path as an argument (never as script text) and bound what
 they move. The scripts find the workspace in ``$PADDOCK_WORKSPACE`` (``/workspace`` in a
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import posixpath
 
-from paddock.mcpserver.access import ToolRefusedError
+from paddock.client.access import RefusedError
 
 WORKSPACE = "/workspace"
 MAX_READ = 1024 * 1024  # bytes a read returns at most
@@ -45,16 +45,16 @@ _NOT_A_LINK = f'if [ -L "$name" ]; then exit {LINK}; fi\n'
 
 def workspace_path(path: str) -> str:
     """``path`` (relative to the workspace, or absolute under /workspace) relative to the
-    workspace, normalised; ``ToolRefusedError`` for one that leaves it."""
+    workspace, normalised; ``RefusedError`` for one that leaves it."""
     if not path or "\x00" in path:
-        raise ToolRefusedError("a path is needed (relative to the workspace)")
+        raise RefusedError("a path is needed (relative to the workspace)")
     if "\n" in path:
-        raise ToolRefusedError("a path with a newline is not taken")
+        raise RefusedError("a path with a newline is not taken")
     if len(path) > MAX_PATH:
-        raise ToolRefusedError(f"a path is at most {MAX_PATH} characters; this one has {len(path)}")
+        raise RefusedError(f"a path is at most {MAX_PATH} characters; this one has {len(path)}")
     joined = posixpath.normpath(posixpath.join(WORKSPACE, path))
     if joined != WORKSPACE and not joined.startswith(WORKSPACE + "/"):
-        raise ToolRefusedError(f"{path} is outside the workspace ({WORKSPACE}); refused")
+        raise RefusedError(f"{path} is outside the workspace ({WORKSPACE}); refused")
     return posixpath.relpath(joined, WORKSPACE)
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from paddock.mcpserver import files
-from paddock.mcpserver.access import ToolRefusedError
+from paddock.client import files
+from paddock.client.access import RefusedError
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,7 @@ def test_paths_in_the_workspace_are_taken_relative_to_it(path: str, relative: st
     "path", ["../etc/passwd", "/etc/passwd", "a/../../b", "/workspacex/y", "", "a\x00b", "a\nb"]
 )
 def test_paths_that_leave_the_workspace_are_refused(path: str) -> None:
-    with pytest.raises(ToolRefusedError):
+    with pytest.raises(RefusedError):
         files.workspace_path(path)
 
 
@@ -59,7 +59,7 @@ def test_a_listing_is_read_into_entries() -> None:
 
 
 def test_a_path_too_long_for_the_kernel_is_refused_in_a_sentence() -> None:
-    with pytest.raises(ToolRefusedError, match="at most 4096 characters"):
+    with pytest.raises(RefusedError, match="at most 4096 characters"):
         files.workspace_path("a/" * 100_000)
 
 

@@ -16,56 +16,13 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from paddock import API_VERSION
 from paddock.api.agentrun import Harness
+from paddock.client.runs import EXIT_CANCELLED, EXIT_NOT_RUN, TERMINAL, exit_code, run_manifest
 from paddock.runs import events as ev
 from paddock.runs import reader
 
 Obj = dict[str, Any]
-TERMINAL = (ev.RUN_COMPLETED, ev.RUN_FAILED, ev.RUN_ABORTED)
-# Exit codes of exec when the command did not give one: as a shell's.
-EXIT_NOT_RUN, EXIT_TIMED_OUT, EXIT_CANCELLED, EXIT_CLIENT = 126, 124, 130, 2
-
-
-def run_manifest(
-    *,
-    harness: str,
-    prompt: str | None = None,
-    command: str | None = None,
-    sandbox: str | None = None,
-    workspace: str | None = None,
-    model: str | None = None,
-    timeout: str | None = None,
-    prefix: str = "run-",
-) -> Obj:
-    """An AgentRun of ``harness`` in the Sandbox ``sandbox``, or in a fresh one of the
-    Workspace ``workspace``; named by the API server from ``prefix``."""
-    spec: Obj = {"harness": harness}
-    if sandbox:
-        spec["sandboxRef"] = {"name": sandbox}
-    else:
-        spec["sandboxTemplate"] = {"workspaceRef": {"name": workspace}}
-    for key, value in (("prompt", prompt), ("command", command), ("model", model)):
-        if value is not None:
-            spec[key] = value
-    if timeout:
-        spec["timeout"] = timeout
-    meta = {"generateName": prefix, "labels": {"app.kubernetes.io/created-by": "paddock-cli"}}
-    return {"apiVersion": API_VERSION, "kind": "AgentRun", "metadata": meta, "spec": spec}
-
-
-def exit_code(ending: Obj | None) -> int:
-    """What ``exec`` exits with for a run's terminal event (None: the run ended without one)."""
-    data = (ending or {}).get("data") or {}
-    code = data.get("exitCode")
-    if isinstance(code, int):
-        return code
-    phase = data.get("phase")
-    if phase == "TimedOut":
-        return EXIT_TIMED_OUT
-    if phase == "Cancelled":
-        return EXIT_CANCELLED
-    return EXIT_NOT_RUN  # refused by the policy, the sandbox gone, ...
+EXIT_CLIENT = 2  # the command could not do what was asked (bad arguments, a refusal)
 
 
 def add_runs(commands: Any) -> None:

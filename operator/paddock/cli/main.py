@@ -1,4 +1,5 @@
-"""The ``paddock`` command line (also installed as ``kubectl-paddock``, a kubectl plugin)."""
+"""The ``paddock`` command line: its parser and its commands that are not about runs,
+sandboxes, approvals or policies (each of those has its module here)."""
 # PYTHON_ARGCOMPLETE_OK
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from paddock import __version__
-from paddock.cli_approve import add_approvals
-from paddock.cli_complete import autocomplete
-from paddock.cli_policy import add_policy
-from paddock.cli_runs import add_runs
+from paddock.cli.approve import add_approvals
+from paddock.cli.complete import autocomplete
+from paddock.cli.policy import add_policy
+from paddock.cli.runs import add_runs
 from paddock.gateway.run import add_gateway
 from paddock.kube.errors import NoClusterConfigError
 
@@ -103,6 +104,19 @@ def _mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _console(args: argparse.Namespace) -> int:
+    from paddock.console.server import serve
+    from paddock.kube.client import current_namespace, load_config
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("paddock console: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    load_config()
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
+    serve(args.namespace or current_namespace(), args.http, tls)
+    return 0
+
+
 def _logs(args: argparse.Namespace) -> int:
     from paddock.agentruns import logs
     from paddock.kube.client import current_namespace, load_config
@@ -137,6 +151,7 @@ def build_parser(prog: str = "paddock") -> argparse.ArgumentParser:
         _add_logs,
         add_runs,
         _add_mcp,
+        _add_console,
         _add_policy_and_approvals,
         _add_dev,
         add_gateway,
@@ -272,6 +287,28 @@ def _add_mcp(commands: Commands[argparse.ArgumentParser]) -> None:
     )
     mcp.add_argument("--tls-key", metavar="FILE", help="with --tls-cert: its PEM private key")
     mcp.set_defaults(func=_mcp)
+
+
+def _add_console(commands: Commands[argparse.ArgumentParser]) -> None:
+    console = commands.add_parser(
+        "console",
+        help="serve the web console: runs live, their timelines, approvals, sandboxes",
+        description="The web console. Each person signs in with a Kubernetes bearer token (or "
+        "an authenticating proxy in front passes one in Authorization), checked with "
+        "TokenReview; each read and decision is authorised for that identity with "
+        "SubjectAccessReview.",
+        epilog="example: paddock console -n team --http 127.0.0.1:8080",
+    )
+    console.add_argument(
+        "-n", "--namespace", help="the namespace it opens on (default: the context's)"
+    )
+    console.add_argument(
+        "--http", metavar="HOST:PORT", default="127.0.0.1:8080",
+        help="where to serve (default: 127.0.0.1:8080; port 0: any free one, printed)",
+    )  # fmt: skip
+    console.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate")
+    console.add_argument("--tls-key", metavar="FILE", help="with --tls-cert: its PEM private key")
+    console.set_defaults(func=_console)
 
 
 def _add_policy_and_approvals(commands: Commands[argparse.ArgumentParser]) -> None:

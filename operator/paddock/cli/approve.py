@@ -12,7 +12,8 @@ import argparse
 import sys
 from typing import Any
 
-from paddock.api.approvals import APPROVAL_ANNOTATION, ApprovalChoice, ApprovalState
+from paddock.api.approvals import APPROVAL_ANNOTATION, ApprovalChoice
+from paddock.client.approvals import approvals_of, choose
 
 EXIT_DECIDED, EXIT_NOTHING, EXIT_UNREADABLE = 0, 1, 2
 
@@ -67,28 +68,7 @@ def decide(args: argparse.Namespace) -> int:
     except KubeError as exc:
         print(f"paddock: cannot annotate AgentRun {args.run}: {exc.message}", file=sys.stderr)
         return EXIT_UNREADABLE
-    targets = {a["id"]: a.get("target", "") for a in _approvals(run)}
+    targets = {a["id"]: a.get("target", "") for a in approvals_of(run)}
     for rid in chosen:
         print(f"{choice}: request {rid} of {args.run}: {targets.get(rid, '')}")
     return EXIT_DECIDED
-
-
-def choose(run: dict[str, Any], ids: list[str], *, every: bool) -> list[str] | str:
-    """The pending request ids to decide, or why there is none to."""
-    pending = [a["id"] for a in _approvals(run) if a.get("state") == ApprovalState.PENDING]
-    name = run["metadata"]["name"]
-    if ids:
-        unknown = [i for i in ids if i not in pending]
-        if unknown:
-            listed = ", ".join(pending) or "none"
-            return f"{name} has no pending request {', '.join(unknown)} (pending: {listed})"
-        return ids
-    if not pending:
-        return f"{name} has no pending approval request"
-    if every or len(pending) == 1:
-        return pending
-    return f"{name} has {len(pending)} pending requests ({', '.join(pending)}): name one, or --all"
-
-
-def _approvals(run: dict[str, Any]) -> list[dict[str, Any]]:
-    return list((run.get("status") or {}).get("approvals") or [])

@@ -1,0 +1,72 @@
+"""A run's approval requests for a caller: which pending ones a decision names, and the
+decision, recorded as the annotation ``approval.paddock.dev/<id>`` on the AgentRun (``approve``,
+``approve-always`` or ``deny``), which the operator reads while the run waits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from paddock.api.approvals import (
+    APPROVAL_ANNOTATION,
+    DECIDED_BY_ANNOTATION,
+    ApprovalChoice,
+    ApprovalState,
+)
+from paddock.client.access import AGENTRUNS, Caller, RefusedError
+from paddock.client.common import Obj, get
+from paddock.kube import client as kube
+
+
+def decide(
+    caller: Caller,
+    namespace: str,
+    run: str,
+    ids: list[str],
+    choice: ApprovalChoice,
+    *,
+    every: bool = False,
+) -> Obj:
+    """Decide the requests ``ids`` (none: the only pending one; ``every``: all pending). Who
+    decided is recorded beside each decision where the caller's identity is known (a token's,
+    over HTTP): informative, since anyone who may patch the run may write it."""
+    caller.may("patch", AGENTRUNS, namespace, run)
+    chosen = choose(get("AgentRun", namespace, run), ids, every=every)
+    if isinstance(chosen, str):
+        raise RefusedError(chosen)
+    annotations = {f"{APPROVAL_ANNOTATION}{rid}": str(choice) for rid in chosen}
+    if caller.username is not None:
+        annotations |= {f"{DECIDED_BY_ANNOTATION}{rid}": caller.username for rid in chosen}
+    kube.patch("AgentRun", namespace, run, {"metadata": {"annotations": annotations}})
+    return {"run": run, "decided": chosen, "choice": str(choice)}
+
+
+def choose(run: dict[str, Any], ids: list[str], *, every: bool) -> list[str] | str:
+    """The pending request ids to decide, or why there is none to."""
+    pending = [a["id"] for a in approvals_of(run) if a.get("state") == ApprovalState.PENDING]
+    name = run["metadata"]["name"]
+    if ids:
+        unknown = [i for i in ids if i not in pending]
+        if unknown:
+            listed = ", ".join(pending) or "none"
+            return f"{name} has no pending request {', '.join(unknown)} (pending: {listed})"
+        return ids
+    if not pending:
+        return f"{name} has no pending approval request"
+    if every or len(pending) == 1:
+        return pending
+    return f"{name} has {len(pending)} pending requests ({', '.join(pending)}): name one, or --all"
+
+
+def approvals_of(run: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((run.get("status") or {}).get("approvals") or [])
+
+
+def pending_of(run: Obj) -> list[Obj]:
+    return [a for a in approvals_of(run) if a.get("state") == ApprovalState.PENDING]
+
+
+def decided_by(run: Obj, request_id: str) -> str | None:
+    """Who decided the request, as the console or the MCP server recorded it (None: not
+    recorded, e.g. decided with kubectl or the CLI)."""
+    annotations = run["metadata"].get("annotations") or {}
+    return annotations.get(f"{DECIDED_BY_ANNOTATION}{request_id}")

@@ -1,0 +1,60 @@
+"""What the user-side operations share: reading an object the caller names, its conditions,
+and a namespace's objects of a kind as they change."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from paddock.client.access import MissingError
+from paddock.kube import client as kube
+from paddock.kube import watches
+
+Obj = dict[str, Any]
+
+
+def get(kind: str, namespace: str, name: str) -> Obj:
+    found = kube.get(kind, namespace, name)
+    if found is None:
+        raise MissingError(f"{kind} {name} not found in namespace {namespace}")
+    return found
+
+
+def conditions(obj: Obj) -> dict[str, str]:
+    status = obj.get("status") or {}
+    return {c["type"]: c["status"] for c in status.get("conditions") or []}
+
+
+WATCH_SECONDS = 300  # how long one watch runs before the server ends it and it is renewed
+
+
+def as_they_change(kind: str, namespace: str) -> Iterator[list[Obj]]:
+    """Every ``kind`` object of the namespace, newest first: once listed, then again after each
+    change a watch brings (listed again only when the watch's version has expired). The caller
+    checks who may list and watch them first."""
+    version = ""
+    current: dict[str, Obj] = {}
+    while True:
+        if not version:
+            items, version = watches.list_in_at(kind, namespace)
+            current = {o["metadata"]["uid"]: o for o in items}
+            yield newest_first(current.values())
+        try:
+            for change, seen in watches.watch_in(kind, namespace, version, WATCH_SECONDS):
+                version = str(seen["metadata"]["resourceVersion"])
+                uid = seen["metadata"]["uid"]
+                if change == "DELETED":
+                    current.pop(uid, None)
+                else:
+                    current[uid] = seen
+                yield newest_first(current.values())
+        except watches.WatchExpiredError:
+            version = ""
+
+
+def newest_first(objects: Iterable[Obj]) -> list[Obj]:
+    return sorted(
+        objects,
+        key=lambda o: (o["metadata"].get("creationTimestamp") or "", o["metadata"]["name"]),
+        reverse=True,
+    )

@@ -1,0 +1,342 @@
+"""The console's pages on Starlette: each request acts for the person whose token it carries
+(``guard``), reads and decides through ``paddock.client`` (each read and decision authorised
+for them with SubjectAccessReview), and lays the data of ``views`` out with Jinja2 templates.
+Live parts (the runs list, a run's timeline) are server-sent events that htmx swaps into the
+page: a watch on the server, no polling."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from importlib.resources import files
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from paddock.agentruns import logs
+from paddock.api.approvals import ApprovalChoice
+from paddock.client import approvals, runs, sandboxes
+from paddock.client.access import (
+    AGENTRUNS,
+    CONFIGMAPS,
+    POOLS,
+    SANDBOXES,
+    Caller,
+    MissingError,
+    RefusedError,
+    TokenIdentities,
+)
+from paddock.client.common import get, newest_first
+from paddock.console import guard, views
+from paddock.kube import client as kube
+from paddock.kube.errors import KubeError
+from paddock.objectstore.errors import ObjectStoreError
+from paddock.runs import events as ev
+
+Handler = Callable[[Request, Caller], Response]
+REFRESHING = (ev.APPROVAL_REQUESTED, ev.APPROVAL_RESOLVED, ev.USAGE, *runs.TERMINAL)
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; style-src 'self'; img-src 'self'; "
+    "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",  # (no-referrer would make a form's Origin "null")
+    "Cache-Control": "no-store",
+}
+
+
+class Console:
+    """The console for one cluster: ``namespace`` is where its pages start."""
+
+    def __init__(self, namespace: str, *, secure_cookie: bool) -> None:
+        self.namespace = namespace
+        self.secure_cookie = secure_cookie
+        self.identities = TokenIdentities()
+        self.templates = Jinja2Templates(directory=str(files("paddock.console") / "templates"))
+
+    # --- who asks --------------------------------------------------------------------------
+
+    def caller(self, request: Request) -> Caller | None:
+        token = guard.bearer(request.headers, request.cookies)
+        identity = self.identities.identity(token) if token else None
+        return None if identity is None else Caller(identity)
+
+    def page(self, function: Handler) -> Callable[[Request], Response]:
+        """A page for a signed-in person (else the sign-in page), with a refusal as a page."""
+
+        def endpoint(request: Request) -> Response:
+            caller = self.caller(request)
+            if caller is None:
+                return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+            if request.method == "POST" and not self._posted_here(request):
+                return self.refusal(request, caller, 403, "this form was not posted from here")
+            try:
+                return function(request, caller)
+            except MissingError as exc:
+                return self.refusal(request, caller, 404, str(exc))
+            except RefusedError as exc:
+                return self.refusal(request, caller, 403, str(exc))
+            except KubeError as exc:
+                return self.refusal(request, caller, 502, f"the API server refused: {exc.message}")
+
+        return endpoint
+
+    def _posted_here(self, request: Request) -> bool:
+        origin = request.headers.get("origin")
+        return guard.same_origin(origin, request.url.scheme, request.headers.get("host"))
+
+    def render(self, request: Request, caller: Caller | None, name: str, status: int = 200,
+               **context: Any) -> Response:  # fmt: skip
+        token = guard.bearer(request.headers, request.cookies)
+        context |= {
+            "user": caller.username if caller else None,
+            "csrf": guard.csrf_token(token) if token and caller else "",
+            "namespace": context.get("namespace") or self._namespace(request),
+        }
+        return self.templates.TemplateResponse(request, name, context, status, headers=HEADERS)
+
+    def refusal(self, request: Request, caller: Caller, status: int, message: str) -> Response:
+        return self.render(request, caller, "refused.html", status, message=message)
+
+    def _namespace(self, request: Request) -> str:
+        return request.query_params.get("namespace") or self.namespace
+
+    # --- signing in ------------------------------------------------------------------------
+
+    def login(self, request: Request) -> Response:
+        return self.render(request, None, "login.html", next=_local(request.query_params))
+
+    async def sign_in(self, request: Request) -> Response:
+        form = await request.form()
+        token = str(form.get("token") or "").strip()
+        where = _local(form)
+        known = bool(token) and await run_in_threadpool(self.identities.identity, token) is not None
+        if not self._posted_here(request) or not known:
+            failed = "that token is not one the cluster accepts"
+            return self.render(request, None, "login.html", 401, next=where, failed=failed)
+        response = RedirectResponse(where, status_code=303)
+        response.set_cookie(guard.COOKIE, token, httponly=True, samesite="strict",
+                            secure=self.secure_cookie, path="/")  # fmt: skip
+        return response
+
+    def sign_out(self, request: Request, caller: Caller) -> Response:
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(guard.COOKIE, path="/")
+        return response
+
+    # --- runs ------------------------------------------------------------------------------
+
+    def runs_page(self, request: Request, caller: Caller) -> Response:
+        namespace = self._namespace(request)
+        caller.may("list", AGENTRUNS, namespace)
+        shown = _filter(request)
+        listed = newest_first(kube.listed("AgentRun", namespace))
+        rows = views.run_rows(listed, _now(), shown)
+        query = request.url.query
+        return self.render(request, caller, "runs.html", rows=rows, shown=shown, query=query)
+
+    def runs_stream(self, request: Request, caller: Caller) -> Response:
+        namespace, shown = self._namespace(request), _filter(request)
+        changes = runs.runs_as_they_change(caller, namespace)
+        table = self.templates.get_template("runs_table.html")
+
+        def stream() -> Iterator[ServerSentEvent]:
+            for listed in changes:
+                rows = views.run_rows(listed, _now(), shown)
+                html = table.render(rows=rows, namespace=namespace)
+                yield ServerSentEvent(data=html, event="runs")
+
+        return EventSourceResponse(stream(), headers=HEADERS, ping=15)
+
+    def approvals_page(self, request: Request, caller: Caller) -> Response:
+        namespace = self._namespace(request)
+        caller.may("list", AGENTRUNS, namespace)
+        pending = views.waiting(newest_first(kube.listed("AgentRun", namespace)))
+        deciding = _deciding(caller, namespace, pending, {})
+        return self.render(request, caller, "approvals.html", waiting=pending, deciding=deciding)
+
+    def approvals_stream(self, request: Request, caller: Caller) -> Response:
+        namespace = self._namespace(request)
+        changes = runs.runs_as_they_change(caller, namespace)
+        listing = self.templates.get_template("approvals_list.html")
+        csrf = guard.csrf_token(_token(request))
+        asked: dict[str, bool] = {}  # whether the person may decide a run's, asked once a run
+
+        def stream() -> Iterator[ServerSentEvent]:
+            for listed in changes:
+                pending = views.waiting(listed)
+                deciding = _deciding(caller, namespace, pending, asked)
+                html = listing.render(waiting=pending, deciding=deciding, namespace=namespace,
+                                      csrf=csrf)  # fmt: skip
+                yield ServerSentEvent(data=html, event="approvals")
+
+        return EventSourceResponse(stream(), headers=HEADERS, ping=15)
+
+    def run_page(self, request: Request, caller: Caller) -> Response:
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        run = runs_read(caller, namespace, name)
+        return self.render(request, caller, "run.html", namespace=namespace,
+                           **self._run_parts(caller, run))  # fmt: skip
+
+    def _run_parts(self, caller: Caller, run: dict[str, Any]) -> dict[str, Any]:
+        meta = run["metadata"]
+        return {
+            "run": run,
+            "row": views.run_row(run, _now()),
+            "requests": views.requests(run),
+            "message": (run.get("status") or {}).get("message") or "",
+            "may_decide": caller.allows("patch", AGENTRUNS, meta["namespace"], meta["name"]),
+        }
+
+    def run_events(self, request: Request, caller: Caller) -> Response:
+        """The run's log from the start (or from after the browser's ``Last-Event-ID``, when
+        it reconnects), then each event as it comes; the status and approvals again when an
+        event changes them; ``end`` once the run has ended."""
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        runs_read(caller, namespace, name)
+        caller.may("list", CONFIGMAPS, namespace)
+        start = _after(request.headers.get("last-event-id"))
+        item = self.templates.get_template("item.html")
+        parts = self.templates.get_template("run_parts.html")
+
+        def stream() -> Iterator[ServerSentEvent]:
+            try:
+                for event in logs.events(namespace, name, start, follow=True):
+                    html = item.render(item=views.item(event))
+                    yield ServerSentEvent(data=html, event="item", id=str(event["seq"]))
+                    if event["type"] in REFRESHING:
+                        ending = event["type"] in runs.TERMINAL
+                        run = (
+                            runs.ended(namespace, name)
+                            if ending
+                            else get("AgentRun", namespace, name)
+                        )
+                        context = self._run_parts(caller, run) | {"namespace": namespace}
+                        context["csrf"] = guard.csrf_token(_token(request))
+                        yield ServerSentEvent(data=parts.render(**context), event="parts")
+            except (logs.RunNotFoundError, ObjectStoreError, KubeError) as exc:
+                yield ServerSentEvent(data=f"the log cannot be read: {exc}", event="broken")
+            yield ServerSentEvent(data="", event="end")
+
+        return EventSourceResponse(stream(), headers=HEADERS, ping=15)
+
+    def decide(self, request: Request, caller: Caller) -> Response:
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        form = _form(request)
+        if not guard.csrf_ok(_token(request), form.get(guard.CSRF_FIELD)):
+            return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
+        if form.get("choice") not in set(ApprovalChoice):
+            return self.refusal(request, caller, 400, "choose approve, approve-always or deny")
+        choice = ApprovalChoice(form["choice"])
+        rid = request.path_params["request"]
+        approvals.decide(caller, namespace, name, [rid], choice)
+        if request.headers.get("hx-request"):
+            return Response(status_code=204)  # the page stays; its live parts show the outcome
+        return RedirectResponse(f"/runs/{namespace}/{name}", status_code=303)
+
+    # --- sandboxes -------------------------------------------------------------------------
+
+    def sandboxes_page(self, request: Request, caller: Caller) -> Response:
+        namespace = self._namespace(request)
+        caller.may("list", SANDBOXES, namespace)
+        now = _now()
+        boxes = [views.sandbox_row(s, now) for s in newest_first(kube.listed("Sandbox", namespace))]
+        pools = []
+        if caller.allows("list", POOLS, namespace):
+            pools = [views.pool_row(p) for p in kube.listed("SandboxPool", namespace)]
+        return self.render(request, caller, "sandboxes.html", sandboxes=boxes, pools=pools)
+
+    def check(self, request: Request, caller: Caller) -> Response:
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        command = request.query_params.get("command") or ""
+        verdict = sandboxes.check_command(caller, namespace, name, command) if command else None
+        page = "verdict.html" if request.headers.get("hx-request") else "check.html"
+        return self.render(request, caller, page, namespace=namespace, sandbox=name,
+                           command=command, verdict=verdict)  # fmt: skip
+
+
+def _deciding(
+    caller: Caller, namespace: str, pending: list[views.Waiting], asked: dict[str, bool]
+) -> set[str]:
+    """The runs among ``pending``'s whose requests the person may decide (each run asked about
+    once, kept in ``asked``)."""
+    for run in {w.run for w in pending} - asked.keys():
+        asked[run] = caller.allows("patch", AGENTRUNS, namespace, run)
+    return {run for run, may in asked.items() if may}
+
+
+def runs_read(caller: Caller, namespace: str, name: str) -> dict[str, Any]:
+    caller.may("get", AGENTRUNS, namespace, name)
+    return get("AgentRun", namespace, name)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _filter(request: Request) -> views.RunFilter:
+    query = request.query_params
+    return views.RunFilter(query.get("phase", ""), query.get("harness", ""), query.get("q", ""))
+
+
+def _after(last_event_id: str | None) -> int:
+    return int(last_event_id) + 1 if last_event_id and last_event_id.isdigit() else 0
+
+
+def _token(request: Request) -> str:
+    return guard.bearer(request.headers, request.cookies) or ""
+
+
+def _form(request: Request) -> dict[str, str]:
+    """The posted form (a page endpoint runs in a worker thread: the body was read before)."""
+    return dict(request.state.form)
+
+
+def _local(query: Any) -> str:
+    """Where to go after signing in: a path of this console, never another site."""
+    where = str(query.get("next") or "/runs")
+    return where if where.startswith("/") and not where.startswith("//") else "/runs"
+
+
+def build(namespace: str, *, secure_cookie: bool) -> Starlette:
+    console = Console(namespace, secure_cookie=secure_cookie)
+    page = console.page
+    static = StaticFiles(directory=str(files("paddock.console") / "static"))
+    routes = [
+        Route("/", lambda request: RedirectResponse("/runs", status_code=303)),
+        Route("/healthz", lambda request: Response("ok")),
+        Route("/login", console.login, methods=["GET"]),
+        Route("/login", console.sign_in, methods=["POST"]),
+        Route("/logout", _with_form(page(console.sign_out)), methods=["POST"]),
+        Route("/runs", page(console.runs_page)),
+        Route("/runs/stream", page(console.runs_stream)),
+        Route("/approvals", page(console.approvals_page)),
+        Route("/approvals/stream", page(console.approvals_stream)),
+        Route("/runs/{namespace}/{name}", page(console.run_page)),
+        Route("/runs/{namespace}/{name}/events", page(console.run_events)),
+        Route(
+            "/runs/{namespace}/{name}/approvals/{request}",
+            _with_form(page(console.decide)),
+            methods=["POST"],
+        ),
+        Route("/sandboxes", page(console.sandboxes_page)),
+        Route("/sandboxes/{namespace}/{name}/check", page(console.check)),
+        Mount("/static", static, name="static"),
+    ]
+    return Starlette(routes=routes)
+
+
+def _with_form(endpoint: Callable[[Request], Response]) -> Callable[[Request], Any]:
+    """Read the posted form first (async), then run the page in a worker thread."""
+
+    async def reading(request: Request) -> Response:
+        request.state.form = {k: str(v) for k, v in (await request.form()).items()}
+        return await run_in_threadpool(endpoint, request)
+
+    return reading

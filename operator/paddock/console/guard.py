@@ -1,0 +1,46 @@
+"""Who a console request is from, and whether a decision it posts is the person's own.
+
+A request carries a Kubernetes bearer token: in ``Authorization`` (an authenticating proxy in
+front of the console sets it), or in the cookie the sign-in form sets (HttpOnly, so no script
+of a page reads it; SameSite=Strict, so no other site's page sends it). The console asks the
+API server whose token it is (TokenReview) and acts for that identity only.
+
+A decision (every POST) must carry the form's CSRF token, an HMAC of the words below keyed by
+the bearer token's hash: another site cannot compute it without the token, and every replica
+of the console computes the same one without sharing a key. Its ``Origin``, when the browser
+sends one, must be the console's own. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+
+COOKIE = "paddock-token"
+CSRF_FIELD = "csrf"
+_CSRF_WORDS = b"paddock console: a decision posted from the console's own page"
+
+
+def bearer(headers: Mapping[str, str], cookies: Mapping[str, str]) -> str | None:
+    """The request's bearer token: the ``Authorization`` header's, else the sign-in cookie's."""
+    scheme, _, token = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return cookies.get(COOKIE) or None
+
+
+def csrf_token(token: str) -> str:
+    key = hashlib.sha256(token.encode()).digest()
+    return hmac.new(key, _CSRF_WORDS, hashlib.sha256).hexdigest()
+
+
+def csrf_ok(token: str, given: str | None) -> bool:
+    return given is not None and hmac.compare_digest(csrf_token(token), given)
+
+
+def same_origin(origin: str | None, scheme: str, host: str | None) -> bool:
+    """Whether a POST's ``Origin`` is the console's own (no Origin: a browser that sends
+    none, where the CSRF token alone decides)."""
+    if origin is None:
+        return True
+    return host is not None and origin == f"{scheme}://{host}"

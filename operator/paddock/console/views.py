@@ -1,0 +1,254 @@
+"""What each page of the console shows, from the objects and events it is given: rows of runs,
+sandboxes and pools, a run's timeline items and its approval requests. Pure: the pages' data,
+tested without a browser; the templates only lay it out (escaped by Jinja2)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from paddock.api.approvals import DECIDED_BY_ANNOTATION, ApprovalState
+from paddock.runs import events as ev
+
+Obj = dict[str, Any]
+ENDED = ("Succeeded", "Failed", "Cancelled", "TimedOut")
+MAX_SHOWN = 20_000  # characters of one folded body (a tool's output, a diff) shown at most
+
+
+def age(created: str | None, now: datetime) -> str:
+    """How long ago ``created`` (an RFC 3339 time) was, as kubectl prints it: 45s, 12m, 3h, 2d."""
+    if not created:
+        return ""
+    seconds = max(int((now - datetime.fromisoformat(created)).total_seconds()), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+@dataclass(frozen=True)
+class RunRow:
+    name: str
+    phase: str
+    reason: str
+    harness: str
+    sandbox: str
+    waiting: int  # approval requests pending
+    tokens: int | None
+    cost_usd: float | None
+    age: str
+
+
+def run_row(run: Obj, now: datetime) -> RunRow:
+    meta, spec, status = run["metadata"], run.get("spec") or {}, run.get("status") or {}
+    usage = status.get("usage") or {}
+    pending = [a for a in status.get("approvals") or [] if a.get("state") == ApprovalState.PENDING]
+    return RunRow(
+        name=meta["name"],
+        phase=status.get("phase") or "Pending",
+        reason=_reason(status),
+        harness=spec.get("harness") or "",
+        sandbox=status.get("sandboxName") or (spec.get("sandboxRef") or {}).get("name") or "",
+        waiting=len(pending),
+        tokens=usage.get("tokens"),
+        cost_usd=usage.get("costUsd"),
+        age=age(meta.get("creationTimestamp"), now),
+    )
+
+
+def _reason(status: Obj) -> str:
+    """Why the run is where it is: the reason of its Complete condition once it has ended,
+    else of the condition holding it back (the first that is not True)."""
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    complete = conditions.get("Complete")
+    if (complete is not None and complete.get("status") == "True") or status.get("phase") in ENDED:
+        return str((complete or {}).get("reason") or "")
+    waiting = [c for c in conditions.values() if c.get("status") != "True"]
+    return str(waiting[0].get("reason") or "") if waiting else ""
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """What the runs page shows: a phase, a harness, and a part of the name (each optional)."""
+
+    phase: str = ""
+    harness: str = ""
+    text: str = ""
+
+    def keeps(self, row: RunRow) -> bool:
+        return (
+            (not self.phase or row.phase == self.phase)
+            and (not self.harness or row.harness == self.harness)
+            and self.text.lower() in row.name.lower()
+        )
+
+
+def run_rows(runs: Iterable[Obj], now: datetime, shown: RunFilter) -> list[RunRow]:
+    """The rows of the runs given (newest first, as given) that the filter keeps."""
+    return [row for row in (run_row(r, now) for r in runs) if shown.keeps(row)]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One approval request, as the run page lists it."""
+
+    id: str
+    kind: str
+    target: str
+    rules: tuple[str, ...]
+    state: str
+    message: str
+    decided_by: str | None
+
+
+def requests(run: Obj) -> list[Request]:
+    """The run's approval requests, pending first, then the decided ones newest first."""
+    annotations = run["metadata"].get("annotations") or {}
+    listed = [
+        Request(
+            id=str(a["id"]),
+            kind=str(a.get("kind") or "command"),
+            target=str(a.get("target") or ""),
+            rules=tuple(a.get("rules") or ()),
+            state=str(a.get("state") or ""),
+            message=str(a.get("message") or ""),
+            decided_by=annotations.get(f"{DECIDED_BY_ANNOTATION}{a['id']}"),
+        )
+        for a in (run.get("status") or {}).get("approvals") or []
+    ]
+    pending = [r for r in listed if r.state == ApprovalState.PENDING]
+    decided = [r for r in listed if r.state != ApprovalState.PENDING]
+    return pending + decided[::-1]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A pending request, as the approvals page lists it: with its run."""
+
+    run: str
+    request: Request
+
+
+def waiting(runs: Iterable[Obj]) -> list[Waiting]:
+    """Every pending request of the runs given, in their order (newest run first)."""
+    return [
+        Waiting(run["metadata"]["name"], r)
+        for run in runs
+        for r in requests(run)
+        if r.state == ApprovalState.PENDING
+    ]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One entry of a run's timeline. ``folded`` is shown on request (a tool's input or output,
+    a diff); ``style`` names what it is for the page (message, tool, policy, file, end...)."""
+
+    seq: int
+    clock: str
+    type: str
+    style: str
+    title: str
+    text: str = ""
+    folded: str = ""
+    files: tuple[str, ...] = field(default_factory=tuple)
+
+
+STYLES = {
+    ev.MESSAGE: "message", ev.TOOL_CALL: "tool", ev.TOOL_RESULT: "tool", ev.OUTPUT: "output",
+    ev.POLICY_DENIED: "policy", ev.APPROVAL_REQUESTED: "policy", ev.APPROVAL_RESOLVED: "policy",
+    ev.FILE_CHANGED: "file", ev.ERROR: "error", ev.RUN_FAILED: "end", ev.RUN_ABORTED: "end",
+    ev.RUN_COMPLETED: "end", ev.RESULT: "result", ev.USAGE: "usage",
+}  # fmt: skip
+
+
+def item(event: Obj) -> Item:
+    """The timeline entry of one run event (its text already scrubbed by the operator)."""
+    kind, data = str(event["type"]), event.get("data") or {}
+    summary = str(event.get("summary") or "")
+    base = Item(
+        seq=int(event["seq"]),
+        clock=str(event.get("time", ""))[11:19],
+        type=kind,
+        style=STYLES.get(kind, "notice"),
+        title=kind,
+        text=summary,
+    )
+    if kind == ev.MESSAGE:
+        return replace(base, title="message", text=str(data.get("text") or summary))
+    if kind == ev.OUTPUT:
+        return replace(base, title="output", text=str(data.get("text") or ""))
+    if kind == ev.TOOL_CALL:
+        arguments = json.dumps(data.get("input"), indent=2, ensure_ascii=False)
+        return replace(base, title=f"tool call: {summary}", text="", folded=_bounded(arguments))
+    if kind == ev.TOOL_RESULT:
+        output = str(data.get("output") or summary)
+        title = "tool error" if data.get("isError") else "tool result"
+        return replace(base, title=title, text=_first_line(output), folded=_bounded(output))
+    if kind == ev.FILE_CHANGED:
+        changed = data.get("files") or []
+        files = tuple(f"{f.get('status', '')} {f.get('path', '')}" for f in changed)
+        diff = _bounded(str(data.get("diff") or ""))
+        return replace(base, title=summary, text="", files=files, folded=diff)
+    return base
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= 200 else line[:199] + "…"
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= MAX_SHOWN:
+        return text
+    return text[:MAX_SHOWN] + f"\n… ({len(text) - MAX_SHOWN} more characters: paddock logs)"
+
+
+@dataclass(frozen=True)
+class SandboxRow:
+    name: str
+    phase: str
+    reason: str
+    workspace: str
+    policy: str
+    restored_from: str
+    age: str
+
+
+def sandbox_row(sandbox: Obj, now: datetime) -> SandboxRow:
+    meta, spec, status = sandbox["metadata"], sandbox.get("spec") or {}, sandbox.get("status") or {}
+    return SandboxRow(
+        name=meta["name"],
+        phase=status.get("phase") or "Pending",
+        reason=status.get("reason") or "",
+        workspace=(spec.get("workspaceRef") or {}).get("name") or "",
+        policy=status.get("policy") or "none",
+        restored_from=status.get("restoredFrom") or "",
+        age=age(meta.get("creationTimestamp"), now),
+    )
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    name: str
+    workspace: str
+    desired: int
+    ready: int
+    members: int
+    claimed: int
+
+
+def pool_row(pool: Obj) -> PoolRow:
+    spec, status = pool.get("spec") or {}, pool.get("status") or {}
+    template = spec.get("template") or {}
+    return PoolRow(
+        name=pool["metadata"]["name"],
+        workspace=(template.get("workspaceRef") or {}).get("name") or "",
+        desired=int(spec.get("replicas") or 0),
+        ready=int(status.get("readyReplicas") or 0),
+        members=int(status.get("replicas") or 0),
+        claimed=int(status.get("claimed") or 0),
+    )

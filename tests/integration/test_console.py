@@ -1,0 +1,193 @@
+"""The web console in a real browser (Debian's Chromium, driven by Playwright) against the local
+cluster and a real operator, the console running as its own process with the identity the
+chart gives it: a person signs in with a token, sees a run asking for approval appear in the
+live list, approves it on the run's page and watches its output arrive on the same page; denies
+another on the page of everything waiting, and it fails ApprovalDenied; a viewer sees runs but
+no buttons, and is refused if it posts the form anyway; a secret in a run's output is masked; a
+command's verdict is checked on the sandboxes page. Screenshots of the main pages are kept in
+test-artifacts/console/ (not committed)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from support import identity
+from support.kube import ROOT, Cluster
+from support.runs import command_run, wait_for_run
+from support.sandboxes import ready_sandbox, secret
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts" / "console"
+ASK_TOUCH = {"commands": {"default": "allow", "ask": ["touch *"]}}
+SECRET_VALUE = "s3cr3t-console-0123456789"
+WAIT_MS = 60_000
+READ = ["get", "list", "watch"]
+
+
+def _rules(*, decide: bool) -> list[dict[str, Any]]:
+    runs = [*READ, "patch"] if decide else READ
+    return [
+        {"apiGroups": ["paddock.dev"], "resources": ["agentruns"], "verbs": runs},
+        {"apiGroups": ["paddock.dev"], "resources": ["sandboxes", "sandboxpools"], "verbs": READ},
+        {"apiGroups": ["paddock.dev"], "resources": ["sandboxpolicies", "workspaces"],
+         "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]},
+    ]  # fmt: skip
+
+
+@contextmanager
+def _console(cluster: Cluster, namespace: str, helm: str, tmp_path: Path) -> Iterator[str]:
+    """``paddock console`` as its own process with the chart's console identity; its URL."""
+    kubeconfig = identity.chart_identity(cluster, helm, namespace, "console", tmp_path)
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    argv = [
+        sys.executable,
+        "-m",
+        "paddock.cli",
+        "console",
+        "-n",
+        namespace,
+        "--http",
+        "127.0.0.1:0",
+    ]
+    log_path = tmp_path / "console.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        found = wait_for(
+            lambda: re.search(r"paddock console: serving (\S+)", log_path.read_text()),
+            30, what="the console's URL",
+        )  # fmt: skip
+        yield found.group(1).rstrip("/")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        for kind in ("clusterrolebinding", "clusterrole"):
+            cluster.kubectl("delete", kind, f"{namespace}-console", "--ignore-not-found")
+        assert "Traceback" not in log_path.read_text(), log_path.read_text()
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    assert shutil.which(CHROMIUM), f"{CHROMIUM} is missing: `make browser` installs it"
+    expect.set_options(timeout=WAIT_MS)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def _signed_in(browser: Browser, url: str, token: str) -> Page:
+    page = browser.new_context().new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(f"{url}/runs")
+    expect(page).to_have_url(re.compile(r"/login"))
+    page.fill("input[name=token]", token)
+    page.click("button:has-text('Sign in')")
+    expect(page).to_have_url(f"{url}/runs")
+    return page
+
+
+def _shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_a_person_approves_and_denies_in_the_browser_and_a_viewer_only_watches(
+    cluster: Cluster, namespace: str, operator: Any, helm: str, tmp_path: Path, browser: Browser
+) -> None:
+    cluster.apply(secret("creds", token=SECRET_VALUE), namespace)
+    ready_sandbox(cluster, namespace, "box", policy=ASK_TOUCH)
+    approver = identity.role_token(cluster, namespace, "approver", _rules(decide=True))
+    viewer = identity.role_token(cluster, namespace, "viewer", _rules(decide=False))
+    with _console(cluster, namespace, helm, tmp_path) as url:
+        page = _signed_in(browser, url, approver)
+
+        # A run asking for approval appears in the live list, waiting for a decision.
+        cluster.apply(command_run("asks", "box", "touch made && echo made-it"), namespace)
+        row = page.locator("tr[data-run=asks]")
+        expect(row.locator(".waiting")).to_have_text("1 to decide")
+        _shot(page, "runs")
+
+        # Approve on the run's page: the output arrives on the same page, live.
+        row.locator("a").click()
+        expect(page.locator("[data-request] .state")).to_have_text("Pending")
+        page.evaluate("window.paddockSamePage = true")
+        page.click("button[value=approve]")
+        expect(page.locator("#timeline [data-type=output]")).to_contain_text("made-it")
+        expect(page.locator("#phase")).to_have_text("Succeeded")
+        expect(page.locator("[data-request] .by")).to_have_text(
+            f"by system:serviceaccount:{namespace}:approver"
+        )
+        assert page.evaluate("window.paddockSamePage") is True  # no reload: pushed to the page
+        _shot(page, "run")
+        assert wait_for_run(cluster, namespace, "asks")["phase"] == "Succeeded"
+
+        # Deny another from the approvals page: it leaves the list, live, and fails.
+        cluster.apply(command_run("denied", "box", "touch nope"), namespace)
+        page.goto(f"{url}/approvals")
+        waiting = page.locator("[data-run=denied]")
+        expect(waiting.locator("code")).to_have_text("touch nope")
+        _shot(page, "approvals")
+        waiting.locator("button[value=deny]").click()
+        expect(waiting).to_have_count(0)
+        page.goto(f"{url}/runs/{namespace}/denied")
+        expect(page.locator("#phase")).to_have_text("Failed")
+        expect(page.locator("#reason")).to_have_text("ApprovalDenied")
+
+        # A viewer sees a waiting run, gets no buttons, and is refused if it posts anyway.
+        cluster.apply(command_run("waits", "box", "touch later"), namespace)
+        wait_for_run(cluster, namespace, "waits", ("AwaitingApproval",))
+        watcher = _signed_in(browser, url, viewer)
+        watcher.goto(f"{url}/runs/{namespace}/waits")
+        expect(watcher.locator("[data-request] .state")).to_have_text("Pending")
+        expect(watcher.locator("button[value=approve]")).to_have_count(0)
+        csrf = watcher.locator("input[name=csrf]").first.get_attribute("value")
+        (request_id,) = [
+            r.get_attribute("data-request") for r in watcher.locator("[data-request]").all()
+        ]
+        posted = watcher.request.post(
+            f"{url}/runs/{namespace}/waits/approvals/{request_id}",
+            form={"csrf": str(csrf), "choice": "approve"},
+            headers={"Origin": url},
+            max_redirects=0,
+        )
+        assert posted.status == 403, posted.text()
+        assert "may not patch agentruns" in posted.text()
+        assert wait_for_run(cluster, namespace, "waits", ("AwaitingApproval",))
+        cluster.paddock("deny", "waits", "-n", namespace)  # (it holds the sandbox's run lock)
+        assert wait_for_run(cluster, namespace, "waits")["phase"] == "Failed"
+
+        # A secret in a run's output is masked on the page.
+        token_ref = {"name": "TOKEN", "secretKeyRef": {"name": "creds", "key": "token"}}
+        leaky = command_run("leaky", "box", 'echo "the token is $TOKEN"', secrets=[token_ref])
+        cluster.apply(leaky, namespace)
+        page.goto(f"{url}/runs/{namespace}/leaky")
+        expect(page.locator("#phase")).to_have_text("Succeeded")
+        expect(page.locator("#timeline [data-type=output]")).to_contain_text("[redacted]")
+        assert SECRET_VALUE not in page.content()
+
+        # The sandboxes page, and what the sandbox's policy says to a command typed in.
+        page.goto(f"{url}/sandboxes")
+        expect(page.locator("tr[data-sandbox=box] .phase")).to_have_text("Ready")
+        page.locator("tr[data-sandbox=box] a").click()
+        page.fill("input[name=command]", "touch x && ls")
+        page.click("button:has-text('Check')")
+        expect(page.locator(".verdict")).to_contain_text("ask")
+        _shot(page, "sandboxes-check")
+        page.goto(f"{url}/sandboxes")
+        _shot(page, "sandboxes")
