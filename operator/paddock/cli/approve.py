@@ -13,7 +13,6 @@ import sys
 from typing import Any
 
 from paddock.api.approvals import APPROVAL_ANNOTATION, ApprovalChoice
-from paddock.client.approvals import approvals_of, choose
 
 EXIT_DECIDED, EXIT_NOTHING, EXIT_UNREADABLE = 0, 1, 2
 
@@ -42,33 +41,28 @@ def add_approvals(commands: Any) -> None:
 
 
 def decide(args: argparse.Namespace) -> int:
+    from paddock.client import approvals
+    from paddock.client.access import Caller, MissingError, RefusedError
     from paddock.kube import client as kube
     from paddock.kube.errors import KubeError
 
-    try:
-        kube.load_config()
-        namespace = args.namespace or kube.current_namespace()
-        run = kube.get("AgentRun", namespace, args.run)
-    except KubeError as exc:
-        print(f"paddock: cannot read AgentRun {args.run}: {exc.message}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    if run is None:
-        print(f"paddock: AgentRun {args.run} not found in {namespace}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    chosen = choose(run, args.ids, every=args.all)
-    if isinstance(chosen, str):
-        print(f"paddock: {chosen}", file=sys.stderr)
-        return EXIT_NOTHING
     choice = ApprovalChoice.DENY if args.deny else ApprovalChoice.APPROVE
     if not args.deny and args.always:
         choice = ApprovalChoice.ALWAYS
-    annotations = {f"{APPROVAL_ANNOTATION}{rid}": str(choice) for rid in chosen}
     try:
-        kube.patch("AgentRun", namespace, args.run, {"metadata": {"annotations": annotations}})
-    except KubeError as exc:
-        print(f"paddock: cannot annotate AgentRun {args.run}: {exc.message}", file=sys.stderr)
+        kube.load_config()
+        namespace = args.namespace or kube.current_namespace()
+        decided = approvals.decide(Caller(None), namespace, args.run, args.ids, choice,
+                                   every=args.all)  # fmt: skip
+    except MissingError as exc:
+        print(f"paddock: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    targets = {a["id"]: a.get("target", "") for a in approvals_of(run)}
-    for rid in chosen:
-        print(f"{choice}: request {rid} of {args.run}: {targets.get(rid, '')}")
+    except RefusedError as exc:
+        print(f"paddock: {exc}", file=sys.stderr)
+        return EXIT_NOTHING
+    except KubeError as exc:
+        print(f"paddock: cannot decide for AgentRun {args.run}: {exc.message}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    for rid in decided["decided"]:
+        print(f"{choice}: request {rid} of {args.run}: {decided['targets'].get(rid, '')}")
     return EXIT_DECIDED

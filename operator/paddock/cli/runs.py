@@ -13,16 +13,25 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from paddock.api.agentrun import Harness
-from paddock.client.runs import EXIT_CANCELLED, EXIT_NOT_RUN, TERMINAL, exit_code, run_manifest
+from paddock.client.access import Caller
+from paddock.client.runs import (
+    EXIT_CANCELLED,
+    EXIT_NOT_RUN,
+    TERMINAL,
+    LogUnreadableError,
+    exit_code,
+    run_manifest,
+)
 from paddock.runs import events as ev
 from paddock.runs import reader
 
 Obj = dict[str, Any]
 EXIT_CLIENT = 2  # the command could not do what was asked (bad arguments, a refusal)
+ME = Caller(None)  # the kubeconfig's identity: the API server decides what it may do
 
 
 def add_runs(commands: Any) -> None:
@@ -112,30 +121,21 @@ def _namespace(args: argparse.Namespace) -> str:
 
 
 def _create(namespace: str, manifest: Obj) -> str | None:
-    from paddock.kube import client as kube
+    from paddock.client import runs
     from paddock.kube.errors import KubeError
 
-    manifest["metadata"]["namespace"] = namespace
     try:
-        made = kube.create(manifest)
+        made = runs.create_run(ME, namespace, manifest)
     except KubeError as exc:
         print(f"paddock: the API server refused the AgentRun: {exc.message}", file=sys.stderr)
         return None
-    assert made is not None  # a generated name is never taken
     return str(made["metadata"]["name"])
 
 
-class LogUnreadableError(Exception):
-    """A run's log cannot be read from here (no such run, or its object store refuses)."""
-
-
 def _events(namespace: str, name: str) -> Iterator[Obj]:
-    from paddock.agentruns import logs
+    from paddock.client import runs
 
-    try:
-        yield from logs.events(namespace, name, follow=True)
-    except (logs.ObjectStoreError, logs.RunNotFoundError) as exc:
-        raise LogUnreadableError(str(exc)) from exc
+    return runs.events(ME, namespace, name, follow=True)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -177,12 +177,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _exec(args: argparse.Namespace) -> int:
+    from paddock.client import runs
+
     argv = args.argv
     if not argv:
         print("paddock exec: no command: paddock exec SANDBOX -- CMD ...", file=sys.stderr)
         return EXIT_CLIENT
     namespace = _namespace(args)
-    if not _exists("Sandbox", namespace, args.sandbox):
+    if not _exists(namespace, args.sandbox):
         return EXIT_CLIENT
     command = argv[0] if len(argv) == 1 else shlex.join(argv)
     manifest = run_manifest(
@@ -205,7 +207,7 @@ def _exec(args: argparse.Namespace) -> int:
             elif event["type"] in TERMINAL:
                 ending = event
     except KeyboardInterrupt:
-        _patch("AgentRun", namespace, name, {"spec": {"cancel": True}})
+        _done(lambda: runs.cancel_run(ME, namespace, name), f"cancel AgentRun {name}")
         return EXIT_CANCELLED
     except LogUnreadableError as exc:
         print(f"paddock exec: the command's output cannot be read: {exc}", file=sys.stderr)
@@ -233,55 +235,55 @@ def _asked(namespace: str, run: str, requested: Obj) -> str:
     )
 
 
-def _exists(kind: str, namespace: str, name: str) -> bool:
-    from paddock.kube import client as kube
-    from paddock.kube.errors import KubeError
+def _exists(namespace: str, sandbox: str) -> bool:
+    from paddock.client import sandboxes
 
-    try:
-        found = kube.get(kind, namespace, name)
-    except KubeError as exc:
-        print(f"paddock: cannot read {kind} {name}: {exc.message}", file=sys.stderr)
-        return False
-    if found is None:
-        print(f"paddock: {kind} {name} not found in namespace {namespace}", file=sys.stderr)
-    return found is not None
+    return _done(lambda: sandboxes.get_sandbox(ME, namespace, sandbox), f"read Sandbox {sandbox}")
 
 
 def _delete_run(namespace: str, name: str) -> None:
-    from paddock.kube import client as kube
+    from paddock.client import runs
     from paddock.kube.errors import KubeError
 
     try:
-        kube.delete("AgentRun", namespace, name)
+        runs.delete_run(ME, namespace, name)
     except KubeError as exc:
         print(f"paddock: AgentRun {name} is left: {exc.message}", file=sys.stderr)
 
 
-def _patch(kind: str, namespace: str, name: str, body: Obj) -> bool:
-    from paddock.kube import client as kube
-    from paddock.kube.errors import KubeError, NotFoundError
+def _done(action: Callable[[], object], what: str) -> bool:
+    """Do ``action`` for the command's user, saying why it could not be done."""
+    from paddock.client.access import RefusedError
+    from paddock.kube.errors import KubeError
 
     try:
-        kube.patch(kind, namespace, name, body)
-    except NotFoundError:
-        print(f"paddock: {kind} {name} not found in {namespace}", file=sys.stderr)
+        action()
+    except RefusedError as exc:
+        print(f"paddock: {exc}", file=sys.stderr)
         return False
     except KubeError as exc:
-        print(f"paddock: cannot change {kind} {name}: {exc.message}", file=sys.stderr)
+        print(f"paddock: cannot {what}: {exc.message}", file=sys.stderr)
         return False
     return True
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    done = _patch("AgentRun", _namespace(args), args.run, {"spec": {"cancel": True}})
+    from paddock.client import runs
+
+    namespace = _namespace(args)
+    done = _done(lambda: runs.cancel_run(ME, namespace, args.run), f"cancel AgentRun {args.run}")
     if done:
         print(f"agentrun/{args.run} cancelled")
     return 0 if done else 1
 
 
 def _pause(args: argparse.Namespace) -> int:
-    body = {"spec": {"lifecycle": {"paused": args.paused}}}
-    done = _patch("Sandbox", _namespace(args), args.sandbox, body)
+    from paddock.client import sandboxes
+
+    namespace, name, paused = _namespace(args), args.sandbox, args.paused
+    done = _done(
+        lambda: sandboxes.set_paused(ME, namespace, name, paused), f"change Sandbox {name}"
+    )
     if done:
         print(f"sandbox/{args.sandbox} {'paused' if args.paused else 'resumed'}")
     return 0 if done else 1

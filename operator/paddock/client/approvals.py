@@ -30,14 +30,16 @@ def decide(
     decided is recorded beside each decision where the caller's identity is known (a token's,
     over HTTP): informative, since anyone who may patch the run may write it."""
     caller.may("patch", AGENTRUNS, namespace, run)
-    chosen = choose(get("AgentRun", namespace, run), ids, every=every)
+    found = get("AgentRun", namespace, run)
+    chosen = choose(found, ids, every=every)
     if isinstance(chosen, str):
         raise RefusedError(chosen)
     annotations = {f"{APPROVAL_ANNOTATION}{rid}": str(choice) for rid in chosen}
     if caller.username is not None:
         annotations |= {f"{DECIDED_BY_ANNOTATION}{rid}": caller.username for rid in chosen}
     kube.patch("AgentRun", namespace, run, {"metadata": {"annotations": annotations}})
-    return {"run": run, "decided": chosen, "choice": str(choice)}
+    targets = {a["id"]: a.get("target", "") for a in approvals_of(found) if a["id"] in chosen}
+    return {"run": run, "decided": chosen, "choice": str(choice), "targets": targets}
 
 
 def choose(run: dict[str, Any], ids: list[str], *, every: bool) -> list[str] | str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from paddock.client.access import MissingError
+from paddock.client.access import Caller, MissingError
 from paddock.kube import client as kube
 from paddock.kube import watches
 
@@ -58,3 +58,9 @@ def newest_first(objects: Iterable[Obj]) -> list[Obj]:
         key=lambda o: (o["metadata"].get("creationTimestamp") or "", o["metadata"]["name"]),
         reverse=True,
     )
+
+
+def listed(caller: Caller, kind: str, resource: tuple[str, str], namespace: str) -> list[Obj]:
+    """Every ``kind`` object of the namespace, newest first, for a caller who may list them."""
+    caller.may("list", resource, namespace)
+    return newest_first(kube.listed(kind, namespace))

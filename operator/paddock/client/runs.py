@@ -5,6 +5,7 @@ the run's Secrets by the operator; statuses hold no secret value."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 from paddock import API_VERSION
@@ -101,15 +102,12 @@ def exec_command(
         timeout=f"{max(int(timeout_seconds), 1)}s",
         prefix="exec-",
     )
-    manifest["metadata"]["namespace"] = namespace
-    made = kube.create(manifest)
-    assert made is not None  # a generated name is never taken
-    name = made["metadata"]["name"]
+    name = create_run(caller, namespace, manifest)["metadata"]["name"]
     stdout: list[str] = []
     ending: Obj | None = None
     asked: Obj | None = None
     try:
-        for event in logs.events(namespace, name, follow=True):
+        for event in events(caller, namespace, name, follow=True):
             if event["type"] == ev.OUTPUT:
                 stdout.append(str((event.get("data") or {}).get("text", "")))
             elif event["type"] == ev.APPROVAL_REQUESTED:
@@ -119,7 +117,8 @@ def exec_command(
                 ending = event
     finally:
         if asked is None:
-            _delete_run(caller, namespace, name)
+            with contextlib.suppress(KubeError, RefusedError):
+                delete_run(caller, namespace, name)  # who may not delete runs keeps it
     if asked is not None:
         return _awaiting_approval(name, asked)
     data = (ending or {}).get("data") or {}
@@ -152,12 +151,41 @@ def _awaiting_approval(run: str, requested: Obj) -> Obj:
     }
 
 
-def _delete_run(caller: Caller, namespace: str, name: str) -> None:
+def create_run(caller: Caller, namespace: str, manifest: Obj) -> Obj:
+    """Create the AgentRun ``manifest`` (a ``run_manifest``) in ``namespace``; the run made."""
+    caller.may("create", AGENTRUNS, namespace)
+    manifest["metadata"]["namespace"] = namespace
+    made = kube.create(manifest)
+    assert made is not None  # a generated name is never taken
+    return made
+
+
+def delete_run(caller: Caller, namespace: str, name: str) -> None:
+    caller.may("delete", AGENTRUNS, namespace, name)
+    kube.delete("AgentRun", namespace, name)
+
+
+class LogUnreadableError(RefusedError):
+    """A run's log cannot be read (no such run, or its object store refuses)."""
+
+
+def events(
+    caller: Caller, namespace: str, name: str, from_seq: int = 0, *, follow: bool = False
+) -> Iterator[Obj]:
+    """The run's events from ``from_seq`` on; with ``follow``, then each as it comes until
+    the run ends (the log replayed, then followed from a watch)."""
+    caller.may("get", AGENTRUNS, namespace, name)
+    caller.may("list", CONFIGMAPS, namespace)
+    return _logged(namespace, name, from_seq, follow)
+
+
+def _logged(namespace: str, name: str, from_seq: int, follow: bool) -> Iterator[Obj]:
     try:
-        caller.may("delete", AGENTRUNS, namespace, name)
-        kube.delete("AgentRun", namespace, name)
-    except (KubeError, RefusedError):
-        pass  # a caller who may create runs but not delete them keeps the run
+        yield from logs.events(namespace, name, from_seq, follow=follow)
+    except logs.RunNotFoundError as exc:
+        raise LogUnreadableError(str(exc)) from None
+    except logs.ObjectStoreError as exc:
+        raise LogUnreadableError(f"the run's log could not be read: {exc.message}") from None
 
 
 def start_run(
@@ -170,22 +198,23 @@ def start_run(
     workspace: str | None = None,
     model: str | None = None,
 ) -> Obj:
-    caller.may("create", AGENTRUNS, namespace)
     if (sandbox is None) == (workspace is None):
         raise RefusedError("give one of sandbox (an existing Sandbox) or workspace")
     manifest = run_manifest(
         harness=harness, prompt=prompt, command=command, sandbox=sandbox, workspace=workspace,
         model=model,
     )  # fmt: skip
-    manifest["metadata"]["namespace"] = namespace
-    made = kube.create(manifest)
-    assert made is not None
-    return run_summary(made)
+    return run_summary(create_run(caller, namespace, manifest))
 
 
 def get_run(caller: Caller, namespace: str, name: str) -> Obj:
+    return run_summary(read_run(caller, namespace, name))
+
+
+def read_run(caller: Caller, namespace: str, name: str) -> Obj:
+    """The AgentRun itself (statuses hold no secret value)."""
     caller.may("get", AGENTRUNS, namespace, name)
-    return run_summary(get("AgentRun", namespace, name))
+    return get("AgentRun", namespace, name)
 
 
 def read_events(
@@ -212,15 +241,12 @@ def read_events(
 
 
 def _read(namespace: str, name: str, from_seq: int) -> list[Obj]:
-    events: list[Obj] = []
-    try:
-        for event in logs.events(namespace, name, from_seq):
-            events.append(event)
-            if len(events) >= MAX_EVENTS:
-                break
-    except logs.RunNotFoundError as exc:
-        raise RefusedError(str(exc)) from None
-    return events
+    found: list[Obj] = []
+    for event in _logged(namespace, name, from_seq, follow=False):
+        found.append(event)
+        if len(found) >= MAX_EVENTS:
+            break
+    return found
 
 
 def _ended(run: Obj) -> bool:

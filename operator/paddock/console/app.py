@@ -20,12 +20,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from paddock.agentruns import logs
 from paddock.api.approvals import ApprovalChoice
 from paddock.client import approvals, runs, sandboxes
 from paddock.client.access import (
     AGENTRUNS,
-    CONFIGMAPS,
     POOLS,
     SANDBOXES,
     Caller,
@@ -33,11 +31,9 @@ from paddock.client.access import (
     RefusedError,
     TokenIdentities,
 )
-from paddock.client.common import get, newest_first
+from paddock.client.common import listed
 from paddock.console import guard, views
-from paddock.kube import client as kube
 from paddock.kube.errors import KubeError
-from paddock.objectstore.errors import ObjectStoreError
 from paddock.runs import events as ev
 
 Handler = Callable[[Request, Caller], Response]
@@ -134,10 +130,8 @@ class Console:
 
     def runs_page(self, request: Request, caller: Caller) -> Response:
         namespace = self._namespace(request)
-        caller.may("list", AGENTRUNS, namespace)
         shown = _filter(request)
-        listed = newest_first(kube.listed("AgentRun", namespace))
-        rows = views.run_rows(listed, _now(), shown)
+        rows = views.run_rows(listed(caller, "AgentRun", AGENTRUNS, namespace), _now(), shown)
         query = request.url.query
         return self.render(request, caller, "runs.html", rows=rows, shown=shown, query=query)
 
@@ -147,8 +141,8 @@ class Console:
         table = self.templates.get_template("runs_table.html")
 
         def stream() -> Iterator[ServerSentEvent]:
-            for listed in changes:
-                rows = views.run_rows(listed, _now(), shown)
+            for current in changes:
+                rows = views.run_rows(current, _now(), shown)
                 html = table.render(rows=rows, namespace=namespace)
                 yield ServerSentEvent(data=html, event="runs")
 
@@ -156,8 +150,7 @@ class Console:
 
     def approvals_page(self, request: Request, caller: Caller) -> Response:
         namespace = self._namespace(request)
-        caller.may("list", AGENTRUNS, namespace)
-        pending = views.waiting(newest_first(kube.listed("AgentRun", namespace)))
+        pending = views.waiting(listed(caller, "AgentRun", AGENTRUNS, namespace))
         deciding = _deciding(caller, namespace, pending, {})
         return self.render(request, caller, "approvals.html", waiting=pending, deciding=deciding)
 
@@ -169,8 +162,8 @@ class Console:
         asked: dict[str, bool] = {}  # whether the person may decide a run's, asked once a run
 
         def stream() -> Iterator[ServerSentEvent]:
-            for listed in changes:
-                pending = views.waiting(listed)
+            for current in changes:
+                pending = views.waiting(current)
                 deciding = _deciding(caller, namespace, pending, asked)
                 html = listing.render(waiting=pending, deciding=deciding, namespace=namespace,
                                       csrf=csrf)  # fmt: skip
@@ -180,7 +173,7 @@ class Console:
 
     def run_page(self, request: Request, caller: Caller) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        run = runs_read(caller, namespace, name)
+        run = runs.read_run(caller, namespace, name)
         return self.render(request, caller, "run.html", namespace=namespace,
                            **self._run_parts(caller, run))  # fmt: skip
 
@@ -199,15 +192,16 @@ class Console:
         it reconnects), then each event as it comes; the status and approvals again when an
         event changes them; ``end`` once the run has ended."""
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        runs_read(caller, namespace, name)
-        caller.may("list", CONFIGMAPS, namespace)
+        runs.read_run(caller, namespace, name)
         start = _after(request.headers.get("last-event-id"))
+        followed = runs.events(caller, namespace, name, start, follow=True)
         item = self.templates.get_template("item.html")
         parts = self.templates.get_template("run_parts.html")
+        csrf = guard.csrf_token(_token(request))
 
         def stream() -> Iterator[ServerSentEvent]:
             try:
-                for event in logs.events(namespace, name, start, follow=True):
+                for event in followed:
                     html = item.render(item=views.item(event))
                     yield ServerSentEvent(data=html, event="item", id=str(event["seq"]))
                     if event["type"] in REFRESHING:
@@ -215,12 +209,14 @@ class Console:
                         run = (
                             runs.ended(namespace, name)
                             if ending
-                            else get("AgentRun", namespace, name)
+                            else runs.read_run(caller, namespace, name)
                         )
-                        context = self._run_parts(caller, run) | {"namespace": namespace}
-                        context["csrf"] = guard.csrf_token(_token(request))
+                        context = self._run_parts(caller, run) | {
+                            "namespace": namespace,
+                            "csrf": csrf,
+                        }
                         yield ServerSentEvent(data=parts.render(**context), event="parts")
-            except (logs.RunNotFoundError, ObjectStoreError, KubeError) as exc:
+            except (RefusedError, KubeError) as exc:
                 yield ServerSentEvent(data=f"the log cannot be read: {exc}", event="broken")
             yield ServerSentEvent(data="", event="end")
 
@@ -244,12 +240,11 @@ class Console:
 
     def sandboxes_page(self, request: Request, caller: Caller) -> Response:
         namespace = self._namespace(request)
-        caller.may("list", SANDBOXES, namespace)
         now = _now()
-        boxes = [views.sandbox_row(s, now) for s in newest_first(kube.listed("Sandbox", namespace))]
+        boxes = [views.sandbox_row(s, now) for s in listed(caller, "Sandbox", SANDBOXES, namespace)]
         pools = []
         if caller.allows("list", POOLS, namespace):
-            pools = [views.pool_row(p) for p in kube.listed("SandboxPool", namespace)]
+            pools = [views.pool_row(p) for p in listed(caller, "SandboxPool", POOLS, namespace)]
         return self.render(request, caller, "sandboxes.html", sandboxes=boxes, pools=pools)
 
     def check(self, request: Request, caller: Caller) -> Response:
@@ -269,11 +264,6 @@ def _deciding(
     for run in {w.run for w in pending} - asked.keys():
         asked[run] = caller.allows("patch", AGENTRUNS, namespace, run)
     return {run for run, may in asked.items() if may}
-
-
-def runs_read(caller: Caller, namespace: str, name: str) -> dict[str, Any]:
-    caller.may("get", AGENTRUNS, namespace, name)
-    return get("AgentRun", namespace, name)
 
 
 def _now() -> datetime:
