@@ -6,7 +6,8 @@ page: a watch on the server, no polling."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Any
@@ -319,7 +320,20 @@ def build(namespace: str, *, secure_cookie: bool) -> Starlette:
         Route("/sandboxes/{namespace}/{name}/check", page(console.check)),
         Mount("/static", static, name="static"),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, lifespan=_threads)
+
+
+WORKER_THREADS = 400  # each open live page holds one while its watch waits
+
+
+@contextlib.asynccontextmanager
+async def _threads(app: Starlette) -> AsyncIterator[None]:
+    """Enough worker threads for the live pages: each follows a watch in one (anyio's default
+    of 40 would let 40 open pages stop every other request)."""
+    import anyio.to_thread
+
+    anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+    yield
 
 
 def _with_form(endpoint: Callable[[Request], Response]) -> Callable[[Request], Any]:
