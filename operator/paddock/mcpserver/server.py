@@ -6,8 +6,6 @@ with TokenReview, and each call is authorised for its identity with SubjectAcces
 from __future__ import annotations
 
 import functools
-import socket
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,7 +15,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from paddock import __version__
+from paddock import __version__, serving
 from paddock.api.approvals import ApprovalChoice
 from paddock.client import approvals, runs, sandboxes
 from paddock.client.access import Caller, RefusedError, TokenIdentities
@@ -264,33 +262,16 @@ def build(namespace: str, http_url: str | None = None) -> MCPServer:
     return server
 
 
-GRACEFUL_STOP_SECONDS = 10
-
-
 def serve(namespace: str, http: str | None = None, tls: tuple[str, str] | None = None) -> None:
     """Serve over stdio, or over streamable HTTP at ``http`` (HOST:PORT, port 0 for any free
     one) under /mcp; with ``tls`` (a certificate and its key, PEM files), over HTTPS, so that
-    callers' tokens never cross the network in the clear. The address is bound before the
-    server is built, so that the URL it announces (and prints) is the one it listens at."""
+    callers' tokens never cross the network in the clear."""
     if http is None:
         build(namespace).run()
         return
-    import uvicorn
 
-    host, _, port = http.rpartition(":")
-    listener = socket.create_server((host or "127.0.0.1", int(port)))
-    bound_host, bound_port = listener.getsockname()[:2]
-    url = f"{'https' if tls else 'http'}://{bound_host}:{bound_port}/mcp"
-    server = build(namespace, url)
-    print(f"paddock mcp: serving {url}", file=sys.stderr, flush=True)
-    certificate, key = tls or (None, None)
-    config = uvicorn.Config(
-        server.streamable_http_app(host=bound_host),
-        ssl_certfile=certificate,
-        ssl_keyfile=key,
-        log_level=server.settings.log_level.lower(),
-        # A client that keeps its connection open must not hold up a stop (Kubernetes kills
-        # the pod 30 s after asking it to stop).
-        timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS,
-    )
-    uvicorn.Server(config).run(sockets=[listener])
+    def app_at(host: str, url: str) -> tuple[Any, str]:
+        server = build(namespace, url)
+        return server.streamable_http_app(host=host), server.settings.log_level.lower()
+
+    serving.serve("paddock mcp", http, tls, app_at, path="/mcp")
