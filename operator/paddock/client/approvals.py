@@ -61,14 +61,3 @@ def choose(run: dict[str, Any], ids: list[str], *, every: bool) -> list[str] | s
 
 def approvals_of(run: dict[str, Any]) -> list[dict[str, Any]]:
     return list((run.get("status") or {}).get("approvals") or [])
-
-
-def pending_of(run: Obj) -> list[Obj]:
-    return [a for a in approvals_of(run) if a.get("state") == ApprovalState.PENDING]
-
-
-def decided_by(run: Obj, request_id: str) -> str | None:
-    """Who decided the request, as the console or the MCP server recorded it (None: not
-    recorded, e.g. decided with kubectl or the CLI)."""
-    annotations = run["metadata"].get("annotations") or {}
-    return annotations.get(f"{DECIDED_BY_ANNOTATION}{request_id}")
