@@ -48,16 +48,20 @@ def operator_kubeconfig(cluster: Cluster, directory: Path, account: str = ACCOUN
     return account_kubeconfig(cluster, NAMESPACE, account, directory / f"{account}-kubeconfig")
 
 
-def account_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:
-    """A kubeconfig carrying a TokenRequest token for the ServiceAccount."""
+def _token(cluster: Cluster, namespace: str, account: str) -> str:
+    """A TokenRequest token (an hour) for the ServiceAccount."""
     request = client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
     )
-    token = (
-        client.CoreV1Api(cluster.api)
-        .create_namespaced_service_account_token(account, namespace, request)
-        .status.token
+    api = client.CoreV1Api(cluster.api)
+    return str(
+        api.create_namespaced_service_account_token(account, namespace, request).status.token
     )
+
+
+def account_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig carrying a TokenRequest token for the ServiceAccount."""
+    token = _token(cluster, namespace, account)
     admin = yaml.safe_load(cluster.kubeconfig.read_text())
     server = admin["clusters"][0]["cluster"]
     config = {
@@ -110,6 +114,19 @@ def role_kubeconfig(
 ) -> Path:
     """A ServiceAccount in ``namespace`` that holds exactly ``rules`` there (one Role), and a
     kubeconfig for it: a client whose requests the local cluster's audit log names."""
+    _role_account(cluster, namespace, account, rules)
+    return account_kubeconfig(cluster, namespace, account, path)
+
+
+def role_token(cluster: Cluster, namespace: str, account: str, rules: list[dict[str, Any]]) -> str:
+    """A token of a new ServiceAccount of ``namespace`` that holds exactly ``rules`` there."""
+    _role_account(cluster, namespace, account, rules)
+    return _token(cluster, namespace, account)
+
+
+def _role_account(
+    cluster: Cluster, namespace: str, account: str, rules: list[dict[str, Any]]
+) -> None:
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -128,7 +145,6 @@ def role_kubeconfig(
         "apply", "-n", namespace, "-f", "-",
         stdin=yaml.safe_dump_all([service_account, role, binding]),
     )  # fmt: skip
-    return account_kubeconfig(cluster, namespace, account, path)
 
 
 def chart_identity(
@@ -159,26 +175,3 @@ def chart_identity(
     for doc in (sa, {**role, "metadata": {"name": name}}, binding):
         cluster.apply(doc, namespace)
     return account_kubeconfig(cluster, namespace, account, directory / f"{component}-kubeconfig")
-
-
-def role_token(cluster: Cluster, namespace: str, account: str, rules: list[dict[str, Any]]) -> str:
-    """A token of a new ServiceAccount of the namespace, bound to a Role of ``rules``."""
-    rbac = "rbac.authorization.k8s.io/v1"
-    docs = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
-        {"apiVersion": rbac, "kind": "Role", "metadata": {"name": account}, "rules": rules},
-        {
-            "apiVersion": rbac,
-            "kind": "RoleBinding",
-            "metadata": {"name": account},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-        },
-    ]
-    for doc in docs:
-        cluster.apply(doc, namespace)
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
-    api = client.CoreV1Api(cluster.api)
-    return str(
-        api.create_namespaced_service_account_token(account, namespace, request).status.token
-    )

@@ -281,11 +281,7 @@ def _add_mcp(commands: Commands[argparse.ArgumentParser]) -> None:
     mcp.add_argument(
         "-n", "--namespace", help="the tools' default namespace (default: the context's)"
     )
-    mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at HOST:PORT/mcp")
-    mcp.add_argument(
-        "--tls-cert", metavar="FILE", help="with --http: serve HTTPS with this PEM certificate"
-    )
-    mcp.add_argument("--tls-key", metavar="FILE", help="with --tls-cert: its PEM private key")
+    _add_serving(mcp, "serve streamable HTTP at HOST:PORT/mcp (port 0: any free one, printed)")
     mcp.set_defaults(func=_mcp)
 
 
@@ -302,13 +298,21 @@ def _add_console(commands: Commands[argparse.ArgumentParser]) -> None:
     console.add_argument(
         "-n", "--namespace", help="the namespace it opens on (default: the context's)"
     )
-    console.add_argument(
-        "--http", metavar="HOST:PORT", default="127.0.0.1:8080",
-        help="where to serve (default: 127.0.0.1:8080; port 0: any free one, printed)",
-    )  # fmt: skip
-    console.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate")
-    console.add_argument("--tls-key", metavar="FILE", help="with --tls-cert: its PEM private key")
+    _add_serving(
+        console,
+        "where to serve (default: 127.0.0.1:8080; port 0: any free one, printed)",
+        default="127.0.0.1:8080",
+    )
     console.set_defaults(func=_console)
+
+
+def _add_serving(parser: argparse.ArgumentParser, http: str, default: str | None = None) -> None:
+    """--http, --tls-cert and --tls-key, as the MCP server and the console take them."""
+    parser.add_argument("--http", metavar="HOST:PORT", default=default, help=http)
+    parser.add_argument(
+        "--tls-cert", metavar="FILE", help="with --http: serve HTTPS with this PEM certificate"
+    )
+    parser.add_argument("--tls-key", metavar="FILE", help="with --tls-cert: its PEM private key")
 
 
 def _add_policy_and_approvals(commands: Commands[argparse.ArgumentParser]) -> None:

@@ -53,17 +53,8 @@ def watch_one(
 ) -> Iterator[tuple[str, Obj]]:
     """Each change to one Paddock object after ``resource_version``, as ``(type, object)``,
     until the server ends the watch after ``timeout_seconds``."""
-    group, version, plural = _CUSTOM[kind]
-    return _watched(
-        _custom().list_namespaced_custom_object,
-        group,
-        version,
-        namespace,
-        plural,
-        field_selector=f"metadata.name={name}",
-        resource_version=resource_version,
-        timeout_seconds=timeout_seconds,
-    )
+    selector = f"metadata.name={name}"
+    return watch_in(kind, namespace, resource_version, timeout_seconds, field_selector=selector)
 
 
 @converting
@@ -80,10 +71,11 @@ def list_in_at(kind: str, namespace: str) -> tuple[list[Obj], str]:
 
 
 def watch_in(
-    kind: str, namespace: str, resource_version: str, timeout_seconds: int
+    kind: str, namespace: str, resource_version: str, timeout_seconds: int, field_selector: str = ""
 ) -> Iterator[tuple[str, Obj]]:
-    """Each change to the Paddock ``kind`` objects of ``namespace`` after ``resource_version``,
-    until the server ends the watch after ``timeout_seconds``."""
+    """Each change to the Paddock ``kind`` objects of ``namespace`` (those ``field_selector``
+    picks) after ``resource_version``, until the server ends the watch after
+    ``timeout_seconds``."""
     group, version, plural = _CUSTOM[kind]
     return _watched(
         _custom().list_namespaced_custom_object,
@@ -91,6 +83,7 @@ def watch_in(
         version,
         namespace,
         plural,
+        field_selector=field_selector,
         resource_version=resource_version,
         timeout_seconds=timeout_seconds,
     )
