@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ import pytest
 from kopf.testing import KopfRunner
 
 from paddock.devcluster import cluster as local
+from paddock.devcluster.processes import PORTS_VARIABLE
 
 # The operator's handlers are imported once per session; they read this when imported. A short
 # resync keeps tests of idle timeouts and late-appearing objects quick.
@@ -23,7 +23,11 @@ os.environ["PADDOCK_METRICS_PORT"] = "0"
 from support import identity
 from support.helm import helm_binary
 from support.kube import ROOT, Cluster, across_workers
+from support.ports import free_ports, share_for_clusters
 from support.waiting import wait_for
+
+# The clusters this worker starts take their ports from its own share (support.ports).
+os.environ[PORTS_VARIABLE] = share_for_clusters()
 
 
 @pytest.fixture(scope="session")
@@ -119,13 +123,6 @@ class RunningOperator:
     metrics_url: str
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _answers(url: str) -> bool:
     with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
         return bool(response.status == 200)
@@ -145,8 +142,8 @@ def operator(as_operator: str, namespace: str) -> Iterator[RunningOperator]:
     """``paddock operator`` in-process (the same handler module as the image's entrypoint),
     watching the test's namespace with its own least-privilege identity; at teardown it must
     have exited cleanly."""
-    liveness = f"http://127.0.0.1:{_free_port()}/healthz"
-    metrics_port = _free_port()
+    ports = free_ports("liveness", "metrics")
+    liveness, metrics_port = f"http://127.0.0.1:{ports['liveness']}/healthz", ports["metrics"]
     args = ["run", "--standalone", "--namespace", namespace, "--liveness", liveness]
     os.environ["PADDOCK_METRICS_PORT"] = str(metrics_port)
     try:

@@ -8,7 +8,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import yaml
 from support.harnesses import API_KEY, harness_fields
 from support.kube import ROOT, Cluster
 from support.model_server import FINAL_TEXT, ScriptedModel, Write
+from support.ports import free_port
 from support.runs import agent_run, log_events, of_type, wait_for_run
 from support.sandboxes import ready_sandbox, status_of
 from support.waiting import wait_for
@@ -29,10 +29,7 @@ GATED = ["claude-code", "codex", "opencode", "gemini"]
 
 @pytest.fixture
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+    return free_port()
 
 
 @pytest.mark.parametrize("harness", GATED)

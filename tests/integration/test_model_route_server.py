@@ -6,7 +6,6 @@ sandbox is told apart by the request's address, here the loopback's."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -26,6 +25,7 @@ from paddock.policy.budgets import Spent
 from paddock.render.model_routes import Route, route_secret, token_digest
 from paddock.times import utcnow
 from support.model_server import ScriptedModel
+from support.ports import free_port
 from support.waiting import wait_for
 
 TOKEN = "paddock-run-token"
@@ -37,12 +37,6 @@ KEY = "sk-real-key-of-the-run"
 def upstream() -> Iterator[ScriptedModel]:
     with ScriptedModel([]) as server:
         yield server
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Told(list[tuple[str, Spent]]):
@@ -65,7 +59,7 @@ def route_url(upstream: ScriptedModel, told: Told) -> Iterator[tuple[str, Routes
     routes.relisted("Secret", [route_secret("gw", "uid-1", route)])
     boxes = {"127.0.0.1": "team/box"}
     app = model.model_app(routes, boxes.get, lambda: True, PRICES, Meter(told, "gw", 3600))
-    port = _free_port()
+    port = free_port()
     server = model.serve(app, "127.0.0.1", port)
     wait_for(lambda: server.started, timeout=10, what="the model route to listen")
     try:
@@ -165,7 +159,7 @@ def test_a_request_at_its_runs_budget_is_refused_as_the_provider_would_and_told_
 
 def test_an_unreachable_model_api_is_a_502_that_names_it(route_url: tuple[str, Routes]) -> None:
     url, routes = route_url
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     dead = Route(token_digest(TOKEN), KEY, f"http://127.0.0.1:{port}", "anthropic", "team/r1",
                  "team/box", utcnow() + timedelta(hours=1))  # fmt: skip
     routes.relisted("Secret", [route_secret("gw", "uid-1", dead)])
@@ -176,7 +170,7 @@ def test_an_unreachable_model_api_is_a_502_that_names_it(route_url: tuple[str, R
 
 def test_a_starting_route_answers_nothing(upstream: ScriptedModel) -> None:
     app = model.model_app(Routes(), {"127.0.0.1": "team/box"}.get, threading.Event().is_set)
-    port = _free_port()
+    port = free_port()
     server = model.serve(app, "127.0.0.1", port)
     wait_for(lambda: server.started, timeout=10, what="the model route to listen")
     try:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from support.ports import free_port
 from support.waiting import wait_for
 
 
@@ -35,13 +36,6 @@ def make_repository(
     return base / f"{name}.git"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("0.0.0.0", 0))  # noqa: S104  (pods reach the host on its own address)
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _listening(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=1):
@@ -53,7 +47,7 @@ def _listening(host: str, port: int) -> bool:
 @contextmanager
 def serve(base: Path, host: str) -> Iterator[str]:
     """Serve every repository under ``base``; yields the URL prefix (``git://host:port``)."""
-    port = _free_port()
+    port = free_port()
     daemon = subprocess.Popen(
         [
             "git", "daemon", "--reuseaddr", "--export-all", f"--base-path={base}",

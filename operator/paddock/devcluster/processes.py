@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -84,17 +85,57 @@ class ClusterState:
 # --- processes ---------------------------------------------------------------------------------
 
 
-def free_ports(names: tuple[str, ...]) -> dict[str, int]:
-    """Distinct free loopback ports: every socket stays bound until all are chosen."""
-    sockets = []
+# The local cluster's servers listen on ports below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range, 32768-60999 by default): between a port's choice and its
+# server's bind, no outgoing connection and no server asking for port 0 can take it.
+# PADDOCK_CLUSTER_PORTS ("LOW-HIGH") narrows the range, so that clusters started side by side
+# (the tests' workers) never offer each other's ports.
+PORTS_VARIABLE = "PADDOCK_CLUSTER_PORTS"
+CLUSTER_PORTS = range(10000, 20000)
+
+_next_offset: dict[range, int] = {}
+
+
+def cluster_ports() -> range:
+    text = os.environ.get(PORTS_VARIABLE, "")
+    if not text:
+        return CLUSTER_PORTS
+    low, _, high = text.partition("-")
     try:
-        for _ in names:
+        return range(int(low), int(high) + 1)
+    except ValueError:
+        raise ClusterError(
+            f"{PORTS_VARIABLE} is {text!r}: it should be LOW-HIGH, for example 10000-19999"
+        ) from None
+
+
+def free_ports(names: tuple[str, ...], ports: range | None = None) -> dict[str, int]:
+    """Distinct ports of ``ports`` (the cluster's range by default) that nothing is bound to.
+
+    Every one stays bound until all are chosen; this process then goes on round the range from
+    the last, so that it does not offer a port again while the server it was chosen for may
+    still be starting."""
+    span = ports or cluster_ports()
+    start = _next_offset.get(span, random.randrange(len(span)))  # noqa: S311  (not a secret)
+    chosen: list[socket.socket] = []
+    try:
+        for step in range(len(span)):
+            if len(chosen) == len(names):
+                break
+            offset = (start + step) % len(span)
             sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return {name: sock.getsockname()[1] for name, sock in zip(names, sockets, strict=True)}
+            try:
+                sock.bind(("0.0.0.0", span[offset]))  # noqa: S104  (binds nothing; only probes)
+            except OSError:
+                sock.close()
+                continue
+            chosen.append(sock)
+            _next_offset[span] = (offset + 1) % len(span)
+        if len(chosen) < len(names):
+            raise ClusterError(f"fewer than {len(names)} free ports in {span.start}-{span[-1]}")
+        return {name: sock.getsockname()[1] for name, sock in zip(names, chosen, strict=True)}
     finally:
-        for sock in sockets:
+        for sock in chosen:
             sock.close()
 
 
