@@ -11,6 +11,7 @@
 #   $PADDOCK_CACHE/local-path-provisioner/<version>/local-path-provisioner   (its storage)
 #   $PADDOCK_CACHE/network-policies/<version>/paddock-network-policies   (its NetworkPolicies)
 #   $PADDOCK_CACHE/versitygw/<version>/versitygw   (the S3-compatible object store, POSIX backend)
+#   $PADDOCK_CACHE/gitea/<version>/gitea        (the git forge deliveries are tested against)
 #
 # Idempotent (a component already built is skipped) and safe when two runs race (flock).
 # A cold build takes many minutes on two cores; progress goes to stderr.
@@ -24,6 +25,7 @@ SNAPSHOTTER_VERSION="${PADDOCK_SNAPSHOTTER_VERSION:-v8.7.0}"
 LOCAL_PATH_VERSION="${PADDOCK_LOCAL_PATH_VERSION:-v0.0.30}"
 NETWORK_POLICIES_VERSION="${PADDOCK_NETWORK_POLICIES_VERSION:-v0.8.0}"
 VERSITYGW_VERSION="${PADDOCK_VERSITYGW_VERSION:-v1.8.0}"
+GITEA_VERSION="${PADDOCK_GITEA_VERSION:-v1.27.3}"
 CACHE="${PADDOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/paddock}"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -39,6 +41,7 @@ snapshot_controller_dir="$CACHE/snapshot-controller/$SNAPSHOTTER_VERSION"
 kubelet_dir="$CACHE/kubelet/$K8S_VERSION"
 local_path_dir="$CACHE/local-path-provisioner/$LOCAL_PATH_VERSION"
 versitygw_dir="$CACHE/versitygw/$VERSITYGW_VERSION"
+gitea_dir="$CACHE/gitea/$GITEA_VERSION"
 network_policies_source="$(cd "$(dirname "$0")" && pwd)/network-policies"
 network_policies_dir="$CACHE/network-policies/$NETWORK_POLICIES_VERSION-$(cat "$network_policies_source"/main.go \
   "$network_policies_source"/go.mod "$network_policies_source"/patch/*.go | sha256sum | cut -c1-8)-paddock.2"
@@ -260,6 +263,24 @@ build_versitygw() {
   log "versitygw $VERSITYGW_VERSION: done"
 }
 
+# The git forge that deliveries (AgentRun spec.deliver) are tested against: Gitea (MIT), SQLite
+# through its pure-Go driver. Its module declares the path gitea.dev, so it is built in a copy
+# of its source rather than by go install; without bindata it reads its options (locales) and
+# templates at run time, which are kept beside it.
+build_gitea() {
+  [ -f "$gitea_dir/.complete" ] && { log "gitea $GITEA_VERSION: cached"; return; }
+  log "gitea $GITEA_VERSION: building (cold: 2-4 min)"
+  local work src; work=$(mktemp -d); trap 'rm -rf "$work"; trap - RETURN' RETURN
+  src="$(module_dir "code.gitea.io/gitea@$GITEA_VERSION")"
+  cp -r "$src" "$work/gitea" && chmod -R u+w "$work/gitea"
+  mkdir -p "$gitea_dir"
+  (cd "$work/gitea" && go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$gitea_dir/gitea" .)
+  rm -rf "$gitea_dir/options" "$gitea_dir/templates"
+  cp -r "$work/gitea/options" "$work/gitea/templates" "$gitea_dir/"
+  touch "$gitea_dir/.complete"
+  log "gitea $GITEA_VERSION: done"
+}
+
 fetch_snapshot_crds() {
   [ -f "$snapshot_dir/.complete" ] && { log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: cached"; return; }
   log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: fetching"
@@ -295,6 +316,7 @@ fi
 timed snapshot-crds fetch_snapshot_crds
 timed snapshot-controller build_snapshot_controller
 timed versitygw build_versitygw
+timed gitea build_gitea
 if [ ${#took[@]} -gt 0 ]; then
   log "built: $(IFS=,; echo "${took[*]}" | sed 's/,/, /g')"
 fi
@@ -310,3 +332,4 @@ echo "LOCAL_PATH_BIN=$local_path_dir"
 echo "NETWORK_POLICIES_BIN=$network_policies_dir"
 echo "CSI_NODE_BIN=$csi_node_dir"
 echo "VERSITYGW_BIN=$versitygw_dir"
+echo "GITEA_BIN=$gitea_dir"

@@ -19,6 +19,7 @@ from typing import Any
 from paddock.agentruns import decide, gating, host_asks, inputs, logstore, model_access, spending
 from paddock.agentruns.activity import keep_active
 from paddock.agentruns.decide import Ending, Progress, Wait
+from paddock.agentruns.delivering import deliver, undeliverable
 from paddock.agentruns.holds import hold, let_go
 from paddock.agentruns.record import LogNameTakenError, RunRecord
 from paddock.agentruns.sandbox import ReadySandbox
@@ -146,6 +147,9 @@ class Execution(RunRecord):
             self._end(spec, ready)
             return None
         self.sandbox = ready
+        if (why := undeliverable(self.namespace, spec, ready)) is not None:
+            self._end(spec, Ending(RunPhase.FAILED, R.DELIVERY_UNDELIVERABLE, why))
+            return None
         secret_env, self.scrubber = inputs.secrets_for(self.namespace, spec, ready)
         if ev.SANDBOX_READY not in self.summary.types_seen:
             self._append([decide.sandbox_ready(ready)], later=True)  # with run.started
@@ -334,7 +338,8 @@ class Execution(RunRecord):
 
     def _end(self, spec: AgentRunSpec, ending: Ending) -> None:
         approvals, ended = gating.end_all(self.status.approvals, utcnow())
-        self._append([*ending.drafts, *ended, decide.terminal_event(ending)])
+        delivered = self._deliver(spec, ending)
+        self._append([*ending.drafts, *ended, *delivered, decide.terminal_event(ending)])
         # Only once the end is durable: a run whose gate is gone would otherwise be GateLost.
         if self.sandbox is not None and self.status.completion_digest is not None:
             inputs.close_gate(self.namespace, self.sandbox, self.run_id)
@@ -342,6 +347,13 @@ class Execution(RunRecord):
             self.status.approvals, self.status.pending_approvals = approvals, 0
             self._condition(C.AWAITING_APPROVAL, False, R.NO_APPROVAL_PENDING, "The run ended.")
         self._finish(spec)
+
+    def _deliver(self, spec: AgentRunSpec, ending: Ending) -> list[Draft]:
+        """Deliver the work of a run whose harness ran (spec.deliver), before its last event:
+        the Delivered condition says how it went, and an event of the log."""
+        if spec.deliver is None or self.sandbox is None or self.status.completion_digest is None:
+            return []
+        return self._delivered(deliver(self.run, spec, self.sandbox, ending.phase))
 
     def _end_without_log(self, spec: AgentRunSpec, ending: Ending, why: str) -> None:
         """End the run where its log cannot take the last event: the status alone says how

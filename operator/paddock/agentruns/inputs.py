@@ -130,10 +130,10 @@ def command_policy(namespace: str, sandbox: ReadySandbox) -> SandboxPolicySpec |
 
 def workspace_scripts(namespace: str, sandbox: ReadySandbox) -> dict[str, str]:
     """The sandbox's Workspace's scripts: the aliases its policy may name."""
-    return _workspace(namespace, sandbox).scripts
+    return workspace_of(namespace, sandbox).scripts
 
 
-def _workspace(namespace: str, sandbox: ReadySandbox) -> WorkspaceSpec:
+def workspace_of(namespace: str, sandbox: ReadySandbox) -> WorkspaceSpec:
     """The sandbox's Workspace (empty when gone or invalid: the Sandbox reports that)."""
     found = CACHE.get("Workspace", namespace, sandbox.workspace)
     with contextlib.suppress(ValidationError):
@@ -149,7 +149,7 @@ def secrets_for(
     could see: its own, its Secret prompt's, its Workspace's, both as they are now and as the
     sandbox's pod started with them (a rotated Secret reaches the pod's env at its next start,
     so its processes may still hold the old value)."""
-    workspace_refs = _workspace(namespace, sandbox).secret_refs()
+    workspace_refs = workspace_of(namespace, sandbox).secret_refs()
     values = kube.secret_values(namespace, spec.secret_refs() + workspace_refs)
     started = started_secret_values(namespace, sandbox) if workspace_refs else []
     wanted = {s.name: s.secret_key_ref.pair for s in spec.secrets}
@@ -226,7 +226,7 @@ def invocation(
     and the harness has a gate; ``model_url``: the gateway's model route, which holds its key."""
     harness = HARNESSES[spec.harness]
     policy = command_policy(namespace, sandbox)
-    workspace = workspace_context(_workspace(namespace, sandbox), str(spec.harness))
+    workspace = workspace_context(workspace_of(namespace, sandbox), str(spec.harness))
     workspace = replace(workspace, model_url=model_url)
     if harness.gate is not None and isinstance(policy, SandboxPolicySpec):
         return harness.gate.invocation(spec, policy, workspace)

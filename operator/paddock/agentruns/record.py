@@ -9,11 +9,13 @@ from typing import Any
 
 from paddock import metrics
 from paddock.agentruns import decide, inputs
+from paddock.agentruns.delivering import Outcome
 from paddock.api.agentrun import TERMINAL_PHASES, AgentRunStatus, RunPhase
 from paddock.api.common import ConditionStatus
 from paddock.api.conditions import Notice, get_condition, set_condition
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
+from paddock.api.reasons import Severity
 from paddock.kube import client as kube
 from paddock.kube.errors import ConflictError, KubeError
 from paddock.render.ownership import controlled_by
@@ -103,6 +105,15 @@ class RunRecord:
         self.status.phase, self.status.message = phase, message
         if sandbox is not None:
             self.status.sandbox_name = sandbox
+
+    def _delivered(self, outcome: Outcome) -> list[Draft]:
+        """A delivery's outcome into the status (and an Event: for a delivery, or a Warning);
+        its event for the log."""
+        self.status.delivery = outcome.delivery or self.status.delivery
+        self._condition(C.DELIVERED, outcome.delivered, outcome.reason, outcome.message)
+        if outcome.delivered or outcome.reason.severity == Severity.WARNING:
+            self.notices.append(Notice(outcome.reason, outcome.message))
+        return outcome.drafts
 
     def _condition(self, type_: C, value: bool, reason: R, message: str) -> None:
         self.status.conditions = set_condition(

@@ -90,7 +90,9 @@ REFERENCES: dict[str, list[Reference]] = {
             + " + "
             + _optional("object.spec.promptFrom.secretKeyRef", "name")
             + " + "
-            + _optional("object.spec.modelKey.secretKeyRef", "name"),
+            + _optional("object.spec.modelKey.secretKeyRef", "name")
+            + " + "
+            + _optional("object.spec.deliver.credentialsSecret", "name"),
         ),
         Reference(
             "ConfigMap",

@@ -25,6 +25,7 @@ from paddock.api.common import (
     cel,
     validations,
 )
+from paddock.api.delivery import Deliver, Delivery
 from paddock.api.fields import (
     Duration,
 )
@@ -206,6 +207,11 @@ class AgentRunSpec(ApiModel):
         "approve or deny it (paddock approve / deny, or the approval.paddock.dev/<id> "
         "annotation); unanswered by then, it is denied.",
     )
+    deliver: Deliver | None = Field(
+        default=None,
+        description="Push the run's work to a new branch and open a pull request, with a "
+        "token only the operator reads. The run's Workspace must have a git source.",
+    )
     ttl_seconds_after_finished: int | None = Field(
         default=None,
         ge=0,
@@ -240,6 +246,8 @@ class AgentRunSpec(ApiModel):
             refs.append(self.model_key.secret_key_ref.pair)
         if self.prompt_from is not None and self.prompt_from.secret_key_ref is not None:
             refs.append(self.prompt_from.secret_key_ref.pair)
+        if self.deliver is not None:
+            refs.append(self.deliver.credentials_secret.pair)
         return refs
 
     @property
@@ -327,6 +335,9 @@ class AgentRunStatus(ApiModel):
         default_factory=list, description="Files the run changed (git diff after the run)."
     )
     log: LogLocation | None = Field(default=None, description="Where the full log is.")
+    delivery: Delivery | None = Field(
+        default=None, description="Where the run's work was delivered (spec.deliver)."
+    )
     completion_digest: str | None = Field(
         default=None,
         description="SHA-256 of the run's completion nonce: a completion record is accepted "

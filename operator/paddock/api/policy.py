@@ -233,6 +233,17 @@ class NetworkRules(ApiModel):
     )
 
 
+class DeliverRules(ApiModel):
+    """What a run's delivery (AgentRun spec.deliver) may push."""
+
+    allow_workflow_changes: bool = Field(
+        default=False,
+        description="Whether a delivered branch may change the forge's CI definitions "
+        "(.github/workflows, .gitea/workflows, .forgejo/workflows, .gitlab-ci.yml). Default: "
+        "such a delivery is refused.",
+    )
+
+
 class SandboxPolicySpec(ApiModel):
     """What may run in a sandbox. The operator checks setup steps and command runs against
     the command rules and fileWrite before they run, and every agent harness's shell commands
@@ -254,6 +265,9 @@ class SandboxPolicySpec(ApiModel):
         "run's own budget), and what its runs in one namespace may spend a day. Counted at "
         "the egress gateway's model route: a run under a policy with a budget must reach its "
         "model there (modelKey, and a gateway), or it fails BudgetUnenforceable.",
+    )
+    deliver: DeliverRules = Field(
+        default_factory=DeliverRules, description="What runs' deliveries may push."
     )
 
 

@@ -51,6 +51,7 @@ class ConditionType(StrEnum):
     AWAITING_APPROVAL = "AwaitingApproval"
     MODEL_ROUTE = "ModelRoute"
     WITHIN_BUDGET = "WithinBudget"
+    DELIVERED = "Delivered"
     # SandboxPolicy
     VALID = "Valid"
 
@@ -181,6 +182,13 @@ class RunReason(Reason):
     NO_APPROVAL_PENDING = "NoApprovalPending"
     # Lifetime
     EXPIRY_REFUSED = "ExpiryRefused", W
+    # Delivery
+    DELIVERED = "Delivered"
+    NOTHING_TO_DELIVER = "NothingToDeliver"
+    NOT_DELIVERED = "NotDelivered"
+    DELIVERY_UNDELIVERABLE = "Undeliverable", W
+    DELIVERY_REFUSED = "DeliveryRefused", W
+    DELIVERY_FAILED = "DeliveryFailed", W
 
 
 class PoolReason(Reason):

@@ -22,6 +22,7 @@ from paddock.client.runs import (
     EXIT_CANCELLED,
     EXIT_NOT_RUN,
     TERMINAL,
+    Delivering,
     LogUnreadableError,
     exit_code,
     run_manifest,
@@ -64,7 +65,50 @@ def _add_run(commands: Any) -> None:
     run.add_argument("--timeout", help="longest the run may take, e.g. 30m (default 1h)")
     run.add_argument("-d", "--detach", action="store_true", help="print the run's name and return")
     run.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    _add_deliver(run)
     run.set_defaults(func=_run)
+
+
+def _add_deliver(run: Any) -> None:
+    deliver = run.add_argument_group(
+        "delivery", "push the run's work to a new branch (spec.deliver); the operator pushes, "
+        "with a token the sandbox never sees",
+    )  # fmt: skip
+    deliver.add_argument(
+        "--deliver",
+        metavar="SECRET[:KEY]",
+        help="the Secret (key, default token) of a forge token that may push",
+    )
+    deliver.add_argument("--branch", help="the new branch; {run}, {thread}, {id} are filled "
+                         "in (default paddock/{run})")  # fmt: skip
+    deliver.add_argument("--pull-request", action="store_true", help="open a pull request")
+    deliver.add_argument("--base", help="the pull request's base branch (default: the "
+                         "Workspace's ref, else the default branch)")  # fmt: skip
+    deliver.add_argument("--title", help="the pull request's title (default: the commit's)")
+    deliver.add_argument("--draft", action="store_true", help="open the pull request as a draft")
+    deliver.add_argument(
+        "--forge",
+        choices=["github", "gitlab", "gitea"],
+        help="the forge (default: told from the repository's host)",
+    )
+    deliver.add_argument(
+        "--deliver-always",
+        action="store_true",
+        help="deliver whatever the run left, however it ended",
+    )
+
+
+def _delivering(args: argparse.Namespace) -> Delivering | None:
+    """The delivery the options ask for; ValueError when they are given without --deliver."""
+    given = [args.branch, args.pull_request, args.base, args.title, args.draft, args.forge,
+             args.deliver_always]  # fmt: skip
+    if args.deliver is None:
+        if any(given):
+            raise ValueError("--branch, --pull-request, --base, --title, --draft, --forge and "
+                             "--deliver-always go with --deliver SECRET")  # fmt: skip
+        return None
+    return Delivering(args.deliver, args.branch, args.pull_request, args.base, args.title,
+                      args.draft, args.forge, args.deliver_always)  # fmt: skip
 
 
 def _add_exec(commands: Any) -> None:
@@ -145,6 +189,11 @@ def _run(args: argparse.Namespace) -> int:
         said = "--command goes with --harness command, --prompt with the others"
         print(f"paddock run: {said}", file=sys.stderr)
         return EXIT_CLIENT
+    try:
+        deliver = _delivering(args)
+    except ValueError as exc:
+        print(f"paddock run: {exc}", file=sys.stderr)
+        return EXIT_CLIENT
     namespace = _namespace(args)
     manifest = run_manifest(
         harness=args.harness,
@@ -154,6 +203,7 @@ def _run(args: argparse.Namespace) -> int:
         workspace=args.workspace,
         model=args.model,
         timeout=args.timeout,
+        deliver=deliver,
     )
     name = _create(namespace, manifest)
     if name is None:

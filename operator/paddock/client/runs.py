@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from paddock import API_VERSION
 from paddock.agentruns import logs
@@ -25,6 +26,35 @@ EXIT_NOT_RUN, EXIT_TIMED_OUT, EXIT_CANCELLED = 126, 124, 130
 MAX_EVENTS = 500  # events one read_events call returns at most
 
 
+@dataclass(frozen=True)
+class Delivering:
+    """A run's delivery (its spec.deliver), as the CLI and the MCP server take it: ``secret``
+    is the token's Secret, ``NAME`` (key ``token``) or ``NAME:KEY``."""
+
+    secret: str
+    branch: str | None = None
+    pull_request: bool = False
+    base: str | None = None
+    title: str | None = None
+    draft: bool = False
+    forge: str | None = None
+    always: bool = False
+
+    def spec(self) -> Obj:
+        name, _, key = self.secret.partition(":")
+        spec: Obj = {"credentialsSecret": {"name": name, "key": key or "token"}}
+        if self.branch:
+            spec["branch"] = self.branch
+        if self.forge:
+            spec["forge"] = self.forge
+        if self.always:
+            spec["onlyIf"] = "always"
+        if self.pull_request or self.base or self.title or self.draft:
+            asked = {"base": self.base, "title": self.title, "draft": self.draft or None}
+            spec["pullRequest"] = {key: value for key, value in asked.items() if value}
+        return spec
+
+
 def run_manifest(
     *,
     harness: str,
@@ -35,6 +65,7 @@ def run_manifest(
     model: str | None = None,
     timeout: str | None = None,
     prefix: str = "run-",
+    deliver: Delivering | None = None,
 ) -> Obj:
     """An AgentRun of ``harness`` in the Sandbox ``sandbox``, or in a fresh one of the
     Workspace ``workspace``; named by the API server from ``prefix``."""
@@ -48,6 +79,8 @@ def run_manifest(
             spec[key] = value
     if timeout:
         spec["timeout"] = timeout
+    if deliver is not None:
+        spec["deliver"] = deliver.spec()
     meta = {"generateName": prefix, "labels": {"app.kubernetes.io/created-by": "paddock-cli"}}
     return {"apiVersion": API_VERSION, "kind": "AgentRun", "metadata": meta, "spec": spec}
 
@@ -197,12 +230,13 @@ def start_run(
     sandbox: str | None = None,
     workspace: str | None = None,
     model: str | None = None,
+    deliver: Delivering | None = None,
 ) -> Obj:
     if (sandbox is None) == (workspace is None):
         raise RefusedError("give one of sandbox (an existing Sandbox) or workspace")
     manifest = run_manifest(
         harness=harness, prompt=prompt, command=command, sandbox=sandbox, workspace=workspace,
-        model=model,
+        model=model, deliver=deliver,
     )  # fmt: skip
     return run_summary(create_run(caller, namespace, manifest))
 

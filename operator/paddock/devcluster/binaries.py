@@ -30,6 +30,7 @@ class Binaries:
     network_policies_dir: Path
     csi_node_dir: Path
     versitygw_dir: Path
+    gitea_dir: Path
 
     @property
     def node_built(self) -> bool:
@@ -65,6 +66,10 @@ class Binaries:
     @property
     def versitygw(self) -> Path:
         return self.versitygw_dir / "versitygw"
+
+    @property
+    def gitea(self) -> Path:
+        return self.gitea_dir / "gitea"
 
     @property
     def kube_apiserver(self) -> Path:
@@ -121,6 +126,7 @@ def ensure_binaries(*, real_node: bool = True) -> Binaries:
         network_policies_dir=Path(paths["NETWORK_POLICIES_BIN"]),
         csi_node_dir=Path(paths["CSI_NODE_BIN"]),
         versitygw_dir=Path(paths["VERSITYGW_BIN"]),
+        gitea_dir=Path(paths["GITEA_BIN"]),
     )
 
 

@@ -180,13 +180,35 @@ class Tools:
         workspace: str | None = None,
         model: str | None = None,
         namespace: str | None = None,
+        deliver: str | None = None,
+        branch: str | None = None,
+        pull_request: bool = False,
+        base: str | None = None,
+        title: str | None = None,
+        draft: bool = False,
+        forge: str | None = None,
+        deliver_always: bool = False,
     ) -> Obj:
         """Start an AgentRun: an agent harness (claude-code, codex, opencode, gemini) with a
         prompt, or harness command with a command; in an existing sandbox, or a fresh one of
-        a workspace. Returns the run; read_events follows it."""
+        a workspace. Returns the run; read_events follows it.
+
+        deliver (a Secret, NAME or NAME:KEY, holding a forge token) pushes the run's work to
+        a new branch (branch: a template with {run}, {thread}, {id}; default paddock/{run});
+        pull_request opens a pull request (base, title, draft); forge is github, gitlab or
+        gitea (default: told from the host); deliver_always delivers however the run ended.
+        The operator pushes: the token never enters the sandbox."""
+        delivering = None
+        if deliver is not None:
+            delivering = runs.Delivering(deliver, branch, pull_request, base, title, draft,
+                                         forge, deliver_always)  # fmt: skip
+        elif any((branch, pull_request, base, title, draft, forge, deliver_always)):
+            raise RefusedError("branch, pull_request, base, title, draft, forge and "
+                               "deliver_always go with deliver (the token's Secret)")  # fmt: skip
         return runs.start_run(
-            self.caller(), self.ns(namespace), harness, prompt, command, sandbox, workspace, model
-        )
+            self.caller(), self.ns(namespace), harness, prompt, command, sandbox, workspace,
+            model, delivering,
+        )  # fmt: skip
 
     @_answering
     def get_run(self, name: str, namespace: str | None = None) -> Obj:

@@ -1,0 +1,181 @@
+"""Delivering a run's work (spec.deliver) to the local cluster's real forge (Gitea): the
+operator pushes a new branch and opens a pull request with a token the sandbox never sees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from paddock.agentruns import delivering
+from paddock.agentruns.sandbox import ReadySandbox
+from paddock.api.agentrun import AgentRunSpec, RunPhase
+from paddock.render.init_scripts import CLONE_SCRIPT
+from support.forge import ForgeClient, started
+from support.harnesses import harness_fields
+from support.kube import Cluster
+from support.model_server import ScriptedModel
+from support.runs import agent_run, log_events, of_type, wait_for_run
+from support.sandboxes import (
+    condition,
+    events_for,
+    kwok_pod_dir,
+    sandbox,
+    secret,
+    wait_for_phase,
+    workspace,
+)
+
+pytestmark = pytest.mark.integration
+
+BASE = {"README.md": "# app\n", "src/app.py": "print('hi')\n"}
+
+
+@pytest.fixture(scope="module")
+def forge(cluster: Cluster) -> ForgeClient:
+    return ForgeClient(started())
+
+
+def _sandbox_of(
+    cluster: Cluster, namespace: str, forge: ForgeClient, repo: str, **spec: Any
+) -> str:
+    """A repository on the forge and a Ready sandbox "box" of a Workspace cloning it (kwok runs
+    no init containers: the clone container's own script is run in the pod)."""
+    url = forge.repository(repo, BASE)
+    cluster.apply(workspace("app", source={"git": {"url": url, "ref": "main"}}), namespace)
+    cluster.apply(sandbox("box", "app", **spec), namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready")
+    cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+        "env", f"GIT_URL={url}", "GIT_REF=main", "bash", "-c", CLONE_SCRIPT,
+    )  # fmt: skip
+    return url
+
+
+def _deliver(**more: Any) -> dict[str, Any]:
+    return {"credentialsSecret": {"name": "forge", "key": "token"}, "forge": "gitea", **more}
+
+
+def _command_run(name: str, command: str, deliver: dict[str, Any]) -> dict[str, Any]:
+    run = agent_run(name, "box", "command", "", deliver=deliver, command=command)
+    del run["spec"]["prompt"]
+    return run
+
+
+def test_a_claude_code_run_ends_with_a_pull_request_of_exactly_its_change(
+    cluster: Cluster, namespace: str, operator: Any, agent_clis: Path, forge: ForgeClient
+) -> None:
+    repo = f"{namespace}-app"
+    _sandbox_of(cluster, namespace, forge, repo)
+    token = forge.token(f"{namespace}-push", "write:repository")
+    cluster.apply(secret("forge", token=token), namespace)
+    with ScriptedModel("echo \"print('hello')\" > src/app.py") as model:
+        fields = harness_fields(cluster, namespace, "box", "claude-code", model.url)
+        deliver = _deliver(pullRequest={"title": "Say hello"})
+        run = agent_run("hello", "box", "claude-code", "Make app.py say hello.", **fields,
+                        deliver=deliver)  # fmt: skip
+        cluster.apply(run, namespace)
+        status = wait_for_run(cluster, namespace, "hello", timeout=240)
+
+    events = log_events(cluster, namespace, "hello")
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    delivered = condition(status, "Delivered")
+    assert (delivered["status"], delivered["reason"]) == ("True", "Delivered"), delivered
+    delivery = status["delivery"]
+    assert delivery["branch"] == "paddock/hello"
+    assert delivery["base"] == "main"
+    # The branch holds exactly the run's change, on top of the base.
+    assert forge.changes(repo, "main", "paddock/hello") == {"src/app.py": "print('hello')\n"}
+    assert forge.branches(repo)["paddock/hello"] == delivery["commit"]
+    (pull,) = forge.pulls(repo)
+    assert (pull["state"], pull["title"]) == ("open", "Say hello")
+    assert (pull["head"]["ref"], pull["base"]["ref"]) == ("paddock/hello", "main")
+    assert pull["number"] == delivery["pullRequestNumber"]
+    assert delivery["pullRequestUrl"] == pull["html_url"]
+    (said,) = of_type(events, "run.delivered")
+    assert said["data"]["pullRequestNumber"] == pull["number"]
+    assert events[-1]["type"] == "run.completed"  # delivered before the run's last event
+    assert any(e["reason"] == "Delivered" for e in events_for(cluster, namespace, "hello"))
+
+    # The token is nowhere the agent could read: not in the pod, its files, the run's log.
+    pod = cluster.kubectl("get", "pod", "-n", namespace, "box", "-o", "json").stdout
+    assert token not in pod
+    assert '"forge"' not in pod
+    in_files = subprocess.run(["grep", "-rlF", token, str(kwok_pod_dir(namespace, "box"))],
+                              capture_output=True, text=True)  # fmt: skip
+    assert in_files.stdout == "", in_files.stdout
+    assert token not in json.dumps(events)
+    assert token not in json.dumps(status)
+
+    # Delivered again (an operator that stopped after pushing, say): the same pull request.
+    spec = AgentRunSpec.model_validate(run["spec"])
+    stored = json.loads(cluster.kubectl("get", "agentrun", "-n", namespace, "hello", "-o",
+                                        "json").stdout)  # fmt: skip
+    box = ReadySandbox("box", "box", "app")
+    again = delivering.deliver(stored, spec, box, RunPhase.SUCCEEDED)
+    assert again.delivered, again.message
+    assert again.delivery is not None
+    assert again.delivery.pull_request_number == pull["number"]
+    assert again.delivery.commit == delivery["commit"]
+    assert len(forge.pulls(repo)) == 1
+
+
+def test_a_change_to_a_workflow_is_refused_unless_the_policy_allows_it(
+    cluster: Cluster, namespace: str, operator: Any, forge: ForgeClient
+) -> None:
+    repo = f"{namespace}-ci"
+    _sandbox_of(cluster, namespace, forge, repo)
+    cluster.apply(secret("forge", token=forge.token(f"{namespace}-ci", "write:repository")),
+                  namespace)  # fmt: skip
+    sneak = ('mkdir -p .github/workflows && echo "on: push" > .github/workflows/ci.yml '
+             "&& echo fixed >> README.md")  # fmt: skip
+    cluster.apply(_command_run("ci", f'cd "$PADDOCK_WORKSPACE" && {sneak}', _deliver()), namespace)
+    status = wait_for_run(cluster, namespace, "ci")
+
+    assert status["phase"] == "Succeeded", status  # the run did its work; the push is refused
+    refused = condition(status, "Delivered")
+    assert (refused["status"], refused["reason"]) == ("False", "DeliveryRefused")
+    assert ".github/workflows/ci.yml" in refused["message"]
+    assert "allowWorkflowChanges" in refused["message"]
+    assert "paddock/ci" not in forge.branches(repo)
+    assert "delivery" not in status
+    warned = [e for e in events_for(cluster, namespace, "ci") if e["reason"] == "DeliveryRefused"]
+    assert warned
+    assert warned[0]["type"] == "Warning"
+    assert of_type(log_events(cluster, namespace, "ci"), "run.undelivered")
+
+
+def test_a_token_that_may_not_push_is_a_condition_naming_the_forges_refusal(
+    cluster: Cluster, namespace: str, operator: Any, forge: ForgeClient
+) -> None:
+    repo = f"{namespace}-ro"
+    _sandbox_of(cluster, namespace, forge, repo)
+    cluster.apply(secret("forge", token=forge.token(f"{namespace}-ro", "read:repository")),
+                  namespace)  # fmt: skip
+    command = 'cd "$PADDOCK_WORKSPACE" && echo more >> README.md'
+    cluster.apply(_command_run("ro", command, _deliver()), namespace)
+    status = wait_for_run(cluster, namespace, "ro")
+
+    refused = condition(status, "Delivered")
+    assert (refused["status"], refused["reason"]) == ("False", "DeliveryRefused"), refused
+    assert "403" in refused["message"]  # the forge's own answer
+    assert "paddock/ro" not in forge.branches(repo)
+
+
+def test_a_workspace_without_a_git_source_fails_the_run_before_it_starts(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(sandbox("box", "app"), namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready")
+    cluster.apply(secret("forge", token="unused"), namespace)
+    cluster.apply(_command_run("nogit", "touch never-run", _deliver()), namespace)
+    status = wait_for_run(cluster, namespace, "nogit")
+
+    assert status["phase"] == "Failed"
+    assert condition(status, "Complete")["reason"] == "Undeliverable"
+    assert "no git source" in status["message"]
+    assert not of_type(log_events(cluster, namespace, "nogit"), "run.started")
