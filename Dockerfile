@@ -14,6 +14,11 @@ RUN python -m build --wheel --outdir /wheels . \
 # Stage 2: only the installed wheels; no compilers, no build tools, no source tree.
 FROM ${PYTHON_IMAGE}
 ARG PADDOCK_VERSION=0.1.0
+# git: a run's delivery (AgentRun spec.deliver) is checked and pushed by the operator's own git.
+# (The base image's Debian release pins the versions.)
+# hadolint ignore=DL3008
+RUN apt-get update && apt-get install -y --no-install-recommends git ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --uid 65532 --user-group --no-create-home --shell /usr/sbin/nologin paddock
 COPY --from=build /wheels /tmp/wheels
 RUN pip install --no-cache-dir --no-index --find-links /tmp/wheels "paddock==${PADDOCK_VERSION}" \

@@ -214,7 +214,7 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str, tmp_path: Path
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert pod["volumes"] == [
-        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "object-store-ca", "configMap": {"name": "paddock-object-store-ca"}},
     ]
     (container,) = pod["containers"]

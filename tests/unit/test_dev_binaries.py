@@ -13,6 +13,7 @@ from paddock.devcluster import binaries
 KEYS = (
     "K8S_BIN", "ETCD_BIN", "KWOK_BIN", "SNAPSHOT_CRDS", "SNAPSHOT_CONTROLLER_BIN",
     "KUBELET_BIN", "LOCAL_PATH_BIN", "NETWORK_POLICIES_BIN", "CSI_NODE_BIN", "VERSITYGW_BIN",
+    "GITEA_BIN",
 )  # fmt: skip
 
 

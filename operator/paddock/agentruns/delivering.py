@@ -34,7 +34,7 @@ from paddock.runs.events import Draft
 
 log = logging.getLogger("paddock.runs")
 
-MAX_BUNDLE_BYTES = 512 * 1024 * 1024
+MAX_BUNDLE_BYTES = 256 * 1024 * 1024
 BUNDLE_TIMEOUT = 600.0
 
 Obj = dict[str, Any]

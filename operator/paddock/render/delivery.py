@@ -16,7 +16,10 @@ NOTHING = 4  # the bundle script's exit code when the run left nothing new
 SNAPSHOT = r"""
 set -euo pipefail
 cd "${PADDOCK_WORKSPACE:-/workspace}"
-git rev-parse --verify -q HEAD >/dev/null || { echo "the workspace holds no git commit" >&2; exit 3; }
+if ! git rev-parse --verify -q HEAD >/dev/null; then
+  echo "the workspace holds no git commit" >&2
+  exit 3
+fi
 IFS= read -r encoded
 message="$(mktemp)"
 index="$(mktemp -u)"

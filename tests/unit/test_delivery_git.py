@@ -1,0 +1,155 @@
+"""A delivery's git, for real, on both sides: the sandbox's scripts (a commit of the work left
+uncommitted, then a bundle) run in a clone, and the operator's workbench checks and pushes the
+bundle to a bare repository standing for the forge (a file:// URL: git's own transport)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from paddock.api.delivery import Forge
+from paddock.forge.errors import DeliveryError
+from paddock.forge.git import Workbench
+from paddock.forge.repos import Repository, prerequisites
+from paddock.render import delivery
+
+IDENTITY = ["-c", "user.name=T", "-c", "user.email=t@x.invalid"]
+
+
+def _git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def forge(tmp_path: Path) -> Path:
+    """A bare repository whose main has two commits."""
+    work = tmp_path / "seed"
+    work.mkdir()
+    _git("init", "-q", "-b", "main", cwd=work)
+    for n in (1, 2):
+        (work / "app.py").write_text(f"v{n}\n")
+        _git("add", ".", cwd=work)
+        _git(*IDENTITY, "commit", "-q", "-m", f"c{n}", cwd=work)
+    _git("clone", "-q", "--bare", str(work), str(tmp_path / "forge.git"), cwd=tmp_path)
+    return tmp_path / "forge.git"
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, forge: Path) -> Path:
+    """The sandbox's shallow clone of main (as the clone init container makes it)."""
+    _git("clone", "-q", "--depth", "1", "--single-branch", f"file://{forge}",
+         str(tmp_path / "workspace"), cwd=tmp_path)  # fmt: skip
+    return tmp_path / "workspace"
+
+
+def _bundle(workspace: Path, into: Path, message: str = "the work\n") -> int:
+    """The delivery's two sandbox scripts, run as the operator runs them; the bundle's exit."""
+    env = {"PADDOCK_WORKSPACE": str(workspace), "PATH": "/usr/bin:/bin", "HOME": str(into.parent)}
+    made = subprocess.run(delivery.snapshot_argv(), input=delivery.snapshot_payload(message),
+                          env=env, capture_output=True, text=True)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert delivery.parse_snapshot(made.stdout)
+    with into.open("wb") as out:
+        return subprocess.run(delivery.bundle_argv(), env=env, stdout=out).returncode
+
+
+def _bench(forge: Path) -> Workbench:
+    return Workbench(Repository(f"file://{forge}", Forge.GITEA, "file://", "o/r"), "s3cret-token")
+
+
+def test_uncommitted_and_committed_work_is_pushed_as_a_new_branch_on_the_base(
+    tmp_path: Path, forge: Path, sandbox: Path
+) -> None:
+    (sandbox / "app.py").write_text("v3\n")
+    _git(*IDENTITY, "commit", "-qam", "the agent's commit", cwd=sandbox)
+    (sandbox / "new.txt").write_text("left uncommitted\n")
+    assert _bundle(sandbox, tmp_path / "b.bundle", "Add new.txt\n") == 0
+    needed = prerequisites((tmp_path / "b.bundle").read_bytes())
+    assert needed == [_git("rev-parse", "main", cwd=forge)]
+
+    with _bench(forge) as bench:
+        bench.fetch_base("main", needed)
+        assert bench.descends_from_base(needed)
+        commit = bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
+        assert bench.new_commits() == 2
+        assert sorted(bench.changed_paths()) == ["app.py", "new.txt"]
+        bench.push("paddock/run")
+    assert _git("rev-parse", "paddock/run", cwd=forge) == commit
+    assert _git("log", "--format=%s|%an", "-2", "paddock/run", cwd=forge).splitlines() == [
+        "Add new.txt|Paddock", "the agent's commit|T"]  # fmt: skip
+    assert _git("rev-parse", "main", cwd=forge) == needed[0]  # the base is untouched
+    # The sandbox's own branch and files are as the agent left them.
+    assert _git("status", "--porcelain", cwd=sandbox) == "?? new.txt"
+
+
+def test_a_run_that_changed_nothing_hands_over_no_bundle(tmp_path: Path, sandbox: Path) -> None:
+    assert _bundle(sandbox, tmp_path / "b.bundle") == delivery.NOTHING
+
+
+def test_a_delivery_tried_again_keeps_the_branch_it_pushed(
+    tmp_path: Path, forge: Path, sandbox: Path
+) -> None:
+    (sandbox / "new.txt").write_text("work\n")
+    for attempt, message in enumerate(("first try\n", "second try\n")):
+        bundle = tmp_path / f"{attempt}.bundle"
+        assert _bundle(sandbox, bundle, message) == 0
+        needed = prerequisites(bundle.read_bytes())
+        with _bench(forge) as bench:
+            bench.fetch_base("main", needed)
+            commit = bench.read_bundle(bundle, delivery.DELIVER_REF)
+            existing = bench.remote_branches("paddock/run").get("paddock/run")
+            if existing is None:
+                bench.push("paddock/run")
+                pushed = commit
+            else:  # a new commit of the same files on the same parent: the same work
+                assert existing != commit
+                assert bench.same_work(commit, existing)
+    assert _git("rev-parse", "paddock/run", cwd=forge) == pushed
+
+
+def test_other_work_on_the_branch_is_never_overwritten(
+    tmp_path: Path, forge: Path, sandbox: Path
+) -> None:
+    (sandbox / "new.txt").write_text("one\n")
+    assert _bundle(sandbox, tmp_path / "a.bundle") == 0
+    with _bench(forge) as bench:
+        bench.fetch_base("main", prerequisites((tmp_path / "a.bundle").read_bytes()))
+        first = bench.read_bundle(tmp_path / "a.bundle", delivery.DELIVER_REF)
+        bench.push("paddock/run")
+    (sandbox / "new.txt").write_text("two\n")
+    assert _bundle(sandbox, tmp_path / "b.bundle") == 0
+    with _bench(forge) as bench:
+        bench.fetch_base("main", prerequisites((tmp_path / "b.bundle").read_bytes()))
+        second = bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
+        assert not bench.same_work(second, first)
+        with pytest.raises(DeliveryError) as refused:
+            bench.push("paddock/run")  # not a fast-forward, and never forced
+    assert refused.value.refused
+    assert "s3cret-token" not in refused.value.message
+    assert _git("rev-parse", "paddock/run", cwd=forge) == first
+
+
+def test_a_bundle_that_claims_a_base_the_forge_never_had_is_refused(
+    tmp_path: Path, forge: Path, sandbox: Path
+) -> None:
+    # The agent rewrites history: its commit's parent is one the forge does not have.
+    (sandbox / "x.txt").write_text("x\n")
+    _git("add", "x.txt", cwd=sandbox)
+    _git(*IDENTITY, "commit", "-qm", "forged base", cwd=sandbox)
+    # "This came from the clone", says the agent of its own commit.
+    _git("update-ref", "refs/remotes/origin/main", "HEAD", cwd=sandbox)
+    (sandbox / "y.txt").write_text("y\n")
+    assert _bundle(sandbox, tmp_path / "b.bundle") == 0
+    needed = prerequisites((tmp_path / "b.bundle").read_bytes())
+    with _bench(forge) as bench, pytest.raises(DeliveryError, match="does not start from main"):
+        bench.fetch_base("main", needed)
+
+
+def test_a_bundle_is_what_git_writes_or_nothing() -> None:
+    with pytest.raises(DeliveryError, match="did not hand over a git bundle"):
+        prerequisites(b"#!/bin/sh\nrm -rf /\n")
+    with pytest.raises(DeliveryError, match="malformed"):
+        prerequisites(b"# v2 git bundle\n-../../etc/passwd x\n\nPACK")
