@@ -77,6 +77,20 @@ UNREADABLE = {
         },
         "VolumeSnapshot team-snapshot",
     ),
+    "a delivery's forge token": (
+        {
+            "apiVersion": "paddock.dev/v1alpha1",
+            "kind": "AgentRun",
+            "metadata": {"name": "delivered"},
+            "spec": {
+                "sandboxRef": {"name": "box"},
+                "harness": "command",
+                "command": "ls",
+                "deliver": {"credentialsSecret": {"name": "team-forge", "key": "token"}},
+            },
+        },
+        "Secret team-forge",
+    ),
     "a workspace's clone token": (
         workspace(
             "cloned",

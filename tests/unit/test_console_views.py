@@ -52,6 +52,17 @@ def test_a_run_row_counts_waiting_requests_and_shows_usage_where_known() -> None
     assert (fresh.phase, fresh.waiting, fresh.tokens, fresh.cost_usd) == ("Pending", 0, None, None)
 
 
+def test_a_delivered_run_shows_its_branch_and_links_only_to_a_web_page() -> None:
+    delivery = {"branch": "paddock/fix", "commit": "c" * 40,
+                "pullRequestUrl": "https://forge.example/o/r/pulls/7"}  # fmt: skip
+    row = views.run_row(_run("fix", phase="Succeeded", delivery=delivery), NOW)
+    assert (row.delivered_branch, row.pull_request) == (
+        "paddock/fix", "https://forge.example/o/r/pulls/7")  # fmt: skip
+    sly = {**delivery, "pullRequestUrl": "javascript:alert(document.cookie)"}
+    row = views.run_row(_run("fix", phase="Succeeded", delivery=sly), NOW)
+    assert (row.delivered_branch, row.pull_request) == ("paddock/fix", None)
+
+
 def test_a_runs_reason_is_its_complete_conditions_once_ended_else_what_holds_it() -> None:
     denied = [{"type": "Complete", "status": "True", "reason": "ApprovalDenied"}]
     assert (

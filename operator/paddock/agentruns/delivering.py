@@ -101,16 +101,22 @@ def deliver(run: Obj, spec: AgentRunSpec, sandbox: ReadySandbox, phase: RunPhase
         said = "The run left no commit and no change: nothing was pushed."
         return Outcome(False, R.NOTHING_TO_DELIVER, said)
     except DeliveryError as exc:
-        reason = R.DELIVERY_REFUSED if exc.refused else R.DELIVERY_FAILED
-        said = f"The run's work was not delivered: {exc.message}"
-        log.warning("run %s/%s: %s", namespace, name, said)
-        data = {"reason": str(reason), "message": exc.message}
-        return Outcome(False, reason, said, drafts=[Draft(ev.RUN_UNDELIVERED, said, data)])
+        return _undelivered(namespace, name, exc)
+    except (KubeError, OSError) as exc:  # the API, or this machine: said, never raised
+        return _undelivered(namespace, name, DeliveryError(str(exc), refused=False))
     where = delivery.pull_request_url or f"branch {delivery.branch}"
     said = f"The run's work was delivered: {where} (commit {delivery.commit[:12]})"
     log.info("run %s/%s: %s", namespace, name, said)
     data = delivery.to_api()
     return Outcome(True, R.DELIVERED, said, delivery, [Draft(ev.RUN_DELIVERED, said, data)])
+
+
+def _undelivered(namespace: str, name: str, exc: DeliveryError) -> Outcome:
+    reason = R.DELIVERY_REFUSED if exc.refused else R.DELIVERY_FAILED
+    said = f"The run's work was not delivered: {exc.message}"
+    log.warning("run %s/%s: %s", namespace, name, said)
+    data = {"reason": str(reason), "message": exc.message}
+    return Outcome(False, reason, said, drafts=[Draft(ev.RUN_UNDELIVERED, said, data)])
 
 
 def _deliver(run: Obj, deliver: Deliver, spec: AgentRunSpec, sandbox: ReadySandbox) -> Delivery:

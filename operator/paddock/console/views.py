@@ -40,6 +40,8 @@ class RunRow:
     tokens: int | None
     cost_usd: float | None
     age: str
+    delivered_branch: str | None = None  # where its work was pushed (spec.deliver)
+    pull_request: str | None = None  # its pull request's page, an http(s) URL
 
 
 def run_row(run: Obj, now: datetime) -> RunRow:
@@ -56,7 +58,14 @@ def run_row(run: Obj, now: datetime) -> RunRow:
         tokens=usage.get("tokens"),
         cost_usd=usage.get("costUsd"),
         age=age(meta.get("creationTimestamp"), now),
+        delivered_branch=(status.get("delivery") or {}).get("branch"),
+        pull_request=_web_link((status.get("delivery") or {}).get("pullRequestUrl")),
     )
+
+
+def _web_link(url: object) -> str | None:
+    """A URL to link to: http or https only (never javascript: or data:)."""
+    return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
 
 
 def _reason(status: Obj) -> str:
@@ -162,6 +171,7 @@ STYLES = {
     ev.POLICY_DENIED: "policy", ev.APPROVAL_REQUESTED: "policy", ev.APPROVAL_RESOLVED: "policy",
     ev.FILE_CHANGED: "file", ev.ERROR: "error", ev.RUN_FAILED: "end", ev.RUN_ABORTED: "end",
     ev.RUN_COMPLETED: "end", ev.RESULT: "result", ev.USAGE: "usage",
+    ev.RUN_DELIVERED: "result", ev.RUN_UNDELIVERED: "error",
 }  # fmt: skip
 
 

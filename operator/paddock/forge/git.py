@@ -69,6 +69,8 @@ class Workbench:
                 ["git", *args], cwd=self.path, env=self._env, capture_output=True, text=True,
                 timeout=GIT_TIMEOUT, check=False,
             )  # fmt: skip
+        except FileNotFoundError:
+            raise DeliveryError("the operator has no git program", refused=False) from None
         except subprocess.TimeoutExpired:
             raise DeliveryError(
                 f"git {args[0]} took longer than {GIT_TIMEOUT:.0f}s", False
