@@ -13,8 +13,9 @@ import pytest
 from paddock.agentruns import delivering
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec, RunPhase
+from paddock.devcluster import forge as local_forge
 from paddock.render.init_scripts import CLONE_SCRIPT
-from support.forge import ForgeClient, started
+from support.forge import ForgeClient, forge_state, started
 from support.harnesses import harness_fields
 from support.kube import Cluster
 from support.model_server import ScriptedModel
@@ -25,9 +26,11 @@ from support.sandboxes import (
     kwok_pod_dir,
     sandbox,
     secret,
+    status_of,
     wait_for_phase,
     workspace,
 )
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -146,6 +149,54 @@ def test_a_change_to_a_workflow_is_refused_unless_the_policy_allows_it(
     assert warned
     assert warned[0]["type"] == "Warning"
     assert of_type(log_events(cluster, namespace, "ci"), "run.undelivered")
+
+
+def test_a_policy_that_allows_workflow_changes_lets_them_be_delivered(
+    cluster: Cluster, namespace: str, operator: Any, forge: ForgeClient
+) -> None:
+    repo = f"{namespace}-ci-ok"
+    policy = {"commands": {"allow": ["cd *", "mkdir *", "echo *"]},
+              "capabilities": {"fileWrite": "allow"},
+              "deliver": {"allowWorkflowChanges": True}}  # fmt: skip
+    _sandbox_of(cluster, namespace, forge, repo, policy=policy)
+    cluster.apply(secret("forge", token=forge.token(f"{namespace}-ok", "write:repository")),
+                  namespace)  # fmt: skip
+    command = ('cd "$PADDOCK_WORKSPACE" && mkdir -p .github/workflows && '
+               'echo "on: push" > .github/workflows/ci.yml')  # fmt: skip
+    cluster.apply(_command_run("ci", command, _deliver()), namespace)
+    status = wait_for_run(cluster, namespace, "ci")
+
+    assert status["phase"] == "Succeeded", status
+    assert condition(status, "Delivered")["reason"] == "Delivered"
+    changes = forge.changes(repo, "main", "paddock/ci")
+    assert changes == {".github/workflows/ci.yml": "on: push\n"}
+
+
+def test_a_forge_out_of_reach_is_tried_again_and_the_work_delivered_once_it_is_back(
+    cluster: Cluster, namespace: str, operator: Any, forge: ForgeClient
+) -> None:
+    repo = f"{namespace}-later"
+    _sandbox_of(cluster, namespace, forge, repo)
+    cluster.apply(secret("forge", token=forge.token(f"{namespace}-l", "write:repository")),
+                  namespace)  # fmt: skip
+    local_forge.stop(forge_state())
+    try:
+        command = 'cd "$PADDOCK_WORKSPACE" && echo later >> README.md'
+        cluster.apply(_command_run("later", command, _deliver()), namespace)
+
+        def failing() -> dict[str, Any] | None:
+            status = status_of(cluster, namespace, "agentrun", "later")
+            said = next((c for c in status.get("conditions", []) if c["type"] == "Delivered"), {})
+            return status if said.get("reason") == "DeliveryFailed" else None
+
+        status = wait_for(failing, 60, what="the delivery to fail for now")
+        assert "Trying again until" in condition(status, "Delivered")["message"]
+        assert status["phase"] == "Running"  # it ends once its work is delivered, or given up
+    finally:
+        started()
+    status = wait_for_run(cluster, namespace, "later", timeout=120)
+    assert condition(status, "Delivered")["reason"] == "Delivered"
+    assert forge.changes(repo, "main", "paddock/later") == {"README.md": "# app\nlater\n"}
 
 
 def test_a_token_that_may_not_push_is_a_condition_naming_the_forges_refusal(

@@ -18,11 +18,15 @@ from paddock.devcluster import forge
 from paddock.devcluster.processes import ClusterState
 
 
-def started() -> forge.Forge:
-    """The forge of the local cluster (the ``cluster`` fixture has it up), started if needed."""
+def forge_state() -> ClusterState:
     state = ClusterState.load(local.default_state_dir())
     assert state is not None, "the local cluster is not up"
-    return forge.ensure(local.ensure_binaries(), state)
+    return state
+
+
+def started() -> forge.Forge:
+    """The forge of the local cluster (the ``cluster`` fixture has it up), started if needed."""
+    return forge.ensure(local.ensure_binaries(), forge_state())
 
 
 @dataclass(frozen=True)

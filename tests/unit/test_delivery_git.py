@@ -153,3 +153,6 @@ def test_a_bundle_is_what_git_writes_or_nothing() -> None:
         prerequisites(b"#!/bin/sh\nrm -rf /\n")
     with pytest.raises(DeliveryError, match="malformed"):
         prerequisites(b"# v2 git bundle\n-../../etc/passwd x\n\nPACK")
+    many = b"".join(b"-%040x c\n" % n for n in range(101))
+    with pytest.raises(DeliveryError, match="starts from 101 commits"):
+        prerequisites(b"# v2 git bundle\n" + many + b"\nPACK")

@@ -61,9 +61,11 @@ def test_the_token_goes_in_a_header_as_each_forge_expects() -> None:
 
 def test_workflow_files_of_every_forge_are_found() -> None:
     paths = [".github/workflows/ci.yml", ".gitea/workflows/a.yaml", ".forgejo/workflows/b.yml",
-             ".gitlab-ci.yml", ".gitlab/ci/x.yml", "src/.github/workflows/no.yml",
-             ".github/CODEOWNERS", "docs/.gitlab-ci.yml.md"]  # fmt: skip
-    assert workflow_changes(paths) == paths[:5]
+             ".gitlab-ci.yml", ".gitlab/ci/x.yml", ".github/actions/setup/action.yml",
+             ".github/workflows", ".GitHub/Workflows/x.yml",
+             "src/.github/workflows/no.yml", ".github/CODEOWNERS", "docs/.gitlab-ci.yml.md",
+             ".github/workflows-notes.md"]  # fmt: skip
+    assert workflow_changes(paths) == paths[:8]
 
 
 def test_the_branch_template_is_filled_in() -> None:

@@ -21,7 +21,7 @@ from paddock.agentruns.activity import keep_active
 from paddock.agentruns.decide import Ending, Progress, Wait
 from paddock.agentruns.delivering import deliver, undeliverable
 from paddock.agentruns.holds import hold, let_go
-from paddock.agentruns.record import LogNameTakenError, RunRecord
+from paddock.agentruns.record import DeliveryPendingError, LogNameTakenError, RunRecord
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec, AgentRunStatus, RunPhase, RunResult
 from paddock.api.budget import Budget
@@ -107,6 +107,8 @@ class Execution(RunRecord):
                 self._end_without_log(spec, abort, exc.message)
                 return None
             self._failed(*logstore.refusal(exc))
+            raise
+        except DeliveryPendingError:  # its condition says so: tried again
             raise
         except Exception as exc:  # a bug: said where a person looks, then retried
             self._failed(R.STEP_FAILED, f"The step failed ({type(exc).__name__}: {exc})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from paddock import metrics
@@ -30,6 +31,16 @@ Obj = dict[str, Any]
 
 class LogNameTakenError(Exception):
     """A ConfigMap the run's log needs is held by another object."""
+
+
+# How long a delivery that failed for a reason that may pass (the forge out of reach) is tried
+# again, from its first failure (the Delivered condition's transition, so an operator restart
+# does not start the time again), before the run ends without it.
+DELIVERY_RETRY = timedelta(minutes=10)
+
+
+class DeliveryPendingError(Exception):
+    """The run's delivery failed for now: its step is tried again."""
 
 
 @dataclass
@@ -108,7 +119,17 @@ class RunRecord:
 
     def _delivered(self, outcome: Outcome) -> list[Draft]:
         """A delivery's outcome into the status (and an Event: for a delivery, or a Warning);
-        its event for the log."""
+        its event for the log. A failure that may pass is said, and raised to be tried again
+        until DELIVERY_RETRY after the first."""
+        if outcome.reason == R.DELIVERY_FAILED:
+            previous = get_condition(self.status.conditions, C.DELIVERED)
+            since = previous.last_transition_time if previous is not None else None
+            until = (since or utcnow()) + DELIVERY_RETRY
+            if utcnow() < until:
+                said = f"{outcome.message} Trying again until {until:%H:%M:%S} UTC."
+                self._condition(C.DELIVERED, False, R.DELIVERY_FAILED, said)
+                self._flush(events=False)
+                raise DeliveryPendingError(said)
         self.status.delivery = outcome.delivery or self.status.delivery
         self._condition(C.DELIVERED, outcome.delivered, outcome.reason, outcome.message)
         if outcome.delivered or outcome.reason.severity == Severity.WARNING:

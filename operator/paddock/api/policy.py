@@ -239,8 +239,8 @@ class DeliverRules(ApiModel):
     allow_workflow_changes: bool = Field(
         default=False,
         description="Whether a delivered branch may change the forge's CI definitions "
-        "(.github/workflows, .gitea/workflows, .forgejo/workflows, .gitlab-ci.yml). Default: "
-        "such a delivery is refused.",
+        "(.github/workflows and .github/actions, the same under .gitea and .forgejo, "
+        ".gitlab-ci.yml, .gitlab/ci). Default: such a delivery is refused.",
     )
 
 

@@ -22,6 +22,7 @@ from paddock.devcluster.processes import (
     alive,
     free_ports,
     spawn,
+    terminate,
     wait_until,
 )
 
@@ -87,12 +88,20 @@ def ensure(binaries: Binaries, state: ClusterState) -> Forge:
         return _credentials(fresh)
 
 
+def stop(state: ClusterState) -> None:
+    """Stop the forge, keeping its repositories (``ensure`` serves them again, on its port)."""
+    fresh = ClusterState.load(state.directory) or state
+    if alive(fresh, COMPONENT):
+        terminate([fresh.pids[COMPONENT]])
+
+
 def _start(binaries: Binaries, state: ClusterState) -> None:
     work = root(state)
     work.mkdir(exist_ok=True)
     passwords = work / "admin.json"
-    state.ports |= free_ports((COMPONENT,))
-    state.save()
+    if COMPONENT not in state.ports:  # started again: on its port, which URLs name
+        state.ports |= free_ports((COMPONENT,))
+        state.save()
     config = work / "app.ini"
     config.write_text(_config(state, binaries))
     gitea = [str(binaries.gitea), "--config", str(config), "--work-path", str(work)]

@@ -12,14 +12,19 @@ from paddock.api.delivery import Forge
 from paddock.forge.errors import DeliveryError
 
 # The forges' CI definitions: a delivery that changes one is refused unless the policy allows it
-# (deliver.allowWorkflowChanges). A directory ends with "/".
+# (deliver.allowWorkflowChanges). A directory ends with "/"; the directory itself (made a
+# symbolic link, say) counts too, and case is ignored.
 WORKFLOW_PATHS = (
     ".github/workflows/",
+    ".github/actions/",
     ".gitea/workflows/",
+    ".gitea/actions/",
     ".forgejo/workflows/",
+    ".forgejo/actions/",
     ".gitlab-ci.yml",
     ".gitlab/ci/",
 )
+MAX_PREREQUISITES = 100
 
 # The user name a forge expects beside an access token in HTTP basic authentication.
 TOKEN_USER = {Forge.GITHUB: "x-access-token", Forge.GITLAB: "oauth2", Forge.GITEA: "x-access-token"}
@@ -84,8 +89,12 @@ def basic_auth(forge: Forge, token: str) -> str:
 
 
 def workflow_changes(paths: list[str]) -> list[str]:
-    return [p for p in paths if any(p == w or (w.endswith("/") and p.startswith(w))
-                                     for w in WORKFLOW_PATHS)]  # fmt: skip
+    def is_workflow(path: str) -> bool:
+        path = path.lower()
+        return any(path in (w, w.rstrip("/")) or (w.endswith("/") and path.startswith(w))
+                   for w in WORKFLOW_PATHS)  # fmt: skip
+
+    return [path for path in paths if is_workflow(path)]
 
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -105,6 +114,11 @@ def prerequisites(header: bytes) -> list[str]:
             if not _SHA.fullmatch(sha):
                 raise DeliveryError("the sandbox's git bundle has a malformed header")
             needed.append(sha)
+    if len(needed) > MAX_PREREQUISITES:
+        raise DeliveryError(
+            f"the sandbox's git bundle starts from {len(needed)} commits (at most "
+            f"{MAX_PREREQUISITES}): its work does not start from one branch"
+        )
     return needed
 
 
