@@ -184,10 +184,23 @@ def _run(argv: list[str], what: str) -> None:
 
 
 def _tar_rootfs(rootfs: Path, layer: Path) -> None:
+    """The rootfs as a layer; never what is mounted in it (``--one-file-system``)."""
     _run(
-        ["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", str(layer), "."],
+        ["tar", "--numeric-owner", "--xattrs", "--one-file-system", "-C", str(rootfs),
+         "-cf", str(layer), "."],
         "packing the rootfs",
-    )
+    )  # fmt: skip
+
+
+def _unmount_under(rootfs: Path) -> None:
+    """Unmount whatever is still mounted in the rootfs, deepest first. debootstrap mounts the
+    host's /proc and /sys there while packages install, and leaves them mounted when one is
+    busy as it ends: packed, they fail the build; removed with the work directory, a bind
+    mount's files would be the host's."""
+    prefix = f"{rootfs.resolve()}/"
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if f"{m}/".startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", mount], capture_output=True, check=False)
 
 
 # --- recipes -------------------------------------------------------------------------------------
@@ -209,17 +222,20 @@ def _build_pause(work: Path) -> tuple[Path, ImageConfig]:
 def _debootstrap(rootfs: Path, packages: tuple[str, ...]) -> None:
     if shutil.which("debootstrap") is None:
         raise ImageError("debootstrap is not installed (apt-get install debootstrap)")
-    _run(
-        [
-            "debootstrap",
-            "--variant=minbase",
-            f"--include={','.join(packages)}",
-            DEBIAN_SUITE,
-            str(rootfs),
-            DEBIAN_MIRROR,
-        ],
-        f"debootstrap {DEBIAN_SUITE} from {DEBIAN_MIRROR}",
-    )
+    try:
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(packages)}",
+                DEBIAN_SUITE,
+                str(rootfs),
+                DEBIAN_MIRROR,
+            ],
+            f"debootstrap {DEBIAN_SUITE} from {DEBIAN_MIRROR}",
+        )
+    finally:
+        _unmount_under(rootfs)
     for path in TRIM:
         shutil.rmtree(rootfs / path, ignore_errors=True)
     shutil.rmtree(rootfs / "var/cache/apt", ignore_errors=True)
