@@ -58,6 +58,15 @@ def _sandbox_of(
     return url
 
 
+def _forge_secret(
+    cluster: Cluster, namespace: str, forge: ForgeClient, name: str, scope: str = "write:repository"
+) -> str:
+    """A forge token of ``scope``, in the Secret "forge" (key token) the runs' deliver names."""
+    token = forge.token(f"{namespace}-{name}", scope)
+    cluster.apply(secret("forge", token=token), namespace)
+    return token
+
+
 def _deliver(**more: Any) -> dict[str, Any]:
     return {"credentialsSecret": {"name": "forge", "key": "token"}, "forge": "gitea", **more}
 
@@ -73,8 +82,7 @@ def test_a_claude_code_run_ends_with_a_pull_request_of_exactly_its_change(
 ) -> None:
     repo = f"{namespace}-app"
     _sandbox_of(cluster, namespace, forge, repo)
-    token = forge.token(f"{namespace}-push", "write:repository")
-    cluster.apply(secret("forge", token=token), namespace)
+    token = _forge_secret(cluster, namespace, forge, "push")
     with ScriptedModel("echo \"print('hello')\" > src/app.py") as model:
         fields = harness_fields(cluster, namespace, "box", "claude-code", model.url)
         deliver = _deliver(pullRequest={"title": "Say hello"})
@@ -131,8 +139,7 @@ def test_a_change_to_a_workflow_is_refused_unless_the_policy_allows_it(
 ) -> None:
     repo = f"{namespace}-ci"
     _sandbox_of(cluster, namespace, forge, repo)
-    cluster.apply(secret("forge", token=forge.token(f"{namespace}-ci", "write:repository")),
-                  namespace)  # fmt: skip
+    _forge_secret(cluster, namespace, forge, "ci")
     sneak = ('mkdir -p .github/workflows && echo "on: push" > .github/workflows/ci.yml '
              "&& echo fixed >> README.md")  # fmt: skip
     cluster.apply(_command_run("ci", f'cd "$PADDOCK_WORKSPACE" && {sneak}', _deliver()), namespace)
@@ -159,8 +166,7 @@ def test_a_policy_that_allows_workflow_changes_lets_them_be_delivered(
               "capabilities": {"fileWrite": "allow"},
               "deliver": {"allowWorkflowChanges": True}}  # fmt: skip
     _sandbox_of(cluster, namespace, forge, repo, policy=policy)
-    cluster.apply(secret("forge", token=forge.token(f"{namespace}-ok", "write:repository")),
-                  namespace)  # fmt: skip
+    _forge_secret(cluster, namespace, forge, "ok")
     command = ('cd "$PADDOCK_WORKSPACE" && mkdir -p .github/workflows && '
                'echo "on: push" > .github/workflows/ci.yml')  # fmt: skip
     cluster.apply(_command_run("ci", command, _deliver()), namespace)
@@ -177,8 +183,7 @@ def test_a_forge_out_of_reach_is_tried_again_and_the_work_delivered_once_it_is_b
 ) -> None:
     repo = f"{namespace}-later"
     _sandbox_of(cluster, namespace, forge, repo)
-    cluster.apply(secret("forge", token=forge.token(f"{namespace}-l", "write:repository")),
-                  namespace)  # fmt: skip
+    _forge_secret(cluster, namespace, forge, "l")
     local_forge.stop(forge_state())
     try:
         command = 'cd "$PADDOCK_WORKSPACE" && echo later >> README.md'
@@ -204,8 +209,7 @@ def test_a_token_that_may_not_push_is_a_condition_naming_the_forges_refusal(
 ) -> None:
     repo = f"{namespace}-ro"
     _sandbox_of(cluster, namespace, forge, repo)
-    cluster.apply(secret("forge", token=forge.token(f"{namespace}-ro", "read:repository")),
-                  namespace)  # fmt: skip
+    _forge_secret(cluster, namespace, forge, "ro", "read:repository")
     command = 'cd "$PADDOCK_WORKSPACE" && echo more >> README.md'
     cluster.apply(_command_run("ro", command, _deliver()), namespace)
     status = wait_for_run(cluster, namespace, "ro")

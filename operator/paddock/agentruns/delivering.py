@@ -36,6 +36,7 @@ log = logging.getLogger("paddock.runs")
 
 MAX_BUNDLE_BYTES = 256 * 1024 * 1024
 BUNDLE_TIMEOUT = 600.0
+HEADER_BYTES = 64 * 1024  # a bundle's header: its refs and the commits it starts from
 
 Obj = dict[str, Any]
 
@@ -135,7 +136,8 @@ def _deliver(run: Obj, deliver: Deliver, spec: AgentRunSpec, sandbox: ReadySandb
             raise DeliveryError(f"the branch to push, {branch}, is the base branch")
         bundle = _take_bundle(namespace, sandbox, script.commit_message(spec, meta["name"]),
                               bench.path / "work.bundle")  # fmt: skip
-        needed = repos.prerequisites(bundle.read_bytes()[:65536])
+        with bundle.open("rb") as header:  # its first lines, not the whole bundle
+            needed = repos.prerequisites(header.read(HEADER_BYTES))
         bench.fetch_base(base, needed)
         if not bench.descends_from_base(needed):
             raise DeliveryError(f"the sandbox's work does not start from {base}")
