@@ -11,7 +11,8 @@
 #   $PADDOCK_CACHE/local-path-provisioner/<version>/local-path-provisioner   (its storage)
 #   $PADDOCK_CACHE/network-policies/<version>/paddock-network-policies   (its NetworkPolicies)
 #   $PADDOCK_CACHE/versitygw/<version>/versitygw   (the S3-compatible object store, POSIX backend)
-#   $PADDOCK_CACHE/gitea/<version>/gitea        (the git forge deliveries are tested against)
+#   $PADDOCK_CACHE/gitea/<version>/gitea        (the git forge deliveries are tested against;
+#                                                only with PADDOCK_FORGE=1: `make dev` never starts it)
 #
 # Idempotent (a component already built is skipped) and safe when two runs race (flock).
 # A cold build takes many minutes on two cores; progress goes to stderr.
@@ -316,7 +317,11 @@ fi
 timed snapshot-crds fetch_snapshot_crds
 timed snapshot-controller build_snapshot_controller
 timed versitygw build_versitygw
-timed gitea build_gitea
+if [ "${PADDOCK_FORGE:-0}" = 1 ]; then
+  timed gitea build_gitea
+else
+  log "gitea: skipped (built with PADDOCK_FORGE=1, as the delivery tests ask)"
+fi
 if [ ${#took[@]} -gt 0 ]; then
   log "built: $(IFS=,; echo "${took[*]}" | sed 's/,/, /g')"
 fi

@@ -32,7 +32,7 @@ from support.harnesses import API_KEY, MODELS
 from support.kube import Cluster
 from support.model_server import ScriptedModel
 from support.real_node import ON_NODE, local_cluster_plan
-from support.runs import agent_run, log_events, of_type, wait_for_run
+from support.runs import OperatorProcess, agent_run, log_events, of_type, wait_for_run
 from support.sandboxes import get, sandbox, secret, status_of, wait_for_phase, workspace
 from support.waiting import wait_for
 
@@ -58,11 +58,10 @@ SEARCH = (
 
 
 @pytest.fixture
-def route_operator(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, cluster: Cluster
-) -> Any:
-    """The operator, told of the local cluster's gateway and its model route, with the Role the
-    chart gives it in the gateway's namespace (the routes' Secrets: create, patch, delete)."""
+def route_settings(monkeypatch: pytest.MonkeyPatch, cluster: Cluster) -> None:
+    """The operator's settings for the local cluster's gateway and its model route (in this
+    process's environment, which operators started here read), and the Role the chart gives
+    it in the gateway's namespace (the routes' Secrets: create, patch, delete)."""
     state, plan = local_cluster_plan()
     host, port = gateway.address(state, plan)
     model_host, model_port = gateway.model_address(state, plan)
@@ -95,6 +94,11 @@ def route_operator(
     }
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def route_operator(route_settings: None, request: pytest.FixtureRequest) -> Any:
+    """The operator, in this process, with ``route_settings``."""
     return request.getfixturevalue("operator")
 
 
@@ -257,6 +261,56 @@ def test_each_cli_stops_once_a_request_crossed_its_token_budget(
         assert "step-four" not in outputs, (harness, outputs)
         _assert_usage_is_what_the_model_reported(status, requests, harness)
         assert of_type(events, "run.failed")[-1]["data"]["reason"] == "BudgetExceeded"
+
+
+@pytest.mark.usefixtures("route_settings")
+def test_a_budget_crossed_after_an_operator_kill_stops_the_run_at_the_same_ceiling(
+    cluster: Cluster, namespace: str, as_operator: str
+) -> None:
+    """The operator (its own process) is SIGKILLed once the run's first request was counted;
+    the requests after the next one started cross the budget: the run ends BudgetExceeded at
+    the request that crossed it, and its usage is what the model answered (nothing counted
+    twice, nothing lost)."""
+    policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
+    go = "until test -e /workspace/go; do sleep 0.1; done; echo step-one"
+    steps = [go, *(f"echo step-{n}" for n in ("two", "three", "four", "five", "six", "seven"))]
+    host = node.host_ip()
+    assert host is not None
+    with (
+        OperatorProcess(namespace, as_operator) as operator,
+        ScriptedModel(steps, host=host) as model,
+    ):
+        _metered_sandbox(cluster, namespace, policy=policy)
+        key = KEY | {"baseUrl": model.url}
+        run = agent_run("metered", "box", "claude-code", "Work.", model=MODELS["claude-code"],
+                        modelKey=key, budget={"tokens": 400})  # fmt: skip
+        cluster.apply(run, namespace)
+        wait_for(
+            lambda: (status_of(cluster, namespace, "agentrun", "metered").get("usage") or {}).get(
+                "modelRequests"),
+            timeout=240, what="the run's first request counted",
+        )  # fmt: skip
+        operator.restart()
+        cluster.kubectl(
+            "exec", "-n", namespace, "box", "-c", "sandbox", "--", "touch", "/workspace/go"
+        )
+        status = wait_for_run(cluster, namespace, "metered", timeout=300)
+        requests = list(model.requests)
+
+    events = log_events(cluster, namespace, "metered")
+    assert status["phase"] == "Failed", (status, events[-3:])
+    complete = next(c for c in status["conditions"] if c["type"] == "Complete")
+    assert complete["reason"] == "BudgetExceeded", complete
+    # 120 tokens an answer: stopped once a request crossed 400, not at the end of its script.
+    assert 120 * len(requests) > 400, len(requests)
+    outputs = " ".join(str(e["data"].get("output", "")) for e in of_type(events, "tool.result"))
+    assert "step-seven" not in outputs, outputs
+    _assert_usage_is_what_the_model_reported(status, requests, "claude-code")
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    assert status["eventCount"] == len(events)
+    usage = [e["data"]["inputTokens"] for e in of_type(events, "usage")]
+    assert usage == sorted(set(usage)), usage  # each grows on the last, none repeated
+    assert usage[-1] == 100 * len(requests)
 
 
 def test_a_namespace_whose_day_is_spent_keeps_its_next_run_pending_until_the_budget_rises(

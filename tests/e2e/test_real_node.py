@@ -272,6 +272,10 @@ def test_down_removes_what_its_node_created_and_nothing_else(
         assert containers, "no container process in the node's cgroup"
         assert _mounted_under(directories), "no container mount under the node's directories"
         assert Path(f"/sys/class/net/{mine.bridge}").is_dir()
+        # The bridge keeps the address it was given (3: set), whatever ports come and go.
+        bridge = Path(f"/sys/class/net/{mine.bridge}")
+        assert (bridge / "addr_assign_type").read_text().strip() == "3"
+        assert (bridge / "address").read_text().strip() == mine.bridge_mac
         assert node.rule_exists(node.masquerade_rule(mine))
         assert network_policies.table_exists(network_policies.controller_table(mine))
         assert network_policies.input_rule_exists(mine)

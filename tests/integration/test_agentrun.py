@@ -15,11 +15,18 @@ from typing import Any
 import pytest
 from kopf.testing import KopfRunner
 
+from paddock.agentruns.holds import hold
+from paddock.agentruns.sandbox import ReadySandbox
+from paddock.api.reasons import RunReason
 from paddock.devcluster.audit import requests
 from paddock.devcluster.cluster import audit_log, default_state_dir
+from paddock.kube import client as kube
+from paddock.kube.cache import CACHE
+from paddock.render.names import HELD_BY_ANNOTATION
 from support import identity
 from support.kube import ROOT, Cluster
 from support.runs import (
+    OperatorProcess,
     agent_run,
     command_run,
     log_events,
@@ -547,6 +554,52 @@ def test_operator_killed_mid_run_leaves_a_gap_free_log_without_duplicates(
     assert texts == [f"line {i}" for i in range(lines)]
     assert [e["type"] for e in events].count("run.started") == 1
     assert status["eventCount"] == len(events)
+
+
+def test_a_hold_outlives_an_operator_kill_while_the_new_operators_watch_is_still_filling(
+    cluster: Cluster, namespace: str, as_operator: str
+) -> None:
+    """A run holds its sandbox; the operator is SIGKILLed. A second run tries the sandbox
+    from an operator whose watch has not shown the first run yet (the cache of a process that
+    started a moment ago, held back here by starting from nothing): the hold stands, the
+    second run waits, and starts only once the first ended."""
+
+    def holder() -> str:
+        found = get(cluster, namespace, "sandbox", "box") or {}
+        return str((found["metadata"].get("annotations") or {}).get(HELD_BY_ANNOTATION, ""))
+
+    gated = "until test -e release; do sleep 0.1; done; echo first"
+    with OperatorProcess(namespace, as_operator) as operator:
+        ready_sandbox(cluster, namespace, "box")
+        cluster.apply(command_run("first", "box", gated), namespace)
+        wait_for_run(cluster, namespace, "first", ("Running",))
+        first = get(cluster, namespace, "agentrun", "first")
+        assert first is not None
+        assert holder() == first["metadata"]["uid"]
+        operator.kill()
+
+        cluster.apply(command_run("second", "box", "echo second"), namespace)
+        second = get(cluster, namespace, "agentrun", "second")
+        assert second is not None
+        kube.load_config()  # as the operator: KUBECONFIG is its identity here
+        CACHE.clear()  # a new operator's cache: no run listed yet
+        waits = hold(second, ReadySandbox(name="box", pod="box", workspace="app"))
+        assert waits is not None
+        assert waits.reason == RunReason.SANDBOX_BUSY, waits
+        assert "AgentRun first holds it" in waits.message
+        assert holder() == first["metadata"]["uid"]
+
+        operator.restart()
+        cluster.kubectl(
+            "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+            "bash", "-c", 'touch "$PADDOCK_WORKSPACE/release"',
+        )  # fmt: skip
+        done_first = wait_for_run(cluster, namespace, "first")
+        done_second = wait_for_run(cluster, namespace, "second")
+    assert done_first["phase"] == done_second["phase"] == "Succeeded"
+    ended = of_type(log_events(cluster, namespace, "first"), "run.completed")[0]["time"]
+    started = of_type(log_events(cluster, namespace, "second"), "run.started")[0]["time"]
+    assert started >= ended, (started, ended)
 
 
 def test_examples_run_and_kubectl_shows_the_event_count(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from paddock.agentruns import delivering
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec, RunPhase
+from paddock.api.reasons import RunReason
 from paddock.devcluster import forge as local_forge
 from paddock.render.init_scripts import CLONE_SCRIPT
 from support.forge import ForgeClient, forge_state, started
@@ -132,6 +135,74 @@ def test_a_claude_code_run_ends_with_a_pull_request_of_exactly_its_change(
     assert again.delivery.pull_request_number == pull["number"]
     assert again.delivery.commit == delivery["commit"]
     assert len(forge.pulls(repo)) == 1
+
+
+def _in_sandbox(cluster: Cluster, namespace: str, script: str) -> str:
+    done = cluster.kubectl("exec", "-n", namespace, "box", "-c", "sandbox", "--",
+                           "bash", "-c", f'cd "$PADDOCK_WORKSPACE" && {script}')  # fmt: skip
+    return done.stdout.strip()
+
+
+def _allow_pulls(forge: ForgeClient, repo: str, allowed: bool) -> None:
+    forge.api("PATCH", f"/repos/{forge.forge.admin}/{repo}", {"has_pull_requests": allowed})
+
+
+def test_a_delivery_cut_off_after_its_push_and_again_after_its_pull_request_leaves_one_of_each(
+    cluster: Cluster, namespace: str, operator: Any, forge: ForgeClient
+) -> None:
+    """An operator killed between the push and the pull request, and its successor killed
+    between the pull request and the status: the next delivery (``delivering.deliver``, as a
+    restarted operator calls it for a run whose harness ended) finds its branch and its pull
+    request and says Delivered. The first attempt is cut off right after its push by the forge
+    itself: the repository's pull requests are turned off until it has returned."""
+    repo = f"{namespace}-cut"
+    _sandbox_of(cluster, namespace, forge, repo)
+    _forge_secret(cluster, namespace, forge, "cut")
+    command = "echo \"print('hello')\" > src/app.py"
+    _in_sandbox(cluster, namespace, command)  # what the run's harness did
+    run = _command_run("hello", f'cd "$PADDOCK_WORKSPACE" && {command}',
+                       _deliver(pullRequest={"title": "Say hello"}))  # fmt: skip
+    spec = AgentRunSpec.model_validate(run["spec"])
+    run["metadata"] |= {"namespace": namespace, "uid": str(uuid.uuid4())}
+    box = ReadySandbox("box", "box", "app")
+
+    def deliver() -> delivering.Outcome:
+        return delivering.deliver(run, spec, box, RunPhase.SUCCEEDED)
+
+    # Cut off after the push: the forge refuses the pull request, and nothing else.
+    _allow_pulls(forge, repo, False)
+    cut = deliver()
+    pushed_at = int(time.time())
+    _allow_pulls(forge, repo, True)
+    assert not cut.delivered
+    assert f"POST /repos/{forge.forge.admin}/{repo}/pulls (404)" in cut.message, cut.message
+    pushed = forge.branches(repo)["paddock/hello"]
+    assert forge.changes(repo, "main", "paddock/hello") == {"src/app.py": "print('hello')\n"}
+    assert forge.pulls(repo) == []
+
+    # A successor delivers seconds later: its snapshot of the sandbox's work is a new commit of
+    # the same change, and the branch keeps the one pushed.
+    wait_for(lambda: time.time() >= pushed_at + 1, 5, what="the clock's next second")
+    then = deliver()
+    assert (then.delivered, then.reason) == (True, RunReason.DELIVERED), then.message
+    assert _in_sandbox(cluster, namespace, "git rev-parse refs/paddock/deliver") != pushed
+    assert then.delivery is not None
+    assert (then.delivery.branch, then.delivery.commit) == ("paddock/hello", pushed)
+    (pull,) = forge.pulls(repo)
+    assert (pull["state"], pull["title"]) == ("open", "Say hello")
+    assert (pull["head"]["ref"], pull["head"]["sha"]) == ("paddock/hello", pushed)
+    assert then.delivery.pull_request_number == pull["number"]
+    assert then.delivery.pull_request_url == pull["html_url"]
+
+    # Cut off again, after the pull request and before the run's status said so.
+    again = deliver()
+    assert (again.delivered, again.reason) == (True, RunReason.DELIVERED), again.message
+    assert again.delivery == then.delivery
+    assert [d.type for d in again.drafts] == ["run.delivered"]
+    branches = forge.branches(repo)
+    assert (sorted(branches), branches["paddock/hello"]) == (["main", "paddock/hello"], pushed)
+    assert [p["number"] for p in forge.pulls(repo)] == [pull["number"]]
+    assert forge.changes(repo, "main", "paddock/hello") == {"src/app.py": "print('hello')\n"}
 
 
 def test_a_change_to_a_workflow_is_refused_unless_the_policy_allows_it(

@@ -6,15 +6,12 @@ says when its Workspace is missing; and runs arriving together never take a memb
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 from support.kube import Cluster
-from support.runs import command_run, log_events, of_type, wait_for_run
+from support.runs import OperatorProcess, command_run, log_events, of_type, wait_for_run
 from support.sandboxes import condition, events_for, get, status_of, workspace
 from support.waiting import wait_for
 
@@ -220,21 +217,12 @@ def _with_sandbox(cluster: Cluster, namespace: str) -> int:
     return sum(bool((run.get("status") or {}).get("sandboxName")) for run in listing["items"])
 
 
-def _operator_process(namespace: str, kubeconfig: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
-        env={**os.environ, "KUBECONFIG": kubeconfig},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
     cluster: Cluster, namespace: str, as_operator: str
 ) -> None:
     """The operator (its own process, its ServiceAccount) is SIGKILLed while runs are taking
     members, and started again: each run starts once, in a sandbox no other run had."""
-    process = _operator_process(namespace, as_operator)
-    try:
+    with OperatorProcess(namespace, as_operator) as operator:
         cluster.apply(workspace("app"), namespace)
         cluster.apply(_pool("py", 8), namespace)
         _ready(cluster, namespace, "py", 8, timeout=180)
@@ -243,9 +231,7 @@ def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
         cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
         wait_for(lambda: _with_sandbox(cluster, namespace) >= 5, 60,
                  what="five runs with their sandbox")  # fmt: skip
-        process.kill()  # SIGKILL: mid-take, mid-launch, mid-write
-        process.wait()
-        process = _operator_process(namespace, as_operator)
+        operator.restart()  # SIGKILL: mid-take, mid-launch, mid-write
         used: dict[str, str] = {}
         for i in range(KILLED_RUNS):
             status = wait_for_run(cluster, namespace, f"r{i}", timeout=240)
@@ -255,9 +241,6 @@ def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
             sandbox = of_type(events, "sandbox.ready")[0]["data"]["sandbox"]
             assert sandbox not in used, (sandbox, used)
             used[sandbox] = f"r{i}"
-    finally:
-        process.kill()
-        process.wait()
 
 
 def test_a_threads_runs_take_one_member_which_outlives_them_and_the_pool(

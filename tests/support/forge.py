@@ -26,7 +26,7 @@ def forge_state() -> ClusterState:
 
 def started() -> forge.Forge:
     """The forge of the local cluster (the ``cluster`` fixture has it up), started if needed."""
-    return forge.ensure(local.ensure_binaries(), forge_state())
+    return forge.ensure(local.ensure_binaries(forge=True), forge_state())
 
 
 @dataclass(frozen=True)

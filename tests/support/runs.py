@@ -90,6 +90,39 @@ def of_type(events: list[dict[str, Any]], type_: str) -> list[dict[str, Any]]:
     return [e for e in events if e["type"] == type_]
 
 
+class OperatorProcess:
+    """``paddock operator`` watching ``namespace`` as a process of its own (with this
+    process's environment, so its settings, and the operator's identity), to SIGKILL and
+    start again as a crash and a new pod would; killed when the block ends."""
+
+    def __init__(self, namespace: str, as_operator: str) -> None:
+        self.namespace, self.as_operator = namespace, as_operator
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "paddock.cli", "operator", "-n", self.namespace,
+             "--liveness", ""],
+            env={**os.environ, "KUBECONFIG": self.as_operator},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to finish a write or a status patch."""
+        self.process.kill()
+        self.process.wait()
+
+    def restart(self) -> None:
+        self.kill()
+        self.process = self._start()
+
+    def __enter__(self) -> OperatorProcess:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.kill()
+
+
 def run_through_kills(
     cluster: Cluster,
     namespace: str,
@@ -97,32 +130,18 @@ def run_through_kills(
     run: dict[str, Any],
     thresholds: tuple[int, ...],
 ) -> dict[str, Any]:
-    """Make the run's sandbox and apply ``run`` with ``paddock operator`` running as a process
-    of its own (with this process's environment, so its settings), SIGKILL that process each
-    time the run's event count reaches a threshold and start another, and return the run's
-    final status."""
+    """Make the run's sandbox and apply ``run`` with an ``OperatorProcess``, SIGKILL that
+    process each time the run's event count reaches a threshold and start another, and return
+    the run's final status."""
     name = run["metadata"]["name"]
-
-    def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "paddock.cli", "operator", "-n", namespace, "--liveness", ""],
-            env={**os.environ, "KUBECONFIG": as_operator},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
 
     def count() -> int:
         return int(status_of(cluster, namespace, "agentrun", name).get("eventCount") or 0)
 
-    process = start()
-    try:
+    with OperatorProcess(namespace, as_operator) as operator:
         ready_sandbox(cluster, namespace, run["spec"]["sandboxRef"]["name"])
         cluster.apply(run, namespace)
         for threshold in thresholds:
             wait_for(lambda t=threshold: count() >= t, 60, what=f"{threshold} events")
-            process.kill()  # SIGKILL: no chance to finish a write or a status patch
-            process.wait()
-            process = start()
+            operator.restart()
         return wait_for_run(cluster, namespace, name)
-    finally:
-        process.kill()
-        process.wait()

@@ -22,11 +22,15 @@ def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A build script that records PADDOCK_REAL_NODE and prints a directory per part."""
     fake = tmp_path / "k8s-binaries.sh"
     lines = [f'echo "{key}={tmp_path}/{key.lower()}"' for key in KEYS]
-    record = f'echo "${{PADDOCK_REAL_NODE:-unset}}" > {tmp_path}/real-node'
+    record = (
+        f'echo "${{PADDOCK_REAL_NODE:-unset}}" > {tmp_path}/real-node\n'
+        f'echo "${{PADDOCK_FORGE:-unset}}" > {tmp_path}/forge'
+    )
     fake.write_text("#!/bin/sh\n" + record + "\n" + "\n".join(lines) + "\n")
     fake.chmod(0o755)
     monkeypatch.setattr(binaries, "BUILD_SCRIPT", fake)
     monkeypatch.delenv("PADDOCK_REAL_NODE", raising=False)
+    monkeypatch.delenv("PADDOCK_FORGE", raising=False)
     return tmp_path
 
 
@@ -35,6 +39,13 @@ def test_without_the_real_node_the_script_is_told_to_skip_it(script: Path) -> No
     assert (script / "real-node").read_text() == "0\n"
     binaries.ensure_binaries()
     assert (script / "real-node").read_text() == "unset\n"
+
+
+def test_the_forge_is_built_only_when_asked_for(script: Path) -> None:
+    binaries.ensure_binaries()
+    assert (script / "forge").read_text() == "unset\n"  # what `paddock dev` asks: no forge
+    binaries.ensure_binaries(forge=True)
+    assert (script / "forge").read_text() == "1\n"
 
 
 def test_the_real_nodes_binaries_count_as_built_only_when_all_are_complete(script: Path) -> None:

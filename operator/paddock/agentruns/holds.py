@@ -3,7 +3,8 @@ a run writes its uid into the Sandbox's ``paddock.dev/held-by`` annotation, a wr
 if the Sandbox is still the version read (its resourceVersion). Of two runs that start together
 (two daemons after an operator restart, or two operators), one write lands and the other is
 refused, and that run waits (SandboxBusy) until the holder ends and lets go. A holder that
-ended or is gone without letting go (its operator stopped at the wrong moment) holds nothing.
+ended or is gone without letting go (its operator stopped at the wrong moment) holds nothing;
+whether it ended is read from the API server when the watch has not shown it yet.
 
 The order in which waiting runs start (oldest first) is ``sandbox.busy``'s; this is the lock
 under it, which a cache that is behind cannot open."""
@@ -29,12 +30,21 @@ def _holder(sandbox: Obj) -> str:
 
 
 def _still_holds(namespace: str, uid: str) -> str | None:
-    """The name of the run of ``uid`` if it exists and has not ended (it still holds)."""
-    for run in CACHE.listed("AgentRun", namespace):
-        if run["metadata"].get("uid") == uid:
-            ended = (run.get("status") or {}).get("phase") in TERMINAL_PHASES
-            return None if ended else str(run["metadata"]["name"])
-    return None
+    """The name of the run of ``uid`` if it exists and has not ended (it still holds).
+
+    A run the watch has not shown is asked of the API server: an operator that started a
+    moment ago has not seen every run yet, and a hold is never broken on a cache's word (the
+    holder is only unknown there, which is rare: a holder that ended lets go)."""
+    run = _run_of(CACHE.listed("AgentRun", namespace), uid)
+    if run is None:
+        run = _run_of(kube.listed("AgentRun", namespace), uid)
+    if run is None or (run.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return None
+    return str(run["metadata"]["name"])
+
+
+def _run_of(runs: list[Obj], uid: str) -> Obj | None:
+    return next((run for run in runs if run["metadata"].get("uid") == uid), None)
 
 
 def hold(run: Obj, sandbox: ReadySandbox) -> Wait | None:

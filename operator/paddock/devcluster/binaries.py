@@ -100,9 +100,10 @@ class Binaries:
         return self.kwok_dir / "crds" / "kwok.x-k8s.io_execs.yaml"
 
 
-def ensure_binaries(*, real_node: bool = True) -> Binaries:
+def ensure_binaries(*, real_node: bool = True, forge: bool = False) -> Binaries:
     """Build what is missing (the script's progress goes to stderr) and return the paths;
-    without ``real_node``, not the real node's binaries (their paths are returned all the same).
+    without ``real_node``, not the real node's binaries, and without ``forge``, not the forge
+    (which only the delivery tests start); their paths are returned all the same.
 
     The script is idempotent and returns at once when everything is cached.
     """
@@ -110,7 +111,11 @@ def ensure_binaries(*, real_node: bool = True) -> Binaries:
         raise RuntimeError(
             f"{BUILD_SCRIPT} not found: the local cluster is run from a Paddock source checkout"
         )
-    env = os.environ | ({} if real_node else {"PADDOCK_REAL_NODE": "0"})
+    env = (
+        os.environ
+        | ({} if real_node else {"PADDOCK_REAL_NODE": "0"})
+        | ({"PADDOCK_FORGE": "1"} if forge else {})
+    )
     output = subprocess.run(
         [str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True, env=env
     ).stdout

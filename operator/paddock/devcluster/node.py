@@ -166,6 +166,16 @@ class NodePlan:
         return f"pdk{self.ident}"  # interface names are at most 15 characters
 
     @property
+    def bridge_mac(self) -> str:
+        """The bridge's own MAC address, fixed (locally administered, from the ident). A
+        bridge left to choose takes the lowest of its ports' addresses, so it changed as pods
+        came and went, and a pod that had the old one cached reached the host through nothing
+        until it asked again (the CNI bridge plugin fixes it too, but only on a bridge it
+        makes: this one is made before its first pod)."""
+        octets = bytes.fromhex(self.ident)[:3]  # (six hex digits)
+        return ":".join(f"{b:02x}" for b in (0x02, 0x70, 0x64, *octets))
+
+    @property
     def gateway(self) -> str:
         """The bridge's own address: the host, as its pods see it."""
         return str(next(ipaddress.ip_network(self.subnet).hosts()))
@@ -407,12 +417,13 @@ def _remove_cgroups(name: str) -> None:
     for directory in cgroup_dirs(name):
         if not directory.is_dir():
             continue
-        # Children first; a cgroup directory is removed with rmdir, never its files.
-        for child in sorted(
-            (d for d in directory.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)
-        ):
-            with contextlib.suppress(OSError):
-                child.rmdir()
+        # Children first (bottom-up); a cgroup directory is removed with rmdir, never its
+        # files. The kubelet may be removing some of them meanwhile: a walk that finds one
+        # gone goes on (os.walk ignores it), where rglob raised FileNotFoundError.
+        for parent, children, _ in os.walk(directory, topdown=False):
+            for child in children:
+                with contextlib.suppress(OSError):
+                    (Path(parent) / child).rmdir()
         with contextlib.suppress(OSError):
             directory.rmdir()
 
@@ -574,7 +585,7 @@ def _create_bridge(node: NodePlan) -> None:
     """The pods' bridge with its gateway address, made now rather than by the CNI plugin at the
     first pod: its route then marks the subnet as taken for any other cluster's plan."""
     prefix = ipaddress.ip_network(node.subnet).prefixlen
-    _run(["ip", "link", "add", "name", node.bridge, "type", "bridge"])
+    _run(["ip", "link", "add", "name", node.bridge, "address", node.bridge_mac, "type", "bridge"])
     _run(["ip", "address", "add", f"{node.gateway}/{prefix}", "dev", node.bridge])
     _run(["ip", "link", "set", node.bridge, "up"])
 

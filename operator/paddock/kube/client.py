@@ -232,7 +232,8 @@ def _patch_custom(kind: str, namespace: str, name: str, body: Obj) -> Obj:
 @converting
 def listed(kind: str, namespace: str) -> list[Obj]:
     """The objects of one of Paddock's kinds in the namespace, by name (a read for a person's
-    tools; the operator reads from its watches)."""
+    tools; the operator reads from its watches, and lists only what they may not have shown
+    yet)."""
     group, version, plural = _CUSTOM[kind]
     found = _decode(
         _custom().list_namespaced_custom_object(
