@@ -14,6 +14,7 @@ budget is raised."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import urllib.request
@@ -308,9 +309,13 @@ def test_a_budget_crossed_after_an_operator_kill_stops_the_run_at_the_same_ceili
     _assert_usage_is_what_the_model_reported(status, requests, "claude-code")
     assert [e["seq"] for e in events] == list(range(len(events)))
     assert status["eventCount"] == len(events)
-    usage = [e["data"]["inputTokens"] for e in of_type(events, "usage")]
-    assert usage == sorted(set(usage)), usage  # each grows on the last, none repeated
-    assert usage[-1] == 100 * len(requests)
+    # Each usage event adds to the last (a request counted, or refused at the ceiling): none
+    # logged twice, none going back.
+    usage = [e["data"] for e in of_type(events, "usage")]
+    assert all(before != after for before, after in itertools.pairwise(usage)), usage
+    for key in ("inputTokens", "modelRequests", "refusedRequests"):
+        assert [u[key] for u in usage] == sorted(u[key] for u in usage), (key, usage)
+    assert usage[-1]["inputTokens"] == 100 * len(requests)
 
 
 def test_a_namespace_whose_day_is_spent_keeps_its_next_run_pending_until_the_budget_rises(
