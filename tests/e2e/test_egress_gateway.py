@@ -27,7 +27,7 @@ from paddock.devcluster import cluster as local
 from paddock.devcluster import gateway, node
 from support.kube import Cluster
 from support.real_node import ON_NODE, local_cluster_plan
-from support.runs import command_run, wait_for_run
+from support.runs import OperatorProcess, command_run, log_events, of_type, wait_for_run
 from support.sandboxes import get, sandbox, wait_for_phase, workspace
 from support.waiting import wait_for
 
@@ -112,13 +112,19 @@ def servers(tmp_path: Path) -> Iterator[Servers]:
 
 
 @pytest.fixture
-def gateway_operator(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The operator, told of the local cluster's gateway."""
+def gateway_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's settings for the local cluster's gateway, in this process's environment
+    (which operators started here read)."""
     state, plan = local_cluster_plan()
     host, port = gateway.address(state, plan)
     monkeypatch.setenv("PADDOCK_GATEWAY_PROXY", f"http://{host}:{port}")
     monkeypatch.setenv("PADDOCK_GATEWAY_CIDRS", f"{host}/32")
     monkeypatch.setenv("PADDOCK_GATEWAY_PORT", str(port))
+
+
+@pytest.fixture
+def gateway_operator(gateway_settings: None, request: pytest.FixtureRequest) -> Any:
+    """The operator, in this process, told of the local cluster's gateway."""
     return request.getfixturevalue("operator")
 
 
@@ -220,6 +226,33 @@ def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_
     assert (get(cluster, namespace, "pod", "box") or {})["metadata"]["uid"] == uid
 
 
+@pytest.mark.usefixtures("gateway_settings")
+def test_a_host_approval_pending_across_an_operator_kill_is_decided_after_it(
+    cluster: Cluster, namespace: str, as_operator: str, servers: Servers
+) -> None:
+    """The operator (its own process) is SIGKILLed while a host waits for a person, and
+    started again; the person approves: the run's next try passes, and the approval is
+    requested and resolved once each in a gap-free log."""
+    https = f"{ALLOWED}:{servers.https}"
+    with OperatorProcess(namespace, as_operator) as operator:
+        _asking_box(cluster, namespace, https)
+        cluster.apply(command_run("asks", "box", _tries(https, "/after-kill", 400)), namespace)
+        asked = _pending_host(cluster, namespace, "asks")
+        operator.restart()
+        cluster.paddock("approve", "asks", asked["id"], "-n", namespace)
+        status = wait_for_run(cluster, namespace, "asks", timeout=180)
+
+    events = log_events(cluster, namespace, "asks")
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    assert servers.heard("/after-kill")
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    assert status["eventCount"] == len(events)
+    assert [(a["target"], a["state"]) for a in status["approvals"]] == [(https, "Approved")]
+    assert [e["data"]["id"] for e in of_type(events, "approval.requested")] == [asked["id"]]
+    resolved = [(e["data"]["id"], e["data"]["state"]) for e in of_type(events, "approval.resolved")]
+    assert resolved == [(asked["id"], "Approved")]
+
+
 def _pending_host(cluster: Cluster, namespace: str, run: str) -> dict[str, Any]:
     """The run's first pending approval, once there is one."""
 
@@ -230,11 +263,9 @@ def _pending_host(cluster: Cluster, namespace: str, run: str) -> dict[str, Any]:
     return wait_for(pending, 60, what=f"an approval request on run {run}")
 
 
-def test_a_host_to_ask_about_passes_once_a_person_approves_it_on_the_run(
-    cluster: Cluster, namespace: str, gateway_operator: Any, servers: Servers
-) -> None:
+def _asking_box(cluster: Cluster, namespace: str, https: str) -> None:
+    """A Ready sandbox "box" whose policy asks about the host ``https``."""
     image = local.load_image(local.default_state_dir(), "sandbox")
-    https = f"{ALLOWED}:{servers.https}"
     policy = {"commands": {"default": "allow"}, "network": {"hosts": {"ask": [https]}}}
     cluster.apply(workspace("app"), namespace)
     storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
@@ -242,12 +273,21 @@ def test_a_host_to_ask_about_passes_once_a_person_approves_it_on_the_run(
     cluster.apply(box, namespace)
     wait_for_phase(cluster, namespace, "box", "Ready", timeout=240)
 
-    def tries(path: str) -> str:  # the agent's way: try again until it works, then give up
-        fetch = f"curl -fsS -k --max-time 3 https://{https}{path}"
-        return f"for i in $(seq 40); do {fetch} && exit 0; sleep 0.25; done; exit 1"
+
+def _tries(https: str, path: str, times: int = 40) -> str:
+    """The agent's way: try again until it works, then give up."""
+    fetch = f"curl -fsS -k --max-time 3 https://{https}{path}"
+    return f"for i in $(seq {times}); do {fetch} && exit 0; sleep 0.25; done; exit 1"
+
+
+def test_a_host_to_ask_about_passes_once_a_person_approves_it_on_the_run(
+    cluster: Cluster, namespace: str, gateway_operator: Any, servers: Servers
+) -> None:
+    https = f"{ALLOWED}:{servers.https}"
+    _asking_box(cluster, namespace, https)
 
     # Approved: the next connection passes.
-    cluster.apply(command_run("approved", "box", tries("/approved")), namespace)
+    cluster.apply(command_run("approved", "box", _tries(https, "/approved")), namespace)
     asked = _pending_host(cluster, namespace, "approved")
     assert (asked["kind"], asked["target"]) == ("network", https)
     assert asked["rules"] == [f"network.hosts.ask {https}"]
@@ -260,7 +300,7 @@ def test_a_host_to_ask_about_passes_once_a_person_approves_it_on_the_run(
     assert "HostApprovalNeeded" in described  # the gateway's Event, on the run
 
     # Denied: it does not, and the run's later tries are refused too.
-    cluster.apply(command_run("denied", "box", tries("/denied")), namespace)
+    cluster.apply(command_run("denied", "box", _tries(https, "/denied")), namespace)
     asked = _pending_host(cluster, namespace, "denied")
     cluster.paddock("deny", "denied", asked["id"], "-n", namespace)
     status = wait_for_run(cluster, namespace, "denied", timeout=120)

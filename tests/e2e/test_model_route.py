@@ -29,6 +29,7 @@ from paddock.devcluster import gateway, node
 from paddock.devcluster.processes import ClusterState
 from paddock.render.model_routes import RUN_UID_LABEL
 from support import identity
+from support.gateways import OwnGateway
 from support.harnesses import API_KEY, MODELS
 from support.kube import Cluster
 from support.model_server import ScriptedModel
@@ -316,6 +317,66 @@ def test_a_budget_crossed_after_an_operator_kill_stops_the_run_at_the_same_ceili
     for key in ("inputTokens", "modelRequests", "refusedRequests"):
         assert [u[key] for u in usage] == sorted(u[key] for u in usage), (key, usage)
     assert usage[-1]["inputTokens"] == 100 * len(requests)
+
+
+def _usage(cluster: Cluster, namespace: str, run: str) -> dict[str, Any]:
+    return dict(status_of(cluster, namespace, "agentrun", run).get("usage") or {})
+
+
+@pytest.mark.usefixtures("route_settings")
+def test_a_gateway_killed_mid_answer_fails_the_run_keeps_its_usage_and_serves_the_next(
+    cluster: Cluster, namespace: str, as_operator: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway of the test's own (the cluster's is every real-node test's) is SIGKILLed
+    while an answer streams through its model route: the run fails, saying why, rather than
+    hang; what the answer had used by then (counted as it passed) is in the run's usage; and
+    once the gateway is back, the next run's requests go through."""
+    policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
+    host = node.host_ip()
+    assert host is not None
+    retries = {"name": "CLAUDE_CODE_MAX_RETRIES", "value": "0"}  # one try: the cut is final
+    with (
+        OwnGateway(cluster, "gateway-killed") as own,
+        ScriptedModel(["echo one", "echo two"], host=host) as model,
+    ):
+        for name, value in own.settings().items():
+            monkeypatch.setenv(name, value)
+        with OperatorProcess(namespace, as_operator):
+            _metered_sandbox(cluster, namespace, policy=policy)
+            key = KEY | {"baseUrl": model.url}
+            model.hold_step = 1
+            cut = agent_run("cut", "box", "claude-code", "Work.", model=MODELS["claude-code"],
+                            modelKey=key, env=[retries])  # fmt: skip
+            cluster.apply(cut, namespace)
+            wait_for(model.holding.is_set, 240, what="an answer held mid-stream")
+            wait_for(
+                lambda: (
+                    _usage(cluster, namespace, "cut").get("inputTokens")
+                    == 100 * len(model.requests)
+                ),
+                60,
+                what="the held answer's input tokens in the run's usage",
+            )
+            own.kill()
+            failed = wait_for_run(cluster, namespace, "cut", timeout=120)
+            model.release.set()
+            cut_requests = len(model.requests)
+
+            own.start()
+            model.hold_step = None
+            after = agent_run("after", "box", "claude-code", "Work.", model=MODELS["claude-code"],
+                              modelKey=key, env=[retries])  # fmt: skip
+            cluster.apply(after, namespace)
+            status = wait_for_run(cluster, namespace, "after", timeout=300)
+            after_requests = len(model.requests) - cut_requests
+
+    assert failed["phase"] == "Failed", failed
+    assert "API" in failed["message"], failed["message"]
+    usage = failed["usage"]
+    # Every request answered whole, and the one cut short: its input, counted as it passed.
+    assert (usage["inputTokens"], usage["modelRequests"]) == (100 * cut_requests, cut_requests)
+    assert status["phase"] == "Succeeded", status
+    assert status["usage"]["inputTokens"] == 100 * after_requests
 
 
 def test_a_namespace_whose_day_is_spent_keeps_its_next_run_pending_until_the_budget_rises(

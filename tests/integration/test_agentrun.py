@@ -41,6 +41,7 @@ from support.sandboxes import (
     get,
     install_in_image,
     merge_patch,
+    posted,
     ready_sandbox,
     secret,
     status_of,
@@ -456,7 +457,7 @@ def test_a_threads_sandbox_idle_longer_than_the_setting_is_deleted_with_its_volu
         60,
         what="its volume deleted with it",
     )
-    assert "IdleExpired" in [e["reason"] for e in events_for(cluster, namespace, name)]
+    assert posted(cluster, namespace, name, "IdleExpired")
     assert (get(cluster, namespace, "sandbox", "mine") or {})["status"]["phase"] == "Ready"
 
 

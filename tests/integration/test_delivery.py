@@ -25,8 +25,8 @@ from support.model_server import ScriptedModel
 from support.runs import agent_run, log_events, of_type, wait_for_run
 from support.sandboxes import (
     condition,
-    events_for,
     kwok_pod_dir,
+    posted,
     sandbox,
     secret,
     status_of,
@@ -112,7 +112,7 @@ def test_a_claude_code_run_ends_with_a_pull_request_of_exactly_its_change(
     (said,) = of_type(events, "run.delivered")
     assert said["data"]["pullRequestNumber"] == pull["number"]
     assert events[-1]["type"] == "run.completed"  # delivered before the run's last event
-    assert any(e["reason"] == "Delivered" for e in events_for(cluster, namespace, "hello"))
+    assert posted(cluster, namespace, "hello", "Delivered")
 
     # The token is nowhere the agent could read: not in the pod, its files, the run's log.
     pod = cluster.kubectl("get", "pod", "-n", namespace, "box", "-o", "json").stdout
@@ -223,8 +223,7 @@ def test_a_change_to_a_workflow_is_refused_unless_the_policy_allows_it(
     assert "allowWorkflowChanges" in refused["message"]
     assert "paddock/ci" not in forge.branches(repo)
     assert "delivery" not in status
-    warned = [e for e in events_for(cluster, namespace, "ci") if e["reason"] == "DeliveryRefused"]
-    assert warned
+    warned = posted(cluster, namespace, "ci", "DeliveryRefused")
     assert warned[0]["type"] == "Warning"
     assert of_type(log_events(cluster, namespace, "ci"), "run.undelivered")
 

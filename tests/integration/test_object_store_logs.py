@@ -26,14 +26,7 @@ from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import Cluster, object_store_in_use
 from support.objects import ObjectStore
 from support.runs import command_run, log_events, of_type, run_through_kills, wait_for_run
-from support.sandboxes import (
-    assert_never_shown,
-    condition,
-    events_for,
-    get,
-    ready_sandbox,
-    status_of,
-)
+from support.sandboxes import assert_never_shown, condition, get, posted, ready_sandbox, status_of
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -209,8 +202,7 @@ def test_wrong_credentials_are_a_clear_condition_and_never_shown(
     )  # fmt: skip
     assert refused["reason"] == "LogStoreDenied", refused
     assert "SignatureDoesNotMatch" in refused["message"], refused
-    warnings = [e for e in events_for(cluster, namespace, "denied") if e["type"] == "Warning"]
-    assert any(e["reason"] == "LogStoreDenied" for e in warnings), warnings
+    assert posted(cluster, namespace, "denied", "LogStoreDenied")[0]["type"] == "Warning"
     assert_never_shown(
         wrong,
         {

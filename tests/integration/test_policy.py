@@ -20,6 +20,7 @@ from support.sandboxes import (
     condition,
     events_for,
     get,
+    posted,
     sandbox,
     status_of,
     wait_for_phase,
@@ -146,7 +147,7 @@ def test_an_ask_command_run_waits_for_a_person_and_runs_once_approved(
     assert approval["target"] == "touch marker-c41 && echo marked"
     assert f"paddock approve mark {approval['id']}" in waiting["message"]
     assert condition(waiting, "AwaitingApproval")["status"] == "True"
-    assert "ApprovalRequested" in [e["reason"] for e in events_for(cluster, namespace, "mark")]
+    assert posted(cluster, namespace, "mark", "ApprovalRequested")
     types = [e["type"] for e in log_events(cluster, namespace, "mark")]
     assert types == ["sandbox.ready", "approval.requested"]  # nothing ran
 

@@ -12,7 +12,7 @@ import pytest
 
 from support.kube import Cluster
 from support.runs import OperatorProcess, command_run, log_events, of_type, wait_for_run
-from support.sandboxes import condition, events_for, get, status_of, workspace
+from support.sandboxes import condition, events_for, get, posted, status_of, workspace
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -184,6 +184,7 @@ def test_a_pool_whose_workspace_is_missing_says_so_and_makes_nothing(
         30, what="the pool's Ready condition",
     )  # fmt: skip
     assert (ready["status"], ready["reason"]) == ("False", "WorkspaceNotFound")
+    posted(cluster, namespace, "orphan", "WorkspaceNotFound")
     warned = [e for e in events_for(cluster, namespace, "orphan") if e["type"] == "Warning"]
     assert [e["reason"] for e in warned] == ["WorkspaceNotFound"]
     assert _members(cluster, namespace, "orphan") == []

@@ -21,6 +21,7 @@ from support.sandboxes import (
     condition,
     events_for,
     get,
+    posted,
     ready_sandbox,
     sandbox,
     secret,
@@ -114,8 +115,7 @@ def test_a_name_taken_by_another_object_is_a_conflict_and_that_object_is_untouch
     status = wait_for_reason(cluster, namespace, name, "NameConflict")
     assert status["phase"] == "Pending"
     assert taken["metadata"]["name"] in condition(status, "Ready")["message"]
-    warnings = [e for e in events_for(cluster, namespace, name) if e["reason"] == "NameConflict"]
-    assert warnings
+    warnings = posted(cluster, namespace, name, "NameConflict")
     assert warnings[0]["type"] == "Warning"
     if kind == "pod" and not wanted["spec"].get("lifecycle"):
         editor.apply(command_run("probe", name, "echo hi"), namespace)
@@ -261,8 +261,7 @@ def test_every_refusal_is_a_condition_and_a_warning_event(
     assert status["phase"] == phase
     message = condition(status, "Ready")["message"]
     assert words in message, message
-    warnings = [e for e in events_for(cluster, namespace, "bad") if e["reason"] == reason]
-    assert warnings, f"no {reason} Event"
+    warnings = posted(cluster, namespace, "bad", reason)
     assert warnings[0]["type"] == "Warning"
 
 

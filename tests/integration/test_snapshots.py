@@ -20,6 +20,7 @@ from support.sandboxes import (
     events_for,
     get,
     merge_patch,
+    posted,
     sandbox,
     secret,
     setup_containers,
@@ -111,7 +112,7 @@ def test_the_next_sandbox_of_a_workspace_is_restored_without_setup(
     pvc = get(cluster, namespace, "pvc", "second-workspace") or {}
     assert pvc["spec"]["dataSource"]["name"] == taken
     assert "snapshot" not in second  # a copy of a snapshot is not snapshotted again
-    assert any(e["reason"] == "SnapshotTaken" for e in events_for(cluster, namespace, "first"))
+    assert posted(cluster, namespace, "first", "SnapshotTaken")
     wait_for(lambda: _restored_starts() > restored_before, 30, what="the restored start counted")
     # A run in it hears how its sandbox started.
     cluster.apply(command_run("check", "second", "echo hi"), namespace)
@@ -285,8 +286,8 @@ def test_a_volume_that_cannot_be_snapshotted_is_reported_and_works(
         assert (snapshot["status"], snapshot["reason"]) == ("False", "SnapshotsUnsupported")
         assert storage_class in snapshot["message"]
         assert "snapshot" not in status
-        reasons = [e["reason"] for e in events_for(cluster, namespace, "plain")]
-        assert reasons.count("SnapshotsUnsupported") == 1
+        said = posted(cluster, namespace, "plain", "SnapshotsUnsupported")
+        assert len(said) == 1, said
     finally:
         cluster.kubectl("delete", "pv", f"{namespace}-static", "--wait=false")
 

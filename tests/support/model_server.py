@@ -80,6 +80,11 @@ class ScriptedModel:
         self.commands: list[Step] = command if isinstance(command, list) else [command]
         self.refuse_with = refuse_with
         self.requests: list[dict[str, Any]] = []
+        # An answer of Claude Code's loop to hold after its first event (its usage so far)
+        # until ``release`` is set: the step whose call it carries (None: none is held).
+        self.hold_step: int | None = None
+        self.holding = threading.Event()
+        self.release = threading.Event()
         model = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -194,6 +199,9 @@ class ScriptedModel:
             "usage": usage,
         }
         yield _sse("message_start", {"type": "message_start", "message": message})
+        if tools and answered == self.hold_step:
+            self.holding.set()
+            self.release.wait(300)
         yield _sse(
             "content_block_start",
             {"type": "content_block_start", "index": 0, "content_block": block},

@@ -94,6 +94,17 @@ def events_for(cluster: Cluster, namespace: str, name: str) -> list[dict[str, An
     return [e for e in items["items"] if e["involvedObject"]["name"] == name]
 
 
+def posted(cluster: Cluster, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
+    """The object's Events of ``reason``, once there is one. The operator posts its Events
+    through kopf's queue, after it wrote the status: a test that saw the status waits for
+    them (under load they follow it by seconds)."""
+    return wait_for(
+        lambda: [e for e in events_for(cluster, namespace, name) if e["reason"] == reason],
+        60,
+        what=f"a {reason} Event of {name}",
+    )
+
+
 def merge_patch(
     cluster: Cluster,
     namespace: str,

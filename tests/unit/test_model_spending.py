@@ -100,6 +100,21 @@ def test_the_meter_tells_what_changed_each_period_and_an_unpriced_answer_is_mark
     told.wait_for(Spent(100, 20, 0.0, 2, unpriced=1))
 
 
+def test_an_answer_is_counted_as_it_streams_and_once_in_all() -> None:
+    """What passed of an answer still streaming is told within the period (a gateway that
+    stops mid-answer has told it); its end adds only the rest, and marks it as a whole."""
+    told = Told()
+    meter = Meter(told, replica="gw", period=0.05)
+    route = _route()
+    assert meter.admit(route) == ""
+    meter.streaming(route, Spent(input_tokens=100, cost_usd=0.0003))  # message_start passed
+    told.wait_for(Spent(100, 0, 0.0003, 1))
+    meter.used(route, Usage(100, 20, "claude-sonnet-4-5"), 0.0006, streamed=Spent(100, 0, 0.0003))
+    told.wait_for(Spent(100, 20, 0.0006, 1))
+    meter.used(route, Usage(0, 0, "private-model"), None, uncounted=True)  # cut short, unread
+    told.wait_for(Spent(100, 20, 0.0006, 1, uncounted=1))
+
+
 def test_the_operator_adds_up_each_gateway_process_and_keeps_the_larger_of_an_events_totals() -> (
     None
 ):

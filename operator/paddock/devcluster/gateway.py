@@ -115,43 +115,67 @@ def _rbac() -> str:
 
 def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
     """Run ``paddock gateway`` and wait until Squid listens."""
+    state.ports |= free_ports((COMPONENT, METRICS, MODEL))
+    state.save()
+    host, port = address(state, node)
+    ports = state.ports
+    argv, env = prepare(state, node, kubectl, COMPONENT, port, ports[MODEL], ports[METRICS])
+    process = spawn(state, COMPONENT, argv, env=env)
+    wait_until(state, COMPONENT, process, lambda: listens(host, port), f"listening on {port}")
+
+
+def prepare(
+    state: ClusterState,
+    node: NodePlan,
+    kubectl: Any,
+    name: str,
+    listen: int,
+    model: int,
+    metrics: int,
+) -> tuple[list[str], dict[str, str]]:
+    """What runs a gateway on the node's bridge address (``listen`` for Squid, ``model`` for
+    the model route, ``metrics`` for its metrics): its command and environment,
+    with its files under a runtime directory of its ``name``. The cluster's own is
+    ``COMPONENT``; a test may run another beside it, to stop as it likes."""
     missing = [p for p in ("squid", "socat") if not shutil.which(p, path=PROGRAMS)]
     if missing:
         raise ClusterError(f"the egress gateway needs {' and '.join(missing)} (make node-packages)")
-    state.ports |= free_ports((COMPONENT, METRICS, MODEL))
-    state.save()
-    root = node.run_dir / COMPONENT
+    root = node.run_dir / name
     root.mkdir(parents=True, exist_ok=True)
     (root / "kubeconfig").write_text(_kubeconfig(state, root))
     (root / "kubeconfig").chmod(0o600)
     kubectl("apply", "-f", "-", stdin=_rbac())
     named = {"bridge": node.gateway, "node": node.host_ip}
-    hosts = [f"{named.get(to, to)} {name}" for name, to in NAMES]
+    hosts = [f"{named.get(to, to)} {host}" for host, to in NAMES]
     (root / "hosts").write_text("\n".join(hosts) + "\n")
-    # Squid names its shared memory after its service name: one of this cluster's own, and
+    # Squid names its shared memory after its service name: one of this gateway's own, and
     # none left by a gateway of this name that was killed.
-    service = f"paddock{node.ident}"
+    service = f"paddock{node.ident}{name.removeprefix(COMPONENT).replace('-', '')}"
     forget_shared_memory(service)
-    log = state.log(COMPONENT)
+    log = state.log(name)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.touch()
     shutil.chown(log, RUN_AS, RUN_AS)  # Squid reopens its stdout by name, as RUN_AS
-    host, port = address(state, node)
     prices = root / "prices.yaml"  # the chart's price table, as its ConfigMap holds it
     values = yaml.safe_load((REPO_ROOT / "charts" / "paddock" / "values.yaml").read_text())
     prices.write_text(yaml.safe_dump({"models": values["gateway"]["prices"]}))
+    host = node.gateway
     argv = [
         sys.executable, "-m", "paddock.cli", "gateway",
-        f"--listen={host}:{port}", f"--runtime-dir={root}", f"--service={service}",
+        f"--listen={host}:{listen}", f"--runtime-dir={root}", f"--service={service}",
         f"--vouch={node.gateway}/32",
         f"--hosts-file={root / 'hosts'}", f"--run-as={RUN_AS}",
-        f"--metrics-port={state.ports[METRICS]}",
-        f"--model-listen={host}:{state.ports[MODEL]}", f"--namespace={NAMESPACE}",
+        f"--metrics-port={metrics}",
+        f"--model-listen={host}:{model}", f"--namespace={NAMESPACE}",
         f"--prices={prices}",
     ]  # fmt: skip
-    env = {**os.environ, "KUBECONFIG": str(root / "kubeconfig")}
-    process = spawn(state, COMPONENT, argv, env=env)
-    wait_until(state, COMPONENT, process, lambda: _listens(host, port), f"listening on {port}")
+    return argv, {**os.environ, "KUBECONFIG": str(root / "kubeconfig")}
+
+
+def listens(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((host, port)) == 0
 
 
 def _kubeconfig(state: ClusterState, root: Path) -> str:
@@ -160,9 +184,3 @@ def _kubeconfig(state: ClusterState, root: Path) -> str:
     issue_client_cert(state.pki, USER, "paddock:node-components", cert, key)
     server = f"https://127.0.0.1:{state.ports['apiserver']}"
     return client_kubeconfig(server, state.pki, USER, cert, key)
-
-
-def _listens(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((host, port)) == 0

@@ -30,6 +30,7 @@ from paddock.render.model_usage import event_name, usage_event, usage_patch
 from paddock.times import utcnow
 
 PERIOD_SECONDS = 1.0
+NOTHING = Spent()
 Publish = Callable[[Route, Spent, str], None]
 
 
@@ -76,10 +77,24 @@ class Meter:
             self._changed(route, spent, urgent=False)
         return at
 
-    def used(self, route: Route, usage: Usage, cost: float | None, uncounted: bool = False) -> None:
-        """A response's usage, once it has passed (or its client left); ``uncounted``: an
-        answer whose whole usage could not be read."""
-        add = Spent(
+    def streaming(self, route: Route, grown: Spent) -> None:
+        """Tokens (and their cost) of an answer still streaming, counted as they pass and told
+        within the period: a gateway stopped mid-answer has told all but the last period's."""
+        with self._lock:
+            self._changed(route, self._spent.get(route.uid, Spent()) + grown, urgent=False)
+
+    def used(
+        self,
+        route: Route,
+        usage: Usage,
+        cost: float | None,
+        uncounted: bool = False,
+        streamed: Spent = NOTHING,
+    ) -> None:
+        """A response's usage, once it has passed (or its client left), less what
+        ``streaming`` counted of it already (``streamed``); ``uncounted``: an answer whose
+        whole usage could not be read."""
+        whole = Spent(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             cost_usd=cost or 0.0,
@@ -87,7 +102,7 @@ class Meter:
             uncounted=1 if uncounted else 0,
         )
         with self._lock:
-            spent = self._spent.get(route.uid, Spent()) + add
+            spent = self._spent.get(route.uid, Spent()) + (whole - streamed)
             self._changed(route, spent, urgent=True)
 
     def spent(self, uid: str) -> Spent:

@@ -32,6 +32,7 @@ from paddock.gateway.meter import Meter
 from paddock.gateway.prices import PriceTable
 from paddock.gateway.routes import Refused, Routes
 from paddock.gateway.usage import Usage, UsageCounter
+from paddock.policy.budgets import Spent
 from paddock.render.model_routes import Route
 from paddock.times import utcnow
 
@@ -164,9 +165,15 @@ def model_app(
         counter = UsageCounter(found.provider, response.headers.get("content-type", ""))
 
         async def relay() -> AsyncIterator[bytes]:
+            streamed = Spent()  # what of the answer is counted already, as it passed
             try:
                 async for chunk in response.aiter_raw():
                     counter.feed(chunk)
+                    so_far = counter.so_far
+                    if so_far.tokens > streamed.tokens:
+                        grown = _spent(so_far, table)
+                        spending.streaming(found, grown - streamed)
+                        streamed = grown
                     yield chunk
             finally:  # also when the client leaves before the end (Codex does, at times)
                 usage = counter.usage
@@ -174,7 +181,7 @@ def model_app(
                 uncounted = (
                     response.status_code < 300 and inference(request) and not counter.counted
                 )
-                spending.used(found, usage, cost, uncounted)
+                spending.used(found, usage, cost, uncounted, streamed)
 
         kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
         return StreamingResponse(
@@ -202,6 +209,12 @@ async def _admitted(found: Route | Refused, path: str, line: str, meter: Meter) 
         await asyncio.to_thread(meter.tell, found.uid)
         return refusal(403, f"the run's budget is exhausted ({at})")
     return found
+
+
+def _spent(usage: Usage, prices: PriceTable) -> Spent:
+    """The tokens of an answer so far, and their cost if its model is priced."""
+    cost = prices.cost(usage) or 0.0
+    return Spent(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost)
 
 
 def _counted(route: Route, usage: Usage, prices: PriceTable, line: str) -> float | None:

@@ -67,9 +67,15 @@ class UsageCounter:
 
     @property
     def usage(self) -> Usage:
+        """The answer's usage, once it has passed whole (a JSON answer is read only then)."""
         if not self.streamed and self._pending and not self._too_long:
             self._event(self._pending)
             self._pending = b""
+        return self.so_far
+
+    @property
+    def so_far(self) -> Usage:
+        """What the events read so far say: a streamed answer's figures grow as it passes."""
         return Usage(self._input, self._output, self._model)
 
     def _line(self, line: bytes) -> None:

@@ -1,0 +1,66 @@
+"""A gateway of a test's own, beside the local cluster's (which every real-node test shares):
+``paddock gateway`` run as ``devcluster.gateway`` runs the cluster's, on ports of this worker's
+share, to SIGKILL and start again as a crashed gateway pod would be, without touching the
+gateway other tests use meanwhile."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+from paddock.devcluster import gateway
+from support.kube import Cluster
+from support.ports import free_ports
+from support.real_node import local_cluster_plan
+from support.waiting import wait_for
+
+
+class OwnGateway:
+    def __init__(self, cluster: Cluster, name: str) -> None:
+        state, plan = local_cluster_plan()
+        ports = free_ports("listen", "model", "metrics")
+        self.host, self.listen, self.model = plan.gateway, ports["listen"], ports["model"]
+        self.argv, self.env = gateway.prepare(
+            state, plan, cluster.kubectl, name, self.listen, self.model, ports["metrics"]
+        )
+        self.log = state.log(name)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def settings(self) -> dict[str, str]:
+        """The operator's settings that send runs' model routes (and hosts) through it."""
+        return {
+            "PADDOCK_GATEWAY_PROXY": f"http://{self.host}:{self.listen}",
+            "PADDOCK_GATEWAY_CIDRS": f"{self.host}/32",
+            "PADDOCK_GATEWAY_PORT": str(self.listen),
+            "PADDOCK_GATEWAY_NAMESPACE": gateway.NAMESPACE,
+            "PADDOCK_GATEWAY_MODEL_URL": f"http://{self.host}:{self.model}",
+            "PADDOCK_GATEWAY_MODEL_PORT": str(self.model),
+        }
+
+    def _serving(self) -> bool:
+        return gateway.listens(self.host, self.listen) and gateway.listens(self.host, self.model)
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        wait_for(self._serving, 60, what=f"the test's gateway listening on {self.listen}")
+
+    def kill(self) -> None:
+        """SIGKILL, Squid and all: nothing finishes an answer or tells what it counted."""
+        if self.process is None:
+            return
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.process = None
+        wait_for(lambda: not gateway.listens(self.host, self.model), 30, what="the gateway gone")
+
+    def __enter__(self) -> OwnGateway:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.kill()
