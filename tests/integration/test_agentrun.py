@@ -371,9 +371,8 @@ def test_runs_applied_together_never_run_together_in_one_sandbox(
     spans.sort()
     for (_, ended), (started, _) in itertools.pairwise(spans):
         assert ended <= started, spans
-    assert "paddock.dev/held-by" not in (get(cluster, namespace, "sandbox", "box") or {})[
-        "metadata"
-    ].get("annotations", {})
+    annotations = (get(cluster, namespace, "sandbox", "box") or {})["metadata"].get("annotations")
+    assert not {"paddock.dev/held-by", "paddock.dev/held-by-run"} & set(annotations or {})
 
 
 def test_a_second_run_of_a_thread_waits_for_the_first(
@@ -597,6 +596,15 @@ def test_a_hold_outlives_an_operator_kill_while_the_new_operators_watch_is_still
         )  # fmt: skip
         done_first = wait_for_run(cluster, namespace, "first")
         done_second = wait_for_run(cluster, namespace, "second")
+        # A hold whose run is gone (deleted while an operator was down, say) holds nothing,
+        # with or without the watch having shown it.
+        merge_patch(cluster, namespace, "sandbox", "box", {"metadata": {"annotations": {
+            HELD_BY_ANNOTATION: "gone-uid", "paddock.dev/held-by-run": "first"}}})  # fmt: skip
+        CACHE.clear()
+        third = get(cluster, namespace, "agentrun", "second")
+        assert third is not None
+        assert hold(third, ReadySandbox(name="box", pod="box", workspace="app")) is None
+        assert holder() == third["metadata"]["uid"]
     assert done_first["phase"] == done_second["phase"] == "Succeeded"
     ended = of_type(log_events(cluster, namespace, "first"), "run.completed")[0]["time"]
     started = of_type(log_events(cluster, namespace, "second"), "run.started")[0]["time"]

@@ -6,12 +6,22 @@ says when its Workspace is missing; and runs arriving together never take a memb
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.harnesses import harness_fields
 from support.kube import Cluster
-from support.runs import OperatorProcess, command_run, log_events, of_type, wait_for_run
+from support.model_server import ScriptedModel
+from support.runs import (
+    OperatorProcess,
+    agent_run,
+    command_run,
+    log_events,
+    of_type,
+    wait_for_run,
+)
 from support.sandboxes import condition, events_for, get, posted, status_of, workspace
 from support.waiting import wait_for
 
@@ -242,6 +252,43 @@ def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
             sandbox = of_type(events, "sandbox.ready")[0]["data"]["sandbox"]
             assert sandbox not in used, (sandbox, used)
             used[sandbox] = f"r{i}"
+
+
+def test_agent_runs_taking_from_a_pool_across_an_operator_kill_each_start_once(
+    cluster: Cluster, namespace: str, as_operator: str, agent_clis: Path
+) -> None:
+    """Real Claude Code runs (scripted model) take from a pool while the operator (its own
+    process) is SIGKILLed and started again: each starts once, in a member no other run had,
+    and runs its agent loop to the end."""
+    with (
+        OperatorProcess(namespace, as_operator) as operator,
+        ScriptedModel(["echo taken"]) as model,
+    ):
+        cluster.apply(workspace("app"), namespace)
+        cluster.apply(_pool("py", 3), namespace)
+        _ready(cluster, namespace, "py", 3, timeout=180)
+        fields = harness_fields(cluster, namespace, "unused", "claude-code", model.url)
+        runs = []
+        for i in range(3):
+            run = agent_run(f"a{i}", "unused", "claude-code", "Work.", poolRef={"name": "py"},
+                            **fields)  # fmt: skip
+            del run["spec"]["sandboxRef"]
+            runs.append(run)
+        listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": runs})
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
+        wait_for(lambda: _with_sandbox(cluster, namespace) >= 1, 60,
+                 what="a run with its sandbox")  # fmt: skip
+        operator.restart()  # SIGKILL: mid-take, mid-launch, mid-write
+        used: dict[str, str] = {}
+        for i in range(3):
+            status = wait_for_run(cluster, namespace, f"a{i}", timeout=240)
+            events = log_events(cluster, namespace, f"a{i}")
+            assert status["phase"] == "Succeeded", (status["message"], events[-3:])
+            assert len(of_type(events, "run.started")) == 1
+            sandbox = of_type(events, "sandbox.ready")[0]["data"]["sandbox"]
+            assert sandbox not in used, (sandbox, used)
+            used[sandbox] = f"a{i}"
+            assert "taken" in json.dumps(of_type(events, "tool.result")), events
 
 
 def test_a_threads_runs_take_one_member_which_outlives_them_and_the_pool(

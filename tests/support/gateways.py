@@ -10,6 +10,7 @@ import signal
 import subprocess
 
 from paddock.devcluster import gateway
+from paddock.gateway.run import forget_shared_memory
 from support.kube import Cluster
 from support.ports import free_ports
 from support.real_node import local_cluster_plan
@@ -25,6 +26,7 @@ class OwnGateway:
             state, plan, cluster.kubectl, name, self.listen, self.model, ports["metrics"]
         )
         self.log = state.log(name)
+        self.service = gateway.service_name(plan, name)
         self.process: subprocess.Popen[bytes] | None = None
 
     def settings(self) -> dict[str, str]:
@@ -47,7 +49,11 @@ class OwnGateway:
                 self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
-        wait_for(self._serving, 60, what=f"the test's gateway listening on {self.listen}")
+        try:
+            wait_for(self._serving, 60, what=f"the test's gateway listening on {self.listen}")
+        except BaseException:
+            self.kill()
+            raise
 
     def kill(self) -> None:
         """SIGKILL, Squid and all: nothing finishes an answer or tells what it counted."""
@@ -57,6 +63,7 @@ class OwnGateway:
         self.process.wait()
         self.process = None
         wait_for(lambda: not gateway.listens(self.host, self.model), 30, what="the gateway gone")
+        forget_shared_memory(self.service)  # what a killed Squid leaves in /dev/shm
 
     def __enter__(self) -> OwnGateway:
         self.start()

@@ -68,11 +68,21 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
 def wait_for_phase(
     cluster: Cluster, namespace: str, name: str, phase: str, timeout: float = 60
 ) -> dict[str, Any]:
-    return wait_for(
-        lambda: (s := status_of(cluster, namespace, "sandbox", name)).get("phase") == phase and s,
-        timeout,
-        what=f"sandbox {name} in phase {phase}",
-    )
+    """The sandbox's status once it is in ``phase``; a timeout says where it was instead."""
+    seen: dict[str, Any] = {}
+
+    def reached() -> dict[str, Any] | None:
+        seen.update(status=status_of(cluster, namespace, "sandbox", name))
+        return seen["status"] if seen["status"].get("phase") == phase else None
+
+    try:
+        return wait_for(reached, timeout, what=f"sandbox {name} in phase {phase}")
+    except TimeoutError as exc:
+        last = seen.get("status") or {}
+        said = [(c["type"], c["status"], c.get("reason")) for c in last.get("conditions", [])]
+        raise TimeoutError(
+            f"{exc}; it was {last.get('phase')}: {last.get('message')} {said}"
+        ) from (exc.__cause__)
 
 
 def wait_for_reason(

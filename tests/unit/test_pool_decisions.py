@@ -133,6 +133,7 @@ def test_the_take_makes_the_run_the_controller_holds_marks_and_takes_the_pool_la
     assert body["metadata"]["ownerReferences"][0]["uid"] == "run-uid"
     assert body["metadata"]["annotations"] == {
         "paddock.dev/held-by": "run-uid",
+        "paddock.dev/held-by-run": "r1",
         "paddock.dev/last-activity": "2026-12-04T09:30:00Z",
     }
     taken = _member("py-a")

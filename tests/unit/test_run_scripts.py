@@ -174,6 +174,26 @@ def test_a_run_its_sidecar_did_not_prepare_is_not_launched(sandbox: Sandbox) -> 
     assert not (sandbox.run_dir / "r1").exists()
 
 
+@pytest.mark.parametrize("cut", ["before the end", "before the prompt", "before the nonce"])
+def test_a_launch_whose_payload_is_cut_short_starts_nothing_and_can_be_launched_again(
+    sandbox: Sandbox, cut: str
+) -> None:
+    """Its operator killed mid-exec: the run is not there (so it counts as never launched),
+    and the next launch starts it whole."""
+    sandbox.prepare("echo whole")
+    payload = rs.launch_payload(NONCE, {"KEY": "k"}, "the prompt").splitlines(keepends=True)
+    kept = {"before the end": -1, "before the prompt": -2, "before the nonce": 0}[cut]
+    done = subprocess.run(
+        rs.launch_argv("r1"), input="".join(payload[:kept]), capture_output=True, text=True,
+        env=sandbox.env(), timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    assert "cut short" in done.stderr
+    assert sandbox.poll().missing
+    assert sandbox.launch("echo whole") == rs.STARTED
+    assert sandbox.finished().stdout == b"whole\n"
+
+
 def test_the_secret_env_a_container_started_with_is_read_back_whole() -> None:
     """What a rotation leaves in a running pod: the values its processes hold."""
     pem = "-----BEGIN KEY-----\nabc def\n-----END KEY-----\n"

@@ -28,6 +28,7 @@ from paddock.render.names import (
     ACTIVITY_ANNOTATION,
     CLAIMED_FROM_LABEL,
     HELD_BY_ANNOTATION,
+    HELD_BY_RUN_ANNOTATION,
     MANAGED_BY,
     POOL_LABEL,
     POOL_TEMPLATE_LABEL,
@@ -127,13 +128,19 @@ def candidates(pool: Obj, sandboxes: list[Obj], current: str, run_uid: str) -> l
     return found[start:] + found[:start]
 
 
+def held_by(run: Obj) -> dict[str, str]:
+    """The annotations that say ``run`` holds a sandbox: its uid, and its name to read it by."""
+    meta = run["metadata"]
+    return {HELD_BY_ANNOTATION: str(meta["uid"]), HELD_BY_RUN_ANNOTATION: str(meta["name"])}
+
+
 def claim(run: Obj, pool: str, now: datetime) -> Obj:
     """The patch that takes a member for ``run`` (sent with the member's resourceVersion):
     held for it (``holds.hold``) and marked active (``activity.keep_active``) in the same
     write."""
     labels = {POOL_LABEL: None, POOL_TEMPLATE_LABEL: None, CLAIMED_FROM_LABEL: pool,
               RUN_LABEL: run["metadata"]["uid"]}  # fmt: skip
-    marks = {HELD_BY_ANNOTATION: run["metadata"]["uid"], ACTIVITY_ANNOTATION: format_time(now)}
+    marks = {**held_by(run), ACTIVITY_ANNOTATION: format_time(now)}
     return {"metadata": {"labels": labels, "annotations": marks,
                          "ownerReferences": [controller_reference(run)]}}  # fmt: skip
 

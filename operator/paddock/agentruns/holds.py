@@ -1,5 +1,6 @@
 """One run at a time in a sandbox, as a lock the API server keeps: before its harness starts,
-a run writes its uid into the Sandbox's ``paddock.dev/held-by`` annotation, a write made only
+a run writes its uid into the Sandbox's ``paddock.dev/held-by`` annotation (and its name into
+``paddock.dev/held-by-run``, to read it by), a write made only
 if the Sandbox is still the version read (its resourceVersion). Of two runs that start together
 (two daemons after an operator restart, or two operators), one write lands and the other is
 refused, and that run waits (SandboxBusy) until the holder ends and lets go. A holder that
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from paddock.agentruns.claims import held_by
 from paddock.agentruns.decide import Wait, waiting_for_sandbox
 from paddock.agentruns.sandbox import ReadySandbox, Waiting
 from paddock.api.agentrun import TERMINAL_PHASES
 from paddock.api.reasons import RunReason as R
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
-from paddock.render.names import HELD_BY_ANNOTATION
+from paddock.render.names import HELD_BY_ANNOTATION, HELD_BY_RUN_ANNOTATION
 from paddock.render.ownership import controlled_by
 
 Obj = dict[str, Any]
@@ -29,14 +31,20 @@ def _holder(sandbox: Obj) -> str:
     return str(((sandbox["metadata"].get("annotations") or {}).get(HELD_BY_ANNOTATION)) or "")
 
 
-def _still_holds(namespace: str, uid: str) -> str | None:
-    """The name of the run of ``uid`` if it exists and has not ended (it still holds).
+def _still_holds(namespace: str, sandbox: Obj) -> str | None:
+    """The name of the run that holds ``sandbox``, if it exists and has not ended.
 
-    A run the watch has not shown is asked of the API server: an operator that started a
+    A run the watch has not shown is read from the API server: an operator that started a
     moment ago has not seen every run yet, and a hold is never broken on a cache's word (the
-    holder is only unknown there, which is rare: a holder that ended lets go)."""
+    holder is only unknown there, which is rare: a holder that ended lets go). It is read by
+    its name; a hold written without one (by an earlier version) is looked for in a listing."""
+    annotations = sandbox["metadata"].get("annotations") or {}
+    uid, name = _holder(sandbox), str(annotations.get(HELD_BY_RUN_ANNOTATION) or "")
     run = _run_of(CACHE.listed("AgentRun", namespace), uid)
-    if run is None:
+    if run is None and name:
+        found = kube.get("AgentRun", namespace, name)
+        run = found if found is not None and found["metadata"].get("uid") == uid else None
+    elif run is None:
         run = _run_of(kube.listed("AgentRun", namespace), uid)
     if run is None or (run.get("status") or {}).get("phase") in TERMINAL_PHASES:
         return None
@@ -57,11 +65,11 @@ def hold(run: Obj, sandbox: ReadySandbox) -> Wait | None:
     holder = _holder(found)
     if holder == uid:
         return None
-    other = _still_holds(namespace, holder) if holder else None
+    other = _still_holds(namespace, found) if holder else None
     if other is not None:
         said = f"waiting for Sandbox {sandbox.name}: AgentRun {other} holds it (one run at a time)"
         return waiting_for_sandbox(Waiting(sandbox.name, R.SANDBOX_BUSY, said))
-    body = {"metadata": {"annotations": {HELD_BY_ANNOTATION: uid}}}
+    body = {"metadata": {"annotations": held_by(run)}}
     version = str(found["metadata"].get("resourceVersion") or "")
     stored = kube.patch_if_unchanged("Sandbox", namespace, sandbox.name, body, version)
     if stored is None:  # another run's hold (or any change) came first: look again
@@ -81,7 +89,7 @@ def let_go(run: Obj, sandbox: str | None) -> None:
             return
         if found["metadata"].get("deletionTimestamp") or controlled_by(found, meta["uid"]):
             return  # going, or the run's own sandbox: removed with the run's end, hold and all
-        body = {"metadata": {"annotations": {HELD_BY_ANNOTATION: None}}}
+        body = {"metadata": {"annotations": dict.fromkeys(held_by(run))}}
         version = str(found["metadata"].get("resourceVersion") or "")
         stored = kube.patch_if_unchanged("Sandbox", meta["namespace"], str(sandbox), body, version)
         if stored is not None:

@@ -150,7 +150,7 @@ def prepare(
     (root / "hosts").write_text("\n".join(hosts) + "\n")
     # Squid names its shared memory after its service name: one of this gateway's own, and
     # none left by a gateway of this name that was killed.
-    service = f"paddock{node.ident}{name.removeprefix(COMPONENT).replace('-', '')}"
+    service = service_name(node, name)
     forget_shared_memory(service)
     log = state.log(name)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -170,6 +170,11 @@ def prepare(
         f"--prices={prices}",
     ]  # fmt: skip
     return argv, {**os.environ, "KUBECONFIG": str(root / "kubeconfig")}
+
+
+def service_name(node: NodePlan, name: str) -> str:
+    """Squid's service name for the gateway ``name``, after which it names its shared memory."""
+    return f"paddock{node.ident}{name.removeprefix(COMPONENT).replace('-', '')}"
 
 
 def listens(host: str, port: int) -> bool:

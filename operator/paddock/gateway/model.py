@@ -169,9 +169,8 @@ def model_app(
             try:
                 async for chunk in response.aiter_raw():
                     counter.feed(chunk)
-                    so_far = counter.so_far
-                    if so_far.tokens > streamed.tokens:
-                        grown = _spent(so_far, table)
+                    grown = _spent(counter.so_far, table).at_least(streamed)  # (only grows)
+                    if grown != streamed:
                         spending.streaming(found, grown - streamed)
                         streamed = grown
                     yield chunk

@@ -18,6 +18,7 @@ POOL_LABEL = f"{GROUP}/pool"  # an unclaimed member of a SandboxPool: the pool's
 POOL_TEMPLATE_LABEL = f"{GROUP}/pool-template"  # the template and Workspace it was made from
 CLAIMED_FROM_LABEL = f"{GROUP}/claimed-from"  # a sandbox a run took from a pool: the pool
 HELD_BY_ANNOTATION = f"{GROUP}/held-by"  # the run (uid) that holds a sandbox: one at a time
+HELD_BY_RUN_ANNOTATION = f"{GROUP}/held-by-run"  # and its name, to read it by
 WORKSPACE_LABEL = f"{GROUP}/workspace"  # a snapshot's or files ConfigMap's Workspace
 FILES_LABEL = f"{GROUP}/files"  # a files ConfigMap: the hash of what it holds
 SNAPSHOT_OF_LABEL = f"{GROUP}/snapshot-of"  # the Sandbox whose volume a snapshot is of

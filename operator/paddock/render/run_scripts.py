@@ -4,9 +4,10 @@ and poll formats they speak. Pure: text in, text out.
 A run lives in ``$PADDOCK_RUN_DIR/<run uid>/`` on the pod's run volume (an emptyDir, never part
 of the workspace or its snapshots):
 
-- ``launch`` (one exec) creates that directory atomically (a second launch of the same run does
-  nothing), reads the payload from stdin (the completion nonce, the harness's environment
-  including its API keys, and the prompt), and starts ``wrapper`` in a new session, detached
+- ``launch`` (one exec) reads the payload from stdin (the completion nonce, the harness's
+  environment including its API keys, and the prompt; all of it, or nothing starts), creates
+  that directory atomically (a second launch of the same run does nothing), and starts
+  ``wrapper`` in a new session, detached
   from the exec connection. Nothing secret is ever in an argv. The harness script, like every
   file that decides what the harness may do, is not in this directory but in the run's
   control directory (``$PADDOCK_CONTROL``), which the sandbox's sidecar wrote before the launch
@@ -34,25 +35,28 @@ if [ ! -f "$control/harness" ]; then
   echo "paddock: the run's control files are not there (its sidecar did not prepare it)" >&2
   exit 2
 fi
-mkdir -p "$PADDOCK_RUN_DIR"
-if ! mkdir -m 700 "$run" 2>/dev/null; then
-  echo "already-started"
-  exit 0
-fi
-nonce=
+# The whole payload first: an exec cut short (its operator killed mid-launch) leaves no run
+# directory, so the run counts as never launched, and is launched again, never half.
+nonce= prompt= whole=
 while IFS=' ' read -r key name value; do
   case $key in
     nonce) nonce=$name ;;
     # The x keeps a value's trailing newlines, which $(...) would strip.
     env) decoded=$(printf '%s' "$value" | base64 -d; printf x); export "$name=${decoded%x}" ;;
-    prompt) printf '%s' "$name" | base64 -d > "$run/prompt" ;;
-    end) break ;;
+    prompt) prompt=$name ;;
+    end) whole=1; break ;;
   esac
 done
-if [ -z "$nonce" ]; then
-  echo "paddock: the launch payload carried no nonce" >&2
+if [ -z "$whole" ] || [ -z "$nonce" ]; then
+  echo "paddock: the launch payload was cut short or carried no nonce: nothing started" >&2
   exit 2
 fi
+mkdir -p "$PADDOCK_RUN_DIR"
+if ! mkdir -m 700 "$run" 2>/dev/null; then
+  echo "already-started"
+  exit 0
+fi
+printf '%s' "$prompt" | base64 -d > "$run/prompt"
 export PADDOCK_RUN="$run" PADDOCK_CONTROL="$control" PADDOCK_PROMPT_FILE="$run/prompt"
 printf '%s\n' "$nonce" | setsid bash -c "$2" paddock-wrapper "$run" >/dev/null 2>&1 &
 printf '%s\n' "$!" > "$run/wrapper.pid"
