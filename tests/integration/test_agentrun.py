@@ -635,7 +635,15 @@ def test_examples_run_and_kubectl_shows_the_event_count(
     assert warned[0]["type"] == "Warning"
     wide = cluster.kubectl("get", "run", "hello-agent", "-n", namespace, "-o", "wide").stdout
     assert "anthropic/api-key" in wide.splitlines()[1]
-    # The fork starts from hello's snapshot after setup, without setup of its own.
+    # The fork starts from hello's snapshot after setup, without setup of its own: once the
+    # snapshot is ready (the snapshot controller's own retries, slow under load: 120 s, as
+    # every snapshot test waits), the fork is.
+    wait_for(
+        lambda: condition(status_of(cluster, namespace, "sandbox", "hello"), "SnapshotReady").get(
+            "status") == "True",
+        120,
+        what="sandbox hello's snapshot ready",
+    )  # fmt: skip
     fork = wait_for_phase(cluster, namespace, "hello-fork", "Ready")
     assert fork["restoredFrom"] == status_of(cluster, namespace, "sandbox", "hello")["snapshot"]
 

@@ -162,32 +162,40 @@ def model_app(
             _say(f"run={found.run} {line} -> {found.upstream} unreachable: {type(exc).__name__}")
             return refusal(502, f"{found.upstream} cannot be reached ({type(exc).__name__})")
         MODEL_REQUESTS.labels(found.run, f"{response.status_code // 100}xx").inc()
-        counter = UsageCounter(found.provider, response.headers.get("content-type", ""))
-
-        async def relay() -> AsyncIterator[bytes]:
-            streamed = Spent()  # what of the answer is counted already, as it passed
-            try:
-                async for chunk in response.aiter_raw():
-                    counter.feed(chunk)
-                    grown = _spent(counter.so_far, table).at_least(streamed)  # (only grows)
-                    if grown != streamed:
-                        spending.streaming(found, grown - streamed)
-                        streamed = grown
-                    yield chunk
-            finally:  # also when the client leaves before the end (Codex does, at times)
-                usage = counter.usage
-                cost = _counted(found, usage, table, f"{line} -> {response.status_code}")
-                uncounted = (
-                    response.status_code < 300 and inference(request) and not counter.counted
-                )
-                spending.used(found, usage, cost, uncounted, streamed)
-
+        relayed = _relay(request, response, found, table, spending, line)
         kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
         return StreamingResponse(
-            relay(), response.status_code, kept, background=BackgroundTask(response.aclose)
+            relayed, response.status_code, kept, background=BackgroundTask(response.aclose)
         )
 
     return Starlette(routes=[Path("/{path:path}", forward, methods=METHODS)])
+
+
+async def _relay(
+    request: Request,
+    response: httpx2.Response,
+    found: Route,
+    table: PriceTable,
+    spending: Meter,
+    line: str,
+) -> AsyncIterator[bytes]:
+    """The answer's bytes as they come, its usage counted as it passes (told within the
+    meter's period) and, at its end, the rest."""
+    counter = UsageCounter(found.provider, response.headers.get("content-type", ""))
+    streamed = Spent()  # what of the answer is counted already, as it passed
+    try:
+        async for chunk in response.aiter_raw():
+            counter.feed(chunk)
+            grown = _spent(counter.so_far, table).at_least(streamed)  # (only grows)
+            if grown != streamed:
+                spending.streaming(found, grown - streamed)
+                streamed = grown
+            yield chunk
+    finally:  # also when the client leaves before the end (Codex does, at times)
+        usage = counter.usage
+        cost = _counted(found, usage, table, f"{line} -> {response.status_code}")
+        uncounted = response.status_code < 300 and inference(request) and not counter.counted
+        spending.used(found, usage, cost, uncounted, streamed)
 
 
 async def _admitted(found: Route | Refused, path: str, line: str, meter: Meter) -> Route | Response:
