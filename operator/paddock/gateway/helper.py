@@ -170,7 +170,7 @@ def _follow_one(
     listed: threading.Barrier,
 ) -> None:
     """List, then watch; list again (forgetting what the last listing said) when the watch's
-    version expires or the API server cannot be reached."""
+    version expires, the API server cannot be reached, or anything else ends the watch."""
     first = True
     while True:
         try:
@@ -183,7 +183,12 @@ def _follow_one(
                 for event, obj in watches.watch_all(kind, selector, version, WATCH_SECONDS):
                     if event in ("ADDED", "MODIFIED", "DELETED"):
                         changed(kind, event, obj)
-                        version = str(obj["metadata"]["resourceVersion"])
+                    version = str(obj["metadata"]["resourceVersion"])  # a bookmark's too
         except (KubeError, watches.WatchExpiredError) as exc:
             print(f"paddock gateway: {kind} watch: {exc}", file=sys.stderr, flush=True)
+            time.sleep(RETRY_SECONDS)
+        # Anything else too: a watch thread that ended would freeze what the gateway knows.
+        except Exception as exc:
+            said = f"{type(exc).__name__}: {exc}"
+            print(f"paddock gateway: {kind} watch failed ({said}); listing again", file=sys.stderr)
             time.sleep(RETRY_SECONDS)

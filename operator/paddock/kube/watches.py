@@ -3,11 +3,13 @@ watch. The callers list again when a watch's version has expired."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 from paddock.kube.client import _CUSTOM, _core, _custom, _decode
 from paddock.kube.client import _client as _shared_client
@@ -118,7 +120,9 @@ def watch_all(
     kind: str, selector: str, resource_version: str, timeout_seconds: int
 ) -> Iterator[tuple[str, Obj]]:
     """Each change to the ``kind`` objects the selector picks, in all namespaces, after
-    ``resource_version``, until the server ends the watch after ``timeout_seconds``."""
+    ``resource_version``, until the server ends the watch after ``timeout_seconds``; and the
+    server's bookmarks (``BOOKMARK``, an object with only its resourceVersion), so that a watch
+    of a quiet kind starts again from a version the server still keeps."""
     call, args = _cluster_listing(kind)
     return _watched(
         call,
@@ -126,20 +130,31 @@ def watch_all(
         label_selector=selector,
         resource_version=resource_version,
         timeout_seconds=timeout_seconds,
+        allow_watch_bookmarks=True,
     )
 
 
 def _watched(list_call: Callable[..., Any], *args: Any, **kwargs: Any) -> Iterator[tuple[str, Obj]]:
     """The watch of a listing call, its objects as the server sent them; ``WatchExpiredError``
-    when the version it starts from is too old."""
-    stream = watch.Watch().stream(
-        list_call, *args, allow_watch_bookmarks=False, deserialize=False, **kwargs
-    )
+    when the version it starts from is too old, ``KubeError`` for any other error the server
+    sends in the stream. Read here, line by line: the client library's own reader fails on an
+    error event of a watch that is not deserialized (``KeyError: 'raw_object'``)."""
     with converted():
+        response = list_call(*args, watch=True, _preload_content=False, **kwargs)
         try:
-            for event in stream:
+            for line in iter_resp_lines(response):
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    raise _stream_error(event["object"])
                 yield str(event["type"]), event["object"]
-        except ApiException as exc:
-            if exc.status == 410:
-                raise WatchExpiredError(str(exc.reason)) from None
-            raise
+        finally:
+            response.close()
+            response.release_conn()
+
+
+def _stream_error(status: Obj) -> Exception:
+    """The error a watch's ERROR event stands for (its object is a Status)."""
+    if status.get("code") == 410:
+        return WatchExpiredError(str(status.get("message")))
+    reason = f"{status.get('reason')}: {status.get('message')}"
+    return ApiException(status=status.get("code"), reason=reason)
