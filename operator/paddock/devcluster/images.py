@@ -10,7 +10,9 @@
   hack/agent-clis.sh, under /opt/paddock/agent-clis. Imported on demand
   (``paddock cluster load-sandbox``), not at every start: it is large.
 - ``operator``: the sandbox rootfs plus Debian's python3 and the project's wheel with its
-  dependencies, run as uid 65532 like the published image.
+  dependencies, run as uid 65532 like the published image. Built on ``operator-base`` (all but
+  the project's own package, cached by the dependencies' names), so a change of the source
+  adds one package to a copy of the base's layer instead of bootstrapping Debian again.
 
 Each is written as an OCI image archive (one uncompressed layer) that ``ctr images import``
 takes, and cached under ``<cache>/images/<name>/<key>/`` where the key hashes its recipe, so a
@@ -29,6 +31,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +43,7 @@ from paddock.devcluster.binaries import REPO_ROOT, cache_dir
 PAUSE_IMAGE = "localhost/paddock/pause:3.10"
 SANDBOX_IMAGE = "localhost/paddock/sandbox:bookworm"
 OPERATOR_IMAGE = "localhost/paddock/operator:dev"
+OPERATOR_BASE_IMAGE = "localhost/paddock/operator-base:dev"
 PADDOCK_SANDBOX_IMAGE = "localhost/paddock/paddock-sandbox:dev"
 
 DEBIAN_SUITE = "bookworm"
@@ -354,40 +358,53 @@ def _wheel(work: Path) -> Path:
     return next(out.glob("paddock-*.whl"))
 
 
-def _build_operator(work: Path) -> tuple[Path, ImageConfig]:
+OPERATOR_SITE = "opt/paddock/lib"
+OPERATOR_CONFIG = ImageConfig(
+    user=f"{OPERATOR_UID}:{OPERATOR_UID}",
+    entrypoint=("python3", "-m", "paddock.cli", "operator"),
+    env=(
+        f"PATH=/{OPERATOR_SITE}/bin:/usr/local/bin:/usr/bin:/bin",
+        f"PYTHONPATH=/{OPERATOR_SITE}",
+        "PYTHONUNBUFFERED=1",
+    ),
+)
+
+
+def _pip_install(target: Path, arguments: list[str], what: str) -> None:
+    # The image's python3 is Debian bookworm's 3.11, the same minor version as this
+    # interpreter, so the wheels this pip picks (cp311, manylinux) are the ones it runs; no
+    # bytecode is compiled (the root filesystem is read-only at run time).
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile"]
+    _run([*pip, "--target", str(target), *arguments], what)
+
+
+def _dependencies() -> list[str]:
+    """The project's own dependencies, as pyproject.toml names them."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    return [str(requirement) for requirement in project["dependencies"]]
+
+
+def _build_operator_base(work: Path) -> tuple[Path, ImageConfig]:
+    """Debian's python3 and the project's dependencies: the slow part of the operator image,
+    rebuilt only when the packages or pyproject.toml's dependencies change."""
     rootfs = work / "rootfs"
     _debootstrap(rootfs, OPERATOR_PACKAGES)
     _add_user(rootfs, "paddock", OPERATOR_UID, "/home/paddock")
-    site = "/opt/paddock/lib"
-    # The image's python3 is Debian bookworm's 3.11, the same minor version as this
-    # interpreter, so the wheels this pip picks (cp311, manylinux) and the bytecode it
-    # compiles are the ones it runs (the root filesystem is read-only at run time).
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-compile",
-            "--target",
-            str(rootfs / site.lstrip("/")),
-            str(_wheel(work)),
-        ],
-        "installing Paddock's wheel and its dependencies into the image",
-    )
+    _pip_install(rootfs / OPERATOR_SITE, _dependencies(), "installing the dependencies")
     layer = work / "layer.tar"
     _tar_rootfs(rootfs, layer)
-    config = ImageConfig(
-        user=f"{OPERATOR_UID}:{OPERATOR_UID}",
-        entrypoint=("python3", "-m", "paddock.cli", "operator"),
-        env=(
-            "PATH=/opt/paddock/lib/bin:/usr/local/bin:/usr/bin:/bin",
-            f"PYTHONPATH={site}",
-            "PYTHONUNBUFFERED=1",
-        ),
-    )
-    return layer, config
+    return layer, OPERATOR_CONFIG
+
+
+def _build_operator(work: Path) -> tuple[Path, ImageConfig]:
+    """The base's layer with the project's wheel (no dependencies) added to it."""
+    layer = _layer_of(ensure_image("operator-base", operator_base_recipe()).archive, work)
+    staged = work / "paddock"
+    _pip_install(staged, ["--no-deps", str(_wheel(work))], "installing Paddock's wheel")
+    with tarfile.open(layer, "a") as tar:
+        for entry in sorted(staged.iterdir()):
+            tar.add(entry, arcname=f"{OPERATOR_SITE}/{entry.name}", filter=_as_root)
+    return layer, OPERATOR_CONFIG
 
 
 @dataclass(frozen=True)
@@ -429,12 +446,20 @@ def paddock_sandbox_recipe() -> Recipe:
     )
 
 
-def operator_recipe() -> Recipe:
-    """The operator image's recipe: its key changes with the project's source."""
+def operator_base_recipe() -> Recipe:
+    """The operator image's base: its key changes with Debian's packages and the project's
+    dependencies."""
     return Recipe(
-        OPERATOR_IMAGE,
-        _build_operator,
-        (DEBIAN_SUITE, DEBIAN_MIRROR, *OPERATOR_PACKAGES, *_project_sources()),
+        OPERATOR_BASE_IMAGE,
+        _build_operator_base,
+        (DEBIAN_SUITE, DEBIAN_MIRROR, *OPERATOR_PACKAGES, *_dependencies()),
+    )
+
+
+def operator_recipe() -> Recipe:
+    """The operator image's recipe: its key changes with the base's and the project's source."""
+    return Recipe(
+        OPERATOR_IMAGE, _build_operator, (operator_base_recipe().key(), *_project_sources())
     )
 
 
