@@ -18,6 +18,7 @@ import itertools
 import json
 import re
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from paddock.devcluster import gateway, node
 from paddock.devcluster.processes import ClusterState
 from paddock.render.model_routes import RUN_UID_LABEL
 from support import identity
-from support.gateways import OwnGateway
+from support.gateways import HeldDownload, OwnGateway
 from support.harnesses import API_KEY, MODELS
 from support.kube import Cluster
 from support.model_server import ScriptedModel
@@ -323,24 +324,34 @@ def _usage(cluster: Cluster, namespace: str, run: str) -> dict[str, Any]:
     return dict(status_of(cluster, namespace, "agentrun", run).get("usage") or {})
 
 
+DOWNLOAD = (
+    "curl -sS -o /dev/null -w 'bytes=%{{size_download}}' http://{host}/{path}; echo \" curl=$?\""
+)
+
+
 @pytest.mark.usefixtures("route_settings")
-def test_a_gateway_killed_mid_answer_fails_the_run_keeps_its_usage_and_serves_the_next(
+def test_a_gateway_killed_mid_answer_and_mid_download_fails_both_keeps_usage_serves_the_next(
     cluster: Cluster, namespace: str, as_operator: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A gateway of the test's own (the cluster's is every real-node test's) is SIGKILLed
-    while an answer streams through its model route: the run fails, saying why, rather than
-    hang; what the answer had used by then (counted as it passed) is in the run's usage; and
-    once the gateway is back, the next run's requests go through."""
-    policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
+    while an answer streams through its model route and a download through its proxy: the
+    run fails, saying why, and the download ends at once, cut short, rather than hang; what
+    the answer had used by then (counted as it passed) is in the run's usage; and once the
+    gateway is back, the next run's requests and the next download go through."""
+    _, plan = local_cluster_plan()
     host = node.host_ip()
     assert host is not None
     retries = {"name": "CLAUDE_CODE_MAX_RETRIES", "value": "0"}  # one try: the cut is final
     with (
         OwnGateway(cluster, "gateway-killed") as own,
         ScriptedModel(["echo one", "echo two"], host=host) as model,
+        HeldDownload(plan.gateway) as download,
+        ThreadPoolExecutor(1) as background,
     ):
         for name, value in own.settings().items():
             monkeypatch.setenv(name, value)
+        files = f"{gateway.NAMES[0][0]}:{download.port}"
+        policy = {"commands": {"default": "allow"}, "network": {"hosts": {"allow": [files]}}}
         with OperatorProcess(namespace, as_operator):
             _metered_sandbox(cluster, namespace, policy=policy)
             key = KEY | {"baseUrl": model.url}
@@ -357,8 +368,13 @@ def test_a_gateway_killed_mid_answer_fails_the_run_keeps_its_usage_and_serves_th
                 60,
                 what="the held answer's input tokens in the run's usage",
             )
+            held = background.submit(
+                _in_box, cluster, namespace, DOWNLOAD.format(host=files, path="held")
+            )
+            wait_for(download.holding.is_set, 60, what="a download held mid-body")
             own.kill()
             failed = wait_for_run(cluster, namespace, "cut", timeout=120)
+            wait_for(held.done, 30, what="the cut download to end")
             model.release.set()
             cut_requests = len(model.requests)
 
@@ -369,6 +385,7 @@ def test_a_gateway_killed_mid_answer_fails_the_run_keeps_its_usage_and_serves_th
             cluster.apply(after, namespace)
             status = wait_for_run(cluster, namespace, "after", timeout=300)
             after_requests = len(model.requests) - cut_requests
+            whole = _in_box(cluster, namespace, DOWNLOAD.format(host=files, path="whole"))
 
     assert failed["phase"] == "Failed", failed
     assert "API" in failed["message"], failed["message"]
@@ -377,6 +394,19 @@ def test_a_gateway_killed_mid_answer_fails_the_run_keeps_its_usage_and_serves_th
     assert (usage["inputTokens"], usage["modelRequests"]) == (100 * cut_requests, cut_requests)
     assert status["phase"] == "Succeeded", status
     assert status["usage"]["inputTokens"] == 100 * after_requests
+    # The download: cut where the gateway went (curl: "transfer closed with ... remaining"),
+    # the next one whole.
+    said = held.result()
+    assert "curl=18" in said, said
+    assert HeldDownload.PART <= int(said.split("bytes=")[1].split()[0]) < HeldDownload.SIZE
+    assert f"bytes={HeldDownload.SIZE} curl=0" in whole, whole
+
+
+def _in_box(cluster: Cluster, namespace: str, script: str) -> str:
+    done = cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--", "bash", "-c", script, check=False
+    )
+    return done.stdout + done.stderr
 
 
 def test_a_namespace_whose_day_is_spent_keeps_its_next_run_pending_until_the_budget_rises(

@@ -28,7 +28,6 @@ from support.model_server import ScriptedModel
 from support.real_node import ON_NODE, exec_in
 from support.runs import agent_run, log_events, of_type, wait_for_run
 from support.sandboxes import sandbox, wait_for_phase, workspace
-from support.waiting import wait_for
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
 
@@ -160,54 +159,3 @@ def test_no_cli_opens_its_fence_from_inside_on_the_real_node(
         assert "KILLED" in lines, (harness, fence)  # a waiting gate was killed
         denied = [e["data"]["command"] for e in of_type(events, "policy.denied")]
         assert "touch pwned-1" in denied, (harness, denied)
-
-
-def test_a_gate_server_that_stops_ends_the_run_and_lets_nothing_through(
-    cluster: Cluster, namespace: str, operator: Any
-) -> None:
-    """The sidecar's server killed while a command waits for a person's approval: the waiting
-    command is refused (the connection ends without an answer), and the run ends GateLost.
-    The operator restarts nothing: the sidecar container stays as it is."""
-    image = local.load_image(local.default_state_dir(), "sandbox")
-    host = node.host_ip()
-    assert host is not None
-    with ScriptedModel(["touch asked-1", "echo after > after.txt"], host=host) as model:
-        port = int(model.url.rsplit(":", 1)[1])
-        policy = {
-            "commands": {"allow": ["echo *"], "ask": ["touch asked-*"], "default": "deny"},
-            "network": {"egress": [{"cidrs": [f"{host}/32"], "ports": [{"port": port}]}]},
-        }
-        storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
-        box = sandbox("stops", "app", image=image, storage=storage, policy=policy, **ON_NODE)
-        cluster.apply(workspace("app"), namespace)
-        cluster.apply(box, namespace)
-        wait_for_phase(cluster, namespace, "stops", "Ready", timeout=180)
-        fields = harness_fields(cluster, namespace, "stops", "claude-code", model.url)
-        cluster.apply(agent_run("asks", "stops", "claude-code", "Try.", **fields), namespace)
-        wait_for_run(cluster, namespace, "asks", ("AwaitingApproval",), timeout=180)
-        restarts = _gate_restarts(cluster, namespace, "stops")
-        cluster.kubectl(
-            "exec", "-n", namespace, "stops", "-c", "gate", "--",
-            "bash", "-c", 'kill -KILL "$(cat /paddock/gate/runs/*/server.pid)"',
-        )  # fmt: skip
-        status = wait_for_run(cluster, namespace, "asks", timeout=180)
-
-    assert status["phase"] == "Failed", status
-    complete = next(c for c in status["conditions"] if c["type"] == "Complete")
-    assert complete["reason"] == "GateLost", status
-    assert "policy gate" in status["message"]
-    listing = exec_in(cluster, namespace, "stops", "ls -A /workspace").split()
-    assert "asked-1" not in listing
-    wait_for(
-        lambda: _gate_restarts(cluster, namespace, "stops") == restarts,
-        10,
-        what="the sidecar left as it was",
-    )
-
-
-def _gate_restarts(cluster: Cluster, namespace: str, pod: str) -> int:
-    found = cluster.kubectl(
-        "get", "pod", pod, "-n", namespace, "-o",
-        "jsonpath={.status.initContainerStatuses[?(@.name=='gate')].restartCount}",
-    ).stdout  # fmt: skip
-    return int(found or 0)

@@ -18,7 +18,7 @@ from support.harnesses import API_KEY, harness_fields
 from support.kube import ROOT, Cluster
 from support.model_server import FINAL_TEXT, ScriptedModel, Write
 from support.ports import free_port
-from support.runs import OperatorProcess, agent_run, log_events, of_type, wait_for_run
+from support.runs import agent_run, log_events, of_type, wait_for_run
 from support.sandboxes import ready_sandbox, status_of
 from support.waiting import wait_for
 
@@ -190,6 +190,12 @@ def test_the_policy_gates_every_shell_command_of_a_real_cli(
     # The agent was told, with the rule that refused it.
     assert seen.count("Paddock policy") >= len(DENIED)
     assert "touch denied-*" in seen
+    if harness == "opencode":  # its plugin package counted as there: nothing was fetched
+        fetched = cluster.kubectl(
+            "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+            "bash", "-c", 'ls -A "$PADDOCK_RUN_DIR"/*/config/opencode/node_modules',
+        ).stdout  # fmt: skip
+        assert fetched == ""
 
 
 ASKING_POLICY = {"commands": {"allow": ["echo *"], "ask": ["touch asked-*"], "default": "deny"}}
@@ -258,46 +264,6 @@ def test_a_command_the_policy_asks_about_waits_for_a_person(
     resolved = of_type(events, "approval.resolved")
     assert [e["data"]["state"] for e in resolved] == ["Approved", "Denied", "Expired"]
     assert seen.count("was not approved") >= 2  # the agent was told, both times
-
-
-def test_approvals_pending_across_operator_kills_run_their_commands_once(
-    cluster: Cluster, namespace: str, as_operator: str, agent_clis: Path
-) -> None:
-    """A real Claude Code run waits for a person twice while the operator (its own process)
-    is SIGKILLed: once approved after the next operator started, once approved while none
-    ran. Each approved command runs once, each approval is requested and resolved once in a
-    gap-free log, and the run succeeds."""
-    policy = {"commands": {"allow": ["echo ready"], "ask": ["echo asked-*"], "default": "deny"}}
-    commands = ["echo asked-1 >> asked.log", "echo asked-2 >> asked.log"]
-    with OperatorProcess(namespace, as_operator) as operator, ScriptedModel(commands) as model:
-        ready_sandbox(cluster, namespace, "box", policy=policy)
-        fields = harness_fields(cluster, namespace, "box", "claude-code", model.url)
-        cluster.apply(agent_run("asks", "box", "claude-code", "Log.", **fields), namespace)
-        first = _pending(cluster, namespace, "asks", 1)["approvals"][0]
-        operator.restart()
-        cluster.paddock("approve", "asks", first["id"], "-n", namespace)
-        second = _pending(cluster, namespace, "asks", 2)["approvals"][1]
-        operator.kill()
-        cluster.paddock("approve", "asks", second["id"], "-n", namespace)
-        operator.restart()
-        status = wait_for_run(cluster, namespace, "asks", timeout=240)
-
-    events = log_events(cluster, namespace, "asks")
-    assert status["phase"] == "Succeeded", (status, events[-3:])
-    assert [e["seq"] for e in events] == list(range(len(events)))
-    assert status["eventCount"] == len(events)
-    assert [a["target"] for a in status["approvals"]] == commands
-    assert [a["state"] for a in status["approvals"]] == ["Approved", "Approved"]
-    requested = [e["data"]["id"] for e in of_type(events, "approval.requested")]
-    assert requested == [first["id"], second["id"]]
-    resolved = [(e["data"]["id"], e["data"]["state"]) for e in of_type(events, "approval.resolved")]
-    assert resolved == [(first["id"], "Approved"), (second["id"], "Approved")]
-    assert len(of_type(events, "run.started")) == 1
-    logged = cluster.kubectl(
-        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
-        "bash", "-c", 'cat "$PADDOCK_WORKSPACE/asked.log"',
-    ).stdout  # fmt: skip
-    assert logged == "asked-1\nasked-2\n"
 
 
 def test_the_approval_example_runs_end_to_end(

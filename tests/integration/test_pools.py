@@ -228,6 +228,23 @@ def _with_sandbox(cluster: Cluster, namespace: str) -> int:
     return sum(bool((run.get("status") or {}).get("sandboxName")) for run in listing["items"])
 
 
+def _each_started_once_in_a_sandbox_of_its_own(
+    cluster: Cluster, namespace: str, runs: list[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """Each run Succeeded, started once, in a sandbox no other run had: their logs."""
+    used: dict[str, str] = {}
+    logs = {}
+    for name in runs:
+        status = wait_for_run(cluster, namespace, name, timeout=240)
+        events = logs[name] = log_events(cluster, namespace, name)
+        assert status["phase"] == "Succeeded", (status["message"], events[-3:])
+        assert len(of_type(events, "run.started")) == 1, name
+        sandbox = of_type(events, "sandbox.ready")[0]["data"]["sandbox"]
+        assert sandbox not in used, (sandbox, used)
+        used[sandbox] = name
+    return logs
+
+
 def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
     cluster: Cluster, namespace: str, as_operator: str
 ) -> None:
@@ -243,15 +260,9 @@ def test_runs_taking_from_a_pool_across_an_operator_kill_take_no_member_twice(
         wait_for(lambda: _with_sandbox(cluster, namespace) >= 5, 60,
                  what="five runs with their sandbox")  # fmt: skip
         operator.restart()  # SIGKILL: mid-take, mid-launch, mid-write
-        used: dict[str, str] = {}
-        for i in range(KILLED_RUNS):
-            status = wait_for_run(cluster, namespace, f"r{i}", timeout=240)
-            assert status["phase"] == "Succeeded", (status["message"], status["conditions"])
-            events = log_events(cluster, namespace, f"r{i}")
-            assert len(of_type(events, "run.started")) == 1
-            sandbox = of_type(events, "sandbox.ready")[0]["data"]["sandbox"]
-            assert sandbox not in used, (sandbox, used)
-            used[sandbox] = f"r{i}"
+        _each_started_once_in_a_sandbox_of_its_own(
+            cluster, namespace, [f"r{i}" for i in range(KILLED_RUNS)]
+        )
 
 
 def test_agent_runs_taking_from_a_pool_across_an_operator_kill_each_start_once(
@@ -279,16 +290,11 @@ def test_agent_runs_taking_from_a_pool_across_an_operator_kill_each_start_once(
         wait_for(lambda: _with_sandbox(cluster, namespace) >= 1, 60,
                  what="a run with its sandbox")  # fmt: skip
         operator.restart()  # SIGKILL: mid-take, mid-launch, mid-write
-        used: dict[str, str] = {}
-        for i in range(3):
-            status = wait_for_run(cluster, namespace, f"a{i}", timeout=240)
-            events = log_events(cluster, namespace, f"a{i}")
-            assert status["phase"] == "Succeeded", (status["message"], events[-3:])
-            assert len(of_type(events, "run.started")) == 1
-            sandbox = of_type(events, "sandbox.ready")[0]["data"]["sandbox"]
-            assert sandbox not in used, (sandbox, used)
-            used[sandbox] = f"a{i}"
-            assert "taken" in json.dumps(of_type(events, "tool.result")), events
+        logs = _each_started_once_in_a_sandbox_of_its_own(
+            cluster, namespace, [f"a{i}" for i in range(3)]
+        )
+    for events in logs.values():  # each ran its agent loop to the end
+        assert "taken" in json.dumps(of_type(events, "tool.result")), events
 
 
 def test_a_threads_runs_take_one_member_which_outlives_them_and_the_pool(

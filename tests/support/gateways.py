@@ -5,9 +5,13 @@ gateway other tests use meanwhile."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from paddock.devcluster import gateway
 from paddock.gateway.run import forget_shared_memory
@@ -71,3 +75,47 @@ class OwnGateway:
 
     def __exit__(self, *_: object) -> None:
         self.kill()
+
+
+class HeldDownload:
+    """An HTTP server on ``address`` (the node's bridge, which a gateway reaches) answering
+    ``SIZE`` bytes a request; ``/held`` stops after its first ``PART`` until ``release`` (or
+    two minutes), ``holding`` set meanwhile."""
+
+    SIZE = 1 << 20
+    PART = 1 << 16
+
+    def __init__(self, address: str) -> None:
+        self.holding, self.release = threading.Event(), threading.Event()
+        held = self
+
+        class Answer(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(held.SIZE))
+                self.end_headers()
+                with contextlib.suppress(OSError):  # a reader gone before the end
+                    rest = held.SIZE
+                    if self.path == "/held":
+                        self.wfile.write(b"x" * held.PART)
+                        self.wfile.flush()
+                        rest -= held.PART
+                        held.holding.set()
+                        held.release.wait(120)
+                    self.wfile.write(b"x" * rest)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((address, 0), Answer)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> HeldDownload:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()

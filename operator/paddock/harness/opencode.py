@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from paddock.api.agentrun import AgentRunSpec
@@ -115,6 +116,12 @@ def gated(
         # A user config directory and a cache of the run's own (OpenCode writes into the
         # first, and loads plugins and packages from both), so nothing of an earlier run's.
         'export XDG_CONFIG_HOME="$PADDOCK_RUN/config" XDG_CACHE_HOME="$PADDOCK_RUN/cache"\n'
+        # OpenCode installs its plugin package into a config directory whose node_modules is
+        # missing or whose lock file does not list it, at every start, from the npm registry
+        # (16-75 s; longer behind a fence that drops it). Paddock's plugin imports nothing: the
+        # run's directory says the package is there, and nothing is fetched.
+        'mkdir -p "$XDG_CONFIG_HOME/opencode/node_modules"\n'
+        f'echo {shlex.quote(PLUGIN_LOCK)} > "$XDG_CONFIG_HOME/opencode/package-lock.json"\n'
         f"exec {_argv(spec)} < {PROMPT}\n"
     )
     env = {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
@@ -122,6 +129,9 @@ def gated(
 
 
 CONFIG_ENV = "OPENCODE_CONFIG_CONTENT"
+# A lock file whose root lists OpenCode's plugin package: OpenCode's own check of a config
+# directory's dependencies (every name it would add is in the lock's root package).
+PLUGIN_LOCK = json.dumps({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}})
 INSTRUCTIONS = "opencode/instructions.md"
 
 
