@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -384,6 +385,10 @@ def _dependencies() -> list[str]:
     return [str(requirement) for requirement in project["dependencies"]]
 
 
+def _platform() -> str:
+    return f"python{sys.version_info[0]}.{sys.version_info[1]}-{platform.machine()}"
+
+
 def _build_operator_base(work: Path) -> tuple[Path, ImageConfig]:
     """Debian's python3 and the project's dependencies: the slow part of the operator image,
     rebuilt only when the packages or pyproject.toml's dependencies change."""
@@ -452,7 +457,8 @@ def operator_base_recipe() -> Recipe:
     return Recipe(
         OPERATOR_BASE_IMAGE,
         _build_operator_base,
-        (DEBIAN_SUITE, DEBIAN_MIRROR, *OPERATOR_PACKAGES, *_dependencies()),
+        # This interpreter's version and machine pick the wheels pip installs.
+        (DEBIAN_SUITE, DEBIAN_MIRROR, *OPERATOR_PACKAGES, *_dependencies(), _platform()),
     )
 
 

@@ -190,5 +190,6 @@ def _follow_one(
         # Anything else too: a watch thread that ended would freeze what the gateway knows.
         except Exception as exc:
             said = f"{type(exc).__name__}: {exc}"
-            print(f"paddock gateway: {kind} watch failed ({said}); listing again", file=sys.stderr)
+            print(f"paddock gateway: {kind} watch failed ({said}); listing again",
+                  file=sys.stderr, flush=True)  # fmt: skip
             time.sleep(RETRY_SECONDS)

@@ -86,12 +86,12 @@ def gated(
 ) -> Invocation:
     """OpenCode with Paddock's gate as a plugin (``tool.execute.before`` on bash), from the
     run's own config, merged into the run's ``OPENCODE_CONFIG_CONTENT``, with project config
-    off (``OPENCODE_DISABLE_PROJECT_CONFIG=1``): an ``opencode.json`` or plugin the agent
-    writes into the workspace is never read; nor is the user config of an earlier run
-    (``XDG_CONFIG_HOME`` is the run's own, new directory), so a plugin the agent leaves in
-    ``~/.config/opencode/plugin/`` never runs. That also leaves out the workspace's
-    AGENTS.md: the Workspace's instructions come from the operator, as an instructions file
-    of the run's."""
+    off (``OPENCODE_DISABLE_PROJECT_CONFIG=1``), which OpenCode's older config loader honours;
+    nor is the user config of an earlier run read (``XDG_CONFIG_HOME`` is the run's own, new
+    directory), so a plugin the agent leaves in ``~/.config/opencode/plugin/`` never runs.
+    That also leaves out the workspace's AGENTS.md: the Workspace's instructions come from the
+    operator, as an instructions file of the run's. (OpenCode 1.18's newer loader still reads
+    the workspace's and ``~/.opencode``'s config and plugins: docs/policy.md.)"""
     own = next((e.value for e in spec.env if e.name == CONFIG_ENV and e.value), None)
     try:
         config = json.loads(own) if own else {}

@@ -17,6 +17,7 @@ from paddock.kube.errors import converted, converting
 
 Obj = dict[str, Any]
 API_SERVER_NAMESPACE = "default"  # where the API server publishes the Service kubernetes
+CONNECT_SECONDS = 10
 
 
 class WatchExpiredError(Exception):
@@ -139,10 +140,22 @@ def _watched(list_call: Callable[..., Any], *args: Any, **kwargs: Any) -> Iterat
     when the version it starts from is too old, ``KubeError`` for any other error the server
     sends in the stream. Read here, line by line: the client library's own reader fails on an
     error event of a watch that is not deserialized (``KeyError: 'raw_object'``)."""
+    # Read no longer than the server's own end of the watch, and a minute more: a connection
+    # gone quiet without closing ends too.
+    timeout = (CONNECT_SECONDS, kwargs["timeout_seconds"] + 60)
     with converted():
-        response = list_call(*args, watch=True, _preload_content=False, **kwargs)
+        try:
+            response = list_call(
+                *args, watch=True, _preload_content=False, _request_timeout=timeout, **kwargs
+            )
+        except ApiException as exc:
+            if exc.status == 410:  # told as the answer's status, before any event
+                raise WatchExpiredError(str(exc.reason)) from None
+            raise
         try:
             for line in iter_resp_lines(response):
+                if not line.strip():
+                    continue
                 event = json.loads(line)
                 if event["type"] == "ERROR":
                     raise _stream_error(event["object"])
