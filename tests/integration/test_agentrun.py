@@ -512,29 +512,35 @@ def test_a_follower_reads_each_event_once_from_a_watch_not_by_reading_again(
     follower_config = identity.role_kubeconfig(
         cluster, namespace, "follower", rules, tmp_path / "follower"
     )
-    slow = "for i in $(seq 1 8); do echo line $i; sleep 1; done"
+    # The run writes a line, then the rest only once the follower is following (however long
+    # the follower takes to start): the rest reaches it by its watch.
+    go = '"$PADDOCK_WORKSPACE/go"'
+    slow = (f"echo line 1; until [ -e {go} ]; do sleep 0.1; done; "
+            "for i in $(seq 2 8); do echo line $i; sleep 0.2; done")  # fmt: skip
     cluster.apply(command_run("slow", "box", slow), namespace)
     wait_for_run(cluster, namespace, "slow", ("Running",))
     started = time.time()
-    follower = subprocess.run(
+    follower = subprocess.Popen(
         [sys.executable, "-m", "paddock.cli", "logs", "slow", "-n", namespace, "-f", "-o", "json"],
         env={**os.environ, "KUBECONFIG": str(follower_config)},
-        capture_output=True, text=True, timeout=120,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert follower.returncode == 0, follower.stderr
-    followed = [json.loads(line) for line in follower.stdout.splitlines()]
-    assert followed == log_events(cluster, namespace, "slow")
-    assert len(of_type(followed, "output")) == 8
     user = f"system:serviceaccount:{namespace}:follower"
     log = audit_log(default_state_dir())
-    asked = wait_for(
-        lambda: (
-            (counted := requests(log, user, started, time.time() + 1))[("watch", "configmaps")]
-            and counted
-        ),
-        30,
-        what="the follower's requests in the audit log",
+    wait_for(
+        lambda: requests(log, user, started, time.time() + 1)[("watch", "configmaps")],
+        60,
+        what="the follower's watch in the audit log",
     )
+    cluster.kubectl(
+        "exec", "-n", namespace, "box", "-c", "sandbox", "--", "bash", "-c", f"touch {go}"
+    )
+    stdout, stderr = follower.communicate(timeout=120)
+    assert follower.returncode == 0, stderr
+    followed = [json.loads(line) for line in stdout.splitlines()]
+    assert followed == log_events(cluster, namespace, "slow")
+    assert len(of_type(followed, "output")) == 8
+    asked = requests(log, user, started, time.time() + 1)
     # One listing, then the watch brings each write: not a listing per poll while it waited.
     assert asked[("list", "configmaps")] == 1, asked
     assert asked[("get", "agentruns")] == 1, asked
