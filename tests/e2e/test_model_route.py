@@ -18,6 +18,7 @@ import itertools
 import json
 import re
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,7 @@ CHART_PRICES = yaml.safe_load(
     (Path(__file__).parents[2] / "charts" / "paddock" / "values.yaml").read_text()
 )["gateway"]["prices"]
 GENEROUS = {"tokens": 1_000_000, "costUSD": 10}
+NO_NETWORK = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
 KEY = {"secretKeyRef": {"name": "llm", "key": "key"}, "baseUrl": ""}
 
 
@@ -159,12 +161,10 @@ def _samples(state: ClusterState, metric: str) -> dict[tuple[str, ...], float]:
     return {tuple(v for _, v in key): value for key, value in found.items()}
 
 
-def _each_cli_at_once(
-    cluster: Cluster, namespace: str, steps: list[str], policy: dict[str, Any], **run: Any
-) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """Each CLI's run, all at once, each in its own sandbox (``box-HARNESS``) against its own
-    scripted model server (``{model}`` in a step is its URL): the run's status and the requests
-    its model server saw."""
+@contextlib.contextmanager
+def _four_boxes(cluster: Cluster, namespace: str) -> Iterator[dict[str, ScriptedModel]]:
+    """A Ready sandbox for each CLI (``box-HARNESS``, its policy denying the network) and a
+    scripted model server of its own, yielded by CLI."""
     image = local.load_image(local.default_state_dir(), "sandbox")
     host = node.host_ip()
     assert host is not None
@@ -172,55 +172,58 @@ def _each_cli_at_once(
     cluster.apply(workspace("app"), namespace)
     cluster.apply(secret("llm", key=API_KEY), namespace)
     for harness in HARNESSES:
-        box = sandbox(f"box-{harness}", "app", image=image, storage=storage, policy=policy,
+        box = sandbox(f"box-{harness}", "app", image=image, storage=storage, policy=NO_NETWORK,
                       **ON_NODE)  # fmt: skip
         cluster.apply(box, namespace)
     with contextlib.ExitStack() as stack:
         models = {h: stack.enter_context(ScriptedModel([], host=host)) for h in HARNESSES}
         for harness in HARNESSES:
-            models[harness].commands = [step.replace("{model}", models[harness].url)
-                                        for step in steps]  # fmt: skip
             wait_for_phase(cluster, namespace, f"box-{harness}", "Ready", timeout=240)
-            key = KEY | {"baseUrl": models[harness].url}
-            manifest = agent_run(harness, f"box-{harness}", harness, "Work.", model=MODELS[harness],
-                             modelKey=key, **run)  # fmt: skip
-            cluster.apply(manifest, namespace)
-        return {
-            harness: (wait_for_run(cluster, namespace, harness, timeout=300),
-                      list(models[harness].requests))
-            for harness in HARNESSES
-        }  # fmt: skip
+        yield models
 
 
-def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
+def _each_cli_at_once(
+    cluster: Cluster,
+    namespace: str,
+    models: dict[str, ScriptedModel],
+    steps: list[str],
+    name: str,
+    **run: Any,
+) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each CLI's run (``HARNESS-NAME``), all at once, each in its own box against its own
+    model server (``{model}`` in a step is its URL): the run's status and the requests its
+    model server saw for it."""
+    before = {harness: len(models[harness].requests) for harness in HARNESSES}
+    for harness in HARNESSES:
+        model = models[harness]
+        model.commands = [step.replace("{model}", model.url) for step in steps]
+        key = KEY | {"baseUrl": model.url}
+        manifest = agent_run(f"{harness}-{name}", f"box-{harness}", harness, "Work.",
+                             model=MODELS[harness], modelKey=key, **run)  # fmt: skip
+        cluster.apply(manifest, namespace)
+    return {
+        harness: (wait_for_run(cluster, namespace, f"{harness}-{name}", timeout=300),
+                  models[harness].requests[before[harness]:])
+        for harness in HARNESSES
+    }  # fmt: skip
+
+
+def test_each_cli_reaches_its_model_through_the_gateway_never_holds_the_key_and_keeps_a_budget(
     cluster: Cluster, namespace: str, route_operator: Any
 ) -> None:
+    """Each CLI, in its own sandbox: a run under a generous budget that searches for the key,
+    then a run whose budget its script crosses."""
     state, _ = local_cluster_plan()
-    policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
-    results = _each_cli_at_once(cluster, namespace, [SEARCH], policy, budget=GENEROUS)
-
-    counted = _samples(state, "paddock_gateway_model_requests_total")  # (outcome, run)
-    tokens = _samples(state, "paddock_model_tokens_total")  # (direction, harness, namespace)
-    for harness, (status, requests) in results.items():
-        events = log_events(cluster, namespace, harness)
-        assert status["phase"] == "Succeeded", (harness, status, events[-3:])
-        route = next(c for c in status["conditions"] if c["type"] == "ModelRoute")
-        assert (route["status"], route["reason"]) == ("True", "ThroughGateway"), harness
-        # The model server saw the real key, in the provider's own header, on every request.
-        header, value = KEY_HEADERS[harness]
-        assert requests, harness
-        for seen in requests:
-            headers = {k.lower(): v for k, v in seen["headers"].items()}
-            assert headers.get(header) == value, (harness, seen["path"], headers)
-        # The agent found the key nowhere, and could not reach the model server itself.
-        outputs = [str(e["data"].get("output", "")) for e in of_type(events, "tool.result")]
-        searched = next((o for o in outputs if "SEARCHED" in o), "")
-        assert "SEARCHED" in searched, (harness, outputs)
-        assert "ENV " not in searched, (harness, searched)
-        assert "FILE " not in searched, (harness, searched)
-        assert "DIRECT=0" not in searched, (harness, searched)
-        assert API_KEY not in json.dumps(events), harness
-        forwarded = counted.get(("2xx", f"{namespace}/{harness}"), 0)
+    with _four_boxes(cluster, namespace) as models:
+        keyed = _each_cli_at_once(cluster, namespace, models, [SEARCH], "keyed", budget=GENEROUS)
+        counted = _samples(state, "paddock_gateway_model_requests_total")  # (outcome, run)
+        tokens = _samples(state, "paddock_model_tokens_total")  # (direction, harness, namespace)
+        steps = ["echo step-one", "echo step-two", "echo step-three", "echo step-four"]
+        capped = _each_cli_at_once(
+            cluster, namespace, models, steps, "capped", budget={"tokens": 150}
+        )
+    for harness, (status, requests) in keyed.items():
+        forwarded = counted.get(("2xx", f"{namespace}/{harness}-keyed"), 0)
         assert forwarded == len(requests), (harness, counted)
         # Counted at the route from the model's own usage fields: 100 in, 20 out a request.
         used = (
@@ -228,12 +231,64 @@ def test_each_cli_reaches_its_model_through_the_gateway_and_never_holds_the_key(
             tokens.get(("output", harness, namespace)),
         )
         assert used == (100 * len(requests), 20 * len(requests)), (harness, tokens)
-        # Under its budget: the same figures are the run's usage, logged as they grew.
-        _assert_usage_is_what_the_model_reported(status, requests, harness)
-        assert of_type(events, "usage")[-1]["data"]["inputTokens"] == 100 * len(requests)
+        _assert_the_key_stayed_out(cluster, namespace, f"{harness}-keyed", status, requests)
+    for harness, (status, requests) in capped.items():
+        _assert_stopped_at_the_ceiling(cluster, namespace, f"{harness}-capped", status, requests)
     assert _routes(cluster) == []  # each run's route went with its end
     for harness in HARNESSES:
         assert API_KEY not in json.dumps(get(cluster, namespace, "pod", f"box-{harness}"))
+
+
+def _assert_the_key_stayed_out(
+    cluster: Cluster,
+    namespace: str,
+    run: str,
+    status: dict[str, Any],
+    requests: list[dict[str, Any]],
+) -> None:
+    harness = run.rsplit("-", 1)[0]
+    events = log_events(cluster, namespace, run)
+    assert status["phase"] == "Succeeded", (run, status, events[-3:])
+    route = next(c for c in status["conditions"] if c["type"] == "ModelRoute")
+    assert (route["status"], route["reason"]) == ("True", "ThroughGateway"), run
+    # The model server saw the real key, in the provider's own header, on every request.
+    header, value = KEY_HEADERS[harness]
+    assert requests, run
+    for seen in requests:
+        headers = {k.lower(): v for k, v in seen["headers"].items()}
+        assert headers.get(header) == value, (run, seen["path"], headers)
+    # The agent found the key nowhere, and could not reach the model server itself.
+    outputs = [str(e["data"].get("output", "")) for e in of_type(events, "tool.result")]
+    searched = next((o for o in outputs if "SEARCHED" in o), "")
+    assert "SEARCHED" in searched, (run, outputs)
+    assert "ENV " not in searched, (run, searched)
+    assert "FILE " not in searched, (run, searched)
+    assert "DIRECT=0" not in searched, (run, searched)
+    assert API_KEY not in json.dumps(events), run
+    # Under its budget: the model's figures are the run's usage, logged as they grew.
+    _assert_usage_is_what_the_model_reported(status, requests, harness)
+    assert of_type(events, "usage")[-1]["data"]["inputTokens"] == 100 * len(requests)
+
+
+def _assert_stopped_at_the_ceiling(
+    cluster: Cluster,
+    namespace: str,
+    run: str,
+    status: dict[str, Any],
+    requests: list[dict[str, Any]],
+) -> None:
+    events = log_events(cluster, namespace, run)
+    assert status["phase"] == "Failed", (run, status, events[-3:])
+    complete = next(c for c in status["conditions"] if c["type"] == "Complete")
+    assert complete["reason"] == "BudgetExceeded", (run, complete)
+    assert "the run passed its budget (tokens " in complete["message"], complete
+    # Stopped after the request that crossed 150 (each answer is 120 tokens), not at the end
+    # of its script; its usage is what the model server answered, to the token.
+    assert 120 * len(requests) > 150, (run, len(requests))
+    outputs = " ".join(str(e["data"].get("output", "")) for e in of_type(events, "tool.result"))
+    assert "step-four" not in outputs, (run, outputs)
+    _assert_usage_is_what_the_model_reported(status, requests, run)
+    assert of_type(events, "run.failed")[-1]["data"]["reason"] == "BudgetExceeded"
 
 
 def _metered_sandbox(cluster: Cluster, namespace: str, **spec: Any) -> None:
@@ -245,27 +300,6 @@ def _metered_sandbox(cluster: Cluster, namespace: str, **spec: Any) -> None:
     wait_for_phase(cluster, namespace, "box", "Ready", timeout=240)
 
 
-def test_each_cli_stops_once_a_request_crossed_its_token_budget(
-    cluster: Cluster, namespace: str, route_operator: Any
-) -> None:
-    policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
-    steps = ["echo step-one", "echo step-two", "echo step-three", "echo step-four"]
-    results = _each_cli_at_once(cluster, namespace, steps, policy, budget={"tokens": 150})
-    for harness, (status, requests) in results.items():
-        events = log_events(cluster, namespace, harness)
-        assert status["phase"] == "Failed", (harness, status, events[-3:])
-        complete = next(c for c in status["conditions"] if c["type"] == "Complete")
-        assert complete["reason"] == "BudgetExceeded", (harness, complete)
-        assert "the run passed its budget (tokens " in complete["message"], complete
-        # Stopped after the request that crossed 150 (each answer is 120 tokens), not at the
-        # end of its script; its usage is what the model server answered, to the token.
-        assert 120 * len(requests) > 150, (harness, len(requests))
-        outputs = " ".join(str(e["data"].get("output", "")) for e in of_type(events, "tool.result"))
-        assert "step-four" not in outputs, (harness, outputs)
-        _assert_usage_is_what_the_model_reported(status, requests, harness)
-        assert of_type(events, "run.failed")[-1]["data"]["reason"] == "BudgetExceeded"
-
-
 @pytest.mark.usefixtures("route_settings")
 def test_a_budget_crossed_after_an_operator_kill_stops_the_run_at_the_same_ceiling(
     cluster: Cluster, namespace: str, as_operator: str
@@ -274,7 +308,6 @@ def test_a_budget_crossed_after_an_operator_kill_stops_the_run_at_the_same_ceili
     the requests after the next one started cross the budget: the run ends BudgetExceeded at
     the request that crossed it, and its usage is what the model answered (nothing counted
     twice, nothing lost)."""
-    policy = {"commands": {"default": "allow"}, "capabilities": {"network": "deny"}}
     go = "until test -e /workspace/go; do sleep 0.1; done; echo step-one"
     steps = [go, *(f"echo step-{n}" for n in ("two", "three", "four", "five", "six", "seven"))]
     host = node.host_ip()
@@ -283,7 +316,7 @@ def test_a_budget_crossed_after_an_operator_kill_stops_the_run_at_the_same_ceili
         OperatorProcess(namespace, as_operator) as operator,
         ScriptedModel(steps, host=host) as model,
     ):
-        _metered_sandbox(cluster, namespace, policy=policy)
+        _metered_sandbox(cluster, namespace, policy=NO_NETWORK)
         key = KEY | {"baseUrl": model.url}
         run = agent_run("metered", "box", "claude-code", "Work.", model=MODELS["claude-code"],
                         modelKey=key, budget={"tokens": 400})  # fmt: skip

@@ -1,6 +1,7 @@
-"""The fence cannot be opened from inside, on the local cluster's real node (where the sandbox
-container's user and the gate sidecar's are different users in real containers; kwok runs
-everything as root in one process tree).
+"""The fence cannot be opened from inside, and what a Workspace gives the agent reaches it
+through the fence, on the local cluster's real node (where the sandbox container's user and the
+gate sidecar's are different users in real containers; kwok runs everything as root in one
+process tree).
 
 Each of Claude Code, Codex, OpenCode and Gemini CLI, in turn in one sandbox (so each run also
 faces what the runs before it left in HOME and the workspace), runs a script the policy allows
@@ -10,7 +11,14 @@ rewrites and shadows every CLI's hook settings and its shell's startup files, re
 directory with a link, and looks for the sidecar's processes. Then the agent issues a denied
 command; then, with a background job killing the gate's client as soon as one waits, another;
 then an allowed one. The denied commands never run, the log has the ``policy.denied`` the
-operator took from the sidecar, and the allowed command runs."""
+operator took from the sidecar, and the allowed command runs.
+
+The same runs read the Workspace as the published sandbox image and the real ``project`` init
+container give it: each CLI sends its model the Workspace's instructions and a skill's
+description, and offers the tool of the Workspace's MCP server (a real one, the official SDK's,
+on this host's bridge address, named in the policy's egress). Ungated runs are tested on kwok
+(tests/integration/test_agent_cli_projections.py): a sandbox without a policy cannot reach this
+host's address, as the fence of no policy leaves the cluster's own addresses out."""
 
 from __future__ import annotations
 
@@ -22,12 +30,14 @@ import pytest
 from paddock.devcluster import cluster as local
 from paddock.devcluster import node
 from paddock.render.containers import GATE_UID
+from support import mcp_probe
 from support.harnesses import harness_fields
 from support.kube import Cluster
 from support.model_server import ScriptedModel
+from support.projections import CLAUDE_MCP_CALL, projected_workspace, seen
 from support.real_node import ON_NODE, exec_in
 from support.runs import agent_run, log_events, of_type, wait_for_run
-from support.sandboxes import sandbox, wait_for_phase, workspace
+from support.sandboxes import sandbox, wait_for_phase
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
 
@@ -112,35 +122,42 @@ def _files(cluster: Cluster, namespace: str, pod: str) -> None:
     exec_in(cluster, namespace, pod, "\n".join(lines))
 
 
-def test_no_cli_opens_its_fence_from_inside_on_the_real_node(
+def _port(url: str) -> int:
+    return int(url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+
+
+def test_no_cli_opens_its_fence_from_inside_and_each_reads_the_workspace_on_the_real_node(
     cluster: Cluster, namespace: str, operator: Any
 ) -> None:
     image = local.load_image(local.default_state_dir(), "sandbox")
     host = node.host_ip()
     assert host is not None
     results: dict[str, dict[str, Any]] = {}
-    with ScriptedModel([], host=host) as model:
-        port = int(model.url.rsplit(":", 1)[1])
-        policy = POLICY | {
-            "network": {"egress": [{"cidrs": [f"{host}/32"], "ports": [{"port": port}]}]}
-        }
+    with mcp_probe.serve(host) as mcp_url, ScriptedModel([], host=host) as model:
+        ports = [{"port": _port(url)} for url in (mcp_url, model.url)]
+        policy = POLICY | {"network": {"egress": [{"cidrs": [f"{host}/32"], "ports": ports}]}}
         storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
         box = sandbox("fence", "app", image=image, storage=storage, policy=policy, **ON_NODE)
-        cluster.apply(workspace("app"), namespace)
+        cluster.apply(projected_workspace(mcp_url), namespace)
         cluster.apply(box, namespace)
         wait_for_phase(cluster, namespace, "fence", "Ready", timeout=180)
         for harness in HARNESSES:
             _files(cluster, namespace, "fence")
-            model.commands = list(COMMANDS)
+            # Claude Code offers the MCP tools once its servers are up: its first step calls one.
+            first = [CLAUDE_MCP_CALL] if harness == "claude-code" else []
+            model.commands = [*first, *COMMANDS]
+            before = len(model.requests)
             fields = harness_fields(cluster, namespace, "fence", harness, model.url)
             cluster.apply(agent_run(harness, "fence", harness, "Try.", **fields), namespace)
             status = wait_for_run(cluster, namespace, harness, timeout=300)
             listing = exec_in(cluster, namespace, "fence", "ls -A /workspace").split()
             fence = exec_in(cluster, namespace, "fence", "cat /workspace/fence.log 2>&1; true")
-            results[harness] = {"status": status, "listing": listing, "fence": fence}
+            read = seen(model.requests[before:])
+            results[harness] = {"status": status, "listing": listing, "fence": fence, "read": read}
 
     for harness, result in results.items():
         status, listing, fence = result["status"], result["listing"], result["fence"]
+        assert result["read"] == ["instructions", "skill", "mcp tool"], (harness, result["read"])
         events = log_events(cluster, namespace, harness)
         assert status["phase"] == "Succeeded", (harness, status, events[-3:])
         assert [n for n in listing if n.startswith("pwned")] == [], (harness, fence)

@@ -1,7 +1,7 @@
 """Whether the real agent CLIs read what a Workspace projects: its instructions, an agent
 skill's description and the tool of its MCP server, as seen in the requests they send the
-scripted model server. Shared by the kwok test (gated and ungated) and the real node's (gated,
-with the image and the real init containers)."""
+scripted model server. Shared by the kwok test (gated and ungated) and the real node's fence
+test (gated, with the image and the real init containers)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def projected_workspace(mcp_url: str) -> dict[str, Any]:
     return workspace("app", instructions=instructions, skills=skills)
 
 
-def _seen(requests: list[dict[str, Any]]) -> list[str]:
+def seen(requests: list[dict[str, Any]]) -> list[str]:
     """What the requests of one run carried, anywhere in their bodies."""
     bodies = json.dumps([r["body"] for r in requests])
     tools = json.dumps([r["body"].get("tools") for r in requests])
@@ -64,11 +64,11 @@ def unread(
             fields = harness_fields(cluster, namespace, box, harness, model.url)
             cluster.apply(agent_run(name, box, harness, "Count them.", **fields), namespace)
             status = wait_for_run(cluster, namespace, name, timeout=240)
-            seen = _seen(model.requests[before:])
+            read = seen(model.requests[before:])
             if status["phase"] != "Succeeded":
-                seen.append(f"ended {status['phase']}: {status.get('message')}")
+                read.append(f"ended {status['phase']}: {status.get('message')}")
             wanted = ["instructions", "skill", "mcp tool"]
-            lacking = [what for what in wanted if what not in seen] + seen[3:]
+            lacking = [what for what in wanted if what not in read] + read[3:]
             if lacking:
                 missed[name] = lacking
     return missed

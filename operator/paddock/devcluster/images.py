@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import json
 import os
 import platform
@@ -179,6 +180,17 @@ def write_oci_archive(layer: Path, reference: str, config: ImageConfig, archive:
         with tarfile.open(archive, "w") as tar:
             for name in ("oci-layout", "index.json", "blobs"):
                 tar.add(root / name, arcname=name)
+
+
+def manifest_digest(archive: Path) -> str:
+    """The digest of the manifest an OCI archive written here names (its index.json, near
+    the start of the tar: read without going through the layers)."""
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            if member.name == "index.json":
+                index = json.load(tar.extractfile(member) or io.BytesIO(b"{}"))
+                return str(index["manifests"][0]["digest"])
+    raise ImageError(f"{archive} has no index.json")
 
 
 def _run(argv: list[str], what: str) -> None:

@@ -436,8 +436,13 @@ def _ctr(node: NodePlan, *args: str) -> str:
 
 
 def import_images(node: NodePlan, wanted: list[images.Image]) -> None:
-    """Import image archives into the node's containerd, where pods find them by reference."""
+    """Import image archives into the node's containerd, where pods find them by reference;
+    one containerd has already, under its reference, is not imported again (a 1.4 GB
+    archive is tens of seconds on a loaded machine, and each real-node test asks for it)."""
     for image in wanted:
+        listed = _ctr(node, "images", "ls", f"name=={image.reference}")
+        if images.manifest_digest(image.archive) in listed:
+            continue
         started = time.monotonic()
         _ctr(node, "images", "import", str(image.archive))
         print(
