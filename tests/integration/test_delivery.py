@@ -205,13 +205,16 @@ def test_a_delivery_cut_off_after_its_push_and_again_after_its_pull_request_leav
     assert forge.changes(repo, "main", "paddock/hello") == {"src/app.py": "print('hello')\n"}
 
 
-def test_a_change_to_a_workflow_is_refused_unless_the_policy_allows_it(
+def test_a_change_to_a_ci_definition_even_through_a_link_is_refused_unless_the_policy_allows_it(
     cluster: Cluster, namespace: str, operator: Any, forge: ForgeClient
 ) -> None:
     repo = f"{namespace}-ci"
     _sandbox_of(cluster, namespace, forge, repo)
     _forge_secret(cluster, namespace, forge, "ci")
-    sneak = ('mkdir -p .github/workflows && echo "on: push" > .github/workflows/ci.yml '
+    # A workflow no changed path names: .github made a link to a directory holding one; and
+    # Woodpecker's pipeline (Codeberg's CI).
+    sneak = ('mkdir -p defs/workflows && echo "on: push" > defs/workflows/ci.yml '
+             "&& ln -s defs .github && echo 'steps: []' > .woodpecker.yml "
              "&& echo fixed >> README.md")  # fmt: skip
     cluster.apply(_command_run("ci", f'cd "$PADDOCK_WORKSPACE" && {sneak}', _deliver()), namespace)
     status = wait_for_run(cluster, namespace, "ci")
@@ -219,7 +222,9 @@ def test_a_change_to_a_workflow_is_refused_unless_the_policy_allows_it(
     assert status["phase"] == "Succeeded", status  # the run did its work; the push is refused
     refused = condition(status, "Delivered")
     assert (refused["status"], refused["reason"]) == ("False", "DeliveryRefused")
-    assert ".github/workflows/ci.yml" in refused["message"]
+    for ci in (".github", "defs/workflows/ci.yml", ".woodpecker.yml"):
+        assert ci in refused["message"], (ci, refused["message"])
+    assert "README.md" not in refused["message"]
     assert "allowWorkflowChanges" in refused["message"]
     assert "paddock/ci" not in forge.branches(repo)
     assert "delivery" not in status
@@ -304,3 +309,22 @@ def test_a_workspace_without_a_git_source_fails_the_run_before_it_starts(
     assert condition(status, "Complete")["reason"] == "Undeliverable"
     assert "no git source" in status["message"]
     assert not of_type(log_events(cluster, namespace, "nogit"), "run.started")
+
+
+def test_a_branch_that_would_not_be_a_new_branch_fails_the_run_before_it_starts(
+    cluster: Cluster, namespace: str, operator: Any, forge: ForgeClient
+) -> None:
+    """The template passed the schema; the thread it names makes it another ref."""
+    url = forge.repository(f"{namespace}-head", BASE)
+    cluster.apply(workspace("app", source={"git": {"url": url, "ref": "main"}}), namespace)
+    cluster.apply(secret("forge", token="unused"), namespace)
+    run = _command_run("head", "touch never-run", _deliver(branch="{thread}"))
+    del run["spec"]["sandboxRef"]
+    run["spec"] |= {"sandboxTemplate": {"workspaceRef": {"name": "app"}}, "threadId": "HEAD"}
+    cluster.apply(run, namespace)
+    status = wait_for_run(cluster, namespace, "head")
+
+    assert status["phase"] == "Failed"
+    assert condition(status, "Complete")["reason"] == "Undeliverable"
+    assert "'HEAD', names another ref" in status["message"], status["message"]
+    assert not of_type(log_events(cluster, namespace, "head"), "run.started")

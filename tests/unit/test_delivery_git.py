@@ -4,6 +4,7 @@ bundle to a bare repository standing for the forge (a file:// URL: git's own tra
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from paddock.api.delivery import Forge
 from paddock.forge.errors import DeliveryError
 from paddock.forge.git import Workbench
-from paddock.forge.repos import Repository, prerequisites
+from paddock.forge.repos import Repository, prerequisites, workflow_changes
 from paddock.render import delivery
 
 IDENTITY = ["-c", "user.name=T", "-c", "user.email=t@x.invalid"]
@@ -156,3 +157,71 @@ def test_a_bundle_is_what_git_writes_or_nothing() -> None:
     many = b"".join(b"-%040x c\n" % n for n in range(101))
     with pytest.raises(DeliveryError, match="starts from 101 commits"):
         prerequisites(b"# v2 git bundle\n" + many + b"\nPACK")
+
+
+def test_ci_definitions_reached_through_a_link_or_a_submodule_are_found_in_the_pushed_commit(
+    tmp_path: Path, forge: Path, sandbox: Path
+) -> None:
+    """The agent's ways to a workflow that no path names: .github made a link to a directory
+    holding workflows/, a submodule where .gitea is, a link already there whose target it
+    edits; and Woodpecker's file. The check reads the commit that would be pushed."""
+    (sandbox / "defs" / "workflows").mkdir(parents=True)
+    (sandbox / "defs" / "workflows" / "ci.yml").write_text("on: push\n")
+    (sandbox / ".github").symlink_to("defs")
+    nested = sandbox / ".gitea"
+    nested.mkdir()
+    _git("init", "-q", cwd=nested)
+    _git(*IDENTITY, "commit", "-q", "--allow-empty", "-m", "x", cwd=nested)
+    (sandbox / ".woodpecker.yml").write_text("steps: []\n")
+    (sandbox / "notes.md").write_text("not CI\n")
+    assert _bundle(sandbox, tmp_path / "b.bundle") == 0
+    with _bench(forge) as bench:
+        bench.fetch_base("main", prerequisites((tmp_path / "b.bundle").read_bytes()))
+        bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
+        changed = bench.changed_paths()
+        links = bench.links()
+    assert links == {".github": "defs"}
+    assert sorted(changed) == [".gitea", ".github", ".woodpecker.yml", "defs/workflows/ci.yml",
+                               "notes.md"]  # fmt: skip
+    assert sorted(workflow_changes(changed, links)) == [
+        ".gitea", ".github", ".woodpecker.yml", "defs/workflows/ci.yml"]  # fmt: skip
+
+
+def test_a_ci_definition_the_work_leaves_older_than_the_base_is_found(
+    tmp_path: Path, forge: Path, sandbox: Path
+) -> None:
+    """The base changed its workflow after the work began (the agent may start from any
+    commit of the base's history): the pull request's diff does not show it, but pushing the
+    work would run the older workflow."""
+    seed = tmp_path / "seed"
+    (seed / ".github" / "workflows").mkdir(parents=True)
+    (seed / ".github" / "workflows" / "ci.yml").write_text("permissions: read-all\n")
+    _git("add", ".", cwd=seed)
+    _git(*IDENTITY, "commit", "-qm", "CI locked down", cwd=seed)
+    _git("push", "-q", str(forge), "HEAD:main", cwd=seed)
+    (sandbox / "README.md").write_text("only this\n")  # the work began before that commit
+    assert _bundle(sandbox, tmp_path / "b.bundle") == 0
+    with _bench(forge) as bench:
+        bench.fetch_base("main", prerequisites((tmp_path / "b.bundle").read_bytes()))
+        bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
+        assert bench.changed_paths() == ["README.md"]
+        differing = bench.differing_paths()
+    assert sorted(differing) == [".github/workflows/ci.yml", "README.md"]
+    assert workflow_changes(differing, {}) == [".github/workflows/ci.yml"]
+
+
+def test_paths_and_links_of_any_bytes_are_read_as_they_are(
+    tmp_path: Path, forge: Path, sandbox: Path
+) -> None:
+    """Not UTF-8, a carriage return: read, not a crash, and not changed into another path."""
+    (sandbox / os.fsdecode(b"lat\xe9")).write_text("x\n")
+    (sandbox / "cr\rname").write_text("x\n")
+    (sandbox / "ln\r").symlink_to("t\rarget")
+    assert _bundle(sandbox, tmp_path / "b.bundle") == 0
+    with _bench(forge) as bench:
+        bench.fetch_base("main", prerequisites((tmp_path / "b.bundle").read_bytes()))
+        bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
+        changed = bench.changed_paths()
+        links = bench.links()
+    assert sorted(changed) == sorted(["cr\rname", "ln\r", os.fsdecode(b"lat\xe9")])
+    assert links == {"ln\r": "t\rarget"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import subprocess
 
 import pytest
 from pydantic import ValidationError
@@ -14,7 +15,14 @@ from paddock.api.delivery import Forge
 from paddock.cli.runs import _delivering
 from paddock.client.runs import Delivering, run_manifest
 from paddock.forge.errors import DeliveryError
-from paddock.forge.repos import basic_auth, branch_name, repository, workflow_changes
+from paddock.forge.repos import (
+    MAX_CI_PLACES,
+    basic_auth,
+    branch_name,
+    branch_problem,
+    repository,
+    workflow_changes,
+)
 from paddock.render.delivery import commit_message
 
 
@@ -62,10 +70,55 @@ def test_the_token_goes_in_a_header_as_each_forge_expects() -> None:
 def test_workflow_files_of_every_forge_are_found() -> None:
     paths = [".github/workflows/ci.yml", ".gitea/workflows/a.yaml", ".forgejo/workflows/b.yml",
              ".gitlab-ci.yml", ".gitlab/ci/x.yml", ".github/actions/setup/action.yml",
-             ".github/workflows", ".GitHub/Workflows/x.yml",
+             ".github/workflows", ".GitHub/Workflows/x.yml", ".github", ".woodpecker.yml",
+             ".woodpecker/build.yaml", ".drone.yml", ".circleci/config.yml",
+             "azure-pipelines.yml", ".buildkite/pipeline.yml", "Jenkinsfile", ".travis.yml",
+             "bitbucket-pipelines.yml",
              "src/.github/workflows/no.yml", ".github/CODEOWNERS", "docs/.gitlab-ci.yml.md",
-             ".github/workflows-notes.md"]  # fmt: skip
-    assert workflow_changes(paths) == paths[:8]
+             ".github/workflows-notes.md", "src/Jenkinsfile.md", "woodpecker.yml"]  # fmt: skip
+    assert workflow_changes(paths, {}) == paths[:18]
+
+
+# What a pull request changes, the head's symbolic links, and which changes are to CI.
+LINKED = [
+    # .github made a link to a directory holding workflows/: the link, and what it leads to.
+    ([".github", "ci/workflows/x.yml", "ci/README.md"], {".github": "ci"},
+     [".github", "ci/workflows/x.yml"]),
+    # A link already there: a change where it leads is a change of the workflow.
+    (["shared/build.yml"], {".github/workflows/build.yml": "../../shared/build.yml"},
+     ["shared/build.yml"]),
+    (["shared/deep/x.yml", "shared/other.yml"], {".github/workflows": "../shared/deep"},
+     ["shared/deep/x.yml"]),
+    # Links through links, and a link above the link.
+    (["a/b/c/x.yml", "a/x.yml"], {".woodpecker": "w", "w": "a/b/c"}, ["a/b/c/x.yml"]),
+    (["b", "b/ci/x"], {".gitlab": "a", "a/ci": "../b/ci"}, ["b", "b/ci/x"]),
+    # A submodule (a changed gitlink) where a CI definition is, or above one.
+    ([".github", ".circleci"], {}, [".github", ".circleci"]),
+    # The repository itself made a CI directory: everything is CI.
+    (["main.py"], {".tekton": "."}, ["main.py"]),
+    # Links out of the repository, and links elsewhere, change nothing.
+    (["etc/ci.yml", "docs/x"], {".drone.yml": "/etc/ci.yml", "docs": "../..", "x": "docs"}, []),
+    # Links in a loop end.
+    (["p/q"], {".circleci": "p", "p": ".circleci"}, ["p/q"]),
+    # ".." after a link goes up from where the link leads, as the file system resolves it.
+    (["lib", "a/b/x/action.yml", "x/action.yml"],
+     {".github/actions/setup": "../../lib/../x", "lib": "a/b/c"}, ["lib", "a/b/x/action.yml"]),
+    # Case is folded as a case-insensitive file system folds it.
+    (["Jenkin\u017ffile", ".GITHUB/WORKFLOWS/X.YML"], {}, ["Jenkin\u017ffile",
+                                                           ".GITHUB/WORKFLOWS/X.YML"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("changed", "links", "ci"), LINKED)
+def test_a_change_reaching_a_ci_definition_through_links_or_submodules_is_found(
+    changed: list[str], links: dict[str, str], ci: list[str]
+) -> None:
+    assert workflow_changes(changed, links) == ci
+
+
+def test_links_making_too_many_places_ci_refuse_every_change() -> None:
+    links = {f".github/workflows/l{i}": f"../../d{i}" for i in range(MAX_CI_PLACES)}
+    assert workflow_changes(["README.md"], links) == ["README.md"]
 
 
 def test_the_branch_template_is_filled_in() -> None:
@@ -73,15 +126,35 @@ def test_the_branch_template_is_filled_in() -> None:
     assert branch_name("paddock/{run}", "fix", None, uid) == "paddock/fix"
     assert branch_name("agent/{thread}/{id}", "fix", "t1", uid) == "agent/t1/1b2c3d4e"
     assert branch_name("{thread}", "fix", None, uid) == "fix"
+    with pytest.raises(DeliveryError, match="names another ref"):
+        branch_name("{thread}", "fix", "HEAD", uid)
+
+
+# Names git takes as a branch or refuses; the last ones git takes, but not as a new branch.
+BRANCHES = ["paddock/fix", "a.b/c_d-e", "x@y", "a/.b", ".a", "a..b", "a//b", "a/", "/a", "a.",
+            "a.lock", "a.lock/b", "a b", "a\tb", "a~1", "a^", "a:b", "a?", "a*", "a[b", "a\\b",
+            "a@{1}", "a\x7fb", "HEAD", "-x"]  # fmt: skip
+NOT_NEW = ["refs/heads/main", "refs/tags/v1", "@"]
+
+
+@pytest.mark.parametrize("name", BRANCHES + NOT_NEW)
+def test_a_branch_name_is_one_git_makes_a_new_branch_of(name: str) -> None:
+    by_git = subprocess.run(["git", "check-ref-format", "--branch", name], capture_output=True)
+    takes = by_git.returncode == 0 and name not in NOT_NEW
+    assert (branch_problem(name) is None) == takes, (name, by_git.stderr)
 
 
 BASE_SPEC = {"harness": "command", "command": "true", "sandboxRef": {"name": "box"}}
 
 
-@pytest.mark.parametrize("branch", ["-x", "/x", "a..b", "a//b", "x/", "x.lock", "a b", "a~1"])
+SPEC_REFUSES = ["-x", "/x", "a..b", "a//b", "x/", "x.lock", "a b", "a~1", "HEAD", "refs/heads/x",
+                "a/.b", ".a", "a.lock/b", "a."]  # fmt: skip
+
+
+@pytest.mark.parametrize("branch", SPEC_REFUSES)
 def test_a_branch_git_would_refuse_is_refused_by_the_spec(branch: str) -> None:
     deliver = {"branch": branch, "credentialsSecret": {"name": "t", "key": "token"}}
-    with pytest.raises(ValidationError, match="branch is a git branch name"):
+    with pytest.raises(ValidationError, match="branch is a new git branch's name"):
         AgentRunSpec.model_validate({**BASE_SPEC, "deliver": deliver})
 
 

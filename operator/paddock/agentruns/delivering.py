@@ -73,16 +73,18 @@ class _Capped:
         self._file.close()
 
 
-def undeliverable(namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox) -> str | None:
+def undeliverable(run: Obj, spec: AgentRunSpec, sandbox: ReadySandbox) -> str | None:
     """Why the run's work could never be delivered, said before its harness starts."""
     if spec.deliver is None:
         return None
+    namespace = run["metadata"]["namespace"]
     source = inputs.workspace_of(namespace, sandbox).source
     if source is None or source.git is None:
         return (f"The run's work cannot be delivered: spec.deliver needs a git repository, and "
                 f"Workspace {sandbox.workspace} has no git source.")  # fmt: skip
     try:
         repos.repository(source.git.url, spec.deliver.forge)
+        _branch(run, spec.deliver, spec)
     except DeliveryError as exc:
         return f"The run's work cannot be delivered: {exc.message}."
     return None
@@ -128,7 +130,7 @@ def _deliver(run: Obj, deliver: Deliver, spec: AgentRunSpec, sandbox: ReadySandb
         raise DeliveryError(f"Workspace {sandbox.workspace} has no git source")
     repo = repos.repository(source.git.url, deliver.forge)
     token = _token(namespace, deliver)
-    branch = repos.branch_name(deliver.branch, meta["name"], spec.thread_id, meta["uid"])
+    branch = _branch(run, deliver, spec)
     with Workbench(repo, token) as bench:
         base = (deliver.pull_request and deliver.pull_request.base) or source.git.ref
         base = base or bench.default_branch()
@@ -144,7 +146,8 @@ def _deliver(run: Obj, deliver: Deliver, spec: AgentRunSpec, sandbox: ReadySandb
         commit = bench.read_bundle(bundle, script.DELIVER_REF)
         if bench.new_commits() == 0:
             raise _NothingError
-        _check_workflows(bench.changed_paths(), namespace, sandbox)
+        changed = sorted(set(bench.changed_paths()) | set(bench.differing_paths()))
+        _check_workflows(changed, bench.links(), namespace, sandbox)
         commit = _push(bench, branch, commit)
         opened = None
         if deliver.pull_request is not None:
@@ -155,6 +158,11 @@ def _deliver(run: Obj, deliver: Deliver, spec: AgentRunSpec, sandbox: ReadySandb
         branch=branch, commit=commit, base=base,
         pull_request_url=opened and opened.url, pull_request_number=opened and opened.number,
     )  # fmt: skip
+
+
+def _branch(run: Obj, deliver: Deliver, spec: AgentRunSpec) -> str:
+    meta = run["metadata"]
+    return repos.branch_name(deliver.branch, meta["name"], spec.thread_id, meta["uid"])
 
 
 def _token(namespace: str, deliver: Deliver) -> str:
@@ -189,8 +197,10 @@ def _take_bundle(namespace: str, sandbox: ReadySandbox, message: str, path: Path
     return path
 
 
-def _check_workflows(paths: list[str], namespace: str, sandbox: ReadySandbox) -> None:
-    changed = repos.workflow_changes(paths)
+def _check_workflows(
+    paths: list[str], links: dict[str, str], namespace: str, sandbox: ReadySandbox
+) -> None:
+    changed = repos.workflow_changes(paths, links)
     if not changed:
         return
     policy = inputs.command_policy(namespace, sandbox)
@@ -198,7 +208,7 @@ def _check_workflows(paths: list[str], namespace: str, sandbox: ReadySandbox) ->
         return
     shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
     raise DeliveryError(
-        f"the work changes CI workflow files ({shown}), which the sandbox's policy does not "
+        f"the work changes CI definitions ({shown}), which the sandbox's policy does not "
         "allow (SandboxPolicy spec.deliver.allowWorkflowChanges)"
     )
 

@@ -149,7 +149,7 @@ class Execution(RunRecord):
             self._end(spec, ready)
             return None
         self.sandbox = ready
-        if (why := undeliverable(self.namespace, spec, ready)) is not None:
+        if (why := undeliverable(self.run, spec, ready)) is not None:
             self._end(spec, Ending(RunPhase.FAILED, R.DELIVERY_UNDELIVERABLE, why))
             return None
         secret_env, self.scrubber = inputs.secrets_for(self.namespace, spec, ready)

@@ -26,8 +26,9 @@ class DeliverWhen(StrEnum):
 
 
 BRANCH_TEMPLATE_MESSAGE = (
-    "branch is a git branch name that may hold {run}, {thread} and {id}: letters, digits and "
-    "._/- only, not starting with - or /, no .. and no // "
+    "branch is a new git branch's name that may hold {run}, {thread} and {id}: letters, "
+    "digits and ._/- only; not HEAD, not starting with refs/, - or /; no part starting with . "
+    "or ending with .lock; no .. and no //; not ending with / or ."
 )
 
 
@@ -64,7 +65,10 @@ class Deliver(ApiModel):
             cel(
                 "self.branch.matches('^[A-Za-z0-9_{}][A-Za-z0-9._/{}-]*$') && "
                 "!self.branch.contains('..') && !self.branch.contains('//') && "
-                "!self.branch.endsWith('/') && !self.branch.endsWith('.lock')",
+                "!self.branch.contains('/.') && !self.branch.contains('.lock/') && "
+                "!self.branch.endsWith('/') && !self.branch.endsWith('.') && "
+                "!self.branch.endsWith('.lock') && !self.branch.startsWith('refs/') && "
+                "self.branch != 'HEAD'",
                 BRANCH_TEMPLATE_MESSAGE,
             )
         )
@@ -105,8 +109,10 @@ class Deliver(ApiModel):
     def _branch_template(self) -> Deliver:
         if (
             not re.fullmatch(r"[A-Za-z0-9_{}][A-Za-z0-9._/{}-]*", self.branch)
-            or any(bad in self.branch for bad in ("..", "//"))
-            or self.branch.endswith(("/", ".lock"))
+            or any(bad in self.branch for bad in ("..", "//", "/.", ".lock/"))
+            or self.branch.endswith(("/", ".", ".lock"))
+            or self.branch.startswith("refs/")
+            or self.branch == "HEAD"
         ):
             raise ValueError(BRANCH_TEMPLATE_MESSAGE)
         return self

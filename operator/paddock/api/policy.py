@@ -238,9 +238,11 @@ class DeliverRules(ApiModel):
 
     allow_workflow_changes: bool = Field(
         default=False,
-        description="Whether a delivered branch may change the forge's CI definitions "
-        "(.github/workflows and .github/actions, the same under .gitea and .forgejo, "
-        ".gitlab-ci.yml, .gitlab/ci). Default: such a delivery is refused.",
+        description="Whether a delivered branch may change a CI definition (GitHub, Gitea, "
+        "Forgejo and GitLab's, Woodpecker, Drone, CircleCI, Azure Pipelines, Buildkite, "
+        "Jenkins, Travis, Bitbucket and others: docs/delivery.md lists them), a directory "
+        "above one, or where the branch's symbolic links make one read from. Default: such "
+        "a delivery is refused.",
     )
 
 

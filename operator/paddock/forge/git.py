@@ -63,10 +63,15 @@ class Workbench:
     def __exit__(self, *_: object) -> None:
         self._dir.cleanup()
 
-    def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def git(
+        self, *args: str, check: bool = True, stdin: bytes | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """git in the workbench. Its output is read as bytes and decoded as it is (bytes that
+        are not UTF-8 kept by surrogateescape, no newline translation): a path or a link of
+        the sandbox's is any bytes but NUL and "/"."""
         try:
             done = subprocess.run(
-                ["git", *args], cwd=self.path, env=self._env, capture_output=True, text=True,
+                ["git", *args], cwd=self.path, env=self._env, capture_output=True, input=stdin,
                 timeout=GIT_TIMEOUT, check=False,
             )  # fmt: skip
         except FileNotFoundError:
@@ -75,9 +80,11 @@ class Workbench:
             raise DeliveryError(
                 f"git {args[0]} took longer than {GIT_TIMEOUT:.0f}s", False
             ) from None
+        out = done.stdout.decode(errors="surrogateescape")
+        err = done.stderr.decode(errors="surrogateescape")
         if check and done.returncode != 0:
-            raise DeliveryError(self.said(done.stderr), refused=_refused(done.stderr))
-        return done
+            raise DeliveryError(self.said(err), refused=_refused(err))
+        return subprocess.CompletedProcess(done.args, done.returncode, out, err)
 
     def said(self, stderr: str) -> str:
         """git's last lines, with the token taken out wherever it might appear."""
@@ -148,9 +155,37 @@ class Workbench:
     def changed_paths(self) -> list[str]:
         """What a pull request from the work against the base shows: the paths changed since
         their merge base."""
-        out = self.git("diff", "--name-only", "--no-renames", "-z",
-                       "refs/paddock/base...refs/paddock/head").stdout  # fmt: skip
+        return self._diff("refs/paddock/base...refs/paddock/head")
+
+    def differing_paths(self) -> list[str]:
+        """The paths whose content differs between the base branch as it is and the work:
+        with ``changed_paths``, what pushing the work changes, including what the work left as
+        it was in an older commit of the base (its merge base) that the base changed since."""
+        return self._diff("refs/paddock/base", "refs/paddock/head")
+
+    def _diff(self, *revisions: str) -> list[str]:
+        out = self.git("diff", "--name-only", "--no-renames", "-z", *revisions, "--").stdout
         return [path for path in out.split("\0") if path]
+
+    def links(self) -> dict[str, str]:
+        """The symbolic links of the work's commit: path and target."""
+        listed = self.git("ls-tree", "-r", "-z", "--full-tree", "refs/paddock/head").stdout
+        objects = {}
+        for entry in listed.split("\0"):
+            info, _, path = entry.partition("\t")
+            if info.startswith("120000 blob "):
+                objects[path] = info.split()[2]
+        if not objects:
+            return {}
+        asked = "".join(f"{oid}\n" for oid in objects.values()).encode()
+        read = self.git("cat-file", "--batch", stdin=asked).stdout.encode(errors="surrogateescape")
+        targets = []
+        for _ in objects:
+            header, _, read = read.partition(b"\n")
+            size = int(header.split()[2])
+            targets.append(read[:size].decode(errors="surrogateescape"))
+            read = read[size + 1 :]
+        return dict(zip(objects, targets, strict=True))
 
     def same_work(self, commit: str, existing: str) -> bool:
         """Whether the commit on the forge holds the same files on the same parents (a delivery

@@ -4,26 +4,48 @@ paths are CI definitions, and what a git bundle needs before it can be read."""
 from __future__ import annotations
 
 import base64
+import bisect
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from paddock.api.delivery import Forge
 from paddock.forge.errors import DeliveryError
 
-# The forges' CI definitions: a delivery that changes one is refused unless the policy allows it
-# (deliver.allowWorkflowChanges). A directory ends with "/"; the directory itself (made a
-# symbolic link, say) counts too, and case is ignored.
-WORKFLOW_PATHS = (
-    ".github/workflows/",
-    ".github/actions/",
-    ".gitea/workflows/",
-    ".gitea/actions/",
-    ".forgejo/workflows/",
-    ".forgejo/actions/",
-    ".gitlab-ci.yml",
-    ".gitlab/ci/",
-)
+# The CI definitions of the forges Paddock knows and of the common CI systems (docs/delivery.md
+# lists them): a delivery that changes one is refused unless the policy allows it
+# (deliver.allowWorkflowChanges). Each is a place in the repository: the file or directory,
+# what is in it, and every directory above it count; case is ignored.
+CI_DEFINITIONS = (
+    # GitHub Actions (which Gitea and Forgejo read too), and the actions a workflow uses
+    ".github/workflows", ".github/actions",
+    # Gitea and Forgejo Actions
+    ".gitea/workflows", ".gitea/actions", ".forgejo/workflows", ".forgejo/actions",
+    # GitLab CI
+    ".gitlab-ci.yml", ".gitlab-ci.yaml", ".gitlab/ci",
+    # Woodpecker (Codeberg's CI)
+    ".woodpecker", ".woodpecker.yml", ".woodpecker.yaml",
+    # Drone
+    ".drone.yml", ".drone.yaml", ".drone.jsonnet", ".drone.star",
+    # CircleCI
+    ".circleci",
+    # Azure Pipelines
+    "azure-pipelines.yml", "azure-pipelines.yaml", ".azure-pipelines", ".azuredevops",
+    # Buildkite
+    ".buildkite", "buildkite.yml", "buildkite.yaml", "buildkite.json",
+    # Jenkins
+    "Jenkinsfile",
+    # Travis CI
+    ".travis.yml", ".travis.yaml",
+    # Bitbucket Pipelines
+    "bitbucket-pipelines.yml",
+    # AppVeyor, Cirrus CI, Semaphore, Tekton (Pipelines as Code)
+    "appveyor.yml", ".appveyor.yml", ".cirrus.yml", ".cirrus.star", ".semaphore", ".tekton",
+)  # fmt: skip
+# A repository whose symbolic links make more places CI definitions than this is refused whole.
+MAX_CI_PLACES = 512
+MAX_LINK_HOPS = 40  # links followed on one path, as Linux follows at most 40
 MAX_PREREQUISITES = 100
 
 # The user name a forge expects beside an access token in HTTP basic authentication.
@@ -88,13 +110,80 @@ def basic_auth(forge: Forge, token: str) -> str:
     return "Basic " + base64.b64encode(pair).decode()
 
 
-def workflow_changes(paths: list[str]) -> list[str]:
-    def is_workflow(path: str) -> bool:
-        path = path.lower()
-        return any(path in (w, w.rstrip("/")) or (w.endswith("/") and path.startswith(w))
-                   for w in WORKFLOW_PATHS)  # fmt: skip
+def workflow_changes(changed: list[str], links: Mapping[str, str]) -> list[str]:
+    """The changed paths that change what a CI system runs at the commit pushed, whose
+    symbolic links are ``links`` (path: target). A path changes a CI definition when it is
+    one, is in one or is a directory above one (made a link or a submodule, say), where the
+    definitions are the CI_DEFINITIONS and every place the links make one read from. Case is
+    ignored (casefolded)."""
+    places = _ci_places({path.casefold(): target.casefold() for path, target in links.items()})
+    if places is None:
+        return list(changed)
+    return [path for path in changed if any(_touches(path.casefold(), p) for p in places)]
 
-    return [path for path in paths if is_workflow(path)]
+
+def _touches(path: str, place: str) -> bool:
+    if place == "":  # the repository itself: a link made it a CI definition
+        return True
+    return path == place or path.startswith(place + "/") or place.startswith(path + "/")
+
+
+def _ci_places(links: Mapping[str, str]) -> set[str] | None:
+    """Every place of the repository a CI system reads its definitions from, once the links
+    are followed: where each place leads and where each link in a place leads; and the links
+    on those ways, whose change changes where they lead (None: more than MAX_CI_PLACES)."""
+    inside = sorted(links)
+    places: set[str] = set()
+    passed: set[str] = set()
+    todo = [place.casefold() for place in CI_DEFINITIONS]
+    while todo:
+        place = todo.pop()
+        if place in places:
+            continue
+        places.add(place)
+        if len(places) + len(passed) > MAX_CI_PLACES:
+            return None
+        for path in [place, *_links_in(place, inside)]:
+            target, through = _resolved(path, links)
+            passed.update(through)
+            if target is not None:
+                todo.append(target)
+    return places | passed
+
+
+def _links_in(place: str, inside: list[str]) -> list[str]:
+    """The links under ``place`` (``inside``: every link's path, sorted)."""
+    if place == "":
+        return inside
+    start = bisect.bisect_left(inside, place + "/")
+    end = bisect.bisect_left(inside, place + "0")  # "0" sorts right after "/"
+    return inside[start:end]
+
+
+def _resolved(path: str, links: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """Where ``path`` is in the repository once every link on its way (itself included) is
+    followed, as the file system would ("" for the repository itself; None when a link leads
+    out of it, or links loop), and the links it went through."""
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    done: list[str] = []
+    through: list[str] = []
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if not done:
+                return None, through
+            done.pop()
+            continue
+        here = "/".join([*done, part])
+        target = links.get(here)
+        if target is None:
+            done.append(part)
+            continue
+        through.append(here)
+        if len(through) > MAX_LINK_HOPS or target.startswith("/"):
+            return None, through
+        parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+    return "/".join(done), through
 
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -123,8 +212,31 @@ def prerequisites(header: bytes) -> list[str]:
 
 
 def branch_name(template: str, run: str, thread: str | None, uid: str) -> str:
-    return (
+    """The branch a delivery pushes: the template filled in; DeliveryError when git would not
+    make it a new branch under refs/heads/."""
+    name = (
         template.replace("{run}", run)
         .replace("{thread}", thread or run)
         .replace("{id}", uid.replace("-", "")[:8])
     )
+    if (problem := branch_problem(name)) is not None:
+        raise DeliveryError(f"the branch to push, {name!r}, {problem}")
+    return name
+
+
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+def branch_problem(name: str) -> str | None:
+    """Why ``name`` is not a new branch under refs/heads/ as git makes one (git's rules for a
+    ref name, and ``git branch``'s: not HEAD, not starting with -), nor a name read as another
+    ref (refs/...); None when it is one."""
+    if name in ("HEAD", "@") or name.startswith(("-", "refs/")):
+        return "names another ref, not a new branch"
+    if name.endswith((".", "/")) or name.startswith("/") or "//" in name:
+        return "is not a git branch name (it starts or ends with / or ends with .)"
+    if ".." in name or "@{" in name or _REF_FORBIDDEN.search(name):
+        return "is not a git branch name (.., @{, a space, a control character or one of ~^:?*[\\)"
+    if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
+        return "is not a git branch name (a part starts with . or ends with .lock)"
+    return None
