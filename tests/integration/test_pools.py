@@ -22,7 +22,15 @@ from support.runs import (
     of_type,
     wait_for_run,
 )
-from support.sandboxes import condition, events_for, get, posted, status_of, workspace
+from support.sandboxes import (
+    condition,
+    events_for,
+    get,
+    merge_patch,
+    posted,
+    status_of,
+    workspace,
+)
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -183,6 +191,67 @@ def test_stale_members_are_replaced_by_ones_of_the_new_template(
         120,
         what="the pool's members all of the new template",
     )
+
+
+def test_a_member_is_never_run_in_by_name_and_one_changed_or_used_is_never_handed_out(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    """A member is judged by what it is, never by its labels: a run naming an untaken member
+    fails (SandboxInPool) before anything runs; a member whose policy is loosened away from
+    the template, and one a run held while out of the pool (its owner reference taken off,
+    the run, the reference put back: a tenant's edits), are deleted, never handed out."""
+    cluster.apply(workspace("app"), namespace)
+    strict = {"commands": {"allow": ["echo *", "test *"], "default": "deny"}}
+    cluster.apply(_pool("py", 2, policy=strict), namespace)
+    _ready(cluster, namespace, "py", 2)
+    drifted, used = sorted(m["metadata"]["name"] for m in _members(cluster, namespace, "py"))
+
+    named_run = 'echo ran > "$PADDOCK_WORKSPACE/named"'
+    cluster.apply(command_run("named", drifted, named_run), namespace)
+    named = wait_for_run(cluster, namespace, "named")
+    complete = condition(named, "Complete")
+    assert (named["phase"], complete["reason"]) == ("Failed", "SandboxInPool"), named
+    assert "poolRef" in complete["message"], complete
+    assert not of_type(log_events(cluster, namespace, "named"), "run.started")
+
+    loose = {"spec": {"policy": {"commands": {"default": "allow"}}}}
+    merge_patch(cluster, namespace, "sandbox", drifted, loose)
+    owners = get(cluster, namespace, "sandbox", used)["metadata"]["ownerReferences"]
+    merge_patch(cluster, namespace, "sandbox", used, {"metadata": {"ownerReferences": None}})
+    outside = command_run("outside", used, 'echo dirt > "$PADDOCK_WORKSPACE/dirt"')
+    cluster.apply(outside, namespace)
+    ran = wait_for_run(cluster, namespace, "outside")
+    assert ran["phase"] == "Succeeded", ran
+    merge_patch(cluster, namespace, "sandbox", used, {"metadata": {"ownerReferences": owners}})
+    wait_for(
+        lambda: (
+            get(cluster, namespace, "sandbox", drifted) is None
+            and get(cluster, namespace, "sandbox", used) is None
+            and status_of(cluster, namespace, "sandboxpool", "py").get("readyReplicas") == 2
+        ),
+        120,
+        what="the changed and the used member deleted, two fresh ones Ready",
+    )
+    clean = 'test ! -e "$PADDOCK_WORKSPACE/dirt" && test ! -e "$PADDOCK_WORKSPACE/named"'
+    cluster.apply(_pool_run("taker", "py", clean), namespace)
+    assert wait_for_run(cluster, namespace, "taker")["phase"] == "Succeeded"
+    assert _taken(cluster, namespace, "taker")["sandbox"] not in (drifted, used)
+
+
+def test_a_run_naming_a_missing_pool_waits_saying_so_and_takes_from_it_once_it_exists(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(workspace("app"), namespace)
+    cluster.apply(_pool_run("early", "later"), namespace)
+    waiting = wait_for(
+        lambda: condition(status_of(cluster, namespace, "agentrun", "early"), "SandboxReady"),
+        60, what="the run's SandboxReady condition",
+    )  # fmt: skip
+    assert (waiting["status"], waiting["reason"]) == ("False", "PoolNotFound"), waiting
+    assert "SandboxPool later not found" in waiting["message"]
+    assert posted(cluster, namespace, "early", "PoolNotFound")[0]["type"] == "Warning"
+    cluster.apply(_pool("later", 1), namespace)
+    assert wait_for_run(cluster, namespace, "early", timeout=120)["phase"] == "Succeeded"
 
 
 def test_a_pool_whose_workspace_is_missing_says_so_and_makes_nothing(

@@ -20,6 +20,7 @@ from support import identity
 from support.kube import ROOT, Cluster
 from support.runs import command_run, configmap_prompt_run, wait_for_run
 from support.sandboxes import (
+    condition,
     get,
     merge_patch,
     ready_sandbox,
@@ -168,6 +169,15 @@ def drive_every_path(cluster: Cluster, namespace: str) -> None:
     taker["spec"].pop("sandboxRef")
     cluster.apply(taker, namespace)
     assert wait_for_run(cluster, namespace, "taker", timeout=120)["phase"] == "Succeeded"
+    # A run naming a pool no watch has shown: read by name (get), found missing, and waits.
+    lost = command_run("lost", "box", "echo lost", poolRef={"name": "nowhere"})
+    lost["spec"].pop("sandboxRef")
+    cluster.apply(lost, namespace)
+    waiting = wait_for(
+        lambda: condition(status_of(cluster, namespace, "agentrun", "lost"), "SandboxReady"),
+        60, what="the run naming no pool waiting",
+    )  # fmt: skip
+    assert waiting["reason"] == "PoolNotFound", waiting
     cluster.apply(command_run("long", "box", "sleep 300"), namespace)
     wait_for_run(cluster, namespace, "long", ("Running",))
     cluster.kubectl("delete", "agentrun", "long", "-n", namespace, "--timeout=60s")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from paddock.agentruns import claims
+from paddock.agentruns import sandbox as sandboxes
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.pool import SandboxPoolSpec
 from paddock.api.sandbox import SandboxSpec
@@ -27,17 +28,25 @@ def _pool(**spec: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+UP_TO_DATE = [{"type": "UpToDate", "status": "True", "reason": "UpToDate"}]
+
+
 def _member(
-    name: str, ready: bool = True, template: str = CURRENT, at: str = "1"
+    name: str, ready: bool = True, template: str = CURRENT, at: str = "1", **more: Any
 ) -> dict[str, Any]:
-    return {
+    member = {
         "apiVersion": "paddock.dev/v1alpha1", "kind": "Sandbox",
         "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}",
                      "resourceVersion": "7", "creationTimestamp": f"2026-12-04T00:00:0{at}Z",
                      "labels": {"paddock.dev/pool": "py", "paddock.dev/pool-template": template},
                      "ownerReferences": [{"uid": "pool-uid", "controller": True}]},
-        "status": {"phase": "Ready" if ready else "Pending"},
+        "spec": {**SPEC["template"], **more.get("spec", {})},
+        "status": {"phase": "Ready" if ready else "Pending",
+                   "conditions": UP_TO_DATE if ready else [], **more.get("status", {})},
     }  # fmt: skip
+    if "annotations" in more:
+        member["metadata"]["annotations"] = more["annotations"]
+    return member
 
 
 def _made(plan: Any) -> int:
@@ -105,6 +114,45 @@ def test_a_run_takes_only_a_ready_current_member_its_pool_controls() -> None:
                  _member("py-d", template="old"), others]  # fmt: skip
     found = claims.candidates(_pool(), sandboxes, CURRENT, "run-uid")
     assert sorted(s["metadata"]["name"] for s in found) == ["py-a", "py-b"]
+
+
+OUT_OF_DATE = [{"type": "UpToDate", "status": "False", "reason": "WorkspaceChanged"}]
+LOOSE = {"policy": {"commands": {"default": "allow"}}}
+
+
+def test_a_member_is_judged_by_what_it_is_not_by_its_labels() -> None:
+    spec = SandboxPoolSpec.model_validate(SPEC)
+    assert spec.unfit(_member("py-a")) is None
+    assert spec.unfit(_member("py-a", spec=LOOSE)) == "its spec is no longer the pool's template"
+    assert spec.unfit(_member("py-a", spec={"image": "other:1"})) is not None
+    assert spec.unfit(_member("py-a", spec={"workspaceRef": {"name": "b"}})) is not None
+    assert spec.unfit(_member("py-a", status={"everHeld": True})) == "a run has held it"
+    changed_back = _member("py-a")
+    changed_back["metadata"]["generation"] = 3  # a spec edited, and edited back
+    assert spec.unfit(changed_back) == "its spec was changed since it was made"
+    assert spec.unfit({**_member("py-a"), "spec": {"bogus": 1}}) == "its spec is invalid"
+
+
+def test_a_run_takes_no_member_that_changed_was_held_is_held_or_is_out_of_date() -> None:
+    held = _member("py-c", annotations={"paddock.dev/held-by": "other-run"})
+    sandboxes = [_member("py-a"), _member("py-b", spec=LOOSE), held,
+                 _member("py-d", status={"everHeld": True}),
+                 _member("py-e", status={"conditions": OUT_OF_DATE})]  # fmt: skip
+    found = claims.candidates(_pool(), sandboxes, CURRENT, "run-uid")
+    assert [s["metadata"]["name"] for s in found] == ["py-a"]
+
+
+def test_a_member_no_longer_what_the_pool_promises_is_deleted_at_once_unless_held() -> None:
+    held = _member("py-c", annotations={"paddock.dev/held-by": "r"}, status={"everHeld": True})
+    members = [_member("py-a", spec=LOOSE), _member("py-b", status={"everHeld": True}), held]
+    plan = decide_pool(_pool(), members, 0, WORKSPACE, NOW)
+    assert sorted(_deleted(plan)) == ["py-a", "py-b"]  # py-c goes once its run lets it go
+    assert _made(plan) == 3  # none of them counts as one the pool keeps
+    assert plan.status.stale_replicas == 3  # type: ignore[attr-defined]
+    # Prepared from an older Workspace, whatever its label says: replaced, as stale ones are.
+    behind = [_member(f"py-{n}", status={"conditions": OUT_OF_DATE}) for n in "abc"]
+    plan = decide_pool(_pool(), behind, 0, WORKSPACE, NOW)
+    assert (_made(plan), _deleted(plan)) == (3, [])
 
 
 def test_runs_arriving_together_try_the_members_in_orders_of_their_own() -> None:
@@ -224,3 +272,21 @@ def test_a_run_made_the_sandbox_labelled_with_it_and_taken_from_no_pool() -> Non
     made["metadata"]["labels"]["paddock.dev/claimed-from"] = "py"
     assert not claims.made_by(run, made)
     assert not claims.made_by(run, None)
+
+
+def test_a_run_naming_an_untaken_member_is_refused_and_one_a_run_took_is_not_a_pools() -> None:
+    run = {"metadata": {"name": "r", "namespace": "team", "uid": "run-uid"}}
+    spec = AgentRunSpec.model_validate(
+        {"harness": "command", "command": "true", "sandboxRef": {"name": "py-a"}}
+    )
+    member = _member("py-a")
+    member["metadata"]["ownerReferences"][0] |= {
+        "apiVersion": "paddock.dev/v1alpha1", "kind": "SandboxPool", "name": "py"}  # fmt: skip
+    refused = sandboxes.judge(run, spec, "py-a", member, "")
+    assert isinstance(refused.state, sandboxes.Unusable)
+    assert refused.state.reason == "SandboxInPool"
+    assert "poolRef: {name: py}" in refused.state.message
+    taken = {**member, "metadata": {**member["metadata"], "ownerReferences": [
+        {"apiVersion": "paddock.dev/v1alpha1", "kind": "AgentRun", "uid": "x", "controller": True}
+    ]}}  # fmt: skip
+    assert isinstance(sandboxes.judge(run, spec, "py-a", taken, "").state, sandboxes.ReadySandbox)

@@ -96,7 +96,7 @@ Namespaced ones; the cluster-scoped reads kopf needs are in "paddock.clusterRule
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [paddock.dev]
   resources: [sandboxpools]
-  verbs: [list, watch]
+  verbs: [get, list, watch]
 - apiGroups: [paddock.dev]
   resources: [workspaces/status, sandboxpolicies/status, sandboxes/status, sandboxpools/status, agentruns/status]
   verbs: [patch]

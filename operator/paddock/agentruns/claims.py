@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from paddock import GROUP, VERSION
 from paddock.agentruns.sandbox import same_thread
 from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, RunPhase
-from paddock.api.pool import SandboxPoolSpec
+from paddock.api.pool import SandboxPoolSpec, up_to_date
 from paddock.api.sandbox import SandboxSpec
 from paddock.render.names import (
     ACTIVITY_ANNOTATION,
@@ -107,11 +107,16 @@ def thread_run_before(run: Obj, spec: AgentRunSpec, others: list[Obj]) -> str | 
 
 
 def candidates(pool: Obj, sandboxes: list[Obj], current: str, run_uid: str) -> list[Obj]:
-    """The members a run may take: Ready, of the pool's current template and Workspace,
-    controlled by the pool, not being deleted. Each run tries them in its own order (from a
-    place its uid picks, then round), so runs arriving together mostly try different members
-    first, not all the same one, where all but one would be refused."""
+    """The members a run may take: Ready, made for the pool's current template and Workspace
+    (its label, and its status: prepared from the current Workspace), controlled by the pool,
+    not being deleted, held by no run, and what the pool promises (``SandboxPoolSpec.unfit``:
+    its spec the template's and never changed, never held by a run). Each run tries them in
+    its own order (from a place its uid picks, then round), so runs arriving together mostly
+    try different members first, not all the same one, where all but one would be refused.
+    (A take is a write made only if the member is still the version judged here: a hold or a
+    change since fails it.)"""
     meta = pool["metadata"]
+    spec = SandboxPoolSpec.model_validate(pool.get("spec") or {})
     found = []
     for sandbox in sandboxes:
         labels = sandbox["metadata"].get("labels") or {}
@@ -121,6 +126,9 @@ def candidates(pool: Obj, sandboxes: list[Obj], current: str, run_uid: str) -> l
             and controlled_by(sandbox, meta["uid"])
             and not sandbox["metadata"].get("deletionTimestamp")
             and (sandbox.get("status") or {}).get("phase") == "Ready"
+            and not (sandbox["metadata"].get("annotations") or {}).get(HELD_BY_ANNOTATION)
+            and spec.unfit(sandbox) is None
+            and up_to_date(sandbox)
         ):
             found.append(sandbox)
     found.sort(key=lambda s: (s["metadata"].get("creationTimestamp") or "", s["metadata"]["name"]))

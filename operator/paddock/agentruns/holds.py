@@ -8,7 +8,10 @@ ended or is gone without letting go (its operator stopped at the wrong moment) h
 whether it ended is read from the API server when the watch has not shown it yet.
 
 The order in which waiting runs start (oldest first) is ``sandbox.busy``'s; this is the lock
-under it, which a cache that is behind cannot open."""
+under it, which a cache that is behind cannot open.
+
+The first hold also marks the Sandbox's status ``everHeld``, for good: a pool's member that a
+run ever held (named by its sandboxRef before it was refused, say) is never handed out."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from paddock.render.names import HELD_BY_ANNOTATION, HELD_BY_RUN_ANNOTATION
 from paddock.render.ownership import controlled_by
 
 Obj = dict[str, Any]
+EVER_HELD = {"everHeld": True}
 
 
 def _holder(sandbox: Obj) -> str:
@@ -64,6 +68,7 @@ def hold(run: Obj, sandbox: ReadySandbox) -> Wait | None:
         return None  # (judged Ready from this very cache a moment ago: gone since; found later)
     holder = _holder(found)
     if holder == uid:
+        _mark_held(namespace, found)
         return None
     other = _still_holds(namespace, found) if holder else None
     if other is not None:
@@ -76,7 +81,19 @@ def hold(run: Obj, sandbox: ReadySandbox) -> Wait | None:
         said = f"waiting for Sandbox {sandbox.name}: another run is taking it (one run at a time)"
         return waiting_for_sandbox(Waiting(sandbox.name, R.SANDBOX_BUSY, said))
     CACHE.seen("MODIFIED", stored)
+    _mark_held(namespace, stored)
     return None
+
+
+def _mark_held(namespace: str, sandbox: Obj) -> None:
+    """Say in the Sandbox's status, for good, that a run has held it (before anything of the
+    run's starts in it): a pool never hands out a member a run used outside a take. Written
+    in the status, which no user but the operator may write."""
+    if (sandbox.get("status") or {}).get("everHeld"):
+        return
+    stored = kube.patch_status("Sandbox", namespace, sandbox["metadata"]["name"], EVER_HELD)
+    if stored is not None:
+        CACHE.seen("MODIFIED", stored)
 
 
 def let_go(run: Obj, sandbox: str | None) -> None:

@@ -146,6 +146,13 @@ def judge(
         created = template_sandbox(run, spec, name, workspace_hash)
         message = f"created Sandbox {name}; waiting for Ready"
         return Verdict(Waiting(name, R.SANDBOX_CREATED, message), create=created)
+    pool = _pool_controlling(found)
+    if spec.sandbox_ref is not None and pool is not None:
+        message = (
+            f"Sandbox {name} is a member of SandboxPool {pool}, not yet taken: a run takes a "
+            f"member through its pool (poolRef: {{name: {pool}}}), never by its name"
+        )
+        return Verdict(Unusable(name, R.SANDBOX_IN_POOL, message))
     foreign = _not_the_runs(run, spec, found, workspace_hash)
     if foreign is not None:
         return Verdict(Unusable(name, R.NAME_CONFLICT, foreign))
@@ -157,11 +164,23 @@ def judge(
     return _by_phase(name, sandbox)
 
 
+def _pool_controlling(sandbox: Obj) -> str | None:
+    """The name of the SandboxPool that controls the Sandbox (one of its members, untaken)."""
+    for ref in sandbox["metadata"].get("ownerReferences") or []:
+        if (
+            ref.get("controller")
+            and ref.get("kind") == "SandboxPool"
+            and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/")
+        ):
+            return str(ref.get("name"))
+    return None
+
+
 def _not_the_runs(run: Obj, spec: AgentRunSpec, found: Obj, workspace_hash: str) -> str | None:
     """Why a Sandbox found under a template run's name is not the one the run would have made
     (None: it is): a run's own is controlled by the run, a thread's carries the thread's key."""
     if spec.sandbox_ref is not None:
-        return None  # named by the run's author: theirs to choose
+        return None  # named by the run's author: theirs to choose (but a pool's member)
     meta = run["metadata"]
     name = found["metadata"]["name"]
     if spec.effective_reuse == Reuse.THREAD:

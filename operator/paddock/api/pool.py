@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from paddock.api.common import ApiModel, Conditions, KindInfo, PrinterColumn, Resource
 from paddock.api.sandbox import SandboxSpec
@@ -34,6 +34,33 @@ class SandboxPoolSpec(ApiModel):
         another hash is stale, and is replaced rather than taken."""
         material = json.dumps([self.template.to_api(), workspace_hash], sort_keys=True)
         return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+    def unfit(self, member: dict[str, Any]) -> str | None:
+        """Why a member is not what the pool promises, judged by what it is, never by its
+        labels (None: it is): its spec is the template's (its policy, image, Workspace and
+        the rest) and never changed since it was made (its generation, which only the API
+        server sets, is 1: a spec changed and put back may have left a pod of the other),
+        and no run has ever held it (its status says so, which only the operator writes)."""
+        try:
+            spec = SandboxSpec.model_validate(member.get("spec") or {})
+        except ValidationError:
+            return "its spec is invalid"
+        if spec.to_api() != self.template.to_api():
+            return "its spec is no longer the pool's template"
+        if int(member.get("metadata", {}).get("generation") or 1) != 1:
+            return "its spec was changed since it was made"
+        if (member.get("status") or {}).get("everHeld"):
+            return "a run has held it"
+        return None
+
+
+def up_to_date(member: dict[str, Any]) -> bool | None:
+    """Whether the member's volume was prepared from the current Workspace, as its status
+    says (the operator's UpToDate condition); None while it does not say yet."""
+    for condition in (member.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "UpToDate":
+            return bool(condition.get("status") == "True")
+    return None
 
 
 class SandboxPoolStatus(ApiModel):

@@ -132,7 +132,8 @@ class RunReason(Reason):
     SECRET_NOT_FOUND = "SecretNotFound", W
     SECRETS_FOUND = "SecretsFound"
     SANDBOX_NOT_FOUND = "SandboxNotFound"
-    POOL_NOT_FOUND = "PoolNotFound"
+    POOL_NOT_FOUND = "PoolNotFound", W
+    SANDBOX_IN_POOL = "SandboxInPool", W
     POOL_INVALID = "PoolInvalid", W
     SANDBOX_INVALID = "SandboxInvalid", W
     SANDBOX_CREATED = "SandboxCreated"

@@ -259,6 +259,11 @@ class SandboxStatus(ApiModel):
     workspace_hash: str | None = Field(
         default=None, description="Hash of the Workspace the volume was prepared from."
     )
+    ever_held: bool | None = Field(
+        default=None,
+        description="True once a run has held the sandbox (set before its first run starts, "
+        "never unset): a SandboxPool hands out only members no run has held.",
+    )
     policy: str | None = Field(
         default=None,
         description="The SandboxPolicy the sandbox's commands are checked against: its name "

@@ -63,6 +63,8 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
         now,
         SandboxStatus(observed_generation=generation, conditions=old.conditions),
     )
+    if old.ever_held:  # the run that held it wrote it; kept for good
+        draft.status.ever_held = True
     if meta.get("deletionTimestamp"):
         return draft.finish(SandboxPhase.TERMINATING, R.DELETING, "The sandbox is being deleted.")
     inputs = resolve_inputs(world, default_image)

@@ -8,7 +8,10 @@ the pool: its controller becomes the run and the pool label goes, so the pool ma
 
 Replacing stale members (the template, the Workspace or its image changed) never drops the
 Ready count below what the pool has: fresh members are made first, and a stale Ready member
-is deleted only while the pool has more Ready members than ``replicas``."""
+is deleted only while the pool has more Ready members than ``replicas``. A member that is no
+longer what the pool promises, judged by what it is (its spec changed from the template, or a
+run held it outside a take: ``SandboxPoolSpec.unfit``), is deleted at once: it is never
+handed out."""
 
 from __future__ import annotations
 
@@ -21,10 +24,10 @@ from paddock import GROUP, VERSION
 from paddock.api.common import stored_status
 from paddock.api.conditions import Notice, get_condition, set_condition
 from paddock.api.errors import describe
-from paddock.api.pool import SandboxPoolSpec, SandboxPoolStatus
+from paddock.api.pool import SandboxPoolSpec, SandboxPoolStatus, up_to_date
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import PoolReason as R
-from paddock.render.names import MANAGED_BY, POOL_LABEL, POOL_TEMPLATE_LABEL
+from paddock.render.names import HELD_BY_ANNOTATION, MANAGED_BY, POOL_LABEL, POOL_TEMPLATE_LABEL
 from paddock.render.ownership import owned_by
 from paddock.sandboxes.plan import Create, Delete, Plan, Write
 
@@ -58,12 +61,34 @@ def _newest_first(members: list[Obj]) -> list[Obj]:
     return sorted(members, key=lambda m: m["metadata"].get("creationTimestamp") or "", reverse=True)
 
 
-def _deletes(members: list[Obj], current: str, replicas: int) -> list[Obj]:
-    """The members to delete: stale ones not Ready; stale Ready ones while more than
-    ``replicas`` would stay Ready; and fresh ones beyond ``replicas`` (not Ready first)."""
-    fresh = [m for m in members if m["metadata"]["labels"].get(POOL_TEMPLATE_LABEL) == current]
-    stale = [m for m in members if m not in fresh]
-    gone = [m for m in stale if not is_ready(m)]
+def _fresh(members: list[Obj], spec: SandboxPoolSpec, current: str) -> list[Obj]:
+    """The members made for the current template and Workspace (by their label, and by their
+    status once it says) that are still what the pool promises (``SandboxPoolSpec.unfit``)."""
+    return [
+        m
+        for m in members
+        if m["metadata"]["labels"].get(POOL_TEMPLATE_LABEL) == current
+        and up_to_date(m) is not False
+        and spec.unfit(m) is None
+    ]
+
+
+def _held(member: Obj) -> bool:
+    return bool((member["metadata"].get("annotations") or {}).get(HELD_BY_ANNOTATION))
+
+
+def _deletes(members: list[Obj], spec: SandboxPoolSpec, current: str) -> list[Obj]:
+    """The members to delete: those no longer what the pool promises (their spec changed, or
+    a run held them), at once, unless a run holds one still (it goes once let go); stale
+    ones not Ready; stale Ready ones while more than ``replicas`` would stay Ready; and fresh
+    ones beyond ``replicas`` (not Ready first)."""
+    replicas = spec.replicas
+    fresh = _fresh(members, spec, current)
+    unfit = [m for m in members if spec.unfit(m) is not None]
+    judged = {id(m) for m in fresh} | {id(m) for m in unfit}
+    stale = [m for m in members if id(m) not in judged]
+    gone = [m for m in unfit if not _held(m)] + [m for m in stale if not is_ready(m)]
+    members = fresh + stale
     ready = sum(1 for m in members if is_ready(m))
     for old in _newest_first([m for m in stale if is_ready(m)])[::-1]:  # oldest first
         if ready - 1 < replicas:
@@ -102,8 +127,8 @@ def decide_pool(
         said = f"Workspace {name} is {'not found' if workspace is None else 'not validated yet'}"
         return _said(status, old, False, reason, said + "; no member is made", generation, now)
     current = spec.template_hash(workspace_hash)
-    gone = _deletes(members, current, spec.replicas)
-    fresh = [m for m in members if m["metadata"]["labels"].get(POOL_TEMPLATE_LABEL) == current]
+    gone = _deletes(members, spec, current)
+    fresh = _fresh(members, spec, current)
     missing = max(spec.replicas - len(fresh), 0)
     writes: list[Write] = [
         Create(member(pool, spec, current)) for _ in range(min(missing, MAX_CREATES))
