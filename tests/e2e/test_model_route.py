@@ -142,11 +142,15 @@ def _assert_usage_is_what_the_model_reported(
     assert usage["costUsd"] == pytest.approx(cost, abs=1e-6), (harness, usage)
 
 
-def _routes(cluster: Cluster) -> list[str]:
-    listing = cluster.kubectl(
-        "get", "secrets", "-n", gateway.NAMESPACE, "-l", RUN_UID_LABEL, "-o", "name"
-    )
-    return listing.stdout.split()
+def _routes(cluster: Cluster, namespace: str) -> list[str]:
+    """The model routes the gateway holds for the namespace's runs (the gateway's namespace
+    holds every test's)."""
+    listing = cluster.kubectl("get", "agentruns", "-n", namespace, "-o", "json").stdout
+    runs = {run["metadata"]["uid"] for run in json.loads(listing)["items"]}
+    routes = cluster.kubectl("get", "secrets", "-n", gateway.NAMESPACE, "-l", RUN_UID_LABEL,
+                             "-o", "json").stdout  # fmt: skip
+    held = json.loads(routes)["items"]
+    return [r["metadata"]["name"] for r in held if r["metadata"]["labels"][RUN_UID_LABEL] in runs]
 
 
 def _samples(state: ClusterState, metric: str) -> dict[tuple[str, ...], float]:
@@ -234,7 +238,7 @@ def test_each_cli_reaches_its_model_through_the_gateway_never_holds_the_key_and_
         _assert_the_key_stayed_out(cluster, namespace, f"{harness}-keyed", status, requests)
     for harness, (status, requests) in capped.items():
         _assert_stopped_at_the_ceiling(cluster, namespace, f"{harness}-capped", status, requests)
-    assert _routes(cluster) == []  # each run's route went with its end
+    assert _routes(cluster, namespace) == []  # each run's route went with its end
     for harness in HARNESSES:
         assert API_KEY not in json.dumps(get(cluster, namespace, "pod", f"box-{harness}"))
 

@@ -4,6 +4,7 @@ Paddock records it; an endpoint that cannot serve makes a Failed run whose error
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -19,7 +20,7 @@ from support.kube import ROOT, Cluster
 from support.model_server import FINAL_TEXT, ScriptedModel, Write
 from support.ports import free_port
 from support.runs import agent_run, log_events, of_type, wait_for_run
-from support.sandboxes import ready_sandbox, status_of
+from support.sandboxes import ready_sandbox, sandbox, status_of, wait_for_phase, workspace
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -307,60 +308,68 @@ def _workspace_path(cluster: Cluster, namespace: str, sandbox: str) -> str:
     ).stdout  # fmt: skip
 
 
-# (Codex's file writes here are shell redirections, which the gate judges.)
-FILE_WRITES = [
-    (harness, file_write) for harness in GATED for file_write in ("allow", "deny", "ask")
-]
+FILE_WRITE_MODES = ("allow", "deny", "ask")
 
 
-@pytest.mark.parametrize(("harness", "file_write"), FILE_WRITES)
+@pytest.mark.parametrize("harness", GATED)
 def test_file_write_reaches_the_clis_own_file_tool(
-    cluster: Cluster,
-    namespace: str,
-    operator: Any,
-    agent_clis: Path,
-    tmp_path: Path,
-    harness: str,
-    file_write: str,
+    cluster: Cluster, namespace: str, operator: Any, agent_clis: Path, harness: str
 ) -> None:
+    """Each of allow, deny and ask, in a sandbox of its own (a policy is a sandbox's), the
+    three runs at once. (Codex's file writes here are shell redirections, which the gate
+    judges.)"""
     allowed = ["echo *", "printf *"]  # Codex writes with a shell redirection
-    policy = {"commands": {"allow": allowed}, "capabilities": {"fileWrite": file_write}}
-    ready_sandbox(cluster, namespace, "box", policy=policy)
-    path = f"{_workspace_path(cluster, namespace, 'box')}/NOTES.md"
-    with ScriptedModel(Write(path, "written by the agent\n")) as model:
-        fields = harness_fields(cluster, namespace, "box", harness, model.url)
-        cluster.apply(agent_run("writes", "box", harness, "Write notes.", **fields), namespace)
-        if file_write == "ask":
-            status = _pending(cluster, namespace, "writes", 1)
-            (approval,) = status["approvals"]
-            if harness == "codex":  # its write is a redirection: the command is asked about
-                assert approval["kind"] == "command"
-                assert path in approval["target"]
-            else:
-                assert approval["kind"] == "file-write"
-                assert approval["target"] == path
-            cluster.paddock("approve", "writes", "-n", namespace)
-        status = wait_for_run(cluster, namespace, "writes", timeout=240)
+    cluster.apply(workspace("app"), namespace)
+    for mode in FILE_WRITE_MODES:
+        policy = {"commands": {"allow": allowed}, "capabilities": {"fileWrite": mode}}
+        cluster.apply(sandbox(f"box-{mode}", "app", policy=policy), namespace)
+    paths, statuses = {}, {}
+    with contextlib.ExitStack() as stack:
+        for mode in FILE_WRITE_MODES:
+            box = f"box-{mode}"
+            wait_for_phase(cluster, namespace, box, "Ready")
+            paths[mode] = f"{_workspace_path(cluster, namespace, box)}/NOTES.md"
+            model = stack.enter_context(ScriptedModel(Write(paths[mode], "written by the agent\n")))
+            fields = harness_fields(cluster, namespace, box, harness, model.url)
+            run = agent_run(f"writes-{mode}", box, harness, "Write notes.", **fields)
+            cluster.apply(run, namespace)
+        (approval,) = _pending(cluster, namespace, "writes-ask", 1)["approvals"]
+        if harness == "codex":  # its write is a redirection: the command is asked about
+            assert approval["kind"] == "command"
+            assert paths["ask"] in approval["target"]
+        else:
+            assert approval["kind"] == "file-write"
+            assert approval["target"] == paths["ask"]
+        cluster.paddock("approve", "writes-ask", "-n", namespace)
+        for mode in FILE_WRITE_MODES:
+            statuses[mode] = wait_for_run(cluster, namespace, f"writes-{mode}", timeout=240)
+    for mode in FILE_WRITE_MODES:
+        _assert_written_as_the_policy_says(cluster, namespace, harness, mode, paths[mode],
+                                           statuses[mode])  # fmt: skip
 
-    events = log_events(cluster, namespace, "writes")
-    assert status["phase"] == "Succeeded", (status, events[-3:])
+
+def _assert_written_as_the_policy_says(
+    cluster: Cluster, namespace: str, harness: str, mode: str, path: str, status: dict[str, Any]
+) -> None:
+    events = log_events(cluster, namespace, f"writes-{mode}")
+    assert status["phase"] == "Succeeded", (mode, status, events[-3:])
     written = cluster.kubectl(
-        "exec", "-n", namespace, "box", "-c", "sandbox", "--",
+        "exec", "-n", namespace, f"box-{mode}", "-c", "sandbox", "--",
         "bash", "-c", f"cat {shlex.quote(path)} 2>/dev/null || echo absent",
     ).stdout  # fmt: skip
-    if file_write == "deny":
-        assert written.strip() == "absent"
-        if harness == "codex":  # its write is a redirection, which the gate refused
-            (denied,) = of_type(events, "policy.denied")
-            assert denied["data"]["kind"] == "file-write"
-            return
-        # The CLI refused its own tool (OpenCode offers no write tool at all), and the agent
-        # was told.
-        (result,) = of_type(events, "tool.result")
-        said = str(result["data"]["output"])
-        assert result["data"]["isError"] or "unavailable tool" in said, said
-    else:
-        assert written == "written by the agent\n"
+    if mode != "deny":
+        assert written == "written by the agent\n", mode
+        return
+    assert written.strip() == "absent"
+    if harness == "codex":  # its write is a redirection, which the gate refused
+        (denied,) = of_type(events, "policy.denied")
+        assert denied["data"]["kind"] == "file-write"
+        return
+    # The CLI refused its own tool (OpenCode offers no write tool at all), and the agent was
+    # told.
+    (result,) = of_type(events, "tool.result")
+    said = str(result["data"]["output"])
+    assert result["data"]["isError"] or "unavailable tool" in said, said
 
 
 # What a CLI does when the hook that runs the gate is killed while its command waits for a
