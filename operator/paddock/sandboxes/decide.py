@@ -53,18 +53,19 @@ Obj = dict[str, Any]
 M = TypeVar("M", bound=BaseModel)
 
 
+def _new_status(old: SandboxStatus, generation: int | None) -> SandboxStatus:
+    """The status a reconcile starts from: the stored one's conditions, and whether a run
+    ever held the sandbox (a run wrote it; kept for good)."""
+    return SandboxStatus(
+        observed_generation=generation, conditions=old.conditions, ever_held=old.ever_held
+    )
+
+
 def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Plan:
     meta = world.sandbox["metadata"]
     old = stored_status(SandboxStatus, world.sandbox)
     generation = meta.get("generation")
-    draft = StatusDraft(
-        old,
-        generation,
-        now,
-        SandboxStatus(observed_generation=generation, conditions=old.conditions),
-    )
-    if old.ever_held:  # the run that held it wrote it; kept for good
-        draft.status.ever_held = True
+    draft = StatusDraft(old, generation, now, _new_status(old, generation))
     if meta.get("deletionTimestamp"):
         return draft.finish(SandboxPhase.TERMINATING, R.DELETING, "The sandbox is being deleted.")
     inputs = resolve_inputs(world, default_image)
