@@ -20,7 +20,14 @@ from support.kube import ROOT, Cluster
 from support.model_server import FINAL_TEXT, ScriptedModel, Write
 from support.ports import free_port
 from support.runs import agent_run, log_events, of_type, wait_for_run
-from support.sandboxes import ready_sandbox, sandbox, status_of, wait_for_phase, workspace
+from support.sandboxes import (
+    merge_patch,
+    ready_sandbox,
+    sandbox,
+    status_of,
+    wait_for_phase,
+    workspace,
+)
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -229,7 +236,9 @@ def test_a_command_the_policy_asks_about_waits_for_a_person(
     with ScriptedModel(["touch asked-1", "touch asked-2", "touch asked-3"]) as model:
         fields = harness_fields(cluster, namespace, "box", harness, model.url)
         run = agent_run("asks", "box", harness, "Touch files.", **fields)
-        run["spec"]["approvalTimeout"] = "15s"
+        # Long enough for the test's own steps however loaded the machine is: a 15-second
+        # timeout expired the first request under load before the test could approve it.
+        run["spec"]["approvalTimeout"] = "10m"
         cluster.apply(run, namespace)
         # Approved: it runs.
         status = _pending(cluster, namespace, "asks", 1)
@@ -245,8 +254,10 @@ def test_a_command_the_policy_asks_about_waits_for_a_person(
         status = _pending(cluster, namespace, "asks", 2)
         assert status["approvals"][0]["state"] == "Approved"
         cluster.paddock("deny", "asks", status["approvals"][1]["id"], "-n", namespace)
-        # Nobody decides: the timeout denies it.
+        # Nobody decides: the timeout denies it (the run's timeout, shortened now, is read at
+        # each step).
         _pending(cluster, namespace, "asks", 3)
+        merge_patch(cluster, namespace, "agentrun", "asks", {"spec": {"approvalTimeout": "1s"}})
         status = wait_for_run(cluster, namespace, "asks", timeout=180)
         seen = json.dumps(model.requests[-1]["body"])
 
