@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 IMAGE ?= localhost/paddock-operator:dev
 PYTEST_ARGS ?=
 # Test files run in this many processes at once (pytest-xdist; a file's tests stay together).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 
 ##@ Setup
 
