@@ -159,6 +159,16 @@ def test_a_bundle_is_what_git_writes_or_nothing() -> None:
         prerequisites(b"# v2 git bundle\n" + many + b"\nPACK")
 
 
+def _delivered_work(tmp_path: Path, forge: Path, sandbox: Path) -> tuple[list[str], dict[str, str]]:
+    """The sandbox's work bundled, read into a workbench: the paths its pull request shows,
+    and its commit's symbolic links."""
+    assert _bundle(sandbox, tmp_path / "b.bundle") == 0
+    with _bench(forge) as bench:
+        bench.fetch_base("main", prerequisites((tmp_path / "b.bundle").read_bytes()))
+        bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
+        return bench.changed_paths(), bench.links()
+
+
 def test_ci_definitions_reached_through_a_link_or_a_submodule_are_found_in_the_pushed_commit(
     tmp_path: Path, forge: Path, sandbox: Path
 ) -> None:
@@ -174,12 +184,7 @@ def test_ci_definitions_reached_through_a_link_or_a_submodule_are_found_in_the_p
     _git(*IDENTITY, "commit", "-q", "--allow-empty", "-m", "x", cwd=nested)
     (sandbox / ".woodpecker.yml").write_text("steps: []\n")
     (sandbox / "notes.md").write_text("not CI\n")
-    assert _bundle(sandbox, tmp_path / "b.bundle") == 0
-    with _bench(forge) as bench:
-        bench.fetch_base("main", prerequisites((tmp_path / "b.bundle").read_bytes()))
-        bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
-        changed = bench.changed_paths()
-        links = bench.links()
+    changed, links = _delivered_work(tmp_path, forge, sandbox)
     assert links == {".github": "defs"}
     assert sorted(changed) == [".gitea", ".github", ".woodpecker.yml", "defs/workflows/ci.yml",
                                "notes.md"]  # fmt: skip
@@ -217,11 +222,6 @@ def test_paths_and_links_of_any_bytes_are_read_as_they_are(
     (sandbox / os.fsdecode(b"lat\xe9")).write_text("x\n")
     (sandbox / "cr\rname").write_text("x\n")
     (sandbox / "ln\r").symlink_to("t\rarget")
-    assert _bundle(sandbox, tmp_path / "b.bundle") == 0
-    with _bench(forge) as bench:
-        bench.fetch_base("main", prerequisites((tmp_path / "b.bundle").read_bytes()))
-        bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
-        changed = bench.changed_paths()
-        links = bench.links()
+    changed, links = _delivered_work(tmp_path, forge, sandbox)
     assert sorted(changed) == sorted(["cr\rname", "ln\r", os.fsdecode(b"lat\xe9")])
     assert links == {"ln\r": "t\rarget"}
