@@ -114,6 +114,18 @@ def test_idle_timeout_pauses_and_activity_resumes(
     status = wait_for_reason(cluster, namespace, "idle", "IdleTimeout", 60)
     assert status["phase"] == "Paused"
     wait_for(lambda: get(cluster, namespace, "pod", "idle") is None, 30, what="idle pod deleted")
+    # A longer timeout keeps it paused (only activity resumes), and once resumed it stays
+    # Ready for the test to see, however slowly the test looks.
+    patch = {"spec": {"lifecycle": {"idleTimeout": "1h"}}}
+    cluster.kubectl(
+        "patch", "sandbox", "idle", "-n", namespace, "--type=merge", "-p", json.dumps(patch)
+    )
+    wait_for(
+        lambda: get(cluster, namespace, "sandbox", "idle")["status"].get("observedGeneration") == 2,
+        30,
+        what="the new timeout observed",
+    )
+    assert get(cluster, namespace, "sandbox", "idle")["status"]["phase"] == "Paused"
 
     now = json.loads(cluster.kubectl("get", "--raw", "/version").stdout) and _utc_now()
     cluster.kubectl(

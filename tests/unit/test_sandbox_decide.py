@@ -484,6 +484,20 @@ def test_activity_after_an_idle_pause_resumes_the_sandbox() -> None:
     assert kinds(resumed, Create) == ["Pod"]
 
 
+def test_the_idle_clock_runs_only_while_the_pod_serves_and_from_its_ready() -> None:
+    # Touched 50 minutes ago with a 30-minute timeout: a pod still starting (a resume slower
+    # than the timeout) is not paused again; one Ready 20 minutes ago is not idle yet; one
+    # Ready 40 minutes ago is.
+    spec = {"workspaceRef": {"name": "ws"}, "lifecycle": {"idleTimeout": "30m"}}
+    body = sandbox(spec, annotations={ACTIVITY_ANNOTATION: "2026-01-01T00:10:00Z"})
+    starting = decide(settled(sandbox=body, pod=pod("Pending")))
+    assert starting.status.to_api()["phase"] != "Paused"
+    recent = decide(settled(sandbox=body, pod=ready_pod("2026-01-01T00:40:00Z")))
+    assert recent.status.to_api()["phase"] == "Ready"
+    idle = decide(settled(sandbox=body, pod=ready_pod("2026-01-01T00:20:00Z")))
+    assert idle.status.to_api()["phase"] == "Paused"
+
+
 THREAD_LABELS = {"app.kubernetes.io/managed-by": "paddock", "paddock.dev/thread-key": "abc"}
 LAST_ACTIVE = {ACTIVITY_ANNOTATION: "2026-01-01T00:00:00Z"}  # an hour before NOW
 HOUR = 3600

@@ -35,7 +35,7 @@ from paddock.render.sandbox import SandboxInputs, render_sandbox_pod
 from paddock.render.snapshot import archive_restored, restored_from
 from paddock.sandboxes.draft import StatusDraft
 from paddock.sandboxes.inputs import Blocked, SandboxWorld, resolve_inputs
-from paddock.sandboxes.observe import observe
+from paddock.sandboxes.observe import observe, serving
 from paddock.sandboxes.owned import (
     RETRY_CONFLICT,
     name_conflict,
@@ -101,7 +101,7 @@ def decide_sandbox(world: SandboxWorld, default_image: str, now: datetime) -> Pl
     draft.status.pod_name = names.pod_name(sandbox_inputs.name)
     current_hash = sandbox_inputs.workspace_hash
     _record_preparation(draft, volume_hash(pvc, draft, current_hash), current_hash)
-    pause = _pause_reason(sandbox_inputs.sandbox, meta, draft)
+    pause = _pause_reason(sandbox_inputs.sandbox, meta, world.pod, draft)
     expired = _idle_thread(world, sandbox_inputs.sandbox, draft)
     if expired is not None:
         return expired
@@ -179,7 +179,7 @@ def _record_preparation(draft: StatusDraft, prepared_hash: str, current_hash: st
         draft.condition(C.UP_TO_DATE, True, R.UP_TO_DATE, "Prepared from the current Workspace.")
 
 
-def _pause_reason(spec: SandboxSpec, meta: Obj, draft: StatusDraft) -> R | None:
+def _pause_reason(spec: SandboxSpec, meta: Obj, pod: Obj | None, draft: StatusDraft) -> R | None:
     """Paused by the spec, paused for idleness (until activity after the pause), or not;
     records the last activity."""
     annotated = parse_time((meta.get("annotations") or {}).get(names.ACTIVITY_ANNOTATION))
@@ -195,10 +195,15 @@ def _pause_reason(spec: SandboxSpec, meta: Obj, draft: StatusDraft) -> R | None:
         # Activity after the idle pause (a run, an exec, the annotation) resumes it.
         resumed = activity is not None and since is not None and activity > since
         return None if resumed else R.IDLE_TIMEOUT
+    # The idle clock runs only while the pod serves, from the later of the last activity and
+    # the pod's Ready: a resume slower than the timeout is not paused again before it serves.
+    serves = serving(pod)
     idle_timeout = spec.lifecycle.idle_timeout
-    if idle_timeout and activity and draft.now - activity > parse_duration(idle_timeout):
-        return R.IDLE_TIMEOUT
-    return None
+    if not idle_timeout or serves is None:
+        return None
+    since = max((t for t in (activity, serves.ready_at) if t is not None), default=None)
+    too_long = since is not None and draft.now - since > parse_duration(idle_timeout)
+    return R.IDLE_TIMEOUT if too_long else None
 
 
 def _idle_thread(world: SandboxWorld, spec: SandboxSpec, draft: StatusDraft) -> Plan | None:

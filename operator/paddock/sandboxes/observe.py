@@ -98,6 +98,13 @@ def _pod_condition(pod: Obj, type_: str) -> Obj | None:
     return next((c for c in conditions if c.get("type") == type_), None)
 
 
+def serving(pod: Obj | None) -> Observation | None:
+    """The pod as observed while it is Running and Ready; None while it starts, stops or is
+    gone."""
+    seen = None if pod is None else _progress(pod, None)
+    return seen if seen is not None and seen.ready else None
+
+
 def observe(pod: Obj, pvc: Obj | None) -> Observation:
     """The sandbox's state as its pod and PVC show it (pause and deletion are decided by the
     caller, which knows the spec). A pod being created is observed as one with no status."""
