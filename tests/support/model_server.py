@@ -114,7 +114,12 @@ class ScriptedModel:
                 self.send_error(404)
 
             def _refuse(self, status: int) -> None:
-                error = {"type": "server_error", "message": "the scripted model refuses"}
+                # The type a provider gives the status (a 4xx body typed as a server error
+                # makes OpenCode retry it).
+                kind = {401: "authentication_error"}.get(
+                    status, "invalid_request_error" if status < 500 else "api_error"
+                )
+                error = {"type": kind, "message": "the scripted model refuses"}
                 payload = json.dumps({"type": "error", "error": error}).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
