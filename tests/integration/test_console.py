@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from paddock.api.approvals import digest_of, visible
 from support import identity
 from support.kube import ROOT, Cluster
 from support.runs import command_run, wait_for_run
@@ -33,6 +34,9 @@ pytestmark = pytest.mark.integration
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "console"
 ASK_TOUCH = {"commands": {"default": "allow", "ask": ["touch *"]}}
+# A command of 1,700 characters whose file name a right-to-left override disguises (it reads
+# "long-...hs.png" on a page that draws the override).
+LONG = "touch long-" + "a" * 180 + "\u202egnp.sh # " + "b" * 1500
 SECRET_VALUE = "s3cr3t-console-0123456789"
 WAIT_MS = 60_000
 READ = ["get", "list", "watch"]
@@ -141,13 +145,42 @@ def test_a_person_approves_and_denies_in_the_browser_and_a_viewer_only_watches(
         cluster.apply(command_run("denied", "box", "touch nope"), namespace)
         page.goto(f"{url}/approvals")
         waiting = page.locator("[data-run=denied]")
-        expect(waiting.locator("code")).to_have_text("touch nope")
+        expect(waiting.locator("pre.asked")).to_have_text("touch nope")
         _shot(page, "approvals")
         waiting.locator("button[value=deny]").click()
         expect(waiting).to_have_count(0)
         page.goto(f"{url}/runs/{namespace}/denied")
         expect(page.locator("#phase")).to_have_text("Failed")
         expect(page.locator("#reason")).to_have_text("ApprovalDenied")
+
+        # A long command hiding text with a bidirectional override is shown whole, the
+        # override as its code point, wrapped beside the buttons; the approval allows that
+        # text, and a decision naming other text (an abridged page's) is refused.
+        cluster.apply(command_run("long", "box", LONG), namespace)
+        page.goto(f"{url}/runs/{namespace}/long")
+        asked = page.locator("[data-request] pre.asked")
+        expect(asked).to_have_text(visible(LONG))
+        width = page.viewport_size["width"] if page.viewport_size else 1280
+        for shown in (asked, page.locator("button[value=approve]")):
+            box = shown.bounding_box()
+            assert box is not None
+            assert box["x"] + box["width"] <= width, box
+        (long_id,) = [r.get_attribute("data-request") for r in page.locator("[data-request]").all()]
+        csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+        abridged = {"csrf": str(csrf), "choice": "approve", "digest": digest_of(LONG[:1000])}
+        other = page.request.post(
+            f"{url}/runs/{namespace}/long/approvals/{long_id}",
+            form=abridged,
+            headers={"Origin": url},
+            max_redirects=0,
+        )
+        assert other.status == 403, other.text()
+        assert "not the text that was shown" in other.text()
+        _shot(page, "long")
+        page.click("button[value=approve]")
+        expect(page.locator("#phase")).to_have_text("Succeeded")
+        (approval,) = wait_for_run(cluster, namespace, "long")["approvals"]
+        assert approval["state"] == "Approved"
 
         # A viewer sees a waiting run, gets no buttons, and is refused if it posts anyway.
         cluster.apply(command_run("waits", "box", "touch later"), namespace)
@@ -162,7 +195,7 @@ def test_a_person_approves_and_denies_in_the_browser_and_a_viewer_only_watches(
         ]
         posted = watcher.request.post(
             f"{url}/runs/{namespace}/waits/approvals/{request_id}",
-            form={"csrf": str(csrf), "choice": "approve"},
+            form={"csrf": str(csrf), "choice": "approve", "digest": digest_of("touch later")},
             headers={"Origin": url},
             max_redirects=0,
         )

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from paddock.agentruns import decide, gating
 from paddock.agentruns.gating import Asking
-from paddock.api.approvals import Approval, ApprovalState
+from paddock.api.approvals import Approval, ApprovalState, digest_of, visible
 from paddock.api.approvals import ApprovalChoice as Choice
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.reasons import RunReason as R
@@ -35,7 +37,10 @@ def judge(
     choices: dict[str, Choice] | None = None,
     now: datetime = T0,
 ) -> gating.Answered:
-    asking = Asking(approvals or [], choices or {}, now, TIMEOUT, "15m", lambda: TOKEN)
+    # Each decision names the text of the request it decides, as every face does.
+    digests = {a.id: str(a.digest) for a in approvals or []}
+    named = {rid: (choice, digests.get(rid, "")) for rid, choice in (choices or {}).items()}
+    asking = Asking(approvals or [], named, now, TIMEOUT, "15m", lambda: TOKEN)
     raw = {i: request(c) for i, c in requests.items()}
     return gating.answer(raw, POLICY, {}, claude_code.request_of, asking)
 
@@ -145,14 +150,20 @@ def test_a_denied_part_is_denied_even_next_to_an_ask_part() -> None:
 def test_annotations_name_the_choices() -> None:
     found = gating.choices(
         {
-            "approval.paddock.dev/10-1": "approve",
-            "approval.paddock.dev/11-1": "approve-always",
+            "approval.paddock.dev/10-1": "approve:sha256:ab",
+            "approval.paddock.dev/11-1": "approve-always:sha256:cd",
             "approval.paddock.dev/12-1": "deny",
             "approval.paddock.dev/13-1": "yes please",  # not a choice: nothing decided
+            "approval.paddock.dev/14-1": "approve",  # a choice naming no text
             "example.com/10-1": "approve",
         }
     )
-    assert found == {"10-1": Choice.APPROVE, "11-1": Choice.ALWAYS, "12-1": Choice.DENY}
+    assert found == {
+        "10-1": (Choice.APPROVE, "sha256:ab"),
+        "11-1": (Choice.ALWAYS, "sha256:cd"),
+        "12-1": (Choice.DENY, ""),
+        "14-1": (Choice.APPROVE, ""),
+    }
 
 
 def test_the_run_ending_denies_what_is_pending() -> None:
@@ -252,3 +263,65 @@ def test_each_request_gets_an_id_of_its_own_that_cannot_be_foretold() -> None:
     assert second.id.startswith("11-1.")
     tokens = {approval.id.partition(".")[2] for approval in (first, second, again)}
     assert len(tokens) == 3
+
+
+LONG = "git push origin " + "a" * 2000 + " &&\n  git push origin main"
+
+
+def test_a_pending_request_holds_its_whole_text_and_a_decided_one_an_abridged_record() -> None:
+    (approval,) = judge({"10-1": LONG}).pending
+    assert approval.target == LONG
+    assert approval.digest == digest_of(LONG)
+    decided = judge({"10-1": LONG}, [approval], {approval.id: Choice.DENY}).approvals[0]
+    assert decided.state == ApprovalState.DENIED
+    assert len(decided.target) <= gating.TARGET_CHARS
+    assert "\n" not in decided.target
+
+
+@pytest.mark.parametrize(
+    ("named", "allowed"),
+    [
+        (digest_of(LONG), True),  # the text that was shown: allowed
+        (digest_of(LONG[: gating.TARGET_CHARS]), False),  # what an abridged face showed
+        (digest_of("git push origin main"), False),  # other text
+        ("", False),  # no text named (an annotation written by hand: approve)
+    ],
+)
+def test_an_approval_allows_only_the_text_it_names(named: str, allowed: bool) -> None:
+    (approval,) = judge({"10-1": LONG}).pending
+    asking = Asking([approval], {approval.id: (Choice.APPROVE, named)}, T0, TIMEOUT, "15m")
+    result = gating.answer({"10-1": request(LONG)}, POLICY, {}, claude_code.request_of, asking)
+    (decided,) = result.approvals
+    assert result.answers["10-1"].startswith("allow" if allowed else "deny")
+    assert decided.state == (ApprovalState.APPROVED if allowed else ApprovalState.DENIED)
+    if not allowed:
+        assert f"the approval named {named or 'no text'}" in str(decided.message)
+
+
+def test_a_request_too_long_to_show_whole_is_denied_without_asking() -> None:
+    text = "git push origin " + "b" * gating.MAX_ASKED_CHARS
+    result = judge({"10-1": text})
+    assert result.answers["10-1"].startswith("deny\n")
+    (approval,) = result.approvals
+    assert approval.state == ApprovalState.DENIED
+    assert "shown whole" in str(approval.message)
+    assert len(approval.target) <= gating.TARGET_CHARS
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("git push origin main", "git push origin main"),
+        ("ls\n  -la", "ls\n  -la"),  # lines stay lines
+        ("echo ok\u202e; rm -rf ~", "echo ok⟦U+202E⟧; rm -rf ~"),  # a bidi override
+        ("rm\u200b -rf", "rm⟦U+200B⟧ -rf"),  # zero width
+        ("a\tb\rc\x1b[2K", "a⟦U+0009⟧b⟦U+000D⟧c⟦U+001B⟧[2K"),  # controls
+        ("x\u00a0y\u2028z", "x⟦U+00A0⟧y⟦U+2028⟧z"),  # separators but the space
+        ("e\u0301\u0301", "e⟦U+0301⟧⟦U+0301⟧"),  # marks stacked on ASCII
+        ("café, कि", "café, कि"),  # text of other scripts stays
+        ("\u3164 \U000e0041", "⟦U+3164⟧ ⟦U+E0041⟧"),  # a blank letter, a tag
+        ("⟦U+202E⟧", "⟦U+27E6⟧U+202E⟦U+27E7⟧"),  # a faked mark
+    ],
+)
+def test_every_face_shows_what_would_hide_or_move_text(text: str, shown: str) -> None:
+    assert visible(text) == shown

@@ -37,13 +37,41 @@ def test_a_csrf_token_is_the_bearers_own_and_checked_in_constant_time() -> None:
     assert not guard.csrf_ok(TOKEN, guard.csrf_token("token-of-bob"))
 
 
+CONSOLE = "https://console.example:8443"  # the address the console is configured with
+
+
 @pytest.mark.parametrize(
     ("origin", "same"),
     [(None, True), ("https://console.example:8443", True), ("https://evil.example", False),
      ("http://console.example:8443", False), ("null", False)],
 )  # fmt: skip
 def test_only_the_consoles_own_origin_may_post(origin: str | None, same: bool) -> None:
-    assert guard.same_origin(origin, "https", "console.example:8443") is same
+    assert guard.same_origin(origin, "https", "console.example:8443", None) is same
+    # Behind a proxy that ends TLS, the configured address's origin is the console's own.
+    assert guard.same_origin(origin, "http", "console.example:8443", CONSOLE) is same
+
+
+@pytest.mark.parametrize(
+    ("host", "served"),
+    [("console.example:8443", True), ("CONSOLE.example:8443", True),
+     ("console.example", False),  # another port: another origin
+     ("evil.example", False), ("evil.example:8443", False),  # a name rebound to the console
+     ("localhost:8080", True), ("127.0.0.1:8080", True), ("[::1]:8080", True),
+     ("10.96.0.7", True), ("", False), (None, False)],
+)  # fmt: skip
+def test_only_requests_naming_the_console_are_served(host: str | None, served: bool) -> None:
+    assert guard.host_allowed(host, CONSOLE) is served
+    client = TestClient(app.build("team", secure_cookie=False, external_url=CONSOLE + "/"))
+    answer = client.get("/healthz", headers={"Host": host} if host else {"Host": ""})
+    assert (answer.status_code == 200) is served
+    if not served:
+        assert answer.status_code == 421
+
+
+def _client() -> TestClient:
+    """The console configured at CONSOLE, and asked there."""
+    console = app.build("team", secure_cookie=False, external_url=CONSOLE)
+    return TestClient(console, base_url=CONSOLE, follow_redirects=False)
 
 
 # Each request the console serves, and the first review it must ask for: (verb, resource).
@@ -84,9 +112,9 @@ def refusing(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
 def test_every_action_is_authorised_for_the_person_first(
     refusing: list[tuple[str, str, str]], method: str, path: str, first: tuple[str, str]
 ) -> None:
-    client = TestClient(app.build("team", secure_cookie=False), follow_redirects=False)
+    client = _client()
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    form = {"csrf": guard.csrf_token(TOKEN), "choice": "approve"}
+    form = {"csrf": guard.csrf_token(TOKEN), "choice": "approve", "digest": "sha256:" + "0" * 64}
     answer = client.request(method, path, headers=headers, data=form if method == "POST" else None)
     assert answer.status_code == 403
     assert refusing[0] == (*first, "team")
@@ -96,7 +124,7 @@ def test_every_action_is_authorised_for_the_person_first(
 def test_a_decision_without_the_pages_csrf_token_or_from_another_origin_is_refused(
     refusing: list[tuple[str, str, str]],
 ) -> None:
-    client = TestClient(app.build("team", secure_cookie=False), follow_redirects=False)
+    client = _client()
     headers = {"Authorization": f"Bearer {TOKEN}"}
     path = "/runs/team/fix/approvals/command.1"
     forged = client.post(path, headers=headers, data={"csrf": "guess", "choice": "approve"})
@@ -107,13 +135,23 @@ def test_a_decision_without_the_pages_csrf_token_or_from_another_origin_is_refus
     elsewhere = client.post(path, headers=evil, data=form)
     assert elsewhere.status_code == 403
     assert "not posted from here" in elsewhere.text
+    unnamed = client.post(path, headers=headers, data=form)  # no digest of the text shown
+    assert unnamed.status_code == 400
+    assert "names no text" in unnamed.text
+    # Signing out takes the page's token too: another site cannot sign the person out.
+    assert client.post("/logout", headers=headers, data={"csrf": "guess"}).status_code == 403
+    signed_out = client.post("/logout", headers=headers, data={"csrf": form["csrf"]})
+    assert signed_out.status_code == 303
     assert refusing == []  # refused before anything was asked or done
+    # No page of the console is framed by another site's.
+    assert forged.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in forged.headers["content-security-policy"]
 
 
 def test_without_a_token_a_page_sends_the_person_to_sign_in(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    client = TestClient(app.build("team", secure_cookie=False), follow_redirects=False)
+    client = _client()
     answer = client.get("/runs/team/fix")
     assert answer.status_code == 303
     assert answer.headers["location"] == "/login?next=/runs/team/fix"

@@ -68,7 +68,9 @@ def test_an_asked_host_becomes_one_pending_network_approval() -> None:
 def test_a_person_decides_it_and_an_approve_always_covers_the_rule() -> None:
     first = _answer(["registry.npmjs.org:443"], _asking())
     (approval,) = first.pending
-    decided = _answer([], _asking(first.approvals, {approval.id: ApprovalChoice.ALWAYS}))
+    decided = _answer(
+        [], _asking(first.approvals, {approval.id: (ApprovalChoice.ALWAYS, str(approval.digest))})
+    )
     assert decided.approvals[0].state == ApprovalState.APPROVED
     assert decided.approvals[0].always
     later = _answer(["cdn.npmjs.org:443"], _asking(decided.approvals))

@@ -210,7 +210,7 @@ def test_a_command_run_launches_once_approved_and_fails_when_refused(
     first = gated(CAREFUL, judged, NOBODY_ASKED)
     assert isinstance(first, Asked)
     (approval,) = first.answered.approvals
-    choices = {approval.id: ApprovalChoice(choice)} if choice else {}
+    choices = {approval.id: (ApprovalChoice(choice), str(approval.digest))} if choice else {}
     asking = Asking(first.answered.approvals, choices, NOW + later, timedelta(minutes=15), "15m")
     decided = gated(CAREFUL, judged, asking)
     assert isinstance(decided, Asked)

@@ -21,7 +21,7 @@ from paddock.api.agentrun import (
     RunPhase,
     RunResult,
 )
-from paddock.api.approvals import Approval, ApprovalState
+from paddock.api.approvals import Approval, ApprovalState, visible
 from paddock.api.budget import Usage, UsageSource
 from paddock.api.fields import parse_duration
 from paddock.api.policy import Decision, SandboxPolicySpec
@@ -158,7 +158,7 @@ def awaiting(pending: list[Approval], run: str) -> str | None:
         return None
     first = pending[0]
     more = f" and {len(pending) - 1} more" if len(pending) > 1 else ""
-    target = ev.one_line(first.target, 120)
+    target = ev.one_line(visible(first.target), 120)
     return (
         f"waiting for approval of request {first.id}, {first.kind} `{target}`{more}: "
         f"paddock approve {run} {first.id}, or paddock deny {run} {first.id}"

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from paddock.api.approvals import APPROVAL_ANNOTATION as ANNOTATION_PREFIX
-from paddock.api.approvals import Approval, ApprovalState
+from paddock.api.approvals import Approval, ApprovalState, digest_of, parse_decision, visible
 from paddock.api.approvals import ApprovalChoice as Choice
 from paddock.api.conditions import Notice
 from paddock.api.policy import Decision, SandboxPolicySpec
@@ -33,7 +33,9 @@ from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
 KEPT_RESOLVED = 20  # resolved approvals the status keeps, newest last
-TARGET_CHARS = 1000
+# The longest text a person is asked about: shown whole on every face, or denied at once.
+MAX_ASKED_CHARS = 16_384
+TARGET_CHARS = 1000  # what a decided request keeps of its text
 COMMAND_REQUEST = "command"  # the key of a command run's own request to run its command
 HOST_REQUEST = "host-"  # how the request of a host the egress gateway asked about begins
 MAX_HOSTS_ASKED = 20  # approvals of hosts a run records at most: an agent cannot flood it
@@ -51,12 +53,14 @@ def request_of(approval: Approval) -> str:
     return approval.id.partition(".")[0]
 
 
-def choices(annotations: Mapping[str, str]) -> dict[str, Choice]:
-    """The decisions the run's annotations record, by approval id (other values: none)."""
+def choices(annotations: Mapping[str, str]) -> dict[str, tuple[Choice, str]]:
+    """The decisions the run's annotations record, by approval id: the choice and the digest
+    of the text it names (other values: none)."""
     found = {}
     for key, value in annotations.items():
-        if key.startswith(ANNOTATION_PREFIX) and value in set(Choice):
-            found[key.removeprefix(ANNOTATION_PREFIX)] = Choice(value)
+        decided = parse_decision(value) if key.startswith(ANNOTATION_PREFIX) else None
+        if decided is not None:
+            found[key.removeprefix(ANNOTATION_PREFIX)] = decided
     return found
 
 
@@ -82,7 +86,7 @@ class Asking:
     clock and how long a request may wait."""
 
     approvals: list[Approval]
-    choices: dict[str, Choice]
+    choices: dict[str, tuple[Choice, str]]
     now: datetime
     timeout: timedelta
     timeout_text: str = ""
@@ -193,12 +197,9 @@ def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) ->
     if index is None:
         index = _request(answered, request_id, judged, asking)
     approval = answered.approvals[index]
-    choice = asking.choices.get(approval.id)
-    if approval.state == ApprovalState.PENDING and choice is not None:
-        state = ApprovalState.DENIED if choice == Choice.DENY else ApprovalState.APPROVED
-        said = {Choice.APPROVE: "approved", Choice.ALWAYS: "approved for the rest of the run"}
-        message = said.get(choice, "denied")
-        _resolve(answered, index, state, message, asking.now, always=choice == Choice.ALWAYS)
+    decided = asking.choices.get(approval.id)
+    if approval.state == ApprovalState.PENDING and decided is not None:
+        _decide(answered, index, decided, asking.now)
         approval = answered.approvals[index]
     if approval.state == ApprovalState.PENDING:
         return  # the gate waits
@@ -210,6 +211,25 @@ def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) ->
     answered.decisions.append(Decision.DENY)
     message = "Paddock policy: " + not_approved(approval, judged.command)
     answered.answers[request_id] = f"deny\n{message}\n"
+
+
+def _decide(answered: Answered, index: int, decided: tuple[Choice, str], now: datetime) -> None:
+    """A person's decision: an approval allows only the text it names (its digest); one
+    naming other text, or none, denies."""
+    choice, digest = decided
+    approval = answered.approvals[index]
+    if choice != Choice.DENY and (approval.digest is None or digest != approval.digest):
+        message = (
+            f"denied: the approval named {digest or 'no text'}, not this request's text "
+            f"({approval.digest or 'asked before approvals named text'})"
+        )
+        _resolve(answered, index, ApprovalState.DENIED, message, now)
+        return
+    state = ApprovalState.DENIED if choice == Choice.DENY else ApprovalState.APPROVED
+    said = {Choice.APPROVE: "approved", Choice.ALWAYS: "approved for the rest of the run"}
+    _resolve(
+        answered, index, state, said.get(choice, "denied"), now, always=choice == Choice.ALWAYS
+    )
 
 
 def not_approved(approval: Approval, command: str) -> str:
@@ -224,10 +244,12 @@ def _request(answered: Answered, request_id: str, judged: Judged, asking: Asking
     """Record a new approval request (approved at once when an earlier approve-always covers
     every rule that asks); its index."""
     rules = sorted({p.rule for p in judged.verdict.parts if p.decision == Decision.ASK})
+    text = judged.command
     approval = Approval(
         id=f"{request_id}.{asking.token()}",
         kind=str(judged.where),
-        target=ev.one_line(judged.command, TARGET_CHARS),
+        target=text if len(text) <= MAX_ASKED_CHARS else ev.one_line(text, TARGET_CHARS),
+        digest=digest_of(text),
         rules=rules,
         state=ApprovalState.PENDING,
         requested_at=asking.now,
@@ -235,7 +257,13 @@ def _request(answered: Answered, request_id: str, judged: Judged, asking: Asking
     answered.approvals.append(approval)
     index = len(answered.approvals) - 1
     answered.drafts.append(_requested(approval))
-    if rules and set(rules) <= _always_approved(asking.approvals):
+    if len(text) > MAX_ASKED_CHARS:
+        message = (
+            f"denied: its {len(text)} characters are more than the {MAX_ASKED_CHARS} a person "
+            "is shown whole"
+        )
+        _resolve(answered, index, ApprovalState.DENIED, message, asking.now)
+    elif rules and set(rules) <= _always_approved(asking.approvals):
         message = "approved for the rest of the run by an earlier approve-always"
         _resolve(answered, index, ApprovalState.APPROVED, message, asking.now)
     else:
@@ -252,9 +280,11 @@ def _resolve(
     *,
     always: bool = False,
 ) -> None:
-    approval = answered.approvals[index].model_copy(
-        update={"state": state, "resolved_at": now, "message": message, "always": always}
-    )
+    decided = answered.approvals[index]
+    approval = decided.model_copy(
+        update={"state": state, "resolved_at": now, "message": message, "always": always,
+                "target": ev.one_line(decided.target, TARGET_CHARS)}
+    )  # fmt: skip
     answered.approvals[index] = approval
     data = {"id": approval.id, "state": str(state), "target": approval.target, "message": message}
     summary = f"{str(state).lower()}: {_shown(approval.target)} ({message})"
@@ -288,7 +318,7 @@ def _kept(approvals: list[Approval]) -> list[Approval]:
 
 def _requested(approval: Approval) -> Draft:
     data = {"id": approval.id, "kind": approval.kind, "target": approval.target,
-            "rules": approval.rules}  # fmt: skip
+            "digest": approval.digest, "rules": approval.rules}  # fmt: skip
     return Draft(ev.APPROVAL_REQUESTED, f"needs approval: {_shown(approval.target)}", data)
 
 
@@ -296,7 +326,8 @@ def _request_message(approval: Approval) -> str:
     return (
         f"Request {approval.id}: {_noun(approval)} `{_shown(approval.target)}` needs approval "
         f"({', '.join(approval.rules)}). Approve or deny it with paddock approve or "
-        f"paddock deny, or annotate the run {ANNOTATION_PREFIX}{approval.id}=approve|deny."
+        f"paddock deny, or annotate the run {ANNOTATION_PREFIX}{approval.id}="
+        f"approve:{approval.digest} (or deny)."
     )
 
 
@@ -306,7 +337,7 @@ def _noun(approval: Approval) -> str:
 
 
 def _shown(command: str) -> str:
-    shown = " ".join(command.split())
+    shown = " ".join(visible(command).split())
     return shown if len(shown) <= MAX_SHOWN else shown[: MAX_SHOWN - 3] + "..."
 
 

@@ -1,9 +1,13 @@
 """``paddock approve`` and ``paddock deny``: decide a run's pending approval requests.
 
 A decision is the annotation ``approval.paddock.dev/<id>`` on the AgentRun (``approve``,
-``approve-always`` or ``deny``), which the operator reads while the run waits; setting it
-takes the right to patch agentruns. Exit codes: 0 decided, 1 nothing to decide (no such
-pending request, none pending, or several and none named), 2 the run cannot be read.
+``approve-always`` or ``deny``, then ``:`` and the digest of the request's whole text), which
+the operator reads while the run waits; setting it takes the right to patch agentruns. What
+was decided is printed whole, with invisible and bidirectional characters shown as code
+points; ``--digest`` binds the decision to text seen before (the approval.requested event's
+digest), and refuses it if the request holds other text. Exit codes: 0 decided, 1 nothing
+to decide (no such pending request, none pending, several and none named, or other text
+than the digest's), 2 the run cannot be read.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ def add_approvals(commands: Any) -> None:
         parser.add_argument("ids", nargs="*", metavar="ID", help="request ids (status.approvals)")
         parser.add_argument("-n", "--namespace", help="its namespace (default: the context's)")
         parser.add_argument("--all", action="store_true", help="every pending request")
+        parser.add_argument(
+            "--digest",
+            help="the sha256:HEX of the text you saw (one request): refused if it differs",
+        )
         if name == "approve":
             parser.add_argument(
                 "--always",
@@ -52,8 +60,11 @@ def decide(args: argparse.Namespace) -> int:
     try:
         kube.load_config()
         namespace = args.namespace or kube.current_namespace()
+        shown = dict.fromkeys(args.ids, args.digest) if args.digest else None
+        if args.digest and len(args.ids) != 1:
+            raise RefusedError("--digest names the text of one request: name its id")
         decided = approvals.decide(Caller(None), namespace, args.run, args.ids, choice,
-                                   every=args.all)  # fmt: skip
+                                   every=args.all, shown=shown)  # fmt: skip
     except MissingError as exc:
         print(f"paddock: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -64,5 +75,6 @@ def decide(args: argparse.Namespace) -> int:
         print(f"paddock: cannot decide for AgentRun {args.run}: {exc.message}", file=sys.stderr)
         return EXIT_UNREADABLE
     for rid in decided["decided"]:
-        print(f"{choice}: request {rid} of {args.run}: {decided['targets'].get(rid, '')}")
+        print(f"{choice}: request {rid} of {args.run} ({decided['digests'][rid]}):")
+        print(decided["targets"][rid])
     return EXIT_DECIDED

@@ -111,9 +111,17 @@ def _console(args: argparse.Namespace) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         print("paddock console: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    if args.external_url:
+        from paddock.console.guard import origin_of
+
+        try:
+            origin_of(args.external_url)
+        except ValueError as exc:
+            print(f"paddock console: {exc}", file=sys.stderr)
+            return 2
     load_config()
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
-    serve(args.namespace or current_namespace(), args.http, tls)
+    serve(args.namespace or current_namespace(), args.http, tls, args.external_url)
     return 0
 
 
@@ -302,6 +310,13 @@ def _add_console(commands: Commands[argparse.ArgumentParser]) -> None:
         console,
         "where to serve (default: 127.0.0.1:8080; port 0: any free one, printed)",
         default="127.0.0.1:8080",
+    )
+    console.add_argument(
+        "--external-url",
+        metavar="URL",
+        help="the address people reach it at (https://console.example.com): the one host "
+        "name it answers to besides loopback and IP addresses, and the Origin its forms come "
+        "from",
     )
     console.set_defaults(func=_console)
 

@@ -1,9 +1,11 @@
 """A run's approval requests for a caller: which pending ones a decision names, and the
 decision, recorded as the annotation ``approval.paddock.dev/<id>`` on the AgentRun (``approve``,
-``approve-always`` or ``deny``), which the operator reads while the run waits."""
+``approve-always`` or ``deny``, then ``:`` and the digest of the request's text), which the
+operator reads while the run waits: an approval allows only the text it names."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from paddock.api.approvals import (
@@ -11,6 +13,9 @@ from paddock.api.approvals import (
     DECIDED_BY_ANNOTATION,
     ApprovalChoice,
     ApprovalState,
+    decision,
+    digest_of,
+    visible,
 )
 from paddock.client.access import AGENTRUNS, Caller, RefusedError
 from paddock.client.common import Obj, get
@@ -25,21 +30,34 @@ def decide(
     choice: ApprovalChoice,
     *,
     every: bool = False,
+    shown: Mapping[str, str] | None = None,
 ) -> Obj:
-    """Decide the requests ``ids`` (none: the only pending one; ``every``: all pending). Who
-    decided is recorded beside each decision where the caller's identity is known (a token's,
-    over HTTP): informative, since anyone who may patch the run may write it."""
+    """Decide the requests ``ids`` (none: the only pending one; ``every``: all pending). Each
+    decision names the digest of the request's whole text: ``shown`` (by id) is what the
+    caller's face showed, refused unless it is the text the request holds; without it, the
+    text read here, which the answer gives back as every face shows it. Who decided is
+    recorded beside each decision where the caller's identity is known (a token's, over
+    HTTP): informative, since anyone who may patch the run may write it."""
     caller.may("patch", AGENTRUNS, namespace, run)
     found = get("AgentRun", namespace, run)
     chosen = choose(found, ids, every=every)
     if isinstance(chosen, str):
         raise RefusedError(chosen)
-    annotations = {f"{APPROVAL_ANNOTATION}{rid}": str(choice) for rid in chosen}
+    texts = {a["id"]: str(a.get("target") or "") for a in approvals_of(found) if a["id"] in chosen}
+    digests = {rid: digest_of(text) for rid, text in texts.items()}
+    for rid, digest in (shown or {}).items():
+        if rid in digests and digest != digests[rid]:
+            raise RefusedError(
+                f"request {rid} of {run} is not the text that was shown (it is {digests[rid]}); "
+                "nothing was decided"
+            )
+    annotations = {f"{APPROVAL_ANNOTATION}{rid}": decision(choice, digests[rid]) for rid in chosen}
     if caller.username is not None:
         annotations |= {f"{DECIDED_BY_ANNOTATION}{rid}": caller.username for rid in chosen}
     kube.patch("AgentRun", namespace, run, {"metadata": {"annotations": annotations}})
-    targets = {a["id"]: a.get("target", "") for a in approvals_of(found) if a["id"] in chosen}
-    return {"run": run, "decided": chosen, "choice": str(choice), "targets": targets}
+    targets = {rid: visible(text) for rid, text in texts.items()}
+    return {"run": run, "decided": chosen, "choice": str(choice), "targets": targets,
+            "digests": digests}  # fmt: skip
 
 
 def choose(run: dict[str, Any], ids: list[str], *, every: bool) -> list[str] | str:

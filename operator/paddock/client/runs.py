@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from paddock import API_VERSION
 from paddock.agentruns import logs
 from paddock.api.agentrun import Harness
+from paddock.api.approvals import visible
 from paddock.client.access import AGENTRUNS, CONFIGMAPS, Caller, RefusedError
 from paddock.client.common import Obj, as_they_change, get
 from paddock.kube import client as kube
@@ -102,7 +103,8 @@ def exit_code(ending: Obj | None) -> int:
 def run_summary(run: Obj) -> Obj:
     meta, spec, status = run["metadata"], run.get("spec") or {}, run.get("status") or {}
     approvals = [
-        {key: a.get(key) for key in ("id", "state", "kind", "target")}
+        {key: a.get(key) for key in ("id", "state", "kind", "digest")}
+        | {"target": visible(str(a.get("target") or ""))}
         for a in status.get("approvals") or []
     ]
     return {
@@ -172,7 +174,8 @@ def _awaiting_approval(run: str, requested: Obj) -> Obj:
         "pendingApproval": {
             "run": run,
             "id": data.get("id"),
-            "command": data.get("target"),
+            "command": visible(str(data.get("target") or "")),
+            "digest": data.get("digest"),
             "rules": data.get("rules") or [],
         },
         "message": (

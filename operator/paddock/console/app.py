@@ -15,11 +15,14 @@ from typing import Any
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from paddock.api.approvals import ApprovalChoice
 from paddock.client import approvals, runs, sandboxes
@@ -42,6 +45,7 @@ REFRESHING = (ev.APPROVAL_REQUESTED, ev.APPROVAL_RESOLVED, ev.USAGE, *runs.TERMI
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; style-src 'self'; img-src 'self'; "
     "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Frame-Options": "DENY",  # (frame-ancestors, for browsers that read no CSP)
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",  # (no-referrer would make a form's Origin "null")
     "Cache-Control": "no-store",
@@ -51,9 +55,10 @@ HEADERS = {
 class Console:
     """The console for one cluster: ``namespace`` is where its pages start."""
 
-    def __init__(self, namespace: str, *, secure_cookie: bool) -> None:
+    def __init__(self, namespace: str, *, secure_cookie: bool, own: str | None = None) -> None:
         self.namespace = namespace
         self.secure_cookie = secure_cookie
+        self.own = own  # the origin of its configured address (--external-url)
         self.identities = TokenIdentities()
         self.templates = Jinja2Templates(directory=str(files("paddock.console") / "templates"))
 
@@ -86,7 +91,8 @@ class Console:
 
     def _posted_here(self, request: Request) -> bool:
         origin = request.headers.get("origin")
-        return guard.same_origin(origin, request.url.scheme, request.headers.get("host"))
+        host = request.headers.get("host")
+        return guard.same_origin(origin, request.url.scheme, host, self.own)
 
     def render(self, request: Request, caller: Caller | None, name: str, status: int = 200,
                **context: Any) -> Response:  # fmt: skip
@@ -123,6 +129,8 @@ class Console:
         return response
 
     def sign_out(self, request: Request, caller: Caller) -> Response:
+        if not guard.csrf_ok(_token(request), _form(request).get(guard.CSRF_FIELD)):
+            return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(guard.COOKIE, path="/")
         return response
@@ -230,9 +238,11 @@ class Console:
             return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
         if form.get("choice") not in set(ApprovalChoice):
             return self.refusal(request, caller, 400, "choose approve, approve-always or deny")
+        if not str(form.get("digest") or "").startswith("sha256:"):
+            return self.refusal(request, caller, 400, "the form names no text to decide on")
         choice = ApprovalChoice(form["choice"])
         rid = request.path_params["request"]
-        approvals.decide(caller, namespace, name, [rid], choice)
+        approvals.decide(caller, namespace, name, [rid], choice, shown={rid: form["digest"]})
         if request.headers.get("hx-request"):
             return Response(status_code=204)  # the page stays; its live parts show the outcome
         return RedirectResponse(f"/runs/{namespace}/{name}", status_code=303)
@@ -295,8 +305,9 @@ def _local(query: Any) -> str:
     return where if where.startswith("/") and not where.startswith("//") else "/runs"
 
 
-def build(namespace: str, *, secure_cookie: bool) -> Starlette:
-    console = Console(namespace, secure_cookie=secure_cookie)
+def build(namespace: str, *, secure_cookie: bool, external_url: str | None = None) -> Starlette:
+    own = guard.origin_of(external_url) if external_url else None
+    console = Console(namespace, secure_cookie=secure_cookie, own=own)
     page = console.page
     static = StaticFiles(directory=str(files("paddock.console") / "static"))
     routes = [
@@ -320,7 +331,24 @@ def build(namespace: str, *, secure_cookie: bool) -> Starlette:
         Route("/sandboxes/{namespace}/{name}/check", page(console.check)),
         Mount("/static", static, name="static"),
     ]
-    return Starlette(routes=routes, lifespan=_threads)
+    return Starlette(routes=routes, lifespan=_threads, middleware=[Middleware(_Named, own=own)])
+
+
+class _Named:
+    """Serves only requests whose ``Host`` names the console (``guard.host_allowed``); others
+    get 421 Misdirected Request."""
+
+    def __init__(self, app: ASGIApp, own: str | None) -> None:
+        self.app, self.own = app, own
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not guard.host_allowed(
+            Headers(scope=scope).get("host"), self.own
+        ):
+            refused = PlainTextResponse("this console is not served at that address", 421)
+            await refused(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 WORKER_THREADS = 400  # each open live page holds one while its watch waits

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from paddock.api.approvals import DECIDED_BY_ANNOTATION, ApprovalState
+from paddock.api.approvals import DECIDED_BY_ANNOTATION, ApprovalState, digest_of, visible
 from paddock.runs import events as ev
 
 Obj = dict[str, Any]
@@ -106,7 +106,8 @@ class Request:
 
     id: str
     kind: str
-    target: str
+    target: str  # as every face shows it: whole while pending, code points made visible
+    digest: str  # of the text itself, which a decision names
     rules: tuple[str, ...]
     state: str
     message: str
@@ -120,7 +121,8 @@ def requests(run: Obj) -> list[Request]:
         Request(
             id=str(a["id"]),
             kind=str(a.get("kind") or "command"),
-            target=str(a.get("target") or ""),
+            target=visible(str(a.get("target") or "")),
+            digest=digest_of(str(a.get("target") or "")),
             rules=tuple(a.get("rules") or ()),
             state=str(a.get("state") or ""),
             message=str(a.get("message") or ""),

@@ -212,7 +212,9 @@ class Tools:
 
     @_answering
     def get_run(self, name: str, namespace: str | None = None) -> Obj:
-        """One AgentRun: phase, reason, message, exit code, event count, approvals."""
+        """One AgentRun: phase, reason, message, exit code, event count, approvals (each
+        pending one's text whole, invisible and bidirectional characters shown as code
+        points, and its digest, which approve names)."""
         return runs.get_run(self.caller(), self.ns(namespace), name)
 
     @_answering
@@ -236,11 +238,16 @@ class Tools:
         ids: list[str] | None = None,
         always: bool = False,
         namespace: str | None = None,
+        digests: dict[str, str] | None = None,
     ) -> Obj:
         """Approve a run's pending approval requests (by id; none given: the only one
-        pending); always: also later requests of the same rules, for the rest of the run."""
+        pending); always: also later requests of the same rules, for the rest of the run.
+        digests: each request's digest as get_run showed it with its text (refused if the
+        request holds other text). Returns each approved text whole, with invisible and
+        bidirectional characters shown as code points (⟦U+202E⟧)."""
         choice = ApprovalChoice.ALWAYS if always else ApprovalChoice.APPROVE
-        return approvals.decide(self.caller(), self.ns(namespace), run, ids or [], choice)
+        return approvals.decide(self.caller(), self.ns(namespace), run, ids or [], choice,
+                                shown=digests)  # fmt: skip
 
     @_answering
     def deny(self, run: str, ids: list[str] | None = None, namespace: str | None = None) -> Obj:
