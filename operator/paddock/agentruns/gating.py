@@ -35,6 +35,7 @@ from paddock.runs.events import Draft
 KEPT_RESOLVED = 20  # resolved approvals the status keeps, newest last
 # The longest text a person is asked about: shown whole on every face, or denied at once.
 MAX_ASKED_CHARS = 16_384
+MAX_ASKED_BYTES = 32_768  # ... and as the status holds it (JSON escapes grow controls)
 TARGET_CHARS = 1000  # what a decided request keeps of its text
 COMMAND_REQUEST = "command"  # the key of a command run's own request to run its command
 HOST_REQUEST = "host-"  # how the request of a host the egress gateway asked about begins
@@ -197,6 +198,15 @@ def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) ->
     if index is None:
         index = _request(answered, request_id, judged, asking)
     approval = answered.approvals[index]
+    if approval.state == ApprovalState.PENDING and approval.digest not in (
+        None,
+        digest_of(judged.command),
+    ):
+        # The same request with other text (a command run's command, changed): never the
+        # text a person saw; denied.
+        message = "denied: the request's text changed after it was asked about"
+        _resolve(answered, index, ApprovalState.DENIED, message, asking.now)
+        approval = answered.approvals[index]
     decided = asking.choices.get(approval.id)
     if approval.state == ApprovalState.PENDING and decided is not None:
         _decide(answered, index, decided, asking.now)
@@ -248,7 +258,7 @@ def _request(answered: Answered, request_id: str, judged: Judged, asking: Asking
     approval = Approval(
         id=f"{request_id}.{asking.token()}",
         kind=str(judged.where),
-        target=text if len(text) <= MAX_ASKED_CHARS else ev.one_line(text, TARGET_CHARS),
+        target=ev.one_line(text, TARGET_CHARS) if _too_long(text) else text,
         digest=digest_of(text),
         rules=rules,
         state=ApprovalState.PENDING,
@@ -257,10 +267,10 @@ def _request(answered: Answered, request_id: str, judged: Judged, asking: Asking
     answered.approvals.append(approval)
     index = len(answered.approvals) - 1
     answered.drafts.append(_requested(approval))
-    if len(text) > MAX_ASKED_CHARS:
+    if _too_long(text):
         message = (
-            f"denied: its {len(text)} characters are more than the {MAX_ASKED_CHARS} a person "
-            "is shown whole"
+            f"denied: its {len(text)} characters are more than a person is shown whole "
+            f"({MAX_ASKED_CHARS}, {MAX_ASKED_BYTES} bytes as the status holds them)"
         )
         _resolve(answered, index, ApprovalState.DENIED, message, asking.now)
     elif rules and set(rules) <= _always_approved(asking.approvals):
@@ -297,6 +307,10 @@ def _resolve(
     answered.notices.append(
         Notice(reason, f"Request {approval.id}, `{_shown(approval.target)}`: {message}.")
     )
+
+
+def _too_long(text: str) -> bool:
+    return len(text) > MAX_ASKED_CHARS or len(json.dumps(text)) > MAX_ASKED_BYTES
 
 
 def _always_approved(approvals: list[Approval]) -> set[str]:

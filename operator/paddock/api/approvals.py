@@ -80,23 +80,34 @@ def parse_decision(value: str) -> tuple[ApprovalChoice, str] | None:
 
 
 OPEN, CLOSE = "\u27e6", "\u27e7"  # the marks around a character shown by its code point
-# Characters drawn as nothing or as something else, whatever their category says.
-BLANK = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+# Characters drawn as nothing or as something else, whatever their category says: blank
+# letters and symbols, the combining grapheme joiner, Khmer's inherent vowels, the object
+# replacement character, and variation selectors.
+BLANK = frozenset(
+    "\u115f\u1160\u3164\uffa0\u2800\u034f\u17b4\u17b5\ufffc\U0001d159"
+    + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
+MAX_MARKS = 2  # combining marks a letter of another script shows before they are escaped
 
 
 def visible(text: str) -> str:
     """The text as a person must see it to know what runs: each character that shows as
     nothing, moves or hides others, or is not plain text (controls but the newline, format
     characters such as bidirectional overrides and zero-width ones, separators other than
-    the space, private-use, unassigned and surrogate code points, blank letters, and a
-    combining mark on an ASCII character) as its code point between marks, ⟦U+202E⟧; the
+    the space, private-use, unassigned and surrogate code points, blank letters, variation
+    selectors, and a combining mark on an ASCII character or past the second on another) as
+    its code point between marks, ⟦U+202E⟧; the
     marks themselves too, so that no text can fake one. Every face showing a request to
     decide on shows this."""
-    shown, base = [], ""  # base: the last character that is no combining mark
+    shown, base, marks = [], "", 0  # base: the last character that is no combining mark
     for char in text:
         mark = unicodedata.category(char)[0] == "M"
-        plain = not _hidden(char) and not (mark and (not base or base.isascii()))
-        shown.append(char if plain else f"{OPEN}U+{ord(char):04X}{CLOSE}")
+        marks = marks + 1 if mark else 0
+        stacked = mark and (not base or base.isascii() or marks > MAX_MARKS)
+        shown.append(
+            char if not _hidden(char) and not stacked else f"{OPEN}U+{ord(char):04X}{CLOSE}"
+        )
         base = base if mark else char
     return "".join(shown)
 

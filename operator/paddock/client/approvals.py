@@ -45,8 +45,13 @@ def decide(
         raise RefusedError(chosen)
     texts = {a["id"]: str(a.get("target") or "") for a in approvals_of(found) if a["id"] in chosen}
     digests = {rid: digest_of(text) for rid, text in texts.items()}
+    if shown is not None and set(shown) != set(chosen):
+        raise RefusedError(
+            f"the texts shown ({', '.join(sorted(shown)) or 'none'}) are not the requests "
+            f"decided ({', '.join(chosen)}); nothing was decided"
+        )
     for rid, digest in (shown or {}).items():
-        if rid in digests and digest != digests[rid]:
+        if digest != digests[rid]:
             raise RefusedError(
                 f"request {rid} of {run} is not the text that was shown (it is {digests[rid]}); "
                 "nothing was decided"

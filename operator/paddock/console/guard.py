@@ -79,4 +79,7 @@ def origin_of(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"--external-url {url!r} is no http(s) URL")
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    default = {"http": 80, "https": 443}[parts.scheme]
+    port = "" if parts.port in (None, default) else f":{parts.port}"
+    host = parts.hostname.rstrip(".")
+    return f"{parts.scheme}://{f'[{host}]' if ':' in host else host}{port}"
