@@ -202,6 +202,8 @@ def test_chart_metadata_labels_and_disruption_settings(helm: str, tmp_path: Path
     assert console["command"] == ["paddock", "console"]
     assert console["args"] == [
         "--http=0.0.0.0:8080", "--namespace=paddock-system",
+        # (its Service's address: no console.externalURL set)
+        "--external-url=https://paddock-console.paddock-system:8080",
         "--tls-cert=/etc/paddock/console-tls/tls.crt",
         "--tls-key=/etc/paddock/console-tls/tls.key",
     ]  # fmt: skip
