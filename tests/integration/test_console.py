@@ -14,6 +14,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -224,3 +226,45 @@ def test_a_person_approves_and_denies_in_the_browser_and_a_viewer_only_watches(
         _shot(page, "sandboxes-check")
         page.goto(f"{url}/sandboxes")
         _shot(page, "sandboxes")
+
+
+def test_a_live_page_ends_once_its_readers_access_is_gone(
+    cluster: Cluster, namespace: str, operator: Any, helm: str, tmp_path: Path
+) -> None:
+    """A person whose RoleBinding is deleted stops getting the runs list; one whose
+    ServiceAccount is deleted stops getting a run's events: each stream says so and ends
+    within the 30 s between re-checks, though nothing else happens meanwhile."""
+    ready_sandbox(cluster, namespace, "box")
+    cluster.apply(command_run("quiet", "box", "sleep 600"), namespace)
+    wait_for_run(cluster, namespace, "quiet", ("Running",))
+    lister = identity.role_token(cluster, namespace, "lister", _rules(decide=False))
+    follower = identity.role_token(cluster, namespace, "follower", _rules(decide=False))
+    with _console(cluster, namespace, helm, tmp_path) as url:
+        streams = {
+            "rolebinding/lister": _Stream(f"{url}/runs/stream?namespace={namespace}", lister),
+            "serviceaccount/follower": _Stream(f"{url}/runs/{namespace}/quiet/events", follower),
+        }
+        for stream in streams.values():
+            wait_for(lambda s=stream: s.lines, 30, what="the stream's first event")
+        for gone in streams:
+            cluster.kubectl("delete", gone, "-n", namespace)
+        for gone, stream in streams.items():
+            wait_for(lambda s=stream: not s.reader.is_alive(), 75, what=f"{gone}'s stream ended")
+            assert "event: broken" in stream.lines, (gone, stream.lines[-5:])
+    assert wait_for_run(cluster, namespace, "quiet", ("Running",))  # the run itself goes on
+
+
+class _Stream:
+    """A live part read as a browser would, its lines gathered in a thread until it ends."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.lines: list[str] = []
+        bearer = {"Authorization": f"Bearer {token}"}
+        request = urllib.request.Request(url, headers=bearer)  # noqa: S310 (the console's URL)
+        self.reader = threading.Thread(target=self._read, args=(request,), daemon=True)
+        self.reader.start()
+
+    def _read(self, request: urllib.request.Request) -> None:
+        with urllib.request.urlopen(request, timeout=120) as answer:  # noqa: S310
+            for line in answer:
+                self.lines.append(line.decode().rstrip("\r\n"))

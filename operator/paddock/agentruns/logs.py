@@ -14,7 +14,7 @@ until the run ends. ``events`` picks the reader from the run's ``status.log``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from paddock.agentruns import logstore
@@ -29,7 +29,8 @@ from paddock.runs.log import chunk_selector, events_of, ordered_events
 
 Obj = dict[str, Any]
 # The server ends each watch after this long; the follower then checks the run still exists
-# (a run deleted before its first event leaves no chunk to see go).
+# (a run deleted before its first event leaves no chunk to see go), and that its reader may
+# still read it (``check``).
 WATCH_SECONDS = 30
 
 
@@ -44,13 +45,26 @@ class LogReader(Protocol):
     def events(self, cursor: _Cursor, follow: bool) -> Iterator[Obj]: ...
 
 
-def events(namespace: str, name: str, from_seq: int = 0, *, follow: bool = False) -> Iterator[Obj]:
+def events(
+    namespace: str,
+    name: str,
+    from_seq: int = 0,
+    *,
+    follow: bool = False,
+    check: Callable[[], None] | None = None,
+) -> Iterator[Obj]:
     """Each event from ``from_seq`` on, once, in order. With ``follow``, keep reading until
-    a terminal event has been given; ``RunNotFoundError`` when the run is (or goes) missing."""
+    a terminal event has been given, calling ``check`` each time a watch ends (at most
+    WATCH_SECONDS apart); ``RunNotFoundError`` when the run is (or goes) missing."""
+    cursor = _Cursor(from_seq, check or _unchecked)
     run = _run(namespace, name)
     if follow and not _log_of(run):
-        run = _located(run)
-    yield from reader_for(run).events(_Cursor(from_seq), follow)
+        run = _located(run, cursor.check)
+    yield from reader_for(run).events(cursor, follow)
+
+
+def _unchecked() -> None:
+    """Who reads may go on reading (a process reading with its own credentials)."""
 
 
 def _log_of(run: Obj) -> Obj:
@@ -58,20 +72,21 @@ def _log_of(run: Obj) -> Obj:
     return log
 
 
-def _located(run: Obj) -> Obj:
+def _located(run: Obj, check: Callable[[], None]) -> Obj:
     """The run once its status says where its log is (its first status write), or once it
     has ended without one."""
     if _log_of(run) or _ended(run):
         return run
-    for seen in _changes(run):
+    for seen in _changes(run, check):
         if _log_of(seen) or _ended(seen):
             return seen
     raise AssertionError("unreachable: _changes ends only by raising")
 
 
-def _changes(run: Obj) -> Iterator[Obj]:
+def _changes(run: Obj, check: Callable[[], None]) -> Iterator[Obj]:
     """The run each time it changes after ``run`` (a watch, renewed each time the server ends
-    it, with the run read again then); ``RunNotFoundError`` when it is deleted."""
+    it, with the run read again and ``check`` called then); ``RunNotFoundError`` when it is
+    deleted."""
     meta = run["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     version = str(meta["resourceVersion"])
@@ -86,6 +101,7 @@ def _changes(run: Obj) -> Iterator[Obj]:
                 yield seen
         except watches.WatchExpiredError:
             pass
+        check()
         run = _run(namespace, name, uid)
         version = str(run["metadata"]["resourceVersion"])
         yield run
@@ -129,6 +145,7 @@ class ConfigMapReader:
                 yield from cursor.new(events_of(configmap))
                 if cursor.ended:
                     return
+            cursor.check()
             if _ended(_run(self.namespace, self.name, self.uid)):
                 return  # ended without a last event (its log could not be written)
 
@@ -166,7 +183,7 @@ class ObjectReader:
         yield from self._new(cursor)
         if not follow or cursor.ended:
             return
-        for run in _changes(self.run):
+        for run in _changes(self.run, cursor.check):
             count = int((run.get("status") or {}).get("eventCount") or 0)
             if count > cursor.next_seq or _ended(run):
                 yield from self._new(cursor)
@@ -200,9 +217,10 @@ def _run(namespace: str, name: str, uid: str | None = None) -> Obj:
 class _Cursor:
     """How far the reader has given events: each seq once, in order, from the first asked."""
 
-    def __init__(self, from_seq: int) -> None:
+    def __init__(self, from_seq: int, check: Callable[[], None]) -> None:
         self.next_seq = from_seq
         self.ended = False
+        self.check = check
 
     def new(self, events: Iterable[Obj]) -> Iterator[Obj]:
         for event in events:

@@ -90,13 +90,14 @@ class TokenIdentities:
         self._seen: dict[str, tuple[float, Identity]] = {}
         self._lock = threading.Lock()
 
-    def identity(self, token: str) -> Identity | None:
-        """Whom ``token`` authenticates, or None (not a token the API server accepts)."""
+    def identity(self, token: str, *, fresh: bool = False) -> Identity | None:
+        """Whom ``token`` authenticates, or None (not a token the API server accepts);
+        ``fresh``: asked of the API server now, whatever is kept."""
         key = hashlib.sha256(token.encode()).hexdigest()
         now = time.monotonic()
         with self._lock:
             seen = self._seen.get(key)
-            if seen is not None and now - seen[0] < TOKEN_CACHE_SECONDS:
+            if not fresh and seen is not None and now - seen[0] < TOKEN_CACHE_SECONDS:
                 return seen[1]
         try:
             identity = review.token_identity(token)

@@ -3,7 +3,7 @@ and a namespace's objects of a kind as they change."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from paddock.client.access import Caller, MissingError
@@ -26,12 +26,17 @@ def conditions(obj: Obj) -> dict[str, str]:
 
 
 WATCH_SECONDS = 300  # how long one watch runs before the server ends it and it is renewed
+RECHECK_SECONDS = 30  # ... when a person's live page follows it: their access is asked again
 
 
-def as_they_change(kind: str, namespace: str) -> Iterator[list[Obj]]:
+def as_they_change(
+    kind: str, namespace: str, check: Callable[[], None] | None = None
+) -> Iterator[list[Obj]]:
     """Every ``kind`` object of the namespace, newest first: once listed, then again after each
     change a watch brings (listed again only when the watch's version has expired). The caller
-    checks who may list and watch them first."""
+    checks who may list and watch them first; ``check``, which raises once they may no more,
+    is called again each time a watch ends, at most RECHECK_SECONDS apart."""
+    seconds = WATCH_SECONDS if check is None else RECHECK_SECONDS
     version = ""
     current: dict[str, Obj] = {}
     while True:
@@ -40,7 +45,7 @@ def as_they_change(kind: str, namespace: str) -> Iterator[list[Obj]]:
             current = {o["metadata"]["uid"]: o for o in items}
             yield newest_first(current.values())
         try:
-            for change, seen in watches.watch_in(kind, namespace, version, WATCH_SECONDS):
+            for change, seen in watches.watch_in(kind, namespace, version, seconds):
                 version = str(seen["metadata"]["resourceVersion"])
                 uid = seen["metadata"]["uid"]
                 if change == "DELETED":
@@ -50,6 +55,8 @@ def as_they_change(kind: str, namespace: str) -> Iterator[list[Obj]]:
                 yield newest_first(current.values())
         except watches.WatchExpiredError:
             version = ""
+        if check is not None:
+            check()
 
 
 def newest_first(objects: Iterable[Obj]) -> list[Obj]:

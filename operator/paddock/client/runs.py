@@ -6,7 +6,7 @@ the run's Secrets by the operator; statuses hold no secret value."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from paddock import API_VERSION
@@ -206,18 +206,27 @@ class LogUnreadableError(RefusedError):
 
 
 def events(
-    caller: Caller, namespace: str, name: str, from_seq: int = 0, *, follow: bool = False
+    caller: Caller,
+    namespace: str,
+    name: str,
+    from_seq: int = 0,
+    *,
+    follow: bool = False,
+    check: Callable[[], None] | None = None,
 ) -> Iterator[Obj]:
     """The run's events from ``from_seq`` on; with ``follow``, then each as it comes until
-    the run ends (the log replayed, then followed from a watch)."""
+    the run ends (the log replayed, then followed from a watch), ``check`` (raising once the
+    caller may no longer read it) called at least every 30 s meanwhile."""
     caller.may("get", AGENTRUNS, namespace, name)
     caller.may("list", CONFIGMAPS, namespace)
-    return _logged(namespace, name, from_seq, follow)
+    return _logged(namespace, name, from_seq, follow, check)
 
 
-def _logged(namespace: str, name: str, from_seq: int, follow: bool) -> Iterator[Obj]:
+def _logged(
+    namespace: str, name: str, from_seq: int, follow: bool, check: Callable[[], None] | None
+) -> Iterator[Obj]:
     try:
-        yield from logs.events(namespace, name, from_seq, follow=follow)
+        yield from logs.events(namespace, name, from_seq, follow=follow, check=check)
     except logs.RunNotFoundError as exc:
         raise LogUnreadableError(str(exc)) from None
     except logs.ObjectStoreError as exc:
@@ -279,7 +288,7 @@ def read_events(
 
 def _read(namespace: str, name: str, from_seq: int) -> list[Obj]:
     found: list[Obj] = []
-    for event in _logged(namespace, name, from_seq, follow=False):
+    for event in _logged(namespace, name, from_seq, False, None):
         found.append(event)
         if len(found) >= MAX_EVENTS:
             break
@@ -301,11 +310,14 @@ def cancel_run(caller: Caller, namespace: str, name: str) -> Obj:
     return {"run": name, "cancel": True}
 
 
-def runs_as_they_change(caller: Caller, namespace: str) -> Iterator[list[Obj]]:
-    """The namespace's runs, newest first, again after each change (a watch, not a poll)."""
+def runs_as_they_change(
+    caller: Caller, namespace: str, check: Callable[[], None] | None = None
+) -> Iterator[list[Obj]]:
+    """The namespace's runs, newest first, again after each change (a watch, not a poll);
+    ``check`` (raising once the caller may no longer) is called at least every 30 s."""
     caller.may("list", AGENTRUNS, namespace)
     caller.may("watch", AGENTRUNS, namespace)
-    return as_they_change("AgentRun", namespace)
+    return as_they_change("AgentRun", namespace, check)
 
 
 def ended(namespace: str, name: str, timeout_seconds: int = 60) -> Obj:

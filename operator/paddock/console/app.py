@@ -28,6 +28,7 @@ from paddock.api.approvals import ApprovalChoice
 from paddock.client import approvals, runs, sandboxes
 from paddock.client.access import (
     AGENTRUNS,
+    CONFIGMAPS,
     POOLS,
     SANDBOXES,
     Caller,
@@ -94,6 +95,23 @@ class Console:
         host = request.headers.get("host")
         return guard.same_origin(origin, request.url.scheme, host, self.own)
 
+    def _still(
+        self, request: Request, rights: list[tuple[str, tuple[str, str], str, str]]
+    ) -> Callable[[], None]:
+        """What a live page calls to go on (at least every 30 s): its token is asked about
+        again (a deleted ServiceAccount's is no more) and each right it reads by; raises
+        ``RefusedError`` once one is gone, which ends the page's stream."""
+        token = _token(request)
+
+        def check() -> None:
+            identity = self.identities.identity(token, fresh=True)
+            if identity is None:
+                raise RefusedError("the token this page was opened with is no longer accepted")
+            for verb, resource, namespace, name in rights:
+                Caller(identity).may(verb, resource, namespace, name)
+
+        return check
+
     def render(self, request: Request, caller: Caller | None, name: str, status: int = 200,
                **context: Any) -> Response:  # fmt: skip
         token = guard.bearer(request.headers, request.cookies)
@@ -146,7 +164,9 @@ class Console:
 
     def runs_stream(self, request: Request, caller: Caller) -> Response:
         namespace, shown = self._namespace(request), _filter(request)
-        changes = runs.runs_as_they_change(caller, namespace)
+        check = self._still(request, [("list", AGENTRUNS, namespace, ""),
+                                      ("watch", AGENTRUNS, namespace, "")])  # fmt: skip
+        changes = runs.runs_as_they_change(caller, namespace, check)
         table = self.templates.get_template("runs_table.html")
 
         def stream() -> Iterator[ServerSentEvent]:
@@ -155,7 +175,7 @@ class Console:
                 html = table.render(rows=rows, namespace=namespace)
                 yield ServerSentEvent(data=html, event="runs")
 
-        return EventSourceResponse(stream(), headers=HEADERS, ping=15)
+        return EventSourceResponse(_until_refused(stream()), headers=HEADERS, ping=15)
 
     def approvals_page(self, request: Request, caller: Caller) -> Response:
         namespace = self._namespace(request)
@@ -165,7 +185,9 @@ class Console:
 
     def approvals_stream(self, request: Request, caller: Caller) -> Response:
         namespace = self._namespace(request)
-        changes = runs.runs_as_they_change(caller, namespace)
+        check = self._still(request, [("list", AGENTRUNS, namespace, ""),
+                                      ("watch", AGENTRUNS, namespace, "")])  # fmt: skip
+        changes = runs.runs_as_they_change(caller, namespace, check)
         listing = self.templates.get_template("approvals_list.html")
         csrf = guard.csrf_token(_token(request))
         asked: dict[str, bool] = {}  # whether the person may decide a run's, asked once a run
@@ -178,7 +200,7 @@ class Console:
                                       csrf=csrf)  # fmt: skip
                 yield ServerSentEvent(data=html, event="approvals")
 
-        return EventSourceResponse(stream(), headers=HEADERS, ping=15)
+        return EventSourceResponse(_until_refused(stream()), headers=HEADERS, ping=15)
 
     def run_page(self, request: Request, caller: Caller) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
@@ -203,7 +225,9 @@ class Console:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         runs.read_run(caller, namespace, name)
         start = _after(request.headers.get("last-event-id"))
-        followed = runs.events(caller, namespace, name, start, follow=True)
+        check = self._still(request, [("get", AGENTRUNS, namespace, name),
+                                      ("list", CONFIGMAPS, namespace, "")])  # fmt: skip
+        followed = runs.events(caller, namespace, name, start, follow=True, check=check)
         item = self.templates.get_template("item.html")
         parts = self.templates.get_template("run_parts.html")
         csrf = guard.csrf_token(_token(request))
@@ -265,6 +289,15 @@ class Console:
         page = "verdict.html" if request.headers.get("hx-request") else "check.html"
         return self.render(request, caller, page, namespace=namespace, sandbox=name,
                            command=command, verdict=verdict)  # fmt: skip
+
+
+def _until_refused(stream: Iterator[ServerSentEvent]) -> Iterator[ServerSentEvent]:
+    """A live part's events until the person's access is gone: then one saying so, and the
+    stream ends (the browser's reconnection then meets the sign-in or a refusal)."""
+    try:
+        yield from stream
+    except RefusedError as exc:
+        yield ServerSentEvent(data=f"this page's access has ended: {exc}", event="broken")
 
 
 def _deciding(
