@@ -45,7 +45,7 @@ READ = ["get", "list", "watch"]
 
 
 def _rules(*, decide: bool) -> list[dict[str, Any]]:
-    runs = [*READ, "patch"] if decide else READ
+    runs = [*READ, "patch", "delete"] if decide else READ
     return [
         {"apiGroups": ["paddock.dev"], "resources": ["agentruns"], "verbs": runs},
         {"apiGroups": ["paddock.dev"], "resources": ["sandboxes", "sandboxpools"], "verbs": READ},
@@ -203,9 +203,22 @@ def test_a_person_approves_and_denies_in_the_browser_and_a_viewer_only_watches(
         )
         assert posted.status == 403, posted.text()
         assert "may not patch agentruns" in posted.text()
+        expect(watcher.locator(".actions button")).to_have_count(0)  # no cancel, no delete
         assert wait_for_run(cluster, namespace, "waits", ("AwaitingApproval",))
-        cluster.paddock("deny", "waits", "-n", namespace)  # (it holds the sandbox's run lock)
-        assert wait_for_run(cluster, namespace, "waits")["phase"] == "Failed"
+
+        # The runs list filters by AwaitingApproval; the run is cancelled, then deleted, from
+        # its page.
+        page.goto(f"{url}/runs?namespace={namespace}&phase=AwaitingApproval")
+        expect(page.locator("tr[data-run]")).to_have_count(1)
+        page.locator("tr[data-run=waits] a").click()
+        page.click("button.cancel")
+        expect(page.locator("#phase")).to_have_text("Cancelled")
+        assert wait_for_run(cluster, namespace, "waits")["phase"] == "Cancelled"
+        page.click("button.delete")
+        expect(page).to_have_url(re.compile(r"/runs\?namespace="))
+        wait_for(lambda: not cluster.kubectl("get", "agentrun", "waits", "-n", namespace,
+                                             "--ignore-not-found").stdout, 30,
+                 what="run waits deleted")  # fmt: skip
 
         # A secret in a run's output is masked on the page.
         token_ref = {"name": "TOKEN", "secretKeyRef": {"name": "creds", "key": "token"}}

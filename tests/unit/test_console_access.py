@@ -93,6 +93,8 @@ ACTIONS = [
     ("GET", "/runs/team/fix", ("get", "agentruns")),
     ("GET", "/runs/team/fix/events", ("get", "agentruns")),
     ("POST", "/runs/team/fix/approvals/command.1", ("patch", "agentruns")),
+    ("POST", "/runs/team/fix/cancel", ("patch", "agentruns")),
+    ("POST", "/runs/team/fix/delete", ("delete", "agentruns")),
     ("GET", "/sandboxes?namespace=team", ("list", "sandboxes")),
     ("GET", "/sandboxes/team/box/check?command=ls", ("get", "sandboxes")),
 ]

@@ -83,6 +83,41 @@ def test_the_filter_keeps_rows_by_phase_harness_and_part_of_the_name() -> None:
     assert names(views.RunFilter(harness="codex")) == []
 
 
+def test_awaiting_approval_is_a_phase_the_runs_list_filters_by() -> None:
+    assert "AwaitingApproval" in views.PHASES
+    runs = [_run("asks", phase="AwaitingApproval"), _run("runs", phase="Running")]
+    shown = views.run_rows(runs, NOW, views.RunFilter(phase="AwaitingApproval"))
+    assert [r.name for r in shown] == ["asks"]
+
+
+def test_the_runs_list_pages_and_names_its_last_page_for_one_past_the_end() -> None:
+    runs = [_run(f"r{i:03}") for i in range(views.PAGE_ROWS * 2 + 5)]
+    first = views.run_page(runs, NOW, views.RunFilter())
+    assert (len(first.rows), first.page, first.pages, first.total) == (views.PAGE_ROWS, 1, 3, 105)
+    last = views.run_page(runs, NOW, views.RunFilter(page=9))
+    assert (last.page, [r.name for r in last.rows]) == (3, [f"r{i:03}" for i in range(100, 105)])
+    assert views.run_page([], NOW, views.RunFilter(page=2)).pages == 1
+
+
+def test_a_live_runs_list_is_sent_only_the_rows_that_changed() -> None:
+    runs = [_run("a", phase="Running"), _run("b", phase="Running")]
+    before = views.run_page(runs, NOW, views.RunFilter())
+    assert views.changed_rows(None, before) is None  # the first: the whole table
+    later = NOW + timedelta(minutes=5)  # every age changed: no change of its own
+    assert views.changed_rows(before, views.run_page(runs, later, views.RunFilter())) == []
+    one = [_run("a", phase="Succeeded"), _run("b", phase="Running")]
+    changed = views.changed_rows(before, views.run_page(one, NOW, views.RunFilter()))
+    assert [(r.name, r.phase) for r in changed or []] == [("a", "Succeeded")]
+    # A run more, or one gone from the filter's rows: the whole table again.
+    more = [_run("c"), *runs]
+    assert views.changed_rows(before, views.run_page(more, NOW, views.RunFilter())) is None
+    running = views.RunFilter(phase="Running")
+    assert (
+        views.changed_rows(views.run_page(runs, NOW, running), views.run_page(one, NOW, running))
+        is None
+    )
+
+
 def test_requests_list_pending_first_then_decided_newest_first_with_who_decided() -> None:
     run = _run("r", approvals=[
         {"id": "a", "kind": "command", "target": "rm -rf x", "rules": ["ask: rm *"],

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Any
+from urllib.parse import urlencode
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
@@ -158,22 +159,34 @@ class Console:
     def runs_page(self, request: Request, caller: Caller) -> Response:
         namespace = self._namespace(request)
         shown = _filter(request)
-        rows = views.run_rows(listed(caller, "AgentRun", AGENTRUNS, namespace), _now(), shown)
-        query = request.url.query
-        return self.render(request, caller, "runs.html", rows=rows, shown=shown, query=query)
+        runs_now = listed(caller, "AgentRun", AGENTRUNS, namespace)
+        return self.render(request, caller, "runs.html", shown=shown, phases=views.PHASES,
+                           listing=views.run_page(runs_now, _now(), shown),
+                           query=request.url.query, paging=_paging(request))  # fmt: skip
 
     def runs_stream(self, request: Request, caller: Caller) -> Response:
+        """The runs list as it changes: the whole table when its rows, their order or its
+        pages change, else only the rows that changed (none: nothing is sent)."""
         namespace, shown = self._namespace(request), _filter(request)
         check = self._still(request, [("list", AGENTRUNS, namespace, ""),
                                       ("watch", AGENTRUNS, namespace, "")])  # fmt: skip
         changes = runs.runs_as_they_change(caller, namespace, check)
         table = self.templates.get_template("runs_table.html")
+        one = self.templates.get_template("run_row.html")
+        paging = _paging(request)
 
         def stream() -> Iterator[ServerSentEvent]:
+            before = None
             for current in changes:
-                rows = views.run_rows(current, _now(), shown)
-                html = table.render(rows=rows, namespace=namespace)
-                yield ServerSentEvent(data=html, event="runs")
+                listing = views.run_page(current, _now(), shown)
+                changed = views.changed_rows(before, listing)
+                before = listing
+                if changed is None:
+                    html = table.render(listing=listing, namespace=namespace, paging=paging)
+                    yield ServerSentEvent(data=html, event="runs")
+                elif changed:
+                    rows = [one.render(row=r, namespace=namespace, oob=True) for r in changed]
+                    yield ServerSentEvent(data="".join(rows), event="rows")
 
         return EventSourceResponse(_until_refused(stream()), headers=HEADERS, ping=15)
 
@@ -216,6 +229,8 @@ class Console:
             "requests": views.requests(run),
             "message": (run.get("status") or {}).get("message") or "",
             "may_decide": caller.allows("patch", AGENTRUNS, meta["namespace"], meta["name"]),
+            "may_delete": caller.allows("delete", AGENTRUNS, meta["namespace"], meta["name"]),
+            "ended": views.ENDED,
         }
 
     def run_events(self, request: Request, caller: Caller) -> Response:
@@ -271,6 +286,22 @@ class Console:
             return Response(status_code=204)  # the page stays; its live parts show the outcome
         return RedirectResponse(f"/runs/{namespace}/{name}", status_code=303)
 
+    def cancel(self, request: Request, caller: Caller) -> Response:
+        """Cancel a run from its page: it stays, and ends Cancelled."""
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        if not guard.csrf_ok(_token(request), _form(request).get(guard.CSRF_FIELD)):
+            return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
+        runs.cancel_run(caller, namespace, name)
+        return RedirectResponse(f"/runs/{namespace}/{name}", status_code=303)
+
+    def delete(self, request: Request, caller: Caller) -> Response:
+        """Delete a run (and its log) from its page; the runs list follows."""
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        if not guard.csrf_ok(_token(request), _form(request).get(guard.CSRF_FIELD)):
+            return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
+        runs.delete_run(caller, namespace, name)
+        return RedirectResponse(f"/runs?namespace={namespace}", status_code=303)
+
     # --- sandboxes -------------------------------------------------------------------------
 
     def sandboxes_page(self, request: Request, caller: Caller) -> Response:
@@ -316,7 +347,14 @@ def _now() -> datetime:
 
 def _filter(request: Request) -> views.RunFilter:
     query = request.query_params
-    return views.RunFilter(query.get("phase", ""), query.get("harness", ""), query.get("q", ""))
+    page = query.get("page", "1")
+    return views.RunFilter(query.get("phase", ""), query.get("harness", ""), query.get("q", ""),
+                           int(page) if page.isdigit() else 1)  # fmt: skip
+
+
+def _paging(request: Request) -> str:
+    """The runs list's query without its page: what the pager's links add a page to."""
+    return urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "page"])
 
 
 def _after(last_event_id: str | None) -> int:
@@ -359,6 +397,12 @@ def build(namespace: str, *, secure_cookie: bool, external_url: str | None = Non
             "/runs/{namespace}/{name}/approvals/{request}",
             _with_form(page(console.decide)),
             methods=["POST"],
+        ),
+        Route(
+            "/runs/{namespace}/{name}/cancel", _with_form(page(console.cancel)), methods=["POST"]
+        ),
+        Route(
+            "/runs/{namespace}/{name}/delete", _with_form(page(console.delete)), methods=["POST"]
         ),
         Route("/sandboxes", page(console.sandboxes_page)),
         Route("/sandboxes/{namespace}/{name}/check", page(console.check)),

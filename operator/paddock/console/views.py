@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from paddock.api.agentrun import RunPhase
 from paddock.api.approvals import DECIDED_BY_ANNOTATION, ApprovalState, digest_of, visible
 from paddock.runs import events as ev
 
@@ -79,13 +80,19 @@ def _reason(status: Obj) -> str:
     return str(waiting[0].get("reason") or "") if waiting else ""
 
 
+PHASES = tuple(str(phase) for phase in RunPhase)  # what the runs page filters by
+PAGE_ROWS = 50  # runs a page of the runs list shows
+
+
 @dataclass(frozen=True)
 class RunFilter:
-    """What the runs page shows: a phase, a harness, and a part of the name (each optional)."""
+    """What the runs page shows: a phase, a harness, and a part of the name (each optional),
+    and which page of PAGE_ROWS rows (from 1)."""
 
     phase: str = ""
     harness: str = ""
     text: str = ""
+    page: int = 1
 
     def keeps(self, row: RunRow) -> bool:
         return (
@@ -98,6 +105,45 @@ class RunFilter:
 def run_rows(runs: Iterable[Obj], now: datetime, shown: RunFilter) -> list[RunRow]:
     """The rows of the runs given (newest first, as given) that the filter keeps."""
     return [row for row in (run_row(r, now) for r in runs) if shown.keeps(row)]
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One page of the runs list: its rows, which page it is, and how many there are."""
+
+    rows: list[RunRow]
+    page: int
+    pages: int
+    total: int
+
+
+def run_page(runs: Iterable[Obj], now: datetime, shown: RunFilter) -> RunPage:
+    """The page of the filtered rows the filter names (the last one when it names a page past
+    the end)."""
+    rows = run_rows(runs, now, shown)
+    pages = max((len(rows) + PAGE_ROWS - 1) // PAGE_ROWS, 1)
+    page = min(max(shown.page, 1), pages)
+    start = (page - 1) * PAGE_ROWS
+    return RunPage(rows[start : start + PAGE_ROWS], page, pages, len(rows))
+
+
+def changed_rows(before: RunPage | None, after: RunPage) -> list[RunRow] | None:
+    """What a live runs list must be sent after a change: None, the whole table (its rows,
+    their order or its page count changed); else only the rows that changed (none: nothing to
+    send). A row's age alone is no change."""
+    if before is None or (before.page, before.pages, before.total) != (
+        after.page,
+        after.pages,
+        after.total,
+    ):
+        return None
+    if [r.name for r in before.rows] != [r.name for r in after.rows]:
+        return None
+    return [
+        new
+        for old, new in zip(before.rows, after.rows, strict=True)
+        if replace(old, age="") != replace(new, age="")
+    ]
 
 
 @dataclass(frozen=True)
