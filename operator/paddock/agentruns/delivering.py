@@ -147,7 +147,7 @@ def _deliver(run: Obj, deliver: Deliver, spec: AgentRunSpec, sandbox: ReadySandb
         if bench.new_commits() == 0:
             raise _NothingError
         changed = sorted(set(bench.changed_paths()) | set(bench.differing_paths()))
-        _check_workflows(changed, bench.links(), namespace, sandbox)
+        _check_workflows(changed, bench, namespace, sandbox)
         commit = _push(bench, branch, commit)
         opened = None
         if deliver.pull_request is not None:
@@ -171,6 +171,22 @@ def _token(namespace: str, deliver: Deliver) -> str:
     if not token:
         raise DeliveryError(f"Secret {pair[0]} has no key {pair[1]} (deliver.credentialsSecret)")
     return token
+
+
+def referenced_by_ci(bench: Workbench) -> set[str] | None:
+    """The places the work's CI definitions name to run (local actions, GitLab's local
+    includes), and those the named places name in turn; None when there are too many to read
+    (every changed path then counts as a CI definition's)."""
+    found: set[str] = set()
+    reading = set(repos.CI_DEFINITIONS)
+    while reading:
+        texts = bench.texts(reading)
+        named = None if texts is None else repos.referenced_places(texts)
+        if named is None or len(found | named) > repos.MAX_REFERENCES:
+            return None
+        reading = named - found
+        found |= named
+    return found
 
 
 def _take_bundle(namespace: str, sandbox: ReadySandbox, message: str, path: Path) -> Path:
@@ -198,9 +214,12 @@ def _take_bundle(namespace: str, sandbox: ReadySandbox, message: str, path: Path
 
 
 def _check_workflows(
-    paths: list[str], links: dict[str, str], namespace: str, sandbox: ReadySandbox
+    paths: list[str], bench: Workbench, namespace: str, sandbox: ReadySandbox
 ) -> None:
-    changed = repos.workflow_changes(paths, links)
+    referenced = referenced_by_ci(bench)
+    changed = (
+        paths if referenced is None else repos.workflow_changes(paths, bench.links(), referenced)
+    )
     if not changed:
         return
     policy = inputs.command_policy(namespace, sandbox)

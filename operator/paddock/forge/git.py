@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from paddock.forge.errors import DeliveryError
 from paddock.forge.repos import Repository, basic_auth
 
 GIT_TIMEOUT = 300.0
+MAX_TEXT_BYTES = 8 << 20  # the CI definitions' text a delivery reads at most
 DEEPENINGS = (50, 500, None)  # how much of the base branch to fetch: then more, then all
 
 
@@ -169,23 +171,50 @@ class Workbench:
 
     def links(self) -> dict[str, str]:
         """The symbolic links of the work's commit: path and target."""
+        return self._read({p: oid for p, (mode, oid) in self._tree().items() if mode == "120000"})
+
+    def texts(self, places: Iterable[str]) -> dict[str, str] | None:
+        """The text of each file of the work's commit in ``places`` (files or directories,
+        case ignored); None when they hold more than MAX_TEXT_BYTES."""
+        folded = tuple(place.casefold() for place in places)
+        files = {
+            path: oid
+            for path, (mode, oid) in self._tree().items()
+            if mode.startswith("100")
+            and any(path.casefold() == p or path.casefold().startswith(p + "/") for p in folded)
+        }
+        if not files:
+            return {}
+        asked = "".join(f"{oid}\n" for oid in files.values()).encode()
+        sizes = self.git("cat-file", "--batch-check=%(objectsize)", stdin=asked).stdout
+        if sum(int(size) for size in sizes.split()) > MAX_TEXT_BYTES:
+            return None
+        return self._read(files)
+
+    def _tree(self) -> dict[str, tuple[str, str]]:
+        """Each entry of the work's commit: path, and its mode and object."""
         listed = self.git("ls-tree", "-r", "-z", "--full-tree", "refs/paddock/head").stdout
-        objects = {}
+        entries = {}
         for entry in listed.split("\0"):
             info, _, path = entry.partition("\t")
-            if info.startswith("120000 blob "):
-                objects[path] = info.split()[2]
+            if path:
+                mode, _, rest = info.partition(" ")
+                entries[path] = (mode, rest.split()[-1])
+        return entries
+
+    def _read(self, objects: dict[str, str]) -> dict[str, str]:
+        """The content of each path's object (``objects``: path and object), as text."""
         if not objects:
             return {}
         asked = "".join(f"{oid}\n" for oid in objects.values()).encode()
         read = self.git("cat-file", "--batch", stdin=asked).stdout.encode(errors="surrogateescape")
-        targets = []
+        contents = []
         for _ in objects:
             header, _, read = read.partition(b"\n")
             size = int(header.split()[2])
-            targets.append(read[:size].decode(errors="surrogateescape"))
+            contents.append(read[:size].decode(errors="surrogateescape"))
             read = read[size + 1 :]
-        return dict(zip(objects, targets, strict=True))
+        return dict(zip(objects, contents, strict=True))
 
     def same_work(self, commit: str, existing: str) -> bool:
         """Whether the commit on the forge holds the same files on the same parents (a delivery

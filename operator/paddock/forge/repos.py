@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import base64
 import bisect
+import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -110,16 +111,47 @@ def basic_auth(forge: Forge, token: str) -> str:
     return "Basic " + base64.b64encode(pair).decode()
 
 
-def workflow_changes(changed: list[str], links: Mapping[str, str]) -> list[str]:
+def workflow_changes(
+    changed: list[str], links: Mapping[str, str], referenced: Iterable[str] = ()
+) -> list[str]:
     """The changed paths that change what a CI system runs at the commit pushed, whose
     symbolic links are ``links`` (path: target). A path changes a CI definition when it is
     one, is in one or is a directory above one (made a link or a submodule, say), where the
-    definitions are the CI_DEFINITIONS and every place the links make one read from. Case is
+    definitions are the CI_DEFINITIONS, the places their files name (``referenced``: local
+    actions, GitLab's local includes) and every place the links make one read from. Case is
     ignored (casefolded)."""
-    places = _ci_places({path.casefold(): target.casefold() for path, target in links.items()})
+    folded = {path.casefold(): target.casefold() for path, target in links.items()}
+    places = _ci_places(folded, [p.casefold() for p in referenced])
     if places is None:
         return list(changed)
     return [path for path in changed if any(_touches(path.casefold(), p) for p in places)]
+
+
+# What a CI definition names to run from the repository itself: a local action or reusable
+# workflow (GitHub, Gitea, Forgejo: ``uses: ./DIR``), a local include (GitLab: ``local: PATH``,
+# or an include given as ``/PATH``). Read as text, line by line: a name matched where it is
+# no reference only makes one more place a CI definition (a refusal, never a pass).
+LOCAL_REFERENCES = (
+    re.compile(r"""^[\s-]*uses\s*:\s*["']?\./([^"'\s#@]+)""", re.MULTILINE),
+    re.compile(r"""^[\s-]*local\s*:\s*["']?/?([^"'\s#]+)""", re.MULTILINE),
+    re.compile(r"""^[\s-]*(?:include\s*:\s*)?["']?/([^"'\s#/][^"'\s#]*)["']?\s*$""", re.MULTILINE),
+)
+MAX_REFERENCES = 256
+
+
+def referenced_places(texts: Mapping[str, str]) -> set[str] | None:
+    """The places of the repository the CI definitions' files ``texts`` (path: text) name to
+    run (a local action's directory, an included file), as paths from the repository's root;
+    None when they name more than MAX_REFERENCES (all then count)."""
+    found: set[str] = set()
+    for text in texts.values():
+        for pattern in LOCAL_REFERENCES:
+            for match in pattern.finditer(text):
+                place = posixpath.normpath(match.group(1).strip("/"))
+                if place.startswith("..") or place == ".":
+                    continue  # outside the repository, or all of it: not a place of its own
+                found.add(place)
+    return found if len(found) <= MAX_REFERENCES else None
 
 
 def _touches(path: str, place: str) -> bool:
@@ -128,14 +160,14 @@ def _touches(path: str, place: str) -> bool:
     return path == place or path.startswith(place + "/") or place.startswith(path + "/")
 
 
-def _ci_places(links: Mapping[str, str]) -> set[str] | None:
+def _ci_places(links: Mapping[str, str], referenced: list[str]) -> set[str] | None:
     """Every place of the repository a CI system reads its definitions from, once the links
     are followed: where each place leads and where each link in a place leads; and the links
     on those ways, whose change changes where they lead (None: more than MAX_CI_PLACES)."""
     inside = sorted(links)
     places: set[str] = set()
     passed: set[str] = set()
-    todo = [place.casefold() for place in CI_DEFINITIONS]
+    todo = [place.casefold() for place in CI_DEFINITIONS] + referenced
     while todo:
         place = todo.pop()
         if place in places:
