@@ -65,6 +65,19 @@ def decide(
             "digests": digests}  # fmt: skip
 
 
+def pending(
+    caller: Caller, namespace: str, run: str, ids: list[str], *, every: bool = False
+) -> dict[str, str]:
+    """The whole text of each pending request a decision would name (as ``decide`` chooses
+    them), by id: what a face shows before it decides."""
+    caller.may("get", AGENTRUNS, namespace, run)
+    found = get("AgentRun", namespace, run)
+    chosen = choose(found, ids, every=every)
+    if isinstance(chosen, str):
+        raise RefusedError(chosen)
+    return {a["id"]: str(a.get("target") or "") for a in approvals_of(found) if a["id"] in chosen}
+
+
 def choose(run: dict[str, Any], ids: list[str], *, every: bool) -> list[str] | str:
     """The pending request ids to decide, or why there is none to."""
     pending = [a["id"] for a in approvals_of(run) if a.get("state") == ApprovalState.PENDING]
