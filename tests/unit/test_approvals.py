@@ -346,3 +346,13 @@ def test_a_request_too_large_once_escaped_is_denied_without_asking() -> None:
     text = "git push origin " + "\x01" * 8000  # 8,016 characters, 48 KB as JSON
     (approval,) = judge({"10-1": text}).approvals
     assert approval.state == ApprovalState.DENIED
+
+
+def test_a_run_holds_at_most_so_many_requests_waiting_for_a_person() -> None:
+    approvals: list[Approval] = []
+    for i in range(gating.MAX_PENDING + 3):
+        approvals = judge({f"{i}-1": f"git push origin b{i}"}, approvals).approvals
+    states = [a.state for a in approvals]
+    assert states.count(ApprovalState.PENDING) == gating.MAX_PENDING
+    assert states[-3:] == [ApprovalState.DENIED] * 3
+    assert "already wait for a person" in str(approvals[-1].message)

@@ -37,6 +37,7 @@ KEPT_RESOLVED = 20  # resolved approvals the status keeps, newest last
 MAX_ASKED_CHARS = 16_384
 MAX_ASKED_BYTES = 32_768  # ... and as the status holds it (JSON escapes grow controls)
 TARGET_CHARS = 1000  # what a decided request keeps of its text
+MAX_PENDING = 20  # requests of a run waiting for a person at once: its status stays small
 COMMAND_REQUEST = "command"  # the key of a command run's own request to run its command
 HOST_REQUEST = "host-"  # how the request of a host the egress gateway asked about begins
 MAX_HOSTS_ASKED = 20  # approvals of hosts a run records at most: an agent cannot flood it
@@ -267,11 +268,17 @@ def _request(answered: Answered, request_id: str, judged: Judged, asking: Asking
     answered.approvals.append(approval)
     index = len(answered.approvals) - 1
     answered.drafts.append(_requested(approval))
+    waiting = len(answered.pending) - 1  # (others than this one)
     if _too_long(text):
         message = (
             f"denied: its {len(text)} characters are more than a person is shown whole "
             f"({MAX_ASKED_CHARS}, {MAX_ASKED_BYTES} bytes as the status holds them)"
         )
+        _resolve(answered, index, ApprovalState.DENIED, message, asking.now)
+    elif waiting >= MAX_PENDING and not (
+        rules and set(rules) <= _always_approved(asking.approvals)
+    ):
+        message = f"denied: {waiting} requests already wait for a person, the most a run may hold"
         _resolve(answered, index, ApprovalState.DENIED, message, asking.now)
     elif rules and set(rules) <= _always_approved(asking.approvals):
         message = "approved for the rest of the run by an earlier approve-always"

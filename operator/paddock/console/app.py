@@ -6,8 +6,7 @@ page: a watch on the server, no polling."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Any
@@ -16,14 +15,12 @@ from urllib.parse import urlencode
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from paddock.api.approvals import ApprovalChoice
 from paddock.client import approvals, runs, sandboxes
@@ -38,7 +35,7 @@ from paddock.client.access import (
     TokenIdentities,
 )
 from paddock.client.common import listed
-from paddock.console import guard, views
+from paddock.console import guard, plumbing, views
 from paddock.kube.errors import KubeError
 from paddock.runs import events as ev
 
@@ -102,7 +99,7 @@ class Console:
         """What a live page calls to go on (at least every 30 s): its token is asked about
         again (a deleted ServiceAccount's is no more) and each right it reads by; raises
         ``RefusedError`` once one is gone, which ends the page's stream."""
-        token = _token(request)
+        token = plumbing.token(request)
 
         def check() -> None:
             identity = self.identities.identity(token, fresh=True)
@@ -123,6 +120,12 @@ class Console:
         }
         return self.templates.TemplateResponse(request, name, context, status, headers=HEADERS)
 
+    def _forged(self, request: Request, caller: Caller) -> Response | None:
+        """The refusal of a POST without this page's CSRF token (None: it has it)."""
+        if guard.csrf_ok(plumbing.token(request), plumbing.form(request).get(guard.CSRF_FIELD)):
+            return None
+        return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
+
     def refusal(self, request: Request, caller: Caller, status: int, message: str) -> Response:
         return self.render(request, caller, "refused.html", status, message=message)
 
@@ -132,12 +135,12 @@ class Console:
     # --- signing in ------------------------------------------------------------------------
 
     def login(self, request: Request) -> Response:
-        return self.render(request, None, "login.html", next=_local(request.query_params))
+        return self.render(request, None, "login.html", next=plumbing.local(request.query_params))
 
     async def sign_in(self, request: Request) -> Response:
         form = await request.form()
         token = str(form.get("token") or "").strip()
-        where = _local(form)
+        where = plumbing.local(form)
         known = bool(token) and await run_in_threadpool(self.identities.identity, token) is not None
         if not self._posted_here(request) or not known:
             failed = "that token is not one the cluster accepts"
@@ -148,8 +151,8 @@ class Console:
         return response
 
     def sign_out(self, request: Request, caller: Caller) -> Response:
-        if not guard.csrf_ok(_token(request), _form(request).get(guard.CSRF_FIELD)):
-            return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
+        if (refused := self._forged(request, caller)) is not None:
+            return refused
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(guard.COOKIE, path="/")
         return response
@@ -188,7 +191,7 @@ class Console:
                     rows = [one.render(row=r, namespace=namespace, oob=True) for r in changed]
                     yield ServerSentEvent(data="".join(rows), event="rows")
 
-        return EventSourceResponse(_until_refused(stream()), headers=HEADERS, ping=15)
+        return EventSourceResponse(plumbing.until_refused(stream()), headers=HEADERS, ping=15)
 
     def approvals_page(self, request: Request, caller: Caller) -> Response:
         namespace = self._namespace(request)
@@ -202,7 +205,7 @@ class Console:
                                       ("watch", AGENTRUNS, namespace, "")])  # fmt: skip
         changes = runs.runs_as_they_change(caller, namespace, check)
         listing = self.templates.get_template("approvals_list.html")
-        csrf = guard.csrf_token(_token(request))
+        csrf = guard.csrf_token(plumbing.token(request))
         asked: dict[str, bool] = {}  # whether the person may decide a run's, asked once a run
 
         def stream() -> Iterator[ServerSentEvent]:
@@ -213,7 +216,7 @@ class Console:
                                       csrf=csrf)  # fmt: skip
                 yield ServerSentEvent(data=html, event="approvals")
 
-        return EventSourceResponse(_until_refused(stream()), headers=HEADERS, ping=15)
+        return EventSourceResponse(plumbing.until_refused(stream()), headers=HEADERS, ping=15)
 
     def run_page(self, request: Request, caller: Caller) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
@@ -239,13 +242,13 @@ class Console:
         event changes them; ``end`` once the run has ended."""
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         runs.read_run(caller, namespace, name)
-        start = _after(request.headers.get("last-event-id"))
+        start = plumbing.after(request.headers.get("last-event-id"))
         check = self._still(request, [("get", AGENTRUNS, namespace, name),
                                       ("list", CONFIGMAPS, namespace, "")])  # fmt: skip
         followed = runs.events(caller, namespace, name, start, follow=True, check=check)
         item = self.templates.get_template("item.html")
         parts = self.templates.get_template("run_parts.html")
-        csrf = guard.csrf_token(_token(request))
+        csrf = guard.csrf_token(plumbing.token(request))
 
         def stream() -> Iterator[ServerSentEvent]:
             try:
@@ -272,9 +275,9 @@ class Console:
 
     def decide(self, request: Request, caller: Caller) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        form = _form(request)
-        if not guard.csrf_ok(_token(request), form.get(guard.CSRF_FIELD)):
-            return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
+        form = plumbing.form(request)
+        if (refused := self._forged(request, caller)) is not None:
+            return refused
         if form.get("choice") not in set(ApprovalChoice):
             return self.refusal(request, caller, 400, "choose approve, approve-always or deny")
         if not str(form.get("digest") or "").startswith("sha256:"):
@@ -289,16 +292,16 @@ class Console:
     def cancel(self, request: Request, caller: Caller) -> Response:
         """Cancel a run from its page: it stays, and ends Cancelled."""
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        if not guard.csrf_ok(_token(request), _form(request).get(guard.CSRF_FIELD)):
-            return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
+        if (refused := self._forged(request, caller)) is not None:
+            return refused
         runs.cancel_run(caller, namespace, name)
         return RedirectResponse(f"/runs/{namespace}/{name}", status_code=303)
 
     def delete(self, request: Request, caller: Caller) -> Response:
         """Delete a run (and its log) from its page; the runs list follows."""
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        if not guard.csrf_ok(_token(request), _form(request).get(guard.CSRF_FIELD)):
-            return self.refusal(request, caller, 403, "the form's CSRF token is not this page's")
+        if (refused := self._forged(request, caller)) is not None:
+            return refused
         runs.delete_run(caller, namespace, name)
         return RedirectResponse(f"/runs?namespace={namespace}", status_code=303)
 
@@ -320,15 +323,6 @@ class Console:
         page = "verdict.html" if request.headers.get("hx-request") else "check.html"
         return self.render(request, caller, page, namespace=namespace, sandbox=name,
                            command=command, verdict=verdict)  # fmt: skip
-
-
-def _until_refused(stream: Iterator[ServerSentEvent]) -> Iterator[ServerSentEvent]:
-    """A live part's events until the person's access is gone: then one saying so, and the
-    stream ends (the browser's reconnection then meets the sign-in or a refusal)."""
-    try:
-        yield from stream
-    except RefusedError as exc:
-        yield ServerSentEvent(data=f"this page's access has ended: {exc}", event="broken")
 
 
 def _deciding(
@@ -357,25 +351,6 @@ def _paging(request: Request) -> str:
     return urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "page"])
 
 
-def _after(last_event_id: str | None) -> int:
-    return int(last_event_id) + 1 if last_event_id and last_event_id.isdigit() else 0
-
-
-def _token(request: Request) -> str:
-    return guard.bearer(request.headers, request.cookies) or ""
-
-
-def _form(request: Request) -> dict[str, str]:
-    """The posted form (a page endpoint runs in a worker thread: the body was read before)."""
-    return dict(request.state.form)
-
-
-def _local(query: Any) -> str:
-    """Where to go after signing in: a path of this console, never another site."""
-    where = str(query.get("next") or "/runs")
-    return where if where.startswith("/") and not where.startswith("//") else "/runs"
-
-
 def build(namespace: str, *, secure_cookie: bool, external_url: str | None = None) -> Starlette:
     own = guard.origin_of(external_url) if external_url else None
     console = Console(namespace, secure_cookie=secure_cookie, own=own)
@@ -386,7 +361,7 @@ def build(namespace: str, *, secure_cookie: bool, external_url: str | None = Non
         Route("/healthz", lambda request: Response("ok")),
         Route("/login", console.login, methods=["GET"]),
         Route("/login", console.sign_in, methods=["POST"]),
-        Route("/logout", _with_form(page(console.sign_out)), methods=["POST"]),
+        Route("/logout", plumbing.with_form(page(console.sign_out)), methods=["POST"]),
         Route("/runs", page(console.runs_page)),
         Route("/runs/stream", page(console.runs_stream)),
         Route("/approvals", page(console.approvals_page)),
@@ -395,57 +370,23 @@ def build(namespace: str, *, secure_cookie: bool, external_url: str | None = Non
         Route("/runs/{namespace}/{name}/events", page(console.run_events)),
         Route(
             "/runs/{namespace}/{name}/approvals/{request}",
-            _with_form(page(console.decide)),
+            plumbing.with_form(page(console.decide)),
             methods=["POST"],
         ),
         Route(
-            "/runs/{namespace}/{name}/cancel", _with_form(page(console.cancel)), methods=["POST"]
+            "/runs/{namespace}/{name}/cancel",
+            plumbing.with_form(page(console.cancel)),
+            methods=["POST"],
         ),
         Route(
-            "/runs/{namespace}/{name}/delete", _with_form(page(console.delete)), methods=["POST"]
+            "/runs/{namespace}/{name}/delete",
+            plumbing.with_form(page(console.delete)),
+            methods=["POST"],
         ),
         Route("/sandboxes", page(console.sandboxes_page)),
         Route("/sandboxes/{namespace}/{name}/check", page(console.check)),
         Mount("/static", static, name="static"),
     ]
-    return Starlette(routes=routes, lifespan=_threads, middleware=[Middleware(_Named, own=own)])
-
-
-class _Named:
-    """Serves only requests whose ``Host`` names the console (``guard.host_allowed``); others
-    get 421 Misdirected Request."""
-
-    def __init__(self, app: ASGIApp, own: str | None) -> None:
-        self.app, self.own = app, own
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not guard.host_allowed(
-            Headers(scope=scope).get("host"), self.own
-        ):
-            refused = PlainTextResponse("this console is not served at that address", 421)
-            await refused(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-
-WORKER_THREADS = 400  # each open live page holds one while its watch waits
-
-
-@contextlib.asynccontextmanager
-async def _threads(app: Starlette) -> AsyncIterator[None]:
-    """Enough worker threads for the live pages: each follows a watch in one (anyio's default
-    of 40 would let 40 open pages stop every other request)."""
-    import anyio.to_thread
-
-    anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
-    yield
-
-
-def _with_form(endpoint: Callable[[Request], Response]) -> Callable[[Request], Any]:
-    """Read the posted form first (async), then run the page in a worker thread."""
-
-    async def reading(request: Request) -> Response:
-        request.state.form = {k: str(v) for k, v in (await request.form()).items()}
-        return await run_in_threadpool(endpoint, request)
-
-    return reading
+    return Starlette(
+        routes=routes, lifespan=plumbing.threads, middleware=[Middleware(plumbing.Named, own=own)]
+    )
