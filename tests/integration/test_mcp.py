@@ -26,6 +26,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from paddock.api.approvals import digest_of
 from paddock.devcluster import certs
 from support import identity
 from support.kube import Cluster
@@ -138,7 +139,14 @@ def test_over_stdio_a_sandbox_is_made_and_used_through_the_tools(
             assert pending["id"].startswith("command.")
             assert pending["command"] == "touch ok.txt && echo made"
             assert "ok.txt" not in str(await call(mcp, "list_files", sandbox="box"))
-            await call(mcp, "approve", run=pending["run"], ids=[pending["id"]])
+            other = {pending["id"]: digest_of("touch ok.txt")}  # not the text shown
+            assert "not the text that was shown" in await refused(
+                mcp, "approve", run=pending["run"], digests=other
+            )
+            assert pending["digest"] == digest_of(pending["command"])
+            await call(
+                mcp, "approve", run=pending["run"], digests={pending["id"]: pending["digest"]}
+            )
             after = await read_to_end(mcp, pending["run"])
             assert [e["data"].get("text") for e in after if e["type"] == "output"] == ["made"]
             assert after[-1]["data"]["exitCode"] == 0

@@ -235,18 +235,19 @@ class Tools:
     def approve(
         self,
         run: str,
-        ids: list[str] | None = None,
+        digests: dict[str, str],
         always: bool = False,
         namespace: str | None = None,
-        digests: dict[str, str] | None = None,
     ) -> Obj:
-        """Approve a run's pending approval requests (by id; none given: the only one
-        pending); always: also later requests of the same rules, for the rest of the run.
-        digests: each request's digest as get_run showed it with its text (refused if the
-        request holds other text). Returns each approved text whole, with invisible and
-        bidirectional characters shown as code points (⟦U+202E⟧)."""
+        """Approve a run's pending approval requests: digests names each request (its id)
+        and the digest of the text approved, as get_run or exec's pendingApproval showed it
+        (refused, and nothing decided, if a request holds other text); always: also later
+        requests of the same rules, for the rest of the run. Returns each approved text
+        whole, invisible and bidirectional characters shown as code points (⟦U+202E⟧)."""
         choice = ApprovalChoice.ALWAYS if always else ApprovalChoice.APPROVE
-        return approvals.decide(self.caller(), self.ns(namespace), run, ids or [], choice,
+        if not digests:
+            raise RefusedError("name each request to approve with the digest of its text")
+        return approvals.decide(self.caller(), self.ns(namespace), run, list(digests), choice,
                                 shown=digests)  # fmt: skip
 
     @_answering
