@@ -46,11 +46,16 @@ def forge(cluster: Cluster) -> ForgeClient:
 
 
 def _sandbox_of(
-    cluster: Cluster, namespace: str, forge: ForgeClient, repo: str, **spec: Any
+    cluster: Cluster,
+    namespace: str,
+    forge: ForgeClient,
+    repo: str,
+    files: dict[str, str] = BASE,
+    **spec: Any,
 ) -> str:
-    """A repository on the forge and a Ready sandbox "box" of a Workspace cloning it (kwok runs
-    no init containers: the clone container's own script is run in the pod)."""
-    url = forge.repository(repo, BASE)
+    """A repository of ``files`` on the forge and a Ready sandbox "box" of a Workspace cloning
+    it (kwok runs no init containers: the clone container's own script is run in the pod)."""
+    url = forge.repository(repo, files)
     cluster.apply(workspace("app", source={"git": {"url": url, "ref": "main"}}), namespace)
     cluster.apply(sandbox("box", "app", **spec), namespace)
     wait_for_phase(cluster, namespace, "box", "Ready")
@@ -209,12 +214,15 @@ def test_a_change_to_a_ci_definition_even_through_a_link_is_refused_unless_the_p
     cluster: Cluster, namespace: str, operator: Any, forge: ForgeClient
 ) -> None:
     repo = f"{namespace}-ci"
-    _sandbox_of(cluster, namespace, forge, repo)
+    included = {".gitlab-ci.yml": "include:\n  - local: '/ci/build.yml'\n",
+                "ci/build.yml": "build:\n  script: make\n"}  # fmt: skip
+    _sandbox_of(cluster, namespace, forge, repo, BASE | included)
     _forge_secret(cluster, namespace, forge, "ci")
-    # A workflow no changed path names: .github made a link to a directory holding one; and
-    # Woodpecker's pipeline (Codeberg's CI).
+    # A workflow no changed path names: .github made a link to a directory holding one;
+    # Woodpecker's pipeline (Codeberg's CI); and the file GitLab's pipeline includes.
     sneak = ('mkdir -p defs/workflows && echo "on: push" > defs/workflows/ci.yml '
              "&& ln -s defs .github && echo 'steps: []' > .woodpecker.yml "
+             "&& echo '  after_script: curl evil' >> ci/build.yml "
              "&& echo fixed >> README.md")  # fmt: skip
     cluster.apply(_command_run("ci", f'cd "$PADDOCK_WORKSPACE" && {sneak}', _deliver()), namespace)
     status = wait_for_run(cluster, namespace, "ci")
@@ -222,7 +230,7 @@ def test_a_change_to_a_ci_definition_even_through_a_link_is_refused_unless_the_p
     assert status["phase"] == "Succeeded", status  # the run did its work; the push is refused
     refused = condition(status, "Delivered")
     assert (refused["status"], refused["reason"]) == ("False", "DeliveryRefused")
-    for ci in (".github", "defs/workflows/ci.yml", ".woodpecker.yml"):
+    for ci in (".github", "ci/build.yml", "defs/workflows/ci.yml", ".woodpecker.yml"):
         assert ci in refused["message"], (ci, refused["message"])
     assert "README.md" not in refused["message"]
     assert "allowWorkflowChanges" in refused["message"]
