@@ -133,6 +133,16 @@ def test_every_action_is_authorised_for_the_person_first(
     assert f"alice may not {first[0]} {first[1]}" in answer.text
 
 
+@pytest.mark.parametrize("page", ["%C2%B2", "9" * 5000, "-1", "x"])
+def test_an_odd_page_number_is_the_first_page_not_a_crash(
+    refusing: list[tuple[str, str, str]], page: str
+) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}", "Last-Event-ID": "9" * 5000}
+    for path in (f"/runs?namespace=team&page={page}", "/runs/team/fix/events"):
+        answer = _client().get(path, headers=headers)
+        assert answer.status_code == 403, answer.text  # refused for the person, not a 500
+
+
 def test_a_decision_without_the_pages_csrf_token_or_from_another_origin_is_refused(
     refusing: list[tuple[str, str, str]],
 ) -> None:

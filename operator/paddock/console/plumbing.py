@@ -6,6 +6,7 @@ part's end once its reader's access is gone."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from paddock.client.access import RefusedError
 from paddock.console import guard
+from paddock.kube.errors import KubeError
 
 
 class Named:
@@ -62,7 +64,8 @@ def with_form(endpoint: Callable[[Request], Response]) -> Callable[[Request], An
 
 
 def after(last_event_id: str | None) -> int:
-    return int(last_event_id) + 1 if last_event_id and last_event_id.isdigit() else 0
+    seq = last_event_id or ""
+    return int(seq) + 1 if re.fullmatch(r"[0-9]{1,12}", seq) else 0
 
 
 def token(request: Request) -> str:
@@ -87,3 +90,5 @@ def until_refused(stream: Iterator[ServerSentEvent]) -> Iterator[ServerSentEvent
         yield from stream
     except RefusedError as exc:
         yield ServerSentEvent(data=f"this page's access has ended: {exc}", event="broken")
+    except KubeError as exc:  # (its access could not be asked about: ended all the same)
+        yield ServerSentEvent(data=f"the API server refused: {exc.message}", event="broken")

@@ -7,9 +7,11 @@ import base64
 import bisect
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import yaml
 
 from paddock.api.delivery import Forge
 from paddock.forge.errors import DeliveryError
@@ -129,35 +131,78 @@ def workflow_changes(
 
 # What a CI definition names to run from the repository itself: a local action or reusable
 # workflow (GitHub, Gitea, Forgejo: ``uses: ./DIR``), a local include (GitLab: ``local: PATH``,
-# or an include given as ``/PATH``). Read as text, line by line: a name matched where it is
-# no reference only makes one more place a CI definition (a refusal, never a pass).
-LOCAL_REFERENCES = (
-    re.compile(r"""^[\s-]*uses\s*:\s*["']?\./([^"'\s#@]+)""", re.MULTILINE),
-    re.compile(r"""^[\s-]*local\s*:\s*["']?/?([^"'\s#]+)""", re.MULTILINE),
-    re.compile(r"""^[\s-]*(?:include\s*:\s*)?["']?/([^"'\s#/][^"'\s#]*)["']?\s*$""", re.MULTILINE),
-)
+# or an include given as a path). Read as YAML (quoting, flow forms, anchors resolved); a key
+# read where it is no reference only makes one more place a CI definition (a refusal, never a
+# pass).
 MAX_REFERENCES = 256
+GLOB = re.compile(r"[*?\[]")
 
 
 def referenced_places(texts: Mapping[str, str]) -> set[str] | None:
     """The places of the repository the CI definitions' files ``texts`` (path: text) name to
     run (a local action's directory, an included file), as paths from the repository's root;
-    None when they name more than MAX_REFERENCES (all then count)."""
+    None when every place counts: a file that is no YAML, a reference to the repository itself
+    or a glob, or more than MAX_REFERENCES."""
     found: set[str] = set()
-    for text in texts.values():
-        for pattern in LOCAL_REFERENCES:
-            for match in pattern.finditer(text):
-                place = posixpath.normpath(match.group(1).strip("/"))
-                if place.startswith("..") or place == ".":
-                    continue  # outside the repository, or all of it: not a place of its own
-                found.add(place)
+    for path, text in texts.items():
+        if not path.casefold().endswith((".yml", ".yaml")):
+            continue  # a Jenkinsfile, a Starlark or Jsonnet pipeline: no such references
+        try:
+            documents = list(yaml.load_all(text, Loader=_Loader))  # a SafeLoader
+        except yaml.YAMLError:
+            return None
+        for named in _named(documents):
+            place = posixpath.normpath(named.strip().removeprefix("./").lstrip("/"))
+            if place in (".", "") or GLOB.search(place):
+                return None  # the whole repository, or what a glob matches: all count
+            if place == ".." or place.startswith("../"):
+                continue  # outside the repository: not a place of its own
+            found |= {place, place.partition("@")[0]}  # (an action's @ref, or a name's @)
     return found if len(found) <= MAX_REFERENCES else None
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as SafeLoader reads it, with any tag (GitLab's ``!reference [...]``) read as the
+    plain node it tags."""
+
+
+def _plain(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> object:
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_Loader.add_multi_constructor("!", _plain)
+
+
+def _named(node: object, key: str = "") -> Iterator[str]:
+    """Each path a YAML node names to run: ``uses`` values beginning ``./``, ``local`` values,
+    and ``include`` values given as paths (not URLs)."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            yield from _named(value, str(name))
+    elif isinstance(node, list):
+        for item in node:
+            yield from _named(item, key)
+    elif isinstance(node, str):
+        local = key == "local" or (key == "include" and "://" not in node)
+        if local or (key == "uses" and node.strip().startswith("./")):
+            yield node
 
 
 def _touches(path: str, place: str) -> bool:
     if place == "":  # the repository itself: a link made it a CI definition
         return True
     return path == place or path.startswith(place + "/") or place.startswith(path + "/")
+
+
+def ci_places(links: Mapping[str, str], referenced: Iterable[str]) -> set[str] | None:
+    """Every place of the repository a CI system reads from (the CI_DEFINITIONS and the
+    ``referenced`` places), links followed, and the links on the way; None: too many."""
+    folded = {path.casefold(): target.casefold() for path, target in links.items()}
+    return _ci_places(folded, [p.casefold() for p in referenced])
 
 
 def _ci_places(links: Mapping[str, str], referenced: list[str]) -> set[str] | None:
