@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from paddock.devcluster import binaries
+from paddock.devcluster import binaries, object_store
 from paddock.devcluster import cluster as local
 from paddock.devcluster.processes import ESTABLISHED
-from support.kube import Cluster
+from support.kube import Cluster, object_store_in_use
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -68,15 +68,26 @@ def test_down_leaves_no_process_behind(tmp_path: Path) -> None:
     assert local.status(directory) == {}
 
 
-def test_up_reuses_a_running_cluster(cluster: Cluster) -> None:
+def test_up_reuses_a_running_cluster_even_with_a_service_a_test_stopped(
+    cluster: Cluster,
+) -> None:
+    """Another test may have stopped the object store (or the forge) on purpose: ``up`` then
+    reuses the cluster as it is, never starting it over from under every test using it."""
     directory = local.default_state_dir()
-    state = local.ClusterState.load(directory)
-    assert state is not None
-    before = dict(state.pids)
-    assert local.up(directory) == cluster.kubeconfig
-    after = local.ClusterState.load(directory)
-    assert after is not None
-    assert after.pids == before
+    with object_store_in_use(alone=True):
+        state = local.ClusterState.load(directory)
+        assert state is not None
+        object_store.stop(state)
+        try:
+            stopped = local.ClusterState.load(directory)
+            assert stopped is not None
+            before = dict(stopped.pids)
+            assert local.up(directory) == cluster.kubeconfig
+            after = local.ClusterState.load(directory)
+            assert after is not None
+            assert after.pids == before
+        finally:
+            object_store.restart(binaries.ensure_binaries(), state)
     assert os.environ["KUBECONFIG"] == str(cluster.kubeconfig)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from paddock.devcluster import images, local_snapshots, node, object_store
+from paddock.devcluster import forge, images, local_snapshots, node, object_store
 from paddock.devcluster.binaries import Binaries, build_in_background, ensure_binaries
 from paddock.devcluster.certs import Pki, generate_pki
 from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
@@ -360,6 +360,35 @@ def is_up(directory: Path) -> bool:
     return bool(report) and all(report.values())
 
 
+# How long ``up`` waits for a running cluster's API server to answer ready before it takes it
+# for a stale one and starts over: a loaded machine answers /readyz slowly, and starting over
+# would pull the cluster from under every test using it.
+READY_WAIT_SECONDS = 60.0
+
+
+# Services tests stop on purpose and start again themselves (a forge out of reach, an object
+# store down): one of them down is no reason to start the whole cluster over.
+STOPPABLE = (forge.COMPONENT, object_store.COMPONENT)
+
+
+def _running(directory: Path) -> bool:
+    """Whether a cluster runs in ``directory``: every component's process alive (but the
+    STOPPABLE services', which are said), and its API server ready within
+    READY_WAIT_SECONDS."""
+    report = status(directory)
+    down = [component for component, alive in report.items() if not alive and component != "api"]
+    if not report or any(component not in STOPPABLE for component in down):
+        return False
+    if down:
+        print(f"cluster: running with {', '.join(down)} stopped", file=sys.stderr)
+    state = ClusterState.load(directory)
+    deadline = time.monotonic() + READY_WAIT_SECONDS
+    while state is not None and not report["api"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        report["api"] = api_ready(state)  # (each try waits up to its own 2 s timeout)
+    return report["api"]
+
+
 def _real_node_wanted(real_node: bool | None) -> bool:
     """Whether to start the real node: where this machine can, unless told not to; say why
     not, so that nobody mistakes kwok's pretend pods for real ones."""
@@ -389,7 +418,7 @@ def up(directory: Path, *, real_node: bool | None = None, defer_node: bool = Fal
     requires it. ``defer_node`` (``paddock dev``): where the real node's binaries are not
     built yet, start without it at once and build them in the background; the next ``up``
     without ``defer_node`` (the tests') restarts the cluster with its node."""
-    if is_up(directory) and _revision(directory) == REVISION:
+    if _revision(directory) == REVISION and _running(directory):
         deferred = (directory / NODE_DEFERRED).is_file()
         if not deferred or defer_node or real_node is False or node.unavailable_reason():
             print(f"cluster: already running in {directory}", file=sys.stderr)
