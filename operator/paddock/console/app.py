@@ -292,19 +292,22 @@ class Console:
 
     def cancel(self, request: Request, caller: Caller) -> Response:
         """Cancel a run from its page: it stays, and ends Cancelled."""
-        namespace, name = request.path_params["namespace"], request.path_params["name"]
-        if (refused := self._forged(request, caller)) is not None:
-            return refused
-        runs.cancel_run(caller, namespace, name)
-        return RedirectResponse(f"/runs/{namespace}/{name}", status_code=303)
+        return self._act(request, caller, runs.cancel_run, "/runs/{namespace}/{name}")
 
     def delete(self, request: Request, caller: Caller) -> Response:
         """Delete a run (and its log) from its page; the runs list follows."""
+        return self._act(request, caller, runs.delete_run, "/runs?namespace={namespace}")
+
+    def _act(
+        self, request: Request, caller: Caller, act: Callable[[Caller, str, str], object],
+        then: str,
+    ) -> Response:  # fmt: skip
+        """A run's action posted from its page (with its CSRF token), then the page ``then``."""
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         if (refused := self._forged(request, caller)) is not None:
             return refused
-        runs.delete_run(caller, namespace, name)
-        return RedirectResponse(f"/runs?namespace={namespace}", status_code=303)
+        act(caller, namespace, name)
+        return RedirectResponse(then.format(namespace=namespace, name=name), status_code=303)
 
     # --- sandboxes -------------------------------------------------------------------------
 
