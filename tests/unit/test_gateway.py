@@ -160,6 +160,8 @@ def test_squid_refuses_internal_addresses_before_asking_and_peeks_before_splicin
     )  # fmt: skip
     lines = render_squid_conf(config).splitlines()
     order = [
+        "http_access deny manager",
+        "http_access deny paddock_squid",
         "http_access deny paddock_internal !paddock_vouched",
         "http_access allow paddock_access",
         "http_access deny all",
@@ -174,6 +176,18 @@ def test_squid_refuses_internal_addresses_before_asking_and_peeks_before_splicin
     access = next(line for line in lines if "external_acl_type paddock_access" in line)
     assert "ttl=0" in access
     assert access.endswith("/usr/bin/socat STDIO UNIX-CONNECT:/run/gw/access.sock")
+
+
+def test_squid_shows_nothing_of_itself() -> None:
+    """Its own URLs refused on any host, and none of the headers it adds that name it."""
+    lines = render_squid_conf(
+        SquidConfig(listen="10.1.0.1:3128", runtime=Path("/run/gw"), relay="/usr/bin/socat")
+    ).splitlines()
+    assert "acl paddock_squid urlpath_regex ^/squid-internal-" in lines
+    for header in ("X-Cache", "X-Cache-Lookup", "X-Squid-Error"):
+        assert f"reply_header_access {header} deny all" in lines
+    assert "via off" in lines
+    assert "visible_hostname egress-gateway" in lines
 
 
 def _gateway() -> Gateway:
@@ -208,14 +222,24 @@ def test_a_policy_with_hosts_reaches_the_gateway_alone() -> None:
     ]
 
 
-def test_without_hosts_or_without_a_gateway_egress_is_as_before() -> None:
+def test_without_hosts_egress_is_by_address_as_before() -> None:
     plain = SandboxPolicySpec()
-    hosts = SandboxPolicySpec.model_validate(HOSTS)
     with_gateway = render_network_policy("box", "team", plain, ClusterNetwork(gateway=_gateway()))
-    without = render_network_policy("box", "team", hosts, ClusterNetwork())
     before = render_network_policy("box", "team", plain, ClusterNetwork())
     assert with_gateway == before
-    assert without == before
+
+
+def test_hosts_without_a_gateway_reach_nothing_but_the_egress_rules() -> None:
+    """Fails closed: no internet by address in place of the gateway that would judge names."""
+    rule = {"cidrs": ["203.0.113.0/24"], "ports": [{"port": 22}]}
+    hosts = SandboxPolicySpec.model_validate(
+        {**HOSTS, "network": {**HOSTS["network"], "egress": [rule]}}
+    )
+    egress = render_network_policy("box", "team", hosts, ClusterNetwork())["spec"]["egress"]
+    assert [peer for entry in egress for peer in entry["to"] if "ipBlock" in peer] == [
+        {"ipBlock": {"cidr": "203.0.113.0/24"}}
+    ]
+    assert {"protocol": "TCP", "port": 22} in egress[-1]["ports"]
 
 
 def test_the_gateway_settings_need_somewhere_to_let_sandboxes_reach() -> None:

@@ -41,7 +41,9 @@ def test_the_schema_takes_host_patterns(pattern: str) -> None:
     "pattern",
     ["1.2.3.4", "10.0.0.1:443", "[::1]", "GitHub.com", "*.", "*", "a.*.com", "*github.com",
      "x.com:0", "x.com:65536", "x.com:", "-x.com", "x-.com", "x..com", "https://x.com", "x.com/a",
-     "x.com:443:1", ""],
+     "x.com:443:1", "",
+     # hexadecimal, octal and decimal address forms
+     "0x7f000001", "0x7f.1", "0177.0.0.1", "2130706433", "*.0x7f", "a.0xff:443", "127.1"],
 )  # fmt: skip
 def test_the_schema_refuses_what_is_not_a_host_pattern(pattern: str) -> None:
     with pytest.raises(ValidationError, match="host name"):
@@ -75,7 +77,7 @@ JUDGED = [
     (ANY_NAME, "1.2.3.4", 443, False, None),
     (ANY_NAME, "127.1", 443, False, None),
     (ANY_NAME, "::1", 443, False, None),
-    (ANY_NAME, "0x7f000001", 443, True, None),  # a name, to a resolver
+    (ANY_NAME, "0x7f000001", 443, False, None),  # 127.0.0.1 to inet_aton: an address
     (ANY_NAME, "a b", 443, False, None),
     (ANY_NAME, "", 443, False, None),
     (_rules(allow=["github.com"]), "github.com\n", 443, True, "github.com"),
@@ -91,7 +93,10 @@ def test_a_host_is_judged_by_deny_then_allow_then_default(
 
 
 def test_an_address_is_never_a_name() -> None:
-    for address in ("10.0.0.1", "[::1]", "::ffff:127.0.0.1", "1.2.3.4.", "8.8.8.8"):
+    forms = ("10.0.0.1", "[::1]", "::ffff:127.0.0.1", "1.2.3.4.", "8.8.8.8",
+             # hexadecimal, octal and decimal forms of 127.0.0.1, which inet_aton reads
+             "0x7f000001", "0x7f.1", "0X7F.0.0.1", "0177.0.0.1", "2130706433", "127.1", "a.0x")
+    for address in forms:
         assert normal_host(address) is None
 
 

@@ -652,6 +652,10 @@ def test_a_policy_with_hosts_says_whether_a_gateway_is_in_the_way() -> None:
     assert [n.reason for n in alone.notices if n.reason == "NoGateway"] == ["NoGateway"]
     pod = next(w.obj for w in alone.writes if w.obj["kind"] == "Pod")
     assert not any("HTTPS_PROXY" in str(c["env"]) for c in pod["spec"]["containers"])
+    assert "reaches no host by name" in condition["message"]
+    fences = [w.obj for w in alone.writes if w.obj["kind"] == "NetworkPolicy"]
+    assert fences, alone.writes
+    assert "0.0.0.0/0" not in str(fences) and "::/0" not in str(fences)  # fails closed
     without_hosts = decide(world(network=ClusterNetwork(gateway=gateway)))
     assert "EgressGateway" not in str(without_hosts.status.to_api())
 

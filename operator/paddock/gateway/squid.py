@@ -8,6 +8,11 @@ relaying to the gateway's own process). A tunnel is let through
 only once Squid has peeked at its TLS ClientHello and the helper has found its server name
 (SNI) to be the host the CONNECT asked for; anything else in a tunnel (no TLS, no SNI, another
 name) is cut. Squid never decrypts: its certificate is a throwaway it must hold to peek.
+
+Squid shows nothing of itself: its own URLs (the cache manager's ``/squid-internal-mgr/``, its
+icons and error pages) are refused to every client, whatever the host, and no header it adds
+names it (``X-Cache``, ``X-Cache-Lookup``, ``X-Squid-Error``, ``Via``); its error pages name a
+neutral host.
 """
 
 from __future__ import annotations
@@ -23,6 +28,11 @@ ALWAYS_INTERNAL = (*PRIVATE_V4, *PRIVATE_V6, "127.0.0.0/8", "0.0.0.0/8", "::1/12
 # %'ea in the access log: what the helper said of the connection (sandbox, decision, rule), as
 # it said it (the helper leaves no control character in it).
 LOG_FORMAT = "%ts.%03tu %>a %rm %ru %>Hs %Ss %'ea sni=%ssl::>sni"
+# Squid's own URLs, on any host (it serves them itself when the path starts so).
+SQUID_URLS = "^/squid-internal-"
+# The headers Squid adds that would name it (its host and port, its errors).
+OWN_HEADERS = ("X-Cache", "X-Cache-Lookup", "X-Squid-Error")
+VISIBLE_HOSTNAME = "egress-gateway"
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,8 @@ def render_squid_conf(config: SquidConfig) -> str:
         "via off",
         "forwarded_for delete",
         "httpd_suppress_version_string on",
+        f"visible_hostname {VISIBLE_HOSTNAME}",
+        *(f"reply_header_access {header} deny all" for header in OWN_HEADERS),
         # Every connection asks the helper afresh (a decision follows the policy at once).
         "external_acl_type paddock_access ttl=0 negative_ttl=0 children-max=1 "
         f"children-startup=1 concurrency=100 %SRC %DST %PORT {config.helper('access')}",
@@ -75,6 +87,10 @@ def render_squid_conf(config: SquidConfig) -> str:
         "acl step1 at_step SslBump1",
         "acl step2 at_step SslBump2",
         f"acl paddock_internal dst {' '.join(config.internal)}",
+        f"acl paddock_squid urlpath_regex {SQUID_URLS}",
+        # Before anything asks a helper or resolves a name: the manager is Squid's own ACL.
+        "http_access deny manager",
+        "http_access deny paddock_squid",
     ]
     if config.vouched:
         lines.append(f"acl paddock_vouched dst {' '.join(config.vouched)}")

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from paddock.api.policy import Decision, HostRules, SandboxPolicySpec
 
 DEFAULT_PORTS = (443, 80)
+# A last label that makes a name an address to inet_aton and to URL parsers (WHATWG's "ends in
+# a number"): decimal, octal (a leading 0) or hexadecimal (0x, digits optional).
+_NUMBER = re.compile(r"[0-9]+|0x[0-9a-f]*")
 _NAME = re.compile(
     r"(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
 )
@@ -82,7 +85,7 @@ def normal_host(host: str) -> str | None:
         pass
     else:
         return None
-    if host.rsplit(".", 1)[-1].isdigit():  # 127.1 and friends: addresses to inet_aton
+    if _NUMBER.fullmatch(host.rsplit(".", 1)[-1]):  # 127.1, 0x7f000001: addresses to inet_aton
         return None
     return host
 

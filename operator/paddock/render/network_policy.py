@@ -105,7 +105,8 @@ def render_network_policy(
     name: str, namespace: str, policy: SandboxPolicySpec, cluster: ClusterNetwork
 ) -> dict[str, Any]:
     """The fence ``name``, of the pods labelled with it: no ingress at all; egress per
-    ``capabilities.network`` (through the gateway alone where the policy names hosts), to
+    ``capabilities.network`` (where the policy names hosts: through the gateway alone, and
+    nowhere by name without one), to
     the gateway's model route where it has one, plus the listed rules."""
     egress: list[dict[str, Any]] = []
     if policy.network.dns:
@@ -116,7 +117,9 @@ def render_network_policy(
         ports += [gateway.model_port] if gateway.model_port else []
         to_gateway = [{"protocol": "TCP", "port": port} for port in ports]
         egress.append({"to": gateway.peers(), "ports": to_gateway})
-    if not proxied and policy.capabilities.network == Decision.ALLOW:
+    # By address only where the policy names no hosts: hosts without a gateway to judge them
+    # reach nothing by name (fail closed), not the internet.
+    if policy.capabilities.network == Decision.ALLOW and policy.network.hosts is None:
         everything = (("0.0.0.0/0", 4), ("::/0", 6))
         egress.append({"to": [_everything_but(c, cluster.excluded(v)) for c, v in everything]})
     for rule in policy.network.egress:

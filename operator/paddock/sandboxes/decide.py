@@ -149,7 +149,7 @@ def _egress_condition(
     draft: StatusDraft, policy: SandboxPolicySpec | None, gateway: Gateway | None
 ) -> None:
     """For a policy that names hosts: whether the sandbox reaches the web through the gateway,
-    or, without one, by address as if it named none."""
+    or, without one, not at all (but what network.egress names by address)."""
     if policy is None or policy.network.hosts is None:
         draft.status.conditions = [c for c in draft.status.conditions if c.type != C.EGRESS_GATEWAY]
     elif through_gateway(policy, gateway):
@@ -158,8 +158,8 @@ def _egress_condition(
     elif gateway is None:
         message = (
             "The policy names network.hosts, but the operator runs without an egress gateway "
-            "(gateway.enabled in the chart): egress is by address, as capabilities.network "
-            "and network.egress say, and the hosts are not enforced."
+            "(gateway.enabled in the chart) to let them through: the sandbox reaches no host "
+            "by name, only what network.egress names by address."
         )
         draft.noted(C.EGRESS_GATEWAY, False, R.NO_GATEWAY, message)
 
