@@ -115,9 +115,10 @@ KEY = {"secretKeyRef": {"name": "llm", "key": "key"}, "baseUrl": ""}
 
 
 def _price(model: str) -> dict[str, float]:
-    """The chart's price of a model: its own, or the longest name it starts with."""
-    named = [name for name in CHART_PRICES if model.startswith(name)]
-    return CHART_PRICES[max(named, key=len)]
+    """The chart's price of a model: its own, or that of the model it is a dated form of."""
+    return (
+        CHART_PRICES.get(model) or CHART_PRICES[re.sub(r"-(\d{8}|\d{4}-\d{2}-\d{2})$", "", model)]
+    )
 
 
 def _model_of(request: dict[str, Any]) -> str:

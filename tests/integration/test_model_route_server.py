@@ -5,11 +5,13 @@ sandbox is told apart by the request's address, here the loopback's."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -71,6 +73,10 @@ def route_url(upstream: ScriptedModel, told: Told) -> Iterator[tuple[str, Routes
 def _counted(direction: str) -> float:
     labels = {"namespace": "team", "harness": "claude-code", "direction": direction}
     return REGISTRY.get_sample_value("paddock_model_tokens_total", labels) or 0.0
+
+
+def _waiting() -> float:
+    return REGISTRY.get_sample_value("paddock_gateway_model_requests_waiting") or 0.0
 
 
 def _cost() -> float:
@@ -192,3 +198,163 @@ def test_a_runs_token_reaches_nothing_of_the_api_but_its_model_endpoints(
     assert refused.value.code == 403
     assert "not an endpoint of the model API" in refused.value.read().decode()
     assert upstream.requests == []
+
+
+def _send(
+    url: str, method: str, path: str, headers: dict[str, str], body: bytes | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """A request with its path sent exactly as written (no client normalises it)."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("method", ["DELETE", "PUT", "PATCH", "GET"])
+def test_only_an_endpoints_own_method_reaches_the_api(
+    upstream: ScriptedModel, route_url: tuple[str, Routes], method: str
+) -> None:
+    """Deleting a fine-tuned model (OpenAI's DELETE /v1/models/ID), or any write on a listing,
+    never reaches the API with the key; nor does a GET of an inference endpoint."""
+    path = "/v1/messages" if method == "GET" else "/v1/models/ft:claude:org::abc"
+    status, _, body = _send(route_url[0], method, path, {"x-api-key": TOKEN}, b"{}")
+    assert status == 403
+    assert "not an endpoint of the model API" in json.loads(body)["error"]["message"]
+    assert upstream.requests == []
+    assert upstream.others == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/models/..", "/v1/models/%2e%2e", "/v1/models/%2E%2e/files", "/v1/messages/../files",
+     "/v1/models/x%2f..%2f..%2ffiles", "/v1/models%3fkey=x", "/v1/models/x%5c..",
+     "/v1/models\\..\\files", "/v1//models", "/v1/models/%252e%252e"],
+)  # fmt: skip
+def test_a_path_that_is_not_plain_reaches_nothing(
+    upstream: ScriptedModel, route_url: tuple[str, Routes], path: str
+) -> None:
+    status, _, body = _send(route_url[0], "GET", path, {"x-api-key": TOKEN})
+    assert status == 403
+    assert "not a plain one" in json.loads(body)["error"]["message"]
+    assert upstream.others == []
+
+
+def test_a_plain_path_reaches_the_api_as_it_was_checked(
+    upstream: ScriptedModel, route_url: tuple[str, Routes]
+) -> None:
+    status, _, _ = _send(
+        route_url[0], "GET", "/v1/models/claude-%73onnet?x=1", {"x-api-key": TOKEN}
+    )
+    assert status == 404  # (the scripted model lists none)
+    (seen,) = upstream.others
+    assert seen["path"] == "/v1/models/claude-sonnet?x=1"
+    assert seen["headers"]["x-api-key"] == KEY
+
+
+def test_the_token_elsewhere_in_the_request_reaches_nothing(
+    upstream: ScriptedModel, route_url: tuple[str, Routes]
+) -> None:
+    status, _, _ = _send(route_url[0], "GET", f"/v1/models?q={TOKEN}", {"x-api-key": TOKEN})
+    assert status == 403
+    status, _, _ = _send(route_url[0], "GET", "/v1/models", {"x-api-key": TOKEN, "x-q": TOKEN})
+    assert status == 403
+    assert upstream.others == []
+
+
+def test_an_answer_that_echoes_the_key_comes_back_without_it(
+    upstream: ScriptedModel, route_url: tuple[str, Routes]
+) -> None:
+    upstream.refuse_with, upstream.echo_headers = 400, True
+    status, body = _messages(route_url[0], {"x-api-key": TOKEN, "anthropic-version": "x"})
+    assert status == 400
+    (seen,) = upstream.requests
+    assert seen["headers"]["x-api-key"] == KEY  # it did reach the API, and was echoed
+    assert KEY not in body.decode()
+    status, headers, raw = _send(route_url[0], "POST", "/v1/messages", {"x-api-key": TOKEN},
+                                 json.dumps({"model": "m", "max_tokens": 5}).encode())  # fmt: skip
+    assert status == 400
+    assert KEY not in raw.decode()
+    assert "[redacted]" in json.loads(raw)["error"]["message"]
+    assert KEY not in json.dumps(headers)
+    assert headers["x-echo-x-api-key"] == "[redacted]"
+
+
+def test_parallel_requests_pass_a_budget_by_one_requests_worth_at_most(
+    upstream: ScriptedModel, route_url: tuple[str, Routes], told: Told
+) -> None:
+    """24 requests at once under tokens: 150 (each answer is 120): one goes alone, the next
+    alone once it ended, and the rest are refused."""
+    url, routes = route_url
+    budgeted = Route(token_digest(TOKEN), KEY, upstream.url, "anthropic", "team/r1", "team/box",
+                     utcnow() + timedelta(hours=1), "claude-code",
+                     budget=Budget(tokens=150))  # fmt: skip
+    routes.relisted("Secret", [route_secret("gw", "uid-3", budgeted)])
+    headers = {"x-api-key": TOKEN, "anthropic-version": "2023-06-01"}
+    with ThreadPoolExecutor(24) as pool:
+        statuses = sorted(pool.map(lambda _: _messages(url, headers)[0], range(24)))
+    assert statuses == [200] * 2 + [403] * 22
+    assert len(upstream.requests) == 2
+    wait_for(lambda: told and told[-1][1].tokens == 240, timeout=10, what="the usage told")
+    assert told[-1][1].refused == 22
+
+
+def test_a_model_without_a_price_is_refused_under_a_cost_ceiling(
+    upstream: ScriptedModel, route_url: tuple[str, Routes], told: Told
+) -> None:
+    url, routes = route_url
+    day = Budget(costUSD=50)  # the namespace's day, not the run's own
+    budgeted = Route(token_digest(TOKEN), KEY, upstream.url, "anthropic", "team/r1", "team/box",
+                     utcnow() + timedelta(hours=1), "claude-code", daily=day)  # fmt: skip
+    routes.relisted("Secret", [route_secret("gw", "uid-4", budgeted)])
+    asked = json.dumps({"model": "unpriced-model", "max_tokens": 5}).encode()
+    status, _, body = _send(url, "POST", "/v1/messages", {"x-api-key": TOKEN}, asked)
+    assert status == 403
+    assert "does not price model 'unpriced-model'" in json.loads(body)["error"]["message"]
+    assert upstream.requests == []
+    assert told[-1] == ("uid-4", Spent(refused=1, unpriced=1))  # told before the refusal
+
+
+def test_a_streamed_chat_completion_is_asked_for_its_usage(
+    upstream: ScriptedModel, route_url: tuple[str, Routes]
+) -> None:
+    url, routes = route_url
+    openai = Route(token_digest(TOKEN), KEY, upstream.url, "openai", "team/r1", "team/box",
+                   utcnow() + timedelta(hours=1), "codex")  # fmt: skip
+    routes.relisted("Secret", [route_secret("gw", "uid-5", openai)])
+    body = json.dumps({"model": "m", "stream": True, "messages": []}).encode()
+    _send(url, "POST", "/v1/chat/completions", {"authorization": f"Bearer {TOKEN}"}, body)
+    (seen,) = upstream.requests
+    assert seen["body"]["stream_options"] == {"include_usage": True}
+    assert seen["headers"]["authorization"] == f"Bearer {KEY}"
+
+
+def test_a_request_that_would_pass_the_budget_with_one_in_flight_waits_for_it(
+    upstream: ScriptedModel, route_url: tuple[str, Routes]
+) -> None:
+    """Each request holds about 700 tokens of a 1000 ceiling: the second waits, unforwarded,
+    while the first streams, and goes once it ended."""
+    url, routes = route_url
+    budgeted = Route(token_digest(TOKEN), KEY, upstream.url, "anthropic", "team/r1", "team/box",
+                     utcnow() + timedelta(hours=1), "claude-code",
+                     budget=Budget(tokens=1000))  # fmt: skip
+    routes.relisted("Secret", [route_secret("gw", "uid-6", budgeted)])
+    upstream.hold_step = 0  # the first answer holds after its first event
+    asked = json.dumps({"model": "m", "max_tokens": 600, "stream": True, "messages": [],
+                        "tools": [{"name": "Bash"}]}).encode()  # fmt: skip
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(_send, url, "POST", "/v1/messages", {"x-api-key": TOKEN}, asked)
+        wait_for(upstream.holding.is_set, timeout=10, what="the first answer to be held")
+        upstream.hold_step = None
+        waiting = _waiting()
+        second = pool.submit(_send, url, "POST", "/v1/messages", {"x-api-key": TOKEN}, asked)
+        wait_for(lambda: _waiting() == waiting + 1, timeout=10, what="the second to wait")
+        assert len(upstream.requests) == 1
+        assert not second.done()
+        upstream.release.set()
+        assert first.result(timeout=10)[0] == 200
+        assert second.result(timeout=10)[0] == 200
+    assert len(upstream.requests) == 2

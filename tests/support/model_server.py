@@ -79,7 +79,10 @@ class ScriptedModel:
     ) -> None:
         self.commands: list[Step] = command if isinstance(command, list) else [command]
         self.refuse_with = refuse_with
+        # A refusal that echoes the request's headers back, as some APIs' errors do.
+        self.echo_headers = False
         self.requests: list[dict[str, Any]] = []
+        self.others: list[dict[str, Any]] = []  # requests of any other method (not answered)
         # An answer of Claude Code's loop to hold after its first event (its usage so far)
         # until ``release`` is set: the step whose call it carries (None: none is held).
         self.hold_step: int | None = None
@@ -111,6 +114,21 @@ class ScriptedModel:
                     self.send_error(404)
 
             def do_GET(self) -> None:
+                self._other()
+
+            def do_DELETE(self) -> None:
+                self._other()
+
+            def do_PUT(self) -> None:
+                self._other()
+
+            def do_PATCH(self) -> None:
+                self._other()
+
+            def _other(self) -> None:
+                model.others.append(
+                    {"method": self.command, "path": self.path, "headers": dict(self.headers)}
+                )
                 self.send_error(404)
 
             def _refuse(self, status: int) -> None:
@@ -119,9 +137,16 @@ class ScriptedModel:
                 kind = {401: "authentication_error"}.get(
                     status, "invalid_request_error" if status < 500 else "api_error"
                 )
-                error = {"type": kind, "message": "the scripted model refuses"}
+                message = "the scripted model refuses"
+                if model.echo_headers:
+                    message += f" the request with headers {dict(self.headers)}"
+                error = {"type": kind, "message": message}
                 payload = json.dumps({"type": "error", "error": error}).encode()
                 self.send_response(status)
+                if model.echo_headers:
+                    for name in ("x-api-key", "authorization", "x-goog-api-key"):
+                        if self.headers.get(name):
+                            self.send_header(f"x-echo-{name}", self.headers[name])
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))
                 self.end_headers()

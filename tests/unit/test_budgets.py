@@ -75,8 +75,8 @@ def test_a_run_is_held_to_the_stricter_ceiling_of_each_figure(
         (
             Budget(cost_usd=0.5),
             Spent(cost_usd=0.01, unpriced=1),
-            "costUSD: a model the gateway's price table does not price was used",
-            "costUSD: a model the gateway's price table does not price was used",
+            "costUSD: a model the gateway's price table does not price was asked for",
+            "costUSD: a model the gateway's price table does not price was asked for",
         ),
         (Budget(tokens=100), Spent(unpriced=3), "", ""),  # no cost ceiling: pricing is moot
         (

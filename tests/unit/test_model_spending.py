@@ -17,7 +17,7 @@ from paddock.gateway.directory import Directory
 from paddock.gateway.meter import Meter
 from paddock.gateway.usage import Usage
 from paddock.kube.cache import CACHE
-from paddock.policy.budgets import Spent
+from paddock.policy.budgets import ADMITTED, Spent
 from paddock.policy.choice import PolicyChoice
 from paddock.render.model_routes import Route
 from paddock.render.model_usage import read_usage, usage_event, usage_patch
@@ -77,12 +77,12 @@ def test_the_meter_counts_each_request_and_refuses_one_at_a_ceiling_telling_at_o
     told = Told()
     meter = Meter(told, replica="gw", period=3600)  # (only a ceiling, or tell, publishes)
     route = _route(Budget(tokens=200))
-    assert meter.admit(route) == ""
+    assert meter.admit(route) == ADMITTED
     meter.used(route, Usage(100, 20, "claude-sonnet-4-5"), 0.0006)
-    assert meter.admit(route) == ""
+    assert meter.admit(route) == ADMITTED
     meter.used(route, Usage(100, 20, "claude-sonnet-4-5"), 0.0006)  # 240: reached
     told.wait_for(Spent(200, 40, 0.0012, 2))
-    assert meter.admit(route) == "tokens 240 of 200"
+    assert meter.admit(route).refused == "tokens 240 of 200"
     meter.tell(route.uid)
     assert told.told[-1] == ("uid-1", Spent(200, 40, 0.0012, 2, 0, 1))
     meter.forget(route.uid)
@@ -93,10 +93,10 @@ def test_the_meter_tells_what_changed_each_period_and_an_unpriced_answer_is_mark
     told = Told()
     meter = Meter(told, replica="gw", period=0.05)
     route = _route()  # no budget: counted all the same
-    assert meter.admit(route) == ""
+    assert meter.admit(route) == ADMITTED
     meter.used(route, Usage(100, 20, "private-model"), None)
     told.wait_for(Spent(100, 20, 0.0, 1, unpriced=1))
-    assert meter.admit(route) == ""
+    assert meter.admit(route) == ADMITTED
     told.wait_for(Spent(100, 20, 0.0, 2, unpriced=1))
 
 
@@ -106,7 +106,7 @@ def test_an_answer_is_counted_as_it_streams_and_once_in_all() -> None:
     told = Told()
     meter = Meter(told, replica="gw", period=0.05)
     route = _route()
-    assert meter.admit(route) == ""
+    assert meter.admit(route) == ADMITTED
     meter.streaming(route, Spent(input_tokens=100, cost_usd=0.0003))  # message_start passed
     told.wait_for(Spent(100, 0, 0.0003, 1))
     meter.used(route, Usage(100, 20, "claude-sonnet-4-5"), 0.0006, streamed=Spent(100, 0, 0.0003))
@@ -224,10 +224,10 @@ def test_a_replica_refuses_once_the_runs_status_says_every_replica_reached_a_cei
     }  # fmt: skip
     meter = Meter(Told(), replica="gw-b", period=3600, known=directory.usage_of)
     route = _route(Budget(tokens=200))
-    assert meter.admit(route) == ""  # nothing known yet: this replica counted nothing
+    assert meter.admit(route) == ADMITTED  # nothing known yet: this replica counted nothing
     directory.run("ADDED", run)
     assert directory.usage_of("uid-1") == Spent(150, 60, 0.0, 2)
-    assert meter.admit(route) == "tokens 210 of 200"  # the others' answers, in the status
+    assert meter.admit(route).refused == "tokens 210 of 200"  # the others' answers, in the status
     directory.run("MODIFIED", {**run, "status": {**run["status"], "phase": "Succeeded"}})
     assert directory.usage_of("uid-1") == Spent()
     harness_said = {**run["status"], "usage": {"inputTokens": 10**6, "source": "harness"}}

@@ -143,13 +143,24 @@ TABLE = PriceTable.model_validate(
 )  # fmt: skip
 
 
-def test_a_request_is_priced_by_its_model_or_the_longest_name_it_starts_with() -> None:
+def test_a_request_is_priced_by_its_model_or_the_model_it_is_a_dated_form_of() -> None:
     assert TABLE.cost(Usage(1_000_000, 100_000, "claude-sonnet-4-5")) == pytest.approx(4.5)
     dated = Usage(2000, 1000, "claude-sonnet-4-5-20250929")
     assert TABLE.cost(dated) == pytest.approx((2000 * 3 + 1000 * 15) / 1e6)
-    preview = Usage(1_000_000, 0, "claude-sonnet-4-5-preview-1")
-    assert TABLE.cost(preview) == pytest.approx(99)
     assert TABLE.cost(Usage(500, 500, "gpt-5-2025-08-07")) == pytest.approx(0.005625)
+    assert TABLE.cost(Usage(500, 500, "models/gpt-5")) == pytest.approx(0.005625)
+    assert TABLE.cost(Usage(1_000_000, 0, "claude-sonnet-4-5-preview")) == pytest.approx(99)
+
+
+@pytest.mark.parametrize(
+    "model",
+    # Other models whose names start with a priced one: never priced as it (gpt-5-pro costs
+    # about 12 times gpt-5).
+    ["gpt-5-pro", "gpt-5-pro-2025-10-06", "gpt-5-mini", "gpt-5x", "claude-sonnet-4-5-preview-1",
+     "claude-sonnet-4-5-20250929-fast", "gpt-5-20251"],
+)  # fmt: skip
+def test_a_model_is_never_priced_as_a_shorter_models_name(model: str) -> None:
+    assert TABLE.cost(Usage(10, 10, model)) is None
 
 
 def test_a_model_the_table_does_not_price_has_no_cost() -> None:

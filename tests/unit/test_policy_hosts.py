@@ -93,9 +93,21 @@ def test_a_host_is_judged_by_deny_then_allow_then_default(
 
 
 def test_an_address_is_never_a_name() -> None:
-    forms = ("10.0.0.1", "[::1]", "::ffff:127.0.0.1", "1.2.3.4.", "8.8.8.8",
-             # hexadecimal, octal and decimal forms of 127.0.0.1, which inet_aton reads
-             "0x7f000001", "0x7f.1", "0X7F.0.0.1", "0177.0.0.1", "2130706433", "127.1", "a.0x")
+    forms = (
+        "10.0.0.1",
+        "[::1]",
+        "::ffff:127.0.0.1",
+        "1.2.3.4.",
+        "8.8.8.8",
+        # hexadecimal, octal and decimal forms of 127.0.0.1, which inet_aton reads
+        "0x7f000001",
+        "0x7f.1",
+        "0X7F.0.0.1",
+        "0177.0.0.1",
+        "2130706433",
+        "127.1",
+        "a.0x",
+    )
     for address in forms:
         assert normal_host(address) is None
 

@@ -213,7 +213,8 @@ class Execution(RunRecord):
         held = hold(self.run, sandbox)
         if held is not None:
             return held
-        access = model_access.grant(self.run, spec, sandbox, self.gateway, utcnow(), budget)
+        daily = spending.day_ceilings(self.namespace, sandbox)
+        access = model_access.grant(self.run, spec, sandbox, self.gateway, utcnow(), budget, daily)
         if isinstance(access, Ending):
             return access
         if access.condition is not None:

@@ -66,6 +66,7 @@ def grant(
     gateway: ModelGateway | None,
     now: datetime,
     budget: Budget | None = None,
+    daily: Budget | None = None,
 ) -> Access | Ending:
     """The harness's access to its model: through the gateway's route (written now), else
     the key; the run's end when its harness's provider is not one Paddock knows how to point
@@ -96,6 +97,7 @@ def grant(
         harness=str(spec.harness),
         uid=uid,
         budget=budget,
+        daily=daily,
     )
     taken = _write(model_routes.route_secret(gateway.namespace, uid, route), uid)
     if taken:

@@ -109,6 +109,12 @@ def may_start(
     return budget, None
 
 
+def day_ceilings(namespace: str, sandbox: ReadySandbox) -> Budget | None:
+    """The ceilings of the run's namespace's day under its policy, if it has any."""
+    policy, _ = policy_of(namespace, sandbox)
+    return policy.budget.per_namespace_daily if policy and policy.budget else None
+
+
 def usage_draft(spent: Spent) -> Draft:
     data: dict[str, object] = {
         "inputTokens": spent.input_tokens,

@@ -40,8 +40,7 @@ class Budget(ApiModel):
         ge=0,
         alias="costUSD",
         description="US dollars, from the gateway's price table. A model the table does not "
-        "price has no known cost: once one has answered, a run with a costUSD ceiling is past "
-        "its budget.",
+        "price has no known cost: a request for one is refused, and the run is past its budget.",
     )
     model_requests: int | None = Field(
         default=None, ge=1, description="Requests forwarded to the model API."
@@ -79,6 +78,12 @@ class DailyUsage(ApiModel):
     output_tokens: int = Field(default=0, description="Output tokens.")
     cost_usd: float = Field(default=0.0, alias="costUSD", description="US dollars (priced models).")
     model_requests: int = Field(default=0, description="Model requests.")
+    unpriced_responses: int = Field(
+        default=0, description="Answers of a model the gateway's price table does not price."
+    )
+    uncounted_responses: int = Field(
+        default=0, description="Answers whose usage could not be read whole."
+    )
     updated_at: datetime | None = Field(default=None, description="When last counted.")
 
 
@@ -100,5 +105,15 @@ class Usage(ApiModel):
     )
     model_requests: int | None = Field(
         default=None, description="Requests forwarded to the model API (source gateway)."
+    )
+    unpriced_responses: int | None = Field(
+        default=None,
+        description="Answers of a model the gateway's price table does not price: their cost is "
+        "not in costUsd (source gateway; absent when none).",
+    )
+    uncounted_responses: int | None = Field(
+        default=None,
+        description="Answers whose usage could not be read whole, such as one its client left "
+        "before its end: their tokens are not all counted (source gateway; absent when none).",
     )
     source: UsageSource | None = Field(default=None, description="gateway or harness.")

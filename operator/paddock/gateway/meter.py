@@ -64,18 +64,42 @@ class Meter:
         self._spent: dict[str, Spent] = {}  # run uid -> its totals here
         self._routes: dict[str, Route] = {}
         self._told: dict[str, Spent] = {}  # what the run's Event says
+        self._flying: dict[str, Spent] = {}  # run uid -> what its requests in flight hold
         self._urgent = False
         threading.Thread(target=self._tell_all, daemon=True, name="usage").start()
 
-    def admit(self, route: Route) -> str:
-        """'' and the request counted, or the ceiling that refuses it ('tokens 240 of 200')."""
+    def admit(self, route: Route, own: Spent = NOTHING) -> budgets.Admission:
+        """A request holding ``own`` (the most it can use) against the run's budget: admitted
+        (counted, and ``own`` held in flight until ``landed``), refused at a ceiling (counted
+        as refused), or told to wait for the requests in flight (nothing counted)."""
         known = self._known(route.uid)
         with self._lock:
             spent = self._spent.get(route.uid, Spent())
-            at = budgets.reached(route.budget, spent.at_least(known))
-            spent = spent + (Spent(refused=1) if at else Spent(model_requests=1))
-            self._changed(route, spent, urgent=False)
-        return at
+            flying = self._flying.get(route.uid, Spent())
+            verdict = budgets.admission(route.budget, spent.at_least(known), flying, own)
+            if verdict.waits:
+                return verdict
+            if verdict.refused:
+                self._changed(route, spent + Spent(refused=1), urgent=False)
+            else:
+                self._flying[route.uid] = flying + own + Spent(model_requests=1)
+                self._changed(route, spent + Spent(model_requests=1), urgent=False)
+        return verdict
+
+    def landed(self, route: Route, own: Spent = NOTHING) -> None:
+        """An admitted request is over (answered, failed, or left by its client): what it
+        held in flight is given back."""
+        with self._lock:
+            left = self._flying.get(route.uid, Spent()) - (own + Spent(model_requests=1))
+            if left.model_requests:
+                self._flying[route.uid] = left
+            else:
+                self._flying.pop(route.uid, None)
+
+    def refuse(self, route: Route, counted: Spent) -> None:
+        """A request refused before it reached the budget (counted: ``refused`` and why)."""
+        with self._lock:
+            self._changed(route, self._spent.get(route.uid, Spent()) + counted, urgent=False)
 
     def streaming(self, route: Route, grown: Spent) -> None:
         """Tokens (and their cost) of an answer still streaming, counted as they pass and told
@@ -120,7 +144,7 @@ class Meter:
         """The run's route is gone: what is left untold is told, and the run forgotten."""
         self.tell(uid)
         with self._lock:
-            for kept in (self._spent, self._routes, self._told):
+            for kept in (self._spent, self._routes, self._told, self._flying):
                 kept.pop(uid, None)
 
     def _changed(self, route: Route, spent: Spent, urgent: bool) -> None:

@@ -1,77 +1,62 @@
 """The gateway's model route: an HTTP endpoint a harness uses as its model API's base URL,
 with its run's token where the API key would be. A request whose token is a running run's,
-sent from a pod of that run's sandbox, is forwarded to the run's model API with the real key in
-the provider's own header; its response is streamed back as it comes. Anything else is refused
-with an error the CLIs show (the shape of the providers' own), and nothing is forwarded.
+sent from a pod of that run's sandbox, to one of the provider's endpoints with its method
+(``endpoints``), is forwarded to the run's model API with the real key in the provider's own
+header; its response is streamed back as it comes, scrubbed of the key and the token
+(``relay``). Anything else is refused with an error the CLIs show (the shape of the
+providers' own), and nothing is forwarded.
 
 The token is taken from wherever a CLI puts its key (``x-api-key``, ``Authorization: Bearer``,
 ``x-goog-api-key``, a ``key`` query parameter); every one of those is dropped before the request
-goes on, so the token never leaves the gateway and the key never reaches the sandbox."""
+goes on, and a request that carries the token anywhere else (another header, the query) is
+refused, so the token never leaves the gateway and the key never reaches the sandbox.
+
+Each request is held to its run's budget before it is forwarded (``Meter.admit``): an answer
+of the model holds the most it can use (its input's size in bytes, no fewer than its tokens,
+and its output limit) until it ends, and waits while the answers in flight and it could
+together pass a ceiling. A model the price table does not price is refused where a cost
+ceiling applies."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
 
 import httpx2
 import uvicorn
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as Path
 
+from paddock.gateway import endpoints
+from paddock.gateway.endpoints import Endpoint
 from paddock.gateway.meter import Meter
 from paddock.gateway.prices import PriceTable
+from paddock.gateway.relay import HOP_BY_HOP, Passage, Relayed, say
 from paddock.gateway.routes import Refused, Routes
-from paddock.gateway.usage import Usage, UsageCounter
+from paddock.gateway.usage import Usage
+from paddock.policy import budgets
 from paddock.policy.budgets import Spent
 from paddock.render.model_routes import Route
 from paddock.times import utcnow
 
-METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+# Every method is answered (a method an endpoint does not take is refused by the route).
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 CREDENTIALS = frozenset({"authorization", "x-api-key", "x-goog-api-key"})
-HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-     "transfer-encoding", "upgrade", "host"}
-)  # fmt: skip
 # The provider's header for the real key.
 KEY_HEADER: dict[str, Callable[[str], tuple[str, str]]] = {
     "anthropic": lambda key: ("x-api-key", key),
     "openai": lambda key: ("authorization", f"Bearer {key}"),
     "google": lambda key: ("x-goog-api-key", key),
 }
-TOKENS = Counter(
-    "paddock_model_tokens",
-    "Model tokens the gateway's model route saw used, from the providers' own usage fields, by "
-    "the run's namespace, harness and direction (input, output).",
-    ["namespace", "harness", "direction"],
-)
-COST = Counter(
-    "paddock_model_cost_usd",
-    "What the model requests through the route cost, in US dollars, from the price table, by "
-    "the run's namespace (models the table does not price are counted in tokens only).",
-    ["namespace"],
-)
 KEPT_ENDED = 1000
-# What the route forwards: each provider's inference endpoints and model listing, nothing else
-# (no files, batches, fine-tuning or administration that the same key could reach).
-MODEL_PATHS = {
-    "anthropic": re.compile(r"/v1/(messages(/count_tokens)?|models(/[^/]+)?)"),
-    "openai": re.compile(
-        r"/v1/(responses(/[^/]+(/cancel|/input_items)?)?|chat/completions|models(/[^/]+)?)"
-    ),
-    "google": re.compile(
-        r"/v1(beta|alpha)?/models(/[^/:]+(:(generateContent|streamGenerateContent|countTokens))?)?"
-    ),
-}
 TIMEOUT = httpx2.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
 MODEL_REQUESTS = Counter(
     "paddock_gateway_model_requests",
@@ -80,6 +65,12 @@ MODEL_REQUESTS = Counter(
     "or unreachable. The series of the last 1000 runs that ended are kept.",
     ["run", "outcome"],
 )
+WAITING = Gauge(
+    "paddock_gateway_model_requests_waiting",
+    "Requests on the gateway's model route waiting for requests of their run in flight to end, "
+    "since all of them together could pass a ceiling of the run's budget.",
+)
+MAX_LOGGED_PATH = 200
 
 
 def token_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
@@ -90,29 +81,55 @@ def token_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
     return headers.get("x-api-key") or headers.get("x-goog-api-key") or query.get("key") or ""
 
 
-def upstream_request(
-    route: Route, path: str, query: str, headers: list[tuple[str, str]]
-) -> tuple[str, list[tuple[str, str]]]:
-    """The URL and headers of the forwarded request: the run's API and path, the query without
-    a key, the client's headers without credentials or hop-by-hop ones, and the real key."""
+@dataclass(frozen=True)
+class Call:
+    """A request as it will be forwarded: its endpoint, path and query (without a key)."""
+
+    endpoint: Endpoint
+    path: str
+    query: list[tuple[str, str]]
+
+
+def call_of(
+    route: Route, method: str, raw_path: bytes, query: str, headers: list[tuple[str, str]],
+    token: str,
+) -> Call | str:  # fmt: skip
+    """The request as it will be forwarded, or why it is refused: a path that is not one
+    plain path, no endpoint of the provider's API with that method, or the run's token
+    anywhere but where a key goes."""
+    path = endpoints.checked_path(raw_path)
+    if path is None:
+        return "the path is not a plain one (dot segments, encoded separators, backslashes)"
+    endpoint = endpoints.endpoint_of(route.provider, method, path)
+    if endpoint is None:
+        return f"{method} {path} is not an endpoint of the model API"
     kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "key"]
-    url = route.upstream + path + (f"?{urlencode(kept)}" if kept else "")
-    dropped = CREDENTIALS | HOP_BY_HOP | {"accept-encoding"}
+    elsewhere = [f"{k}={v}" for k, v in kept]
+    elsewhere += [f"{k}: {v}" for k, v in headers if k.lower() not in CREDENTIALS]
+    if token and any(token in value for value in elsewhere):
+        return "the run's token is in the request elsewhere than where its key goes"
+    return Call(endpoint, path, kept)
+
+
+def upstream_request(
+    route: Route, call: Call, headers: list[tuple[str, str]]
+) -> tuple[str, list[tuple[str, str]]]:
+    """The URL and headers of the forwarded request: the run's API, the path as checked, the
+    query without a key, the client's headers without credentials or hop-by-hop ones, and
+    the real key."""
+    url = route.upstream + call.path + (f"?{urlencode(call.query)}" if call.query else "")
+    dropped = CREDENTIALS | HOP_BY_HOP | {"accept-encoding", "content-length"}
     forwarded = [(k, v) for k, v in headers if k.lower() not in dropped]
-    # Uncompressed, so that the route reads the usage in the response as it passes.
+    # Uncompressed, so that the route reads the usage and scrubs the answer as it passes.
     return url, [*forwarded, ("accept-encoding", "identity"), KEY_HEADER[route.provider](route.key)]
 
 
-def inference(request: Request) -> bool:
-    """Whether the request asks the model for an answer (which costs), not a count or a list."""
-    path = request.url.path
-    return request.method == "POST" and not path.endswith(("/count_tokens", ":countTokens"))
-
-
-def model_path(provider: str, path: str) -> bool:
-    """Whether the route forwards a request for ``path`` to the provider's API."""
-    pattern = MODEL_PATHS.get(provider)
-    return pattern is not None and pattern.fullmatch(path) is not None
+def held_by(asked: endpoints.Asked, table: PriceTable) -> Spent:
+    """The most an answer can use: its input's size in bytes (no fewer than its tokens) and
+    its output limit, and their cost where its model is priced."""
+    most = Usage(len(asked.body), asked.max_output, asked.model)
+    return Spent(input_tokens=most.input_tokens, output_tokens=most.output_tokens,
+                 cost_usd=table.cost(most) or 0.0)  # fmt: skip
 
 
 def refusal(status: int, message: str) -> JSONResponse:
@@ -138,105 +155,110 @@ def model_app(
     table = prices or PriceTable()
     spending = meter or Meter()
     client = httpx2.AsyncClient(timeout=TIMEOUT, trust_env=False, follow_redirects=False)
+    settled = asyncio.Condition()  # an answer ended: requests waiting on the budget look again
 
     async def forward(request: Request) -> Response:
         address = request.client.host if request.client else ""
         if not ready():
             return refusal(503, "the gateway is starting")
-        line = f"{request.method} {request.url.path}"
+        raw_path = request.scope.get("raw_path") or request.url.path.encode()
+        line = f"{request.method} {_printable(raw_path)}"
         token = token_of(request.headers, request.query_params)
-        found = await _admitted(routes.find(token, sandbox_at(address), utcnow()), request.url.path,
-                                f"from={address} {line}", spending)  # fmt: skip
-        if isinstance(found, Response):
-            return found
-        url, headers = upstream_request(
-            found, request.url.path, request.url.query, request.headers.items()
-        )
-        outgoing = client.build_request(
-            request.method, url, headers=headers, content=request.stream()
-        )
+        found = routes.find(token, sandbox_at(address), utcnow())
+        if isinstance(found, Refused):
+            return _refused(found.run or "-", f"from={address} {line}", found.reason)
+        call = call_of(found, request.method, raw_path, request.url.query,
+                       request.headers.items(), token)  # fmt: skip
+        if isinstance(call, str):
+            return _refused(found.run, f"from={address} {line}", call)
+        prepared = await _prepared(request, found, call, table, spending)
+        if isinstance(prepared, Response):
+            return prepared
+        body, held = prepared
+        refused = await _admitted(spending, found, held, settled, line)
+        if refused is not None:
+            return refused
+        url, headers = upstream_request(found, call, request.headers.items())
+        outgoing = client.build_request(request.method, url, headers=headers, content=body)
         try:
             response = await client.send(outgoing, stream=True)
-        except httpx2.HTTPError as exc:
+        except BaseException as exc:  # (also a client that left: what it held is given back)
+            spending.landed(found, held)
+            async with settled:
+                settled.notify_all()
+            if not isinstance(exc, httpx2.HTTPError):
+                raise
             MODEL_REQUESTS.labels(found.run, "unreachable").inc()
-            _say(f"run={found.run} {line} -> {found.upstream} unreachable: {type(exc).__name__}")
+            say(f"run={found.run} {line} -> {found.upstream} unreachable: {type(exc).__name__}")
             return refusal(502, f"{found.upstream} cannot be reached ({type(exc).__name__})")
         MODEL_REQUESTS.labels(found.run, f"{response.status_code // 100}xx").inc()
-        relayed = _relay(request, response, found, table, spending, line)
-        kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
-        return StreamingResponse(
-            relayed, response.status_code, kept, background=BackgroundTask(response.aclose)
-        )
+        passage = Passage(found, response, token, call.endpoint.inference, held, line)
+        if response.headers.get("content-encoding", "identity").lower() != "identity":
+            await passage.close(table, spending, settled)
+            return refusal(502, "the model API answered compressed, which the route cannot read")
+        return Relayed(passage, table, spending, settled)
 
     return Starlette(routes=[Path("/{path:path}", forward, methods=METHODS)])
 
 
-async def _relay(
-    request: Request,
-    response: httpx2.Response,
-    found: Route,
-    table: PriceTable,
-    spending: Meter,
-    line: str,
-) -> AsyncIterator[bytes]:
-    """The answer's bytes as they come, its usage counted as it passes (told within the
-    meter's period) and, at its end, the rest."""
-    counter = UsageCounter(found.provider, response.headers.get("content-type", ""))
-    streamed = Spent()  # what of the answer is counted already, as it passed
-    try:
-        async for chunk in response.aiter_raw():
-            counter.feed(chunk)
-            grown = _spent(counter.so_far, table).at_least(streamed)  # (only grows)
-            if grown != streamed:
-                spending.streaming(found, grown - streamed)
-                streamed = grown
-            yield chunk
-    finally:  # also when the client leaves before the end (Codex does, at times)
-        usage = counter.usage
-        cost = _counted(found, usage, table, f"{line} -> {response.status_code}")
-        uncounted = response.status_code < 300 and inference(request) and not counter.counted
-        spending.used(found, usage, cost, uncounted, streamed)
+async def _admitted(
+    meter: Meter, route: Route, held: Spent, settled: asyncio.Condition, line: str
+) -> Response | None:
+    """None once the request is admitted against its run's budget (after waiting, while the
+    answers in flight and it could together pass a ceiling), or its refusal at a ceiling
+    (the operator told first)."""
+    async with settled:
+        while (verdict := meter.admit(route, held)).waits:
+            WAITING.inc()
+            try:
+                await settled.wait()
+            finally:
+                WAITING.dec()
+    if not verdict.refused:
+        return None
+    MODEL_REQUESTS.labels(route.run, "refused").inc()
+    say(f"run={route.run} {line} refused: budget exhausted ({verdict.refused})")
+    await asyncio.to_thread(meter.tell, route.uid)
+    return refusal(403, f"the run's budget is exhausted ({verdict.refused})")
 
 
-async def _admitted(found: Route | Refused, path: str, line: str, meter: Meter) -> Route | Response:
-    """The request's route, or its refusal: no run's token, a path that is not the model
-    API's, or a ceiling of the run's budget reached (the operator told first)."""
-    if isinstance(found, Refused):
-        MODEL_REQUESTS.labels(found.run or "-", "refused").inc()
-        _say(f"run={found.run or '-'} {line} refused: {found.reason}")
-        return refusal(403, found.reason)
-    if not model_path(found.provider, path):
-        MODEL_REQUESTS.labels(found.run, "refused").inc()
-        _say(f"run={found.run} {line} refused: not an endpoint of the model API")
-        return refusal(403, f"{path} is not an endpoint of the model API")
-    at = meter.admit(found)
-    if at:
-        MODEL_REQUESTS.labels(found.run, "refused").inc()
-        _say(f"run={found.run} {line} refused: budget exhausted ({at})")
-        await asyncio.to_thread(meter.tell, found.uid)
-        return refusal(403, f"the run's budget is exhausted ({at})")
-    return found
+async def _prepared(
+    request: Request, route: Route, call: Call, table: PriceTable, meter: Meter
+) -> tuple[bytes | None, Spent] | Response:
+    """The body to forward and what the request holds of the budget, or its refusal: a body
+    too large, an answer the route cannot read the request of, or a model without a price
+    where a cost ceiling applies (counted as refused)."""
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return None, Spent()
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > endpoints.MAX_REQUEST_BYTES:
+            return _refused(route.run, call.path, "the request is larger than 32 MiB", 413)
+    if not call.endpoint.inference:
+        return body, Spent()
+    asked = endpoints.asked(route.provider, call.path, body)
+    if isinstance(asked, str):
+        return _refused(route.run, call.path, asked, 400)
+    priced = table.price_of(asked.model) is not None
+    unpriced = budgets.unpriced_refused(route.ceilings, asked.model, priced)
+    if unpriced:
+        meter.refuse(route, Spent(refused=1, unpriced=1))
+        await asyncio.to_thread(meter.tell, route.uid)
+        return _refused(route.run, call.path, f"the run's budget refuses it ({unpriced})")
+    return asked.body, held_by(asked, table)
 
 
-def _spent(usage: Usage, prices: PriceTable) -> Spent:
-    """The tokens of an answer so far, and their cost if its model is priced."""
-    cost = prices.cost(usage) or 0.0
-    return Spent(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost)
+def _refused(run: str, line: str, reason: str, status: int = 403) -> Response:
+    MODEL_REQUESTS.labels(run, "refused").inc()
+    say(f"run={run} {line} refused: {reason}")
+    return refusal(status, reason)
 
 
-def _counted(route: Route, usage: Usage, prices: PriceTable, line: str) -> float | None:
-    """A response that passed: its usage counted, and logged with the request; its cost."""
-    namespace = route.run.partition("/")[0]
-    harness = route.harness or "-"
-    TOKENS.labels(namespace, harness, "input").inc(usage.input_tokens)
-    TOKENS.labels(namespace, harness, "output").inc(usage.output_tokens)
-    cost = prices.cost(usage)
-    if cost is not None:
-        COST.labels(namespace).inc(cost)
-    priced = "unpriced" if cost is None else f"${cost:.6f}"
-    _say(f"run={route.run} {line} model={usage.model or '-'} input={usage.input_tokens} "
-         f"output={usage.output_tokens} cost={priced}")  # fmt: skip
-    return cost
+def _printable(raw: bytes) -> str:
+    """A raw path as one log line can hold it."""
+    text = raw[:MAX_LOGGED_PATH].decode("ascii", "replace")
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 _ENDED: deque[str] = deque()
@@ -264,7 +286,3 @@ def serve(app: Starlette, host: str, port: int) -> uvicorn.Server:
     server = uvicorn.Server(config)
     threading.Thread(target=server.run, daemon=True, name="model-route").start()
     return server
-
-
-def _say(line: str) -> None:
-    print(f"paddock gateway: model route: {line}", file=sys.stderr, flush=True)

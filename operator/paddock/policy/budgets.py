@@ -9,7 +9,7 @@ one was reached: the run then ends BudgetExceeded."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from paddock.api.budget import Budget, DailyUsage
@@ -105,13 +105,54 @@ def _over(budget: Budget, spent: Spent, strictly: bool) -> str:
             )
             return f"{api_name} {shown}"
         if name == "cost_usd" and spent.unpriced:
-            return "costUSD: a model the gateway's price table does not price was used"
+            return "costUSD: a model the gateway's price table does not price was asked for"
     return ""
 
 
 def reached(budget: Budget | None, spent: Spent) -> str:
     """The first ceiling a figure is at or past ('tokens 240 of 200'), or ''."""
     return "" if budget is None else _over(budget, spent, strictly=False)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Whether the gateway forwards a request now: ``refused``, the ceiling already reached;
+    ``waits``, the requests in flight and this one could together pass a ceiling, so it waits
+    for them to end and is decided again."""
+
+    refused: str = ""
+    waits: bool = False
+
+
+ADMITTED = Admission()
+
+
+def admission(budget: Budget | None, spent: Spent, flying: Spent, own: Spent) -> Admission:
+    """A request, holding ``own`` (the most it can use), against the run's ceilings, what the
+    run has spent, and what the requests in flight hold (``flying``, with their count as
+    ``model_requests``). One request alone is let through until a ceiling is reached, so a run
+    passes a ceiling by at most what one request used; requests in parallel only while all of
+    them together fit."""
+    at = reached(budget, spent)
+    if at:
+        return Admission(refused=at)
+    if budget is None or not flying.model_requests:
+        return ADMITTED
+    total = spent + flying + own
+    for name, _ in FIGURES[:4]:  # (the request count is counted at admission already)
+        ceiling = getattr(budget, name)
+        if ceiling is not None and getattr(total, name) > ceiling:
+            return Admission(waits=True)
+    return ADMITTED
+
+
+def unpriced_refused(ceilings: tuple[Budget | None, ...], model: str, priced: bool) -> str:
+    """Why a request for a model the price table does not price is refused: a cost ceiling
+    applies to the run (its own, its policy's, its namespace's day), and an unknown cost
+    cannot be held to it ('' when none applies, or the model is priced)."""
+    if priced or all(c is None or c.cost_usd is None for c in ceilings):
+        return ""
+    return f"costUSD: the gateway's price table does not price model {model!r}"
 
 
 def passed(budget: Budget | None, spent: Spent) -> str:
@@ -144,6 +185,8 @@ def spent_on(entries: list[DailyUsage], namespace: str, day: str) -> Spent:
                 output_tokens=entry.output_tokens,
                 cost_usd=entry.cost_usd,
                 model_requests=entry.model_requests,
+                unpriced=entry.unpriced_responses,
+                uncounted=entry.uncounted_responses,
             )
     return Spent()
 
@@ -163,6 +206,8 @@ def counted(
         output_tokens=total.output_tokens,
         cost_usd=round(total.cost_usd, 6),
         model_requests=total.model_requests,
+        unpriced_responses=total.unpriced,
+        uncounted_responses=total.uncounted,
         updated_at=now,
     )
     return sorted([*kept, entry], key=lambda e: e.namespace)[-MAX_DAILY_ENTRIES:]
@@ -170,7 +215,7 @@ def counted(
 
 def exhausted(daily: Budget | None, spent: Spent, namespace: str, policy: str) -> str:
     """Why a namespace's new runs under ``policy`` wait today ('' when they need not)."""
-    at = reached(daily, replace(spent, unpriced=0))
+    at = reached(daily, spent)  # (what could not be priced or counted is no zero)
     if not at:
         return ""
     return (

@@ -50,6 +50,11 @@ class Route:
     harness: str = ""  # the run's harness, for the gateway's counts by harness
     uid: str = ""  # the run's uid (the Secret's label)
     budget: Budget | None = None  # the run's ceilings, fixed at its launch
+    daily: Budget | None = None  # its namespace's day's, under its policy (for what it refuses)
+
+    @property
+    def ceilings(self) -> tuple[Budget | None, Budget | None]:
+        return self.budget, self.daily
 
 
 def route_secret(namespace: str, run_uid: str, route: Route) -> Obj:
@@ -63,8 +68,9 @@ def route_secret(namespace: str, run_uid: str, route: Route) -> Obj:
         "expires": format_time(route.expires),
         "harness": route.harness,
     }
-    if route.budget is not None:
-        values["budget"] = json.dumps(route.budget.to_api(), sort_keys=True)
+    for name, ceilings in (("budget", route.budget), ("daily", route.daily)):
+        if ceilings is not None:
+            values[name] = json.dumps(ceilings.to_api(), sort_keys=True)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -84,8 +90,7 @@ def read_route(secret: Obj) -> Route | None:
     try:
         values = {k: base64.b64decode(data[k], validate=True).decode() for k in FIELDS}
         harness = base64.b64decode(data.get("harness") or "", validate=True).decode()
-        budget_json = base64.b64decode(data.get("budget") or "", validate=True).decode()
-        budget = Budget.model_validate(json.loads(budget_json)) if budget_json else None
+        budget, daily = (_ceilings(data.get(name)) for name in ("budget", "daily"))
         expires = parse_time(values["expires"])
     except (KeyError, TypeError, ValueError, binascii.Error, ValidationError):
         return None
@@ -102,4 +107,10 @@ def read_route(secret: Obj) -> Route | None:
         harness=harness,
         uid=str(((secret.get("metadata") or {}).get("labels") or {}).get(RUN_UID_LABEL, "")),
         budget=budget,
+        daily=daily,
     )
+
+
+def _ceilings(encoded: str | None) -> Budget | None:
+    text = base64.b64decode(encoded or "", validate=True).decode()
+    return Budget.model_validate(json.loads(text)) if text else None

@@ -39,6 +39,7 @@ RUN_UNDELIVERED = "run.undelivered"  # its delivery refused or failed, and why
 USAGE = "usage"  # what the run used at the egress gateway's model route, so far
 TERMINAL_TYPES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_ABORTED})
 METERED_FIELDS = ("inputTokens", "outputTokens", "costUsd", "modelRequests")
+UNKNOWN_FIELDS = ("unpricedResponses", "uncountedResponses")  # in the status where not zero
 
 SUMMARY_LIMIT = 200
 TEXT_LIMIT = 16384  # longest string kept in an event's data; the rest is cut with a marker
@@ -134,6 +135,7 @@ class RunSummary:
         elif kind == USAGE:
             self.metered = data
             self.usage = {k: data[k] for k in METERED_FIELDS if data.get(k) is not None}
+            self.usage |= {k: data[k] for k in UNKNOWN_FIELDS if data.get(k)}
         elif kind == RUN_STARTED:
             self.budget = data.get("budget")
         elif kind == FILE_CHANGED:

@@ -80,3 +80,30 @@ class Scrubber:
         if isinstance(value, list):
             return [self(part) for part in value]
         return value
+
+
+class StreamScrubber:
+    """Masks single-line secret values in bytes that come in pieces cut anywhere (a response
+    streamed back): what could be the start of a value is held back until the next piece, but
+    never past a line's end, which no single-line value spans (an event stream's lines pass
+    whole at once)."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        lines = [s.strip() for s in secrets if s.strip() and "\n" not in s.strip()]
+        # Matched as the bytes they are: UTF-8 read as Latin-1 (one character a byte).
+        self._scrubber = Scrubber(s.encode().decode("latin-1") for s in lines)
+        self._held = ""
+
+    def header(self, value: str) -> str:
+        return self._scrubber.text(value)
+
+    def feed(self, piece: bytes) -> bytes:
+        text = self._scrubber.text(self._held + piece.decode("latin-1"))
+        keep = min(max(self._scrubber.longest - 1, 0), len(text) - (text.rfind("\n") + 1))
+        self._held = text[len(text) - keep :]
+        return text[: len(text) - keep].encode("latin-1")
+
+    def end(self) -> bytes:
+        """What was held back, masked: the stream's end."""
+        text, self._held = self._scrubber.text(self._held), ""
+        return text.encode("latin-1")
