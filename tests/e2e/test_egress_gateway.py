@@ -199,6 +199,31 @@ def test_a_sandbox_reaches_only_the_hosts_its_policy_names_and_only_through_the_
     code, said = _in(cluster, namespace, f"git ls-remote http://{OTHER}:{servers.http}/other.git")
     assert not servers.heard("/other.git")
 
+    # Squid shows nothing of itself: its cache manager (which would list every tenant's pod
+    # addresses and URLs in flight) and its own pages, through the proxy to an allowed host,
+    # straight to the gateway's port, or by the cache_object scheme; nor a header naming it.
+    manager = [
+        f"curl -sS -i --max-time 5 http://{http}/squid-internal-mgr/info",
+        f"curl -sS -i --max-time 5 http://{http}/squid-internal-static/icons/SN.png",
+        'curl -sS -i --max-time 5 --noproxy "*" "$HTTP_PROXY/squid-internal-mgr/info"',
+        'hostport=${HTTP_PROXY#http://}; exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}"; '
+        "printf 'GET cache_object://localhost/info HTTP/1.0\r\n\r\n' >&3; timeout 5 cat <&3",
+    ]
+    for script in manager:
+        code, said = _in(cluster, namespace, script)
+        assert "Squid Object Cache" not in said, (script, said)
+        assert "Cache Manager" not in said, (script, said)
+        assert "HTTP/1.1 200" not in said, (script, said)
+    code, said = _in(cluster, namespace, f"curl -sS -D - -o /dev/null --max-time 5 http://{http}/h")
+    headers = said.lower()
+    assert code == 0, said
+    assert "200 ok" in headers, said
+    assert "x-cache" not in headers, said
+    assert "squid" not in headers, said
+    proxy = _in(cluster, namespace, 'printf %s "${HTTP_PROXY#http://}"')[1]
+    assert proxy, "the sandbox has the proxy's address"
+    assert proxy not in said, said
+
     # Each decision is logged with the sandbox it came from.
     state, _ = local_cluster_plan()
     log = state.log(gateway.COMPONENT).read_text(errors="replace")

@@ -74,6 +74,12 @@ class Bridge:
     other_port: int  # the one it does not
     dns: Dns
     api_server: tuple[str, int]
+    public: tuple[str, int]  # a server on an address outside every internal range
+
+
+# A documentation address (TEST-NET-3), given to the bridge for the test: to a sandbox it is
+# the internet (no internal range holds it), and reaching it reaches this host.
+PUBLIC = "203.0.113.7"
 
 
 @pytest.fixture
@@ -82,7 +88,9 @@ def bridge() -> Iterator[Bridge]:
     assert state is not None
     plan = NodePlan.from_state(state.node)
     assert plan is not None
+    subprocess.run(["ip", "address", "replace", f"{PUBLIC}/32", "dev", plan.bridge], check=True)
     servers = [ThreadingHTTPServer((plan.gateway, 0), _Hello) for _ in range(2)]
+    servers.append(ThreadingHTTPServer((PUBLIC, 0), _Hello))
     dns_socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     dns_socket.bind((plan.gateway, 53))
     dns = Dns(dns_socket)
@@ -97,11 +105,13 @@ def bridge() -> Iterator[Bridge]:
             servers[1].server_address[1],
             dns,
             (plan.host_ip, state.ports["apiserver"]),
+            (PUBLIC, servers[2].server_address[1]),
         )
     finally:
         for server in servers:
             server.shutdown()
             server.server_close()
+        subprocess.run(["ip", "address", "del", f"{PUBLIC}/32", "dev", plan.bridge], check=False)
         dns.stopped.set()
         threads[-1].join()
         dns_socket.close()
@@ -226,7 +236,8 @@ def _enforced(cluster: Cluster, namespace: str, probe: Callable[[], bool], what:
 def _change_policy(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> None:
     """Change the policy, and wait until the sandbox's NetworkPolicy says so."""
     cluster.apply(_policy(spec), namespace)
-    allows = spec.get("capabilities", {}).get("network", "allow") == "allow"
+    by_address = spec.get("capabilities", {}).get("network", "allow") == "allow"
+    allows = by_address and "hosts" not in spec.get("network", {})
     named = [cidr for rule in spec.get("network", {}).get("egress", []) for cidr in rule["cidrs"]]
 
     def rendered() -> bool:
@@ -264,13 +275,29 @@ def test_a_sandbox_reaches_only_what_its_policy_names(
     assert not _connects(cluster, namespace, "box", api_address, api_port)
     assert not _resolves(cluster, namespace, "box", here)
 
+    assert not _connects(cluster, namespace, "box", *bridge.public)
+
     # allow: the internet, not the cluster's ranges, nor the node's own address.
     _change_policy(cluster, namespace, "box", {})
+    _enforced(cluster, namespace, lambda: _connects(cluster, namespace, "box", *bridge.public),
+              "the internet")  # fmt: skip
     assert not _connects(cluster, namespace, "box", here, one)
     assert not _connects(cluster, namespace, "box", api_address, api_port)
 
-    # allow plus a rule for one port of the bridge: that port, not the other one.
+    # Hosts by name, and no gateway to judge them (this operator knows of none): it fails
+    # closed, to what network.egress names by address, never the internet.
     rule = {"cidrs": [f"{here}/32"], "ports": [{"port": one}]}
+    hosts = {"network": {"hosts": {"allow": ["example.com"]}, "egress": [rule]}}
+    _change_policy(cluster, namespace, "box", hosts)
+    _enforced(cluster, namespace, port_open, "the named port, by address")
+    assert not _connects(cluster, namespace, "box", *bridge.public)
+    assert not _connects(cluster, namespace, "box", here, other)
+    wait_for(lambda: _egress(cluster, namespace), 30, what="the EgressGateway condition")
+    said = _egress(cluster, namespace)
+    assert (said["status"], said["reason"]) == ("False", "NoGateway")
+    assert "reaches no host by name" in said["message"]
+
+    # allow plus a rule for one port of the bridge: that port, not the other one.
     _change_policy(cluster, namespace, "box", {"network": {"egress": [rule]}})
     _enforced(cluster, namespace, port_open, "the named port")
     assert "hello from the bridge" in _fetches(cluster, namespace, "box", here, one)
@@ -289,6 +316,13 @@ def test_a_sandbox_reaches_only_what_its_policy_names(
     _change_policy(cluster, namespace, "box", {"capabilities": {"network": "deny"}})
     _enforced(cluster, namespace, lambda: not port_open(), "the port to close")
     assert str((get(cluster, namespace, "pod", "box") or {})["metadata"]["uid"]) == uid
+
+
+def _egress(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    """The box's EgressGateway condition ({} while it has none)."""
+    status = (get(cluster, namespace, "sandbox", "box") or {}).get("status") or {}
+    found = [c for c in status.get("conditions") or [] if c["type"] == "EgressGateway"]
+    return found[0] if found else {}
 
 
 @pytest.fixture

@@ -138,3 +138,15 @@ def test_a_namespace_whose_day_reached_a_ceiling_waits_and_says_until_when() -> 
     assert "tokens 1000 of 1000" in said
     assert said.endswith("the run starts when the UTC day ends or the budget is raised")
     assert budgets.exhausted(None, Spent(input_tokens=10**9), "team", "p") == ""
+
+
+def test_a_day_keeps_what_it_could_not_price_or_count_and_is_spent_by_it() -> None:
+    entries = budgets.counted([], "team", Spent(100, 20, 0.0, 1, unpriced=1, uncounted=1), NOW)
+    today = budgets.spent_on(entries, "team", "2026-12-04")
+    assert (today.unpriced, today.uncounted) == (1, 1)
+    priced_only = Spent(100, 20, 0.0, 1, unpriced=1)
+    assert "does not price" in budgets.exhausted(Budget(costUSD=5), priced_only, "team", "p")
+    assert budgets.exhausted(Budget(tokens=10**6), priced_only, "team", "p") == ""
+    unread = Spent(100, 20, 0.0, 1, uncounted=1)
+    assert "could not be read" in budgets.exhausted(Budget(tokens=10**6), unread, "team", "p")
+    assert budgets.exhausted(Budget(modelRequests=5), unread, "team", "p") == ""
