@@ -246,12 +246,11 @@ def test_a_path_that_is_not_plain_reaches_nothing(
 def test_a_plain_path_reaches_the_api_as_it_was_checked(
     upstream: ScriptedModel, route_url: tuple[str, Routes]
 ) -> None:
-    status, _, _ = _send(
-        route_url[0], "GET", "/v1/models/claude-%73onnet?x=1", {"x-api-key": TOKEN}
-    )
+    path = "/v1/models/claude-%73onnet?beta=true&x=1"
+    status, _, _ = _send(route_url[0], "GET", path, {"x-api-key": TOKEN})
     assert status == 404  # (the scripted model lists none)
     (seen,) = upstream.others
-    assert seen["path"] == "/v1/models/claude-sonnet?x=1"
+    assert seen["path"] == "/v1/models/claude-sonnet?beta=true"  # (a query no CLI sends: gone)
     assert seen["headers"]["x-api-key"] == KEY
 
 
@@ -358,3 +357,30 @@ def test_a_request_that_would_pass_the_budget_with_one_in_flight_waits_for_it(
         assert first.result(timeout=10)[0] == 200
         assert second.result(timeout=10)[0] == 200
     assert len(upstream.requests) == 2
+
+
+def test_a_request_waiting_on_the_budget_is_not_forwarded_once_its_route_is_gone(
+    upstream: ScriptedModel, route_url: tuple[str, Routes]
+) -> None:
+    url, routes = route_url
+    budgeted = Route(token_digest(TOKEN), KEY, upstream.url, "anthropic", "team/r1", "team/box",
+                     utcnow() + timedelta(hours=1), "claude-code",
+                     budget=Budget(tokens=1000))  # fmt: skip
+    routes.relisted("Secret", [route_secret("gw", "uid-7", budgeted)])
+    upstream.hold_step = 0
+    asked = json.dumps({"model": "m", "max_tokens": 600, "stream": True, "messages": [],
+                        "tools": [{"name": "Bash"}]}).encode()  # fmt: skip
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(_send, url, "POST", "/v1/messages", {"x-api-key": TOKEN}, asked)
+        wait_for(upstream.holding.is_set, timeout=10, what="the first answer to be held")
+        upstream.hold_step = None
+        waiting = _waiting()
+        second = pool.submit(_send, url, "POST", "/v1/messages", {"x-api-key": TOKEN}, asked)
+        wait_for(lambda: _waiting() == waiting + 1, timeout=10, what="the second to wait")
+        routes.relisted("Secret", [])  # the run ended
+        upstream.release.set()
+        assert first.result(timeout=10)[0] == 200
+        status, _, body = second.result(timeout=10)
+    assert status == 403
+    assert "route ended while it waited" in json.loads(body)["error"]["message"]
+    assert len(upstream.requests) == 1

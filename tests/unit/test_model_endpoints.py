@@ -12,7 +12,7 @@ import pytest
 from paddock.api.budget import Budget
 from paddock.gateway import endpoints
 from paddock.gateway.endpoints import Asked, asked, checked_path, endpoint_of
-from paddock.gateway.model import Call, call_of
+from paddock.gateway.model import Call, call_of, upstream_request
 from paddock.policy.budgets import ADMITTED, Admission, Spent, admission, unpriced_refused
 from paddock.render.model_routes import Route
 from paddock.runs.scrubbing import SECRET_MASK, StreamScrubber
@@ -122,28 +122,90 @@ def test_the_token_anywhere_but_where_a_key_goes_refuses_the_request() -> None:
     assert "not a plain one" in str(call_of(route, "GET", b"/v1/models/%2e%2e", "", [], TOKEN))
 
 
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def test_an_inference_request_holds_its_size_and_output_limit() -> None:
-    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 500}).encode()
-    assert asked("anthropic", "/v1/messages", body) == Asked("claude-sonnet-4-5", 500, body)
-    codex = json.dumps({"model": "gpt-5", "input": []}).encode()
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 500}, indent=2).encode()
+    sent = _json({"model": "claude-sonnet-4-5", "max_tokens": 500})  # written again, as read
+    assert asked("anthropic", "/v1/messages", body) == Asked("claude-sonnet-4-5", 500, sent)
+    codex = _json({"model": "gpt-5", "input": []})
     assert asked("openai", "/v1/responses", codex) == Asked(
         "gpt-5", endpoints.DEFAULT_MAX_OUTPUT["openai"], codex
     )
-    gemini = json.dumps({"generationConfig": {"maxOutputTokens": 99}}).encode()
+    gemini = _json({"generationConfig": {"maxOutputTokens": 99, "candidateCount": 3}})
     found = asked("google", "/v1beta/models/gemini-2.5-pro:streamGenerateContent", gemini)
-    assert found == Asked("gemini-2.5-pro", 99, gemini)
+    assert found == Asked("gemini-2.5-pro", 297, gemini)  # three answers of 99
+    # The largest of the limits it names, times the answers it asks for.
+    chat = _json({"model": "gpt-5", "max_output_tokens": 1, "max_tokens": 9000, "n": 2})
+    assert asked("openai", "/v1/chat/completions", chat) == Asked("gpt-5", 18000, chat)
     assert asked("openai", "/v1/responses", b"[1]") == "the request's body is not a JSON object"
     assert asked("openai", "/v1/responses", b"{") == "the request's body is not JSON"
+    assert asked("openai", "/v1/responses", b'{"model": NaN}') == "the request's body is not JSON"
     assert asked("anthropic", "/v1/messages", b"{}") == "the request names no model"
+    twice = b'{"model": "m", "max_tokens": 5, "max_tokens": 99999}'
+    assert asked("anthropic", "/v1/messages", twice) == "the request's body names a field twice"
+
+
+@pytest.mark.parametrize(
+    ("provider", "request_", "alone"),
+    [
+        ("anthropic", {"messages": [{"role": "user", "content": "hi"}],
+                       "tools": [{"name": "Bash", "input_schema": {"properties": {
+                           "url": {"type": "string"}}}}]}, False),
+        ("anthropic", {"messages": [{"content": [{"type": "document", "source": {
+            "type": "url", "url": "https://example.com/big.pdf"}}]}]}, True),
+        ("anthropic", {"mcp_servers": [{"url": "https://mcp.example"}]}, True),
+        ("anthropic", {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, True),
+        ("openai", {"previous_response_id": "resp_1"}, True),
+        ("openai", {"input": [{"type": "input_file", "file_id": "file-1"}]}, True),
+        ("openai", {"tools": [{"type": "function", "name": "shell"}]}, False),
+        ("openai", {"tools": [{"type": "web_search"}]}, True),
+        ("google", {"contents": [{"parts": [{"fileData": {"fileUri": "https://youtu.be/x"}}]}]},
+         True),
+        ("google", {"cachedContent": "cachedContents/1"}, True),
+        ("google", {"tools": [{"functionDeclarations": []}]}, False),
+        ("google", {"tools": [{"googleSearch": {}}]}, True),
+    ],
+)  # fmt: skip
+def test_a_request_that_refers_to_content_apart_from_it_runs_alone(
+    provider: str, request_: dict[str, object], alone: bool
+) -> None:
+    path = "/v1beta/models/g:generateContent" if provider == "google" else "/v1/messages"
+    found = asked(provider, path, _json({"model": "m", **request_}))
+    assert isinstance(found, Asked)
+    assert found.alone is alone
 
 
 def test_a_streamed_chat_completion_is_asked_for_its_usage() -> None:
-    body = json.dumps({"model": "gpt-5", "stream": True, "stream_options": {"x": 1}}).encode()
+    body = _json({"model": "gpt-5", "stream": True, "stream_options": {"x": 1}})
     found = asked("openai", "/v1/chat/completions", body)
     assert isinstance(found, Asked)
     assert json.loads(found.body)["stream_options"] == {"x": 1, "include_usage": True}
-    whole = json.dumps({"model": "gpt-5"}).encode()
+    whole = _json({"model": "gpt-5"})
     assert asked("openai", "/v1/chat/completions", whole) == Asked("gpt-5", 128_000, whole)
+
+
+def test_only_the_query_a_cli_sends_and_no_header_that_makes_another_request_goes_on() -> None:
+    route = _route("google")
+    path = b"/v1beta/models/g:streamGenerateContent"
+    query = "alt=sse&$alt=proto&fields=candidates&key=k&callback=f"
+    call = call_of(route, "POST", path, query, [], TOKEN)
+    assert isinstance(call, Call)
+    assert call.query == [("alt", "sse")]
+    assert call_of(route, "POST", path, "alt=proto", [], TOKEN).query == []  # type: ignore[union-attr]
+    sent = [("X-HTTP-Method-Override", "DELETE"), ("OpenAI-Organization", "org-2"),
+            ("X-Goog-FieldMask", "candidates"), ("user-agent", "gemini-cli")]  # fmt: skip
+    _, headers = upstream_request(route, call, sent)
+    assert [k for k, _ in headers] == ["user-agent", "accept-encoding", "x-goog-api-key"]
+
+
+def test_the_token_in_the_path_refuses_the_request() -> None:
+    path = f"/v1/models/{TOKEN}".encode()
+    refused = call_of(_route("anthropic"), "GET", path, "", [("x-api-key", TOKEN)], TOKEN)
+    assert isinstance(refused, str)
+    assert "token" in refused
 
 
 BUDGET = Budget(tokens=1000)

@@ -98,40 +98,106 @@ def endpoint_of(provider: str, method: str, path: str) -> Endpoint | None:
 @dataclass(frozen=True)
 class Asked:
     """What an inference request asks for: its model, the most output tokens it may be
-    answered with, and its body as it will be sent."""
+    answered with, its body as it will be sent, and whether it refers to content its body
+    does not hold (``alone``: what it uses is not bounded by its size)."""
 
     model: str
     max_output: int
     body: bytes
+    alone: bool = False
+
+
+# Fields whose content the provider fetches or keeps apart from the request: a stored response
+# or conversation, a cache, a file, a remote MCP server, a container.
+ELSEWHERE = frozenset({
+    "previous_response_id", "conversation", "cachedContent", "cached_content", "file_id",
+    "fileUri", "file_uri", "mcp_servers", "container",
+})  # fmt: skip
+URL_KEYS = frozenset({"url", "uri", "image_url", "server_url", "fileUri"})
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+# Tools the model calls back to the client; any other kind runs at the provider (a web search,
+# a fetch, code execution), whose use is not bounded by the request's size.
+CLIENT_TOOLS = frozenset({"function", "custom"})
+GEMINI_TOOLS = frozenset({"functionDeclarations", "function_declarations"})
+
+
+class _TwiceError(ValueError):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise _TwiceError
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
 
 
 def asked(provider: str, path: str, body: bytes) -> Asked | str:
-    """An inference request's model and output limit, its body as sent (an OpenAI chat
-    completion that streams is asked for its usage, which it leaves out otherwise), or why
-    the route cannot read it."""
+    """An inference request's model and output limit (times the answers it asks for), its
+    body as it will be sent (written again from what was read: an upstream reads exactly what
+    was checked; an OpenAI chat completion that streams is asked for its usage, which it
+    leaves out otherwise), or why the route cannot read it."""
     try:
-        request = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        request = json.loads(body, object_pairs_hook=_unique, parse_constant=_no_constant)
+    except _TwiceError:
+        return "the request's body names a field twice"
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return "the request's body is not JSON"
     if not isinstance(request, dict):
         return "the request's body is not a JSON object"
     model: Any
     if provider == "google":
         model = path.rpartition("/models/")[2].partition(":")[0]
-        config = request.get("generationConfig")
-        limit = config.get("maxOutputTokens") if isinstance(config, dict) else None
+        config = _dict(request.get("generationConfig"))
+        limits, copies = [config.get("maxOutputTokens")], config.get("candidateCount")
     else:
-        model = request.get("model")
-        names = ("max_tokens",) if provider == "anthropic" else (
-            "max_output_tokens", "max_completion_tokens", "max_tokens")  # fmt: skip
-        limit = next((request[n] for n in names if request.get(n) is not None), None)
+        names = ("max_tokens", "max_output_tokens", "max_completion_tokens")
+        model, limits = request.get("model"), [request.get(n) for n in names]
+        copies = request.get("n") if provider == "openai" else None
     if not isinstance(model, str) or not model:
         return "the request names no model"
     if path.endswith("/chat/completions") and request.get("stream") is True:
         request["stream_options"] = {**_dict(request.get("stream_options")), "include_usage": True}
-        body = json.dumps(request, separators=(",", ":")).encode()
-    maximum = _count(limit) or DEFAULT_MAX_OUTPUT.get(provider, max(DEFAULT_MAX_OUTPUT.values()))
-    return Asked(model, maximum, body)
+    limit = max(map(_count, limits)) or DEFAULT_MAX_OUTPUT.get(provider, 128_000)
+    sent = json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode()
+    alone = _elsewhere(request) or _provider_tools(provider, request)
+    return Asked(model, limit * max(_count(copies), 1), sent, alone)
+
+
+def _elsewhere(request: dict[str, Any]) -> bool:
+    """Whether the request refers to content apart from it (by a field, or a URL)."""
+    stack: list[Any] = [request]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            for key, part in item.items():
+                if key in ELSEWHERE and part:
+                    return True
+                if key in URL_KEYS and isinstance(part, str) and _URL.match(part):
+                    return True
+                stack.append(part)
+    return False
+
+
+def _provider_tools(provider: str, request: dict[str, Any]) -> bool:
+    """Whether the request offers the model a tool the provider runs itself."""
+    tools = request.get("tools")
+    if not isinstance(tools, list):
+        return False
+    for tool in tools:
+        if not isinstance(tool, dict):
+            return True
+        if provider == "google" and not set(tool) <= GEMINI_TOOLS:
+            return True
+        if provider != "google" and tool.get("type", "custom") not in CLIENT_TOOLS:
+            return True
+    return False
 
 
 def _dict(value: Any) -> dict[str, Any]:

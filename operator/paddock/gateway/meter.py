@@ -30,6 +30,7 @@ from paddock.render.model_usage import event_name, usage_event, usage_patch
 from paddock.times import utcnow
 
 PERIOD_SECONDS = 1.0
+KEPT_GONE = 10_000  # forgotten runs remembered, so that a late answer adds nothing back
 NOTHING = Spent()
 Publish = Callable[[Route, Spent, str], None]
 
@@ -65,6 +66,7 @@ class Meter:
         self._routes: dict[str, Route] = {}
         self._told: dict[str, Spent] = {}  # what the run's Event says
         self._flying: dict[str, Spent] = {}  # run uid -> what its requests in flight hold
+        self._gone: dict[str, None] = {}  # the runs forgotten, oldest first
         self._urgent = False
         threading.Thread(target=self._tell_all, daemon=True, name="usage").start()
 
@@ -74,6 +76,8 @@ class Meter:
         as refused), or told to wait for the requests in flight (nothing counted)."""
         known = self._known(route.uid)
         with self._lock:
+            if route.uid in self._gone:
+                return budgets.Admission(refused="the run's route is gone")
             spent = self._spent.get(route.uid, Spent())
             flying = self._flying.get(route.uid, Spent())
             verdict = budgets.admission(route.budget, spent.at_least(known), flying, own)
@@ -146,8 +150,13 @@ class Meter:
         with self._lock:
             for kept in (self._spent, self._routes, self._told, self._flying):
                 kept.pop(uid, None)
+            self._gone[uid] = None  # (what its requests still in flight use is not kept)
+            while len(self._gone) > KEPT_GONE:
+                del self._gone[next(iter(self._gone))]
 
     def _changed(self, route: Route, spent: Spent, urgent: bool) -> None:
+        if route.uid in self._gone:
+            return
         self._spent[route.uid] = spent
         self._routes[route.uid] = route
         if urgent:

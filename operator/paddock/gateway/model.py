@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections import Counter as Counter_
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -71,6 +72,16 @@ WAITING = Gauge(
     "since all of them together could pass a ceiling of the run's budget.",
 )
 MAX_LOGGED_PATH = 200
+# The query parameters forwarded, with the values a CLI sends; any other is dropped.
+QUERY = {"alt": ("sse", "json"), "beta": ("true",)}
+# Headers that would make the request another than the one checked: never forwarded.
+OTHER_REQUEST = frozenset({
+    "x-http-method-override", "x-http-method", "x-method-override", "openai-organization",
+    "openai-project", "x-goog-user-project", "x-goog-fieldmask", "x-goog-request-params",
+})  # fmt: skip
+ALONE = 10**12  # input tokens held by a request whose use its size does not bound
+AT_ONCE = 8  # requests of one run taken on at once (their bodies are read whole); others wait
+WAKE_SECONDS = 30.0  # a waiting request looks again at least this often
 
 
 def token_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
@@ -96,29 +107,31 @@ def call_of(
 ) -> Call | str:  # fmt: skip
     """The request as it will be forwarded, or why it is refused: a path that is not one
     plain path, no endpoint of the provider's API with that method, or the run's token
-    anywhere but where a key goes."""
+    anywhere but where a key goes. Of the query, only what a CLI sends is kept (``alt`` for
+    a Gemini stream, ``beta`` for Anthropic's)."""
     path = endpoints.checked_path(raw_path)
     if path is None:
         return "the path is not a plain one (dot segments, encoded separators, backslashes)"
     endpoint = endpoints.endpoint_of(route.provider, method, path)
     if endpoint is None:
         return f"{method} {path} is not an endpoint of the model API"
-    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "key"]
-    elsewhere = [f"{k}={v}" for k, v in kept]
+    pairs = parse_qsl(query, keep_blank_values=True)
+    elsewhere = [path] + [f"{k}={v}" for k, v in pairs if k != "key"]
     elsewhere += [f"{k}: {v}" for k, v in headers if k.lower() not in CREDENTIALS]
     if token and any(token in value for value in elsewhere):
         return "the run's token is in the request elsewhere than where its key goes"
-    return Call(endpoint, path, kept)
+    return Call(endpoint, path, [(k, v) for k, v in pairs if QUERY.get(k, ()) and v in QUERY[k]])
 
 
 def upstream_request(
     route: Route, call: Call, headers: list[tuple[str, str]]
 ) -> tuple[str, list[tuple[str, str]]]:
     """The URL and headers of the forwarded request: the run's API, the path as checked, the
-    query without a key, the client's headers without credentials or hop-by-hop ones, and
-    the real key."""
+    query kept, the client's headers without credentials, hop-by-hop ones or those that
+    would make the request another (a method override, another organisation or project,
+    a field mask that leaves the usage out), and the real key."""
     url = route.upstream + call.path + (f"?{urlencode(call.query)}" if call.query else "")
-    dropped = CREDENTIALS | HOP_BY_HOP | {"accept-encoding", "content-length"}
+    dropped = CREDENTIALS | HOP_BY_HOP | OTHER_REQUEST | {"accept-encoding", "content-length"}
     forwarded = [(k, v) for k, v in headers if k.lower() not in dropped]
     # Uncompressed, so that the route reads the usage and scrubs the answer as it passes.
     return url, [*forwarded, ("accept-encoding", "identity"), KEY_HEADER[route.provider](route.key)]
@@ -126,8 +139,9 @@ def upstream_request(
 
 def held_by(asked: endpoints.Asked, table: PriceTable) -> Spent:
     """The most an answer can use: its input's size in bytes (no fewer than its tokens) and
-    its output limit, and their cost where its model is priced."""
-    most = Usage(len(asked.body), asked.max_output, asked.model)
+    its output limit, and their cost where its model is priced; a request that refers to
+    content apart from it holds so much that no other request runs beside it."""
+    most = Usage(ALONE if asked.alone else len(asked.body), asked.max_output, asked.model)
     return Spent(input_tokens=most.input_tokens, output_tokens=most.output_tokens,
                  cost_usd=table.cost(most) or 0.0)  # fmt: skip
 
@@ -152,101 +166,145 @@ def model_app(
     "starting" until ``ready`` (the routes and the sandbox pods are listed). Each request is
     checked against its run's budget by ``meter``, and what each answer used is counted as it
     passes, priced by ``prices``."""
-    table = prices or PriceTable()
-    spending = meter or Meter()
-    client = httpx2.AsyncClient(timeout=TIMEOUT, trust_env=False, follow_redirects=False)
-    settled = asyncio.Condition()  # an answer ended: requests waiting on the budget look again
+    forwarding = _Forwarding(routes, sandbox_at, ready, prices or PriceTable(), meter or Meter())
+    return Starlette(routes=[Path("/{path:path}", forwarding.forward, methods=METHODS)])
 
-    async def forward(request: Request) -> Response:
+
+class _Forwarding:
+    def __init__(
+        self,
+        routes: Routes,
+        sandbox_at: Callable[[str], str | None],
+        ready: Callable[[], bool],
+        table: PriceTable,
+        meter: Meter,
+    ) -> None:
+        self.routes, self.sandbox_at, self.ready = routes, sandbox_at, ready
+        self.table, self.meter = table, meter
+        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=100)
+        self.client = httpx2.AsyncClient(
+            timeout=TIMEOUT, limits=limits, trust_env=False, follow_redirects=False
+        )
+        self.settled = asyncio.Condition()  # an answer ended: waiting requests look again
+        self.at_once: Counter_[str] = Counter_()  # requests in the route, by run uid
+        self.turns: dict[str, asyncio.Semaphore] = {}  # AT_ONCE of them go on, by run uid
+
+    def route_of(self, request: Request, token: str) -> Route | Refused:
         address = request.client.host if request.client else ""
-        if not ready():
+        return self.routes.find(token, self.sandbox_at(address), utcnow())
+
+    async def forward(self, request: Request) -> Response:
+        if not self.ready():
             return refusal(503, "the gateway is starting")
         raw_path = request.scope.get("raw_path") or request.url.path.encode()
-        line = f"{request.method} {_printable(raw_path)}"
         token = token_of(request.headers, request.query_params)
-        found = routes.find(token, sandbox_at(address), utcnow())
+        address = request.client.host if request.client else ""
+        line = f"from={address} {request.method} {_printable(raw_path, token)}"
+        found = self.route_of(request, token)
         if isinstance(found, Refused):
-            return _refused(found.run or "-", f"from={address} {line}", found.reason)
+            return _refused(found.run or "-", line, found.reason)
         call = call_of(found, request.method, raw_path, request.url.query,
                        request.headers.items(), token)  # fmt: skip
         if isinstance(call, str):
-            return _refused(found.run, f"from={address} {line}", call)
-        prepared = await _prepared(request, found, call, table, spending)
+            return _refused(found.run, line, call)
+        self.at_once[found.uid] += 1  # (the run's turn: its bodies are read AT_ONCE at most)
+        turn = self.turns.setdefault(found.uid, asyncio.Semaphore(AT_ONCE))
+        try:
+            async with turn:
+                return await self._forward(request, found, call, token, line)
+        finally:
+            self.at_once[found.uid] -= 1
+            if not self.at_once[found.uid]:
+                del self.at_once[found.uid], self.turns[found.uid]
+
+    async def _forward(
+        self, request: Request, route: Route, call: Call, token: str, line: str
+    ) -> Response:
+        prepared = await self._prepared(request, route, call, line)
         if isinstance(prepared, Response):
             return prepared
         body, held = prepared
-        refused = await _admitted(spending, found, held, settled, line)
+        refused = await self._admitted(request, route, token, held, line)
         if refused is not None:
             return refused
-        url, headers = upstream_request(found, call, request.headers.items())
-        outgoing = client.build_request(request.method, url, headers=headers, content=body)
-        try:
-            response = await client.send(outgoing, stream=True)
-        except BaseException as exc:  # (also a client that left: what it held is given back)
-            spending.landed(found, held)
-            async with settled:
-                settled.notify_all()
-            if not isinstance(exc, httpx2.HTTPError):
+        try:  # from here, what the request holds is given back however it ends
+            url, headers = upstream_request(route, call, request.headers.items())
+            outgoing = self.client.build_request(request.method, url, headers=headers,
+                                                 content=body)  # fmt: skip
+            response = await self.client.send(outgoing, stream=True)
+        except BaseException as exc:  # (also a client that left)
+            await self._give_back(route, held)
+            if not isinstance(exc, Exception):
                 raise
-            MODEL_REQUESTS.labels(found.run, "unreachable").inc()
-            say(f"run={found.run} {line} -> {found.upstream} unreachable: {type(exc).__name__}")
-            return refusal(502, f"{found.upstream} cannot be reached ({type(exc).__name__})")
-        MODEL_REQUESTS.labels(found.run, f"{response.status_code // 100}xx").inc()
-        passage = Passage(found, response, token, call.endpoint.inference, held, line)
+            outcome, status = ("unreachable", 502) if isinstance(exc, httpx2.HTTPError) else (
+                "refused", 400)  # fmt: skip
+            MODEL_REQUESTS.labels(route.run, outcome).inc()
+            say(f"run={route.run} {line} -> {route.upstream}: {type(exc).__name__}")
+            said = "cannot be reached" if status == 502 else "cannot be sent"
+            return refusal(status, f"{route.upstream} {said} ({type(exc).__name__})")
+        MODEL_REQUESTS.labels(route.run, f"{response.status_code // 100}xx").inc()
+        passage = Passage(route, response, token, call.endpoint.inference, held, line)
         if response.headers.get("content-encoding", "identity").lower() != "identity":
-            await passage.close(table, spending, settled)
+            await passage.close(self.table, self.meter, self.settled)
             return refusal(502, "the model API answered compressed, which the route cannot read")
-        return Relayed(passage, table, spending, settled)
+        return Relayed(passage, self.table, self.meter, self.settled)
 
-    return Starlette(routes=[Path("/{path:path}", forward, methods=METHODS)])
+    async def _give_back(self, route: Route, held: Spent) -> None:
+        self.meter.landed(route, held)
+        async with self.settled:
+            self.settled.notify_all()
 
+    async def _admitted(
+        self, request: Request, route: Route, token: str, held: Spent, line: str
+    ) -> Response | None:
+        """None once the request is admitted against its run's budget, or its refusal: at a
+        ceiling (the operator told first), or its route gone or its client left while it
+        waited for the answers in flight (with which it could pass a ceiling)."""
+        async with self.settled:
+            while (verdict := self.meter.admit(route, held)).waits:
+                WAITING.inc()
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.settled.wait(), WAKE_SECONDS)
+                finally:
+                    WAITING.dec()
+                still = self.route_of(request, token)
+                if isinstance(still, Refused) or still.uid != route.uid:
+                    return _refused(route.run, line, "the run's route ended while it waited")
+                if await request.is_disconnected():
+                    return _refused(route.run, line, "its client left while it waited", 499)
+        if not verdict.refused:
+            return None
+        MODEL_REQUESTS.labels(route.run, "refused").inc()
+        say(f"run={route.run} {line} refused: budget exhausted ({verdict.refused})")
+        await asyncio.to_thread(self.meter.tell, route.uid)
+        return refusal(403, f"the run's budget is exhausted ({verdict.refused})")
 
-async def _admitted(
-    meter: Meter, route: Route, held: Spent, settled: asyncio.Condition, line: str
-) -> Response | None:
-    """None once the request is admitted against its run's budget (after waiting, while the
-    answers in flight and it could together pass a ceiling), or its refusal at a ceiling
-    (the operator told first)."""
-    async with settled:
-        while (verdict := meter.admit(route, held)).waits:
-            WAITING.inc()
-            try:
-                await settled.wait()
-            finally:
-                WAITING.dec()
-    if not verdict.refused:
-        return None
-    MODEL_REQUESTS.labels(route.run, "refused").inc()
-    say(f"run={route.run} {line} refused: budget exhausted ({verdict.refused})")
-    await asyncio.to_thread(meter.tell, route.uid)
-    return refusal(403, f"the run's budget is exhausted ({verdict.refused})")
-
-
-async def _prepared(
-    request: Request, route: Route, call: Call, table: PriceTable, meter: Meter
-) -> tuple[bytes | None, Spent] | Response:
-    """The body to forward and what the request holds of the budget, or its refusal: a body
-    too large, an answer the route cannot read the request of, or a model without a price
-    where a cost ceiling applies (counted as refused)."""
-    if request.method not in ("POST", "PUT", "PATCH"):
-        return None, Spent()
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > endpoints.MAX_REQUEST_BYTES:
-            return _refused(route.run, call.path, "the request is larger than 32 MiB", 413)
-    if not call.endpoint.inference:
-        return body, Spent()
-    asked = endpoints.asked(route.provider, call.path, body)
-    if isinstance(asked, str):
-        return _refused(route.run, call.path, asked, 400)
-    priced = table.price_of(asked.model) is not None
-    unpriced = budgets.unpriced_refused(route.ceilings, asked.model, priced)
-    if unpriced:
-        meter.refuse(route, Spent(refused=1, unpriced=1))
-        await asyncio.to_thread(meter.tell, route.uid)
-        return _refused(route.run, call.path, f"the run's budget refuses it ({unpriced})")
-    return asked.body, held_by(asked, table)
+    async def _prepared(
+        self, request: Request, route: Route, call: Call, line: str
+    ) -> tuple[bytes | None, Spent] | Response:
+        """The body to forward and what the request holds of the budget, or its refusal: a
+        body too large, an answer the route cannot read the request of, or a model without
+        a price where a cost ceiling applies (counted as refused)."""
+        if request.method != "POST":
+            return None, Spent()
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > endpoints.MAX_REQUEST_BYTES:
+                return _refused(route.run, line, "the request is larger than 32 MiB", 413)
+        if not call.endpoint.inference:
+            return bytes(body), Spent()
+        asked = endpoints.asked(route.provider, call.path, bytes(body))
+        if isinstance(asked, str):
+            return _refused(route.run, line, asked, 400)
+        priced = self.table.price_of(asked.model) is not None
+        unpriced = budgets.unpriced_refused(route.ceilings, asked.model, priced)
+        if unpriced:
+            self.meter.refuse(route, Spent(refused=1, unpriced=1))
+            await asyncio.to_thread(self.meter.tell, route.uid)
+            return _refused(route.run, line, f"the run's budget refuses it ({unpriced})")
+        return asked.body, held_by(asked, self.table)
 
 
 def _refused(run: str, line: str, reason: str, status: int = 403) -> Response:
@@ -255,9 +313,11 @@ def _refused(run: str, line: str, reason: str, status: int = 403) -> Response:
     return refusal(status, reason)
 
 
-def _printable(raw: bytes) -> str:
-    """A raw path as one log line can hold it."""
+def _printable(raw: bytes, token: str) -> str:
+    """A raw path as one log line can hold it, without the run's token."""
     text = raw[:MAX_LOGGED_PATH].decode("ascii", "replace")
+    if token:
+        text = text.replace(token, "[token]")
     return "".join(c if c.isprintable() else "?" for c in text)
 
 

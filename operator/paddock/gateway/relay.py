@@ -92,14 +92,18 @@ class Passage:
         if self.closed:
             return
         self.closed = True
-        await self.response.aclose()
-        usage = self.counter.usage
-        cost = _counted(self.route, usage, table, f"{self.line} -> {self.response.status_code}")
-        uncounted = self.response.status_code < 300 and self.inference and not self.counter.counted
-        meter.used(self.route, usage, cost, uncounted, self.streamed)
-        meter.landed(self.route, self.held)
-        async with settled:
-            settled.notify_all()
+        try:
+            await self.response.aclose()
+        finally:
+            usage = self.counter.usage
+            line = f"{self.line} -> {self.response.status_code}"
+            cost = _counted(self.route, usage, table, line)
+            status = self.response.status_code
+            uncounted = status < 300 and self.inference and not self.counter.counted
+            meter.used(self.route, usage, cost, uncounted, self.streamed)
+            meter.landed(self.route, self.held)
+            async with settled:
+                settled.notify_all()
 
 
 class Relayed(StreamingResponse):
