@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import httpx2
 import pytest
 
 from paddock.api.budget import Budget
 from paddock.gateway import endpoints
 from paddock.gateway.endpoints import Asked, asked, checked_path, endpoint_of
 from paddock.gateway.model import Call, call_of, upstream_request
+from paddock.gateway.relay import Passage
 from paddock.policy.budgets import ADMITTED, Admission, Spent, admission, unpriced_refused
 from paddock.render.model_routes import Route
 from paddock.runs.scrubbing import SECRET_MASK, StreamScrubber
@@ -146,6 +148,14 @@ def test_an_inference_request_holds_its_size_and_output_limit() -> None:
     assert asked("anthropic", "/v1/messages", b"{}") == "the request names no model"
     twice = b'{"model": "m", "max_tokens": 5, "max_tokens": 99999}'
     assert asked("anthropic", "/v1/messages", twice) == "the request's body names a field twice"
+    # Any text survives being written again; a count past any model's is held as the largest.
+    lone = asked("anthropic", "/v1/messages", b'{"model": "m", "messages": "\\ud800"}')
+    assert isinstance(lone, Asked)
+    assert json.loads(lone.body)["messages"] == "\ud800"
+    huge = asked("openai", "/v1/chat/completions", _json({"model": "m", "max_tokens": 10**400,
+                                                         "n": 10**200}))  # fmt: skip
+    assert isinstance(huge, Asked)
+    assert huge.max_output == endpoints.MAX_COUNT
 
 
 @pytest.mark.parametrize(
@@ -156,6 +166,25 @@ def test_an_inference_request_holds_its_size_and_output_limit() -> None:
                            "url": {"type": "string"}}}}]}, False),
         ("anthropic", {"messages": [{"content": [{"type": "document", "source": {
             "type": "url", "url": "https://example.com/big.pdf"}}]}]}, True),
+        # A client tool's call and result hold a URL as text: nothing the provider fetches.
+        ("anthropic", {"messages": [{"content": [
+            {"type": "tool_use", "name": "WebFetch", "input": {"url": "https://x.example"}},
+            {"type": "tool_result", "content": "https://x.example says hi"}]}],
+            "tools": [{"name": "WebFetch", "input_schema": {"properties": {
+                "container": {}, "file_id": {}}}}]}, False),
+        ("anthropic", {"tools": [{"type": "bash_20250124", "name": "bash"},
+                                 {"type": "text_editor_20250728", "name": "str_replace"}]}, False),
+        ("openai", {"input": [{"type": "function_call", "arguments": '{"url": "https://x"}'},
+                              {"type": "function_call_output", "output": "file_id"}],
+                    "tools": [{"type": "local_shell"}, {"type": "custom", "name": "apply_patch"}]},
+         False),
+        ("openai", {"messages": [{"content": [{"type": "image_url",
+                                               "image_url": {"url": "https://x.example/a.png"}}]}]},
+         True),
+        ("openai", {"messages": [{"content": [{"type": "image_url", "image_url": {
+            "url": "data:image/png;base64,AAAA"}}]}]}, False),
+        ("google", {"contents": [{"parts": [{"functionCall": {"args": {"fileUri": "https://x"}}}]}]},
+         False),
         ("anthropic", {"mcp_servers": [{"url": "https://mcp.example"}]}, True),
         ("anthropic", {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, True),
         ("openai", {"previous_response_id": "resp_1"}, True),
@@ -270,3 +299,18 @@ def test_a_line_passes_whole_at_once_and_the_header_values_are_scrubbed() -> Non
     assert scrubber.feed(b"data: sk-ant") == b""  # (could be the key's start: held)
     assert scrubber.feed(b"-other\n") == b"data: sk-ant-other\n"
     assert scrubber.header(f"echo {KEY}") == f"echo {SECRET_MASK}"
+
+
+def test_repeated_answer_headers_come_back_each_and_scrubbed() -> None:
+    route = Route("digest", KEY, "https://api.example", "anthropic", "team/r1", "team/box",
+                  datetime(2027, 1, 1, tzinfo=UTC))  # fmt: skip
+    response = httpx2.Response(200, headers=[
+        ("set-cookie", "a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT"), ("set-cookie", "b=2"),
+        ("x-echo", f"key {KEY} token {TOKEN}"), ("content-length", "5"),
+    ])  # fmt: skip
+    passage = Passage(route, response, TOKEN, True, Spent(), "POST /v1/messages")
+    assert passage.headers() == [
+        (b"set-cookie", b"a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT"),
+        (b"set-cookie", b"b=2"),
+        (b"x-echo", f"key {SECRET_MASK} token {SECRET_MASK}".encode()),
+    ]

@@ -107,18 +107,30 @@ class Asked:
     alone: bool = False
 
 
-# Fields whose content the provider fetches or keeps apart from the request: a stored response
-# or conversation, a cache, a file, a remote MCP server, a container.
+# Fields of the request whose content the provider fetches or keeps apart from it: a stored
+# response or conversation, a cache, a remote MCP server, a container.
 ELSEWHERE = frozenset({
-    "previous_response_id", "conversation", "cachedContent", "cached_content", "file_id",
-    "fileUri", "file_uri", "mcp_servers", "container",
+    "previous_response_id", "conversation", "cachedContent", "cached_content", "mcp_servers",
+    "container",
 })  # fmt: skip
-URL_KEYS = frozenset({"url", "uri", "image_url", "server_url", "fileUri"})
+# In the content of the messages: a file by its id, and media or a document by URL.
+CONTENT_ELSEWHERE = frozenset({"file_id", "fileUri", "file_uri"})
+CONTENT_URLS = frozenset({"url", "image_url", "file_url", "fileUri"})
+# What the content holds that is not content: the tools offered and their schemas, and the
+# calls of client tools with their results (an argument named "url" is text, not a fetch).
+NOT_CONTENT = frozenset({
+    "tools", "tool_choice", "input_schema", "parameters", "response_format", "functionCall",
+    "functionResponse", "functionDeclarations",
+})  # fmt: skip
+CALLS = ("tool_use", "tool_result", "_call", "_call_output")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-# Tools the model calls back to the client; any other kind runs at the provider (a web search,
-# a fetch, code execution), whose use is not bounded by the request's size.
-CLIENT_TOOLS = frozenset({"function", "custom"})
+# Tools the model calls back to the client (by type, or its prefix before a dated suffix); any
+# other kind runs at the provider (a web search or fetch, code execution, a remote MCP server),
+# whose use is not bounded by the request's size.
+CLIENT_TOOLS = ("function", "custom", "local_shell", "apply_patch", "computer", "bash",
+                "text_editor", "memory")  # fmt: skip
 GEMINI_TOOLS = frozenset({"functionDeclarations", "function_declarations"})
+MAX_COUNT = 10**9  # a count larger than any model's is this many
 
 
 class _TwiceError(ValueError):
@@ -163,25 +175,29 @@ def asked(provider: str, path: str, body: bytes) -> Asked | str:
     if path.endswith("/chat/completions") and request.get("stream") is True:
         request["stream_options"] = {**_dict(request.get("stream_options")), "include_usage": True}
     limit = max(map(_count, limits)) or DEFAULT_MAX_OUTPUT.get(provider, 128_000)
-    sent = json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode()
+    sent = json.dumps(request, separators=(",", ":")).encode()  # (ASCII: any text survives)
     alone = _elsewhere(request) or _provider_tools(provider, request)
-    return Asked(model, limit * max(_count(copies), 1), sent, alone)
+    return Asked(model, min(limit * max(_count(copies), 1), MAX_COUNT), sent, alone)
 
 
 def _elsewhere(request: dict[str, Any]) -> bool:
-    """Whether the request refers to content apart from it (by a field, or a URL)."""
-    stack: list[Any] = [request]
+    """Whether the request refers to content apart from it: by a field of its own, or in its
+    messages' content, a file by its id or media by URL."""
+    if any(request.get(key) for key in ELSEWHERE):
+        return True
+    stack: list[Any] = [v for k, v in request.items() if k not in NOT_CONTENT]
     while stack:
         item = stack.pop()
         if isinstance(item, list):
             stack.extend(item)
-        elif isinstance(item, dict):
+        elif isinstance(item, dict) and not str(item.get("type", "")).endswith(CALLS):
             for key, part in item.items():
-                if key in ELSEWHERE and part:
+                if key in CONTENT_ELSEWHERE and part:
                     return True
-                if key in URL_KEYS and isinstance(part, str) and _URL.match(part):
+                if key in CONTENT_URLS and isinstance(part, str) and _URL.match(part):
                     return True
-                stack.append(part)
+                if key not in NOT_CONTENT:
+                    stack.append(part)
     return False
 
 
@@ -195,7 +211,7 @@ def _provider_tools(provider: str, request: dict[str, Any]) -> bool:
             return True
         if provider == "google" and not set(tool) <= GEMINI_TOOLS:
             return True
-        if provider != "google" and tool.get("type", "custom") not in CLIENT_TOOLS:
+        if provider != "google" and not str(tool.get("type", "custom")).startswith(CLIENT_TOOLS):
             return True
     return False
 
@@ -205,4 +221,6 @@ def _dict(value: Any) -> dict[str, Any]:
 
 
 def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return min(value, MAX_COUNT)
+    return 0

@@ -80,7 +80,7 @@ OTHER_REQUEST = frozenset({
     "openai-project", "x-goog-user-project", "x-goog-fieldmask", "x-goog-request-params",
 })  # fmt: skip
 ALONE = 10**12  # input tokens held by a request whose use its size does not bound
-AT_ONCE = 8  # requests of one run taken on at once (their bodies are read whole); others wait
+AT_ONCE = 8  # requests of one run taken on at once, body to answer's end; others wait
 WAKE_SECONDS = 30.0  # a waiting request looks again at least this often
 
 
@@ -207,15 +207,29 @@ class _Forwarding:
                        request.headers.items(), token)  # fmt: skip
         if isinstance(call, str):
             return _refused(found.run, line, call)
-        self.at_once[found.uid] += 1  # (the run's turn: its bodies are read AT_ONCE at most)
-        turn = self.turns.setdefault(found.uid, asyncio.Semaphore(AT_ONCE))
+        # The run's turn, held until its answer has passed: AT_ONCE bodies of a run at most.
+        uid, taken = found.uid, False
+        self.at_once[uid] += 1
+        turn = self.turns.setdefault(uid, asyncio.Semaphore(AT_ONCE))
+
+        def left() -> None:
+            if taken:
+                turn.release()
+            self.at_once[uid] -= 1
+            if not self.at_once[uid]:
+                del self.at_once[uid], self.turns[uid]
+
+        response: Response | None = None
         try:
-            async with turn:
-                return await self._forward(request, found, call, token, line)
+            await turn.acquire()
+            taken = True
+            response = await self._forward(request, found, call, token, line)
         finally:
-            self.at_once[found.uid] -= 1
-            if not self.at_once[found.uid]:
-                del self.at_once[found.uid], self.turns[found.uid]
+            if isinstance(response, Relayed):
+                response.passage.ended.append(left)
+            else:
+                left()
+        return response
 
     async def _forward(
         self, request: Request, route: Route, call: Call, token: str, line: str

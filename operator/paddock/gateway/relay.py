@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
+import anyio
 import httpx2
 from prometheus_client import Counter
 from starlette.responses import StreamingResponse
@@ -60,14 +61,16 @@ class Passage:
         self.scrubber = StreamScrubber([route.key, token])
         self.streamed = Spent()  # what of the answer is counted already, as it passed
         self.closed = False
+        self.ended: list[Callable[[], None]] = []  # told once it is closed
 
-    def headers(self) -> dict[str, str]:
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The answer's headers as they go back (each of a repeated one: cookies), scrubbed."""
         dropped = HOP_BY_HOP | REWRITTEN
-        return {
-            k: self.scrubber.header(v)
-            for k, v in self.response.headers.items()
+        return [
+            (k.lower().encode("latin-1"), self.scrubber.header(v).encode("latin-1"))
+            for k, v in self.response.headers.multi_items()
             if k.lower() not in dropped
-        }
+        ]
 
     async def chunks(
         self, table: PriceTable, meter: Meter, settled: asyncio.Condition
@@ -95,15 +98,20 @@ class Passage:
         try:
             await self.response.aclose()
         finally:
-            usage = self.counter.usage
-            line = f"{self.line} -> {self.response.status_code}"
-            cost = _counted(self.route, usage, table, line)
-            status = self.response.status_code
-            uncounted = status < 300 and self.inference and not self.counter.counted
-            meter.used(self.route, usage, cost, uncounted, self.streamed)
-            meter.landed(self.route, self.held)
-            async with settled:
-                settled.notify_all()
+            try:
+                usage = self.counter.usage
+                line = f"{self.line} -> {self.response.status_code}"
+                cost = _counted(self.route, usage, table, line)
+                status = self.response.status_code
+                uncounted = status < 300 and self.inference and not self.counter.counted
+                meter.used(self.route, usage, cost, uncounted, self.streamed)
+            finally:
+                meter.landed(self.route, self.held)
+                for told in self.ended:
+                    told()
+                with anyio.CancelScope(shield=True):  # (a client that left as it ended)
+                    async with settled:
+                        settled.notify_all()
 
 
 class Relayed(StreamingResponse):
@@ -112,16 +120,18 @@ class Relayed(StreamingResponse):
     def __init__(
         self, passage: Passage, table: PriceTable, meter: Meter, settled: asyncio.Condition
     ) -> None:
+        self.passage = passage
         self._chunks = passage.chunks(table, meter, settled)
-        super().__init__(self._chunks, passage.response.status_code, passage.headers())
-        self._passage, self._table, self._meter, self._settled = passage, table, meter, settled
+        super().__init__(self._chunks, passage.response.status_code)
+        self.raw_headers = passage.headers()
+        self._table, self._meter, self._settled = table, meter, settled
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
             await self._chunks.aclose()  # type: ignore[attr-defined]
-            await self._passage.close(self._table, self._meter, self._settled)
+            await self.passage.close(self._table, self._meter, self._settled)
 
 
 def _spent(usage: Usage, prices: PriceTable) -> Spent:
