@@ -101,7 +101,7 @@ def _start(binaries: Binaries, state: ClusterState) -> None:
     passwords = work / "admin.json"
     if COMPONENT not in state.ports:  # started again: on its port, which URLs name
         state.ports |= free_ports((COMPONENT,))
-        state.save()
+        state.record(COMPONENT)
     config = work / "app.ini"
     config.write_text(_config(state, binaries))
     gitea = [str(binaries.gitea), "--config", str(config), "--work-path", str(work)]

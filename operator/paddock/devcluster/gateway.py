@@ -116,7 +116,7 @@ def _rbac() -> str:
 def start(state: ClusterState, node: NodePlan, kubectl: Any) -> None:
     """Run ``paddock gateway`` and wait until Squid listens."""
     state.ports |= free_ports((COMPONENT, METRICS, MODEL))
-    state.save()
+    state.record(COMPONENT, METRICS, MODEL)
     host, port = address(state, node)
     ports = state.ports
     argv, env = prepare(state, node, kubectl, COMPONENT, port, ports[MODEL], ports[METRICS])

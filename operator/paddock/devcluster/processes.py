@@ -4,6 +4,7 @@ before anything waits on them, and stopped by process group."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import random
@@ -12,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,16 +63,39 @@ class ClusterState:
         return self.directory / "logs" / f"{component}.log"
 
     def save(self) -> None:
-        self.file.write_text(
-            json.dumps(
-                {
-                    "ports": self.ports,
-                    "pids": self.pids,
-                    "commands": self.commands,
-                    "node": self.node,
-                }
-            )
-        )
+        """Write the whole state (a cluster set up or taken down: one process at a time), at
+        once: a reader never sees half of it."""
+        with self._locked():
+            self._write()
+
+    def record(self, *keys: str) -> None:
+        """Write this state's entries of ``keys`` (a component's pid and command, a port) into
+        the state as the file holds it now, and take the rest from there. The tests' workers
+        start and stop components side by side: a state read before another worker restarted
+        one must not put its old pid back (a stop would then miss the running one)."""
+        with self._locked():
+            current = ClusterState.load(self.directory) or self
+            for key in keys:
+                _take(current.pids, self.pids, key)
+                _take(current.ports, self.ports, key)
+                _take(current.commands, self.commands, key)
+            self.ports, self.pids = dict(current.ports), dict(current.pids)
+            self.commands = dict(current.commands)
+            self._write()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with (self.directory / "state.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _write(self) -> None:
+        data = {"ports": self.ports, "pids": self.pids, "commands": self.commands,
+                "node": self.node}  # fmt: skip
+        written = self.file.with_suffix(f".{os.getpid()}.tmp")
+        written.write_text(json.dumps(data))
+        written.replace(self.file)
 
     @classmethod
     def load(cls, directory: Path) -> ClusterState | None:
@@ -80,6 +104,13 @@ class ClusterState:
             return None
         data = json.loads(path.read_text())
         return cls(directory, data["ports"], data["pids"], data["commands"], data.get("node", {}))
+
+
+def _take(into: dict[str, Any], source: dict[str, Any], key: str) -> None:
+    if key in source:
+        into[key] = source[key]
+    else:
+        into.pop(key, None)
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -169,7 +200,7 @@ def spawn(
         )
     state.pids[component] = process.pid
     state.commands[component] = argv[0]
-    state.save()
+    state.record(component)
     return process
 
 
