@@ -50,6 +50,31 @@ log=/workspace/fence.log
 try() { if "$@" 2>/dev/null; then echo "DID $*" >> "$log"; else echo "REFUSED $*" >> "$log"; fi; }
 c=$PADDOCK_CONTROL
 echo "AGENT $(id -u)" >> "$log"
+# What an earlier run left running: nothing.
+echo "LEFTOVER $(pgrep -c -f '^paddock-leftover' || true)" >> "$log"
+# Git configuration naming a program at each place git takes one from, for Paddock's git
+# after the run (and the next CLI's): the repository's, the user's, hooks, a filter.
+p=/workspace/scripts/pwn-git.sh
+git config core.fsmonitor "$p fsmonitor"
+git config core.hooksPath /workspace/scripts/hooks
+git config filter.evil.clean "$p filter"
+git config diff.external "$p diff-external"
+git config core.pager "$p pager"
+git config status.showUntrackedFiles no
+git config --global diff.external "$p global-diff-external"
+git config --global core.fsmonitor "$p global-fsmonitor"
+echo '* filter=evil' > .gitattributes
+mkdir -p scripts/hooks .git/hooks
+for h in reference-transaction post-index-change pre-commit post-commit; do
+  printf '#!/bin/sh\n%s hook-%s\n' "$p" "$h" | tee "scripts/hooks/$h" > ".git/hooks/$h"
+  chmod +x "scripts/hooks/$h" ".git/hooks/$h"
+done
+# Jobs that outlive the run, however detached.
+setsid nohup bash -c 'exec -a paddock-leftover sleep 1000' > /dev/null 2>&1 < /dev/null &
+( ( exec -a paddock-leftover-forked sleep 1000 < /dev/null > /dev/null 2>&1 & ) & )
+# Codex's home: a .env giving every shell of the next Codex a startup file.
+mkdir -p ~/.codex && echo 'BASH_ENV=/workspace/scripts/pwn-env.sh' > ~/.codex/.env
+if [ -n "${CODEX_HOME:-}" ]; then cp ~/.codex/.env "$CODEX_HOME/.env"; fi
 stat -c 'OWNER %u %a %n' "$c" "$c/gate.mjs" >> "$log"
 # The gate client, the CLI's settings and hooks, and the control directory itself.
 while IFS= read -r f; do try cp /workspace/scripts/allow.mjs "$f"; done < <(find "$c" -type f)
@@ -89,6 +114,13 @@ echo END >> "$log"
 """
 # What a gate that answered "allow" to everything would be.
 ALLOW_ALL = 'process.stdout.write(""); process.exit(0);\n'
+# What a program git was made to run does: say who ran it.
+PWN_GIT = r"""#!/bin/bash
+{ echo "RAN $1"; p=$PPID
+  while [ "$p" != 0 ]; do echo "  $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-120)"
+    p=$(cut -d' ' -f4 /proc/$p/stat); done; } >> /workspace/git-ran.log
+cat
+"""
 # A background job that kills the next gate client that waits (only the client: the hook's
 # shell lives on), then ends.
 KILLER = r"""
@@ -114,11 +146,19 @@ POLICY = {
 }
 
 
+# The workspace as a repository with one commit (the first time; the runs then share it).
+REPOSITORY = (
+    "git init -q && git add -A && git -c user.name=a -c user.email=a@example.com commit -qm base"
+)
+
+
 def _files(cluster: Cluster, namespace: str, pod: str) -> None:
     """What the agent wrote before (its file tool could): the scripts, no earlier results."""
-    scripts = {"attack.sh": ATTACK, "killer.sh": KILLER, "allow.mjs": ALLOW_ALL}
+    scripts = {"attack.sh": ATTACK, "killer.sh": KILLER, "allow.mjs": ALLOW_ALL,
+               "pwn-git.sh": PWN_GIT}  # fmt: skip
     lines = ["cd /workspace && rm -f fence.log after.txt && mkdir -p scripts"]
     lines += [f"printf %s {shlex.quote(text)} > scripts/{name}" for name, text in scripts.items()]
+    lines += ["chmod +x scripts/pwn-git.sh", f"[ -d .git ] || {{ {REPOSITORY}; }}"]
     exec_in(cluster, namespace, pod, "\n".join(lines))
 
 
@@ -152,15 +192,22 @@ def test_no_cli_opens_its_fence_from_inside_and_each_reads_the_workspace_on_the_
             status = wait_for_run(cluster, namespace, harness, timeout=300)
             listing = exec_in(cluster, namespace, "fence", "ls -A /workspace").split()
             fence = exec_in(cluster, namespace, "fence", "cat /workspace/fence.log 2>&1; true")
+            fence += exec_in(cluster, namespace, "fence", "cat /workspace/git-ran.log 2>&1; true")
             read = seen(model.requests[before:])
             results[harness] = {"status": status, "listing": listing, "fence": fence, "read": read}
+        # Nothing any run started is running once the last has ended.
+        left = exec_in(cluster, namespace, "fence", "pgrep -a -f '^paddock-leftover'; true")
 
+    assert left == "", left
     for harness, result in results.items():
         status, listing, fence = result["status"], result["listing"], result["fence"]
         assert result["read"] == ["instructions", "skill", "mcp tool"], (harness, result["read"])
         events = log_events(cluster, namespace, harness)
         assert status["phase"] == "Succeeded", (harness, status, events[-3:])
         assert [n for n in listing if n.startswith("pwned")] == [], (harness, fence)
+        # No program the agent's git configuration names ran, after the run or in the next.
+        assert "git-ran.log" not in listing, (harness, fence)
+        assert "LEFTOVER 0" in fence.splitlines(), (harness, fence)
         assert "after.txt" in listing, (harness, events[-6:])  # the allowed command runs
         lines = fence.splitlines()
         assert "END" in lines, (harness, fence)

@@ -129,8 +129,7 @@ GATED_POLICY = {
 # The files that would switch the CLI's hooks off, if the CLI read them: in the workspace and
 # in the sandbox's HOME, which lives as long as the sandbox (a run's agent writing there would
 # disarm the next run's gate). Claude Code refuses to let its own agent write .claude/, so the
-# test writes them, as an agent could by other means. (Codex's user config holds the test's
-# provider: the switch is appended to it.)
+# test writes them, as an agent could by other means.
 HOOKS_OFF = {
     "claude-code": [
         ("$PADDOCK_WORKSPACE/.claude/settings.json", '{"disableAllHooks": true}'),

@@ -1,5 +1,5 @@
 """Pointing each real agent CLI at the scripted model server: the run fields (env, the key
-from a Secret, the model) and, for Codex, its provider in the sandbox's user config."""
+from a Secret, the model)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ def harness_fields(
     cluster: Cluster, namespace: str, sandbox: str, harness: str, url: str
 ) -> dict[str, Any]:
     """The run spec fields that point a harness in ``sandbox`` at ``url``, with its key
-    from a Secret. The CLIs are in the kwok pod's "image" (its PATH), as in the sandbox image;
-    Codex's provider goes in its user config, in the sandbox's HOME."""
+    from a Secret. The CLIs are in the kwok pod's "image" (its PATH), as in the sandbox image."""
     cluster.apply(secret("llm", key=API_KEY), namespace)
     env: dict[str, str] = {}
     if harness == "claude-code":
@@ -38,21 +37,9 @@ def harness_fields(
         key_name = "GEMINI_API_KEY"
         env |= {"GOOGLE_GEMINI_BASE_URL": url}
     else:
+        # Codex ignores OPENAI_BASE_URL itself: Paddock makes it the run's provider.
         key_name = "CODEX_API_KEY"
-        config = (
-            'model_provider = "scripted"\n'
-            "[model_providers.scripted]\n"
-            'name = "scripted"\n'
-            f'base_url = "{url}/v1"\n'
-            'env_key = "CODEX_API_KEY"\n'
-            'wire_api = "responses"\n'
-            "request_max_retries = 0\n"
-            "stream_max_retries = 0\n"
-        )
-        cluster.kubectl(
-            "exec", "-n", namespace, sandbox, "-c", "sandbox", "--", "bash", "-c",
-            'mkdir -p "$HOME/.codex" && printf %s "$1" > "$HOME/.codex/config.toml"', "-", config,
-        )  # fmt: skip
+        env |= {"OPENAI_BASE_URL": f"{url}/v1"}
     return {
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "secrets": [{"name": key_name, "secretKeyRef": {"name": "llm", "key": "key"}}],

@@ -16,6 +16,7 @@ from paddock.forge.errors import DeliveryError
 from paddock.forge.git import Workbench
 from paddock.forge.repos import Repository, prerequisites, workflow_changes
 from paddock.render import delivery
+from support import hostile_git
 
 IDENTITY = ["-c", "user.name=T", "-c", "user.email=t@x.invalid"]
 
@@ -53,9 +54,10 @@ def _bundle(workspace: Path, into: Path, message: str = "the work\n") -> int:
     made = subprocess.run(delivery.snapshot_argv(), input=delivery.snapshot_payload(message),
                           env=env, capture_output=True, text=True)  # fmt: skip
     assert made.returncode == 0, made.stderr
-    assert delivery.parse_snapshot(made.stdout)
+    commit = delivery.parse_snapshot(made.stdout)
+    assert commit
     with into.open("wb") as out:
-        return subprocess.run(delivery.bundle_argv(), env=env, stdout=out).returncode
+        return subprocess.run(delivery.bundle_argv(commit), env=env, stdout=out).returncode
 
 
 def _bench(forge: Path) -> Workbench:
@@ -85,6 +87,29 @@ def test_uncommitted_and_committed_work_is_pushed_as_a_new_branch_on_the_base(
     assert _git("rev-parse", "main", cwd=forge) == needed[0]  # the base is untouched
     # The sandbox's own branch and files are as the agent left them.
     assert _git("status", "--porcelain", cwd=sandbox) == "?? new.txt"
+
+
+def test_a_delivery_runs_nothing_the_agents_git_configuration_names(
+    tmp_path: Path, forge: Path, sandbox: Path
+) -> None:
+    (sandbox / "app.py").write_text("v3\n")
+    _git(*IDENTITY, "commit", "-qam", "the agent's commit", cwd=sandbox)
+    (sandbox / "new.txt").write_text("left uncommitted\n")
+    marks = tmp_path / "marks"
+    hostile_git.arm(sandbox, tmp_path, marks)  # the scripts' HOME is tmp_path too
+    assert _bundle(sandbox, tmp_path / "b.bundle", "Add new.txt\n") == 0
+    assert hostile_git.ran(marks) == []
+    with _bench(forge) as bench:
+        needed = prerequisites((tmp_path / "b.bundle").read_bytes())
+        bench.fetch_base("main", needed)
+        commit = bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
+        assert sorted(bench.changed_paths()) == [".gitattributes", "app.py", "new.txt"]
+        bench.push("paddock/run")
+    # What the work tree holds, byte for byte (no filter), in a commit no program signed.
+    assert _git("show", f"{commit}:new.txt", cwd=forge) == "left uncommitted"
+    assert "gpgsig" not in _git("cat-file", "commit", commit, cwd=forge)
+    # No ref of Paddock's is left in the agent's repository.
+    assert not (sandbox / ".git" / "refs" / "paddock").exists()
 
 
 def test_a_run_that_changed_nothing_hands_over_no_bundle(tmp_path: Path, sandbox: Path) -> None:

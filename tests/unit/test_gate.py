@@ -8,6 +8,7 @@ import os
 import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -248,7 +249,8 @@ def test_gemini_gets_the_hook_in_user_settings_and_the_policy_as_admin_rules() -
 def test_codex_gets_the_hook_as_a_session_flag(tmp_path: Path) -> None:
     spec = _spec("codex")
     invocation = codex.gated(spec, POLICY)
-    argv_line = invocation.script.split(" < ")[0].removeprefix("exec ")
+    (exec_line,) = [line for line in invocation.script.splitlines() if line.startswith("exec ")]
+    argv_line = exec_line.split(" < ")[0].removeprefix("exec ")
     shown = subprocess.run(
         ["bash", "-c", f'for word in {argv_line}; do printf "%s\\n" "$word"; done'],
         env={**os.environ, "PADDOCK_CONTROL": str(tmp_path), "PADDOCK_WORKSPACE": "/w"},
@@ -273,3 +275,31 @@ def test_codex_gets_the_hook_as_a_session_flag(tmp_path: Path) -> None:
 )
 def test_what_codex_asks_about(request_body: dict[str, object], asked: Request | None) -> None:
     assert codex.request_of(request_body) == asked
+
+
+@pytest.mark.parametrize(
+    ("harness", "name", "variable", "conversations"),
+    [
+        (claude_code, "claude-code", "CLAUDE_CONFIG_DIR", "projects"),
+        (codex, "codex", "CODEX_HOME", "sessions"),
+        (gemini, "gemini", "GEMINI_CLI_HOME", ".gemini/tmp"),
+    ],
+)
+def test_each_run_of_a_cli_has_a_config_home_of_its_own_and_keeps_its_conversations(
+    tmp_path: Path, harness: Any, name: str, variable: str, conversations: str
+) -> None:
+    """What one run writes into its CLI's home (a ``.env``, settings) is not in the next run's;
+    its conversations are, for a later run to resume."""
+    for invocation in (harness.gated(_spec(name), POLICY), harness.invocation(_spec(name))):
+        assert invocation.script.startswith(harness.HOME)
+    done = None
+    for run, then in (("r1", 'echo X=1 > "$H/.env"; echo chat > "$H/CONV/one"'),
+                      ("r2", 'ls -A "$H"; cat "$H/CONV/one"')):  # fmt: skip
+        (tmp_path / run).mkdir()
+        env = {**os.environ, "PADDOCK_RUN": str(tmp_path / run), "PADDOCK_RUN_DIR": str(tmp_path)}
+        script = f"{harness.HOME}H=${variable}\n" + then.replace("CONV", conversations)
+        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    assert done is not None
+    assert ".env" not in done.stdout.split()
+    assert done.stdout.endswith("chat\n")

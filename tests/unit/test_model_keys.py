@@ -80,7 +80,7 @@ def test_the_harness_gets_the_token_and_the_route_never_the_key(
 
 
 def test_codex_is_given_the_route_as_its_provider_by_session_flags() -> None:
-    options = models.codex_options("http://gw:3130")
+    options = models.codex_options("http://gw:3130/v1")
     assert options[:2] == ["-c", 'model_provider="paddock"']
     assert '"base_url" = "http://gw:3130/v1"' in options[3]
     assert '"env_key" = "CODEX_API_KEY"' in options[3]

@@ -13,6 +13,7 @@ import pytest
 
 from paddock.render import gate_scripts
 from paddock.render import run_scripts as rs
+from support import hostile_git
 from support.waiting import wait_for
 
 NONCE = "9f" * 32
@@ -132,6 +133,39 @@ def test_file_events_and_git_changes(sandbox: Sandbox) -> None:
     changes = {path: status for status, path in rs.parse_changes(poll.changes)}
     assert changes == {"new.txt": "untracked", "gone.txt": "deleted", "tracked.txt": "modified"}
     assert "+v2" in poll.diff
+
+
+def test_the_wrappers_git_runs_nothing_the_agent_configured_and_hides_no_change(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ws, home, marks = sandbox.workspace, tmp_path / "home", tmp_path / "marks"
+    home.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "tracked.txt").write_text("v1\n")
+    git = ["git", "-C", str(ws), "-c", "user.email=t@e", "-c", "user.name=t"]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    # What the agent leaves: a change, a new file, one more staged in its own index, and
+    # its repository and HOME naming a program at every place git takes one from.
+    (ws / "tracked.txt").write_text("v2\n")
+    (ws / "new.txt").write_text("new\n")
+    (ws / "staged.txt").write_text("staged\n")
+    subprocess.run([*git, "add", "staged.txt"], check=True)
+    hostile_git.arm(ws, home, marks)
+    env = {**sandbox.env(), "HOME": str(home)}
+    sandbox.prepare("exit 0")
+    payload = rs.launch_payload(NONCE, {}, "the prompt")
+    subprocess.run(rs.launch_argv("r1"), input=payload, text=True, env=env, check=True)
+    poll = sandbox.finished()
+    assert hostile_git.ran(marks) == []
+    changes = {path: status for status, path in rs.parse_changes(poll.changes)}
+    assert changes == {"tracked.txt": "modified", "new.txt": "untracked",
+                       "staged.txt": "untracked", ".gitattributes": "untracked"}  # fmt: skip
+    assert "-v1\n+v2" in poll.diff
+    # The same repository, read by git as the wrapper once did: its programs run.
+    subprocess.run(["git", "status"], cwd=ws, env={**env, "GIT_PAGER": ""},
+                   capture_output=True, check=False)  # fmt: skip
+    assert any(mark.endswith("core.fsmonitor") for mark in hostile_git.ran(marks))
 
 
 def test_signal_kills_the_whole_process_group_and_the_record_is_written(

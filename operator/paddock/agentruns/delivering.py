@@ -196,13 +196,15 @@ def _take_bundle(namespace: str, sandbox: ReadySandbox, message: str, path: Path
     try:
         made = kube_exec.run(namespace, sandbox.pod, SANDBOX_CONTAINER, script.snapshot_argv(),
                              stdin=script.snapshot_payload(message))  # fmt: skip
-        if made.exit_code != 0 or script.parse_snapshot(made.stdout) is None:
+        commit = script.parse_snapshot(made.stdout) if made.exit_code == 0 else None
+        if commit is None:
             said = made.stderr.strip()[-300:] or f"exit code {made.exit_code}"
             raise DeliveryError(f"committing the sandbox's changes failed: {said}", False)
         sink = _Capped(path)
         try:
-            out = kube_exec.stream_out(namespace, sandbox.pod, SANDBOX_CONTAINER,
-                                       script.bundle_argv(), sink, BUNDLE_TIMEOUT)  # fmt: skip
+            argv = script.bundle_argv(commit)
+            out = kube_exec.stream_out(namespace, sandbox.pod, SANDBOX_CONTAINER, argv, sink,
+                                       BUNDLE_TIMEOUT)  # fmt: skip
         finally:
             sink.close()
     except (KubeError, TimeoutError) as exc:

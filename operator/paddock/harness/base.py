@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,22 @@ def gate_command(harness: str, spec: AgentRunSpec) -> str:
     it. A client killed by a signal exits 2 through the ``|| exit 2``, which blocks."""
     client = control_file(GATE_CLIENT)
     return f'env -i PATH="$PATH" node {client} {harness} {gate_seconds(spec)} || exit 2'
+
+
+def own_home(variable: str, cli: str, keep: tuple[str, ...] = ()) -> str:
+    """Shell lines that give a CLI a configuration home of the run's own, new at each launch
+    (``$PADDOCK_RUN/home/<cli>``, in ``variable``): nothing the agent wrote into an earlier
+    run's home, or into the sandbox's HOME, configures this run (a ``.env``, settings, hooks,
+    plugins, agents, rules). ``keep``: the folders of its conversations, which a run's
+    ``sessionId`` resumes, linked from a store that outlives each run (the sandbox's run
+    volume); they hold data the CLI reads back, never its configuration."""
+    home, store = f'"$PADDOCK_RUN/home/{cli}"', f'"$PADDOCK_RUN_DIR/sessions/{cli}"'
+    lines = [f"export {variable}={home}", f"mkdir -p {home}"]
+    for name in keep:
+        parent = posixpath.dirname(name)
+        into = f"{home}/{parent}" if parent else home
+        lines += [f"mkdir -p {store}/{name} {into}", f"ln -s {store}/{name} {home}/{name}"]
+    return "\n".join(lines) + "\n"
 
 
 def control_file(name: str) -> str:

@@ -24,6 +24,7 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    own_home,
     session,
     skill_files,
     text_of,
@@ -31,6 +32,10 @@ from paddock.harness.base import (
 )
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
+
+# Claude Code reads its user settings, agents, commands, plugins and memory from its config
+# home (``--setting-sources=`` aside); a run's is its own.
+HOME = own_home("CLAUDE_CONFIG_DIR", "claude", ("projects",))
 
 
 def _argv(spec: AgentRunSpec, *more: str) -> str:
@@ -51,7 +56,7 @@ def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -
     Claude Code would refuse its shell and file tools). IS_SANDBOX=1 says so to a Claude Code
     that runs as root (kwok's pods), which otherwise refuses to bypass permissions."""
     return Invocation(
-        script=f"exec {_argv(spec, '--permission-mode', 'bypassPermissions')} < {PROMPT}\n",
+        script=HOME + f"exec {_argv(spec, '--permission-mode', 'bypassPermissions')} < {PROMPT}\n",
         env={"IS_SANDBOX": "1"},
     )
 
@@ -141,7 +146,8 @@ def gated(
         files[f"{PLUGIN}/.claude-plugin/plugin.json"] = json.dumps(plugin)
         files |= skill_files(workspace.skills, f"{PLUGIN}/skills")
         more += ["--plugin-dir", control_file(PLUGIN)]
-    return Invocation(script=f"exec {_argv(spec, *more)} < {PROMPT}\n", files=files, gated=True)
+    script = HOME + f"exec {_argv(spec, *more)} < {PROMPT}\n"
+    return Invocation(script=script, files=files, gated=True)
 
 
 def request_of(request: dict[str, Any]) -> Request | None:

@@ -22,6 +22,7 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    own_home,
     session,
     tool_request,
 )
@@ -29,6 +30,10 @@ from paddock.harness.models import codex_options
 from paddock.render.projections import toml_value
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
+
+# Codex loads ``$CODEX_HOME/.env`` into its environment at start, and its config, hooks, rules
+# and skills from there: a run's is its own.
+HOME = own_home("CODEX_HOME", "codex", ("sessions", "archived_sessions"))
 
 
 def _argv(spec: AgentRunSpec, *more: str) -> str:
@@ -47,11 +52,26 @@ def _argv(spec: AgentRunSpec, *more: str) -> str:
     )
 
 
-def mcp_options(workspace: WorkspaceContext) -> list[str]:
+def provider_options(spec: AgentRunSpec, workspace: WorkspaceContext) -> list[str]:
+    """Codex's provider: the egress gateway's model route when the gateway holds the key,
+    else the run's ``OPENAI_BASE_URL`` (which Codex itself ignores), with the key from
+    whichever of ``CODEX_API_KEY`` and ``OPENAI_API_KEY`` the run has; else Codex's own."""
+    if workspace.model_url:
+        return codex_options(f"{workspace.model_url}/v1")
+    given = {variable.name: variable.value for variable in spec.env}
+    url = given.get("OPENAI_BASE_URL")
+    if not url:
+        return []
+    names = set(given) | {secret.name for secret in spec.secrets}
+    key = "OPENAI_API_KEY" if "OPENAI_API_KEY" in names - {"CODEX_API_KEY"} else "CODEX_API_KEY"
+    return codex_options(url, key)
+
+
+def mcp_options(spec: AgentRunSpec, workspace: WorkspaceContext) -> list[str]:
     """The Workspace's MCP servers as config overrides (``-c``): Codex reads a project's
     ``.codex/config.toml`` only in a project it trusts, and the workspace is not one. With
-    them, the egress gateway's model route as its provider, when the gateway holds the key."""
-    options = codex_options(workspace.model_url) if workspace.model_url else []
+    them, the run's provider (``provider_options``)."""
+    options = provider_options(spec, workspace)
     for name, server in workspace.mcp.items():
         for key, value in server.items():
             options += ["-c", f"mcp_servers.{name}.{key}={toml_value(value)}"]
@@ -62,8 +82,8 @@ def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -
     """With no policy the pod is the boundary: no approvals and no sandbox of Codex's own
     (codex exec is read-only by default, and its sandbox needs kernel features a container
     often lacks)."""
-    more = ["--dangerously-bypass-approvals-and-sandbox", *mcp_options(workspace)]
-    return Invocation(script=f"exec {_argv(spec, *more)} < {PROMPT}\n")
+    more = ["--dangerously-bypass-approvals-and-sandbox", *mcp_options(spec, workspace)]
+    return Invocation(script=HOME + f"exec {_argv(spec, *more)} < {PROMPT}\n")
 
 
 def hook(spec: AgentRunSpec) -> str:
@@ -94,10 +114,10 @@ def gated(
         "-c",
         "features.codex_hooks=true",
         *NO_OWN_SANDBOX,
-        *mcp_options(workspace),
+        *mcp_options(spec, workspace),
     ]
     return Invocation(
-        script=f"exec {_argv(spec, *more, '-c', hook(spec))} < {PROMPT}\n", gated=True
+        script=HOME + f"exec {_argv(spec, *more, '-c', hook(spec))} < {PROMPT}\n", gated=True
     )
 
 

@@ -24,6 +24,7 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    own_home,
     session,
     skill_files,
     tool_request,
@@ -44,9 +45,14 @@ TOOL_TARGETS: dict[str, tuple[RequestKind, str]] = {
     "web_fetch": (RequestKind.NETWORK, "prompt"),
     "google_web_search": (RequestKind.NETWORK, "query"),
 }
-# Gemini CLI reads user settings from $GEMINI_CLI_HOME/.gemini, else $HOME/.gemini (the
-# sandbox's home, Paddock's own emptyDir): the run's settings are copied there at launch.
+# Gemini CLI reads user settings from $GEMINI_CLI_HOME/.gemini (the run's own home, below):
+# the run's settings are copied there at launch.
 USER_SETTINGS = '"${GEMINI_CLI_HOME:-$HOME}/.gemini"'
+
+
+# Gemini CLI reads ``.gemini/`` (settings, policies, extensions, its ``.env``) and a ``.env``
+# from its home: a run's is its own.
+HOME = own_home("GEMINI_CLI_HOME", "gemini", (".gemini/tmp",))
 
 
 def _argv(spec: AgentRunSpec, *more: str) -> str:
@@ -75,7 +81,7 @@ def _auth(spec: AgentRunSpec) -> dict[str, Any]:
 
 def _script(spec: AgentRunSpec, settings: dict[str, Any], *more: str) -> tuple[str, str]:
     script = (
-        f"mkdir -p {USER_SETTINGS}\n"
+        HOME + f"mkdir -p {USER_SETTINGS}\n"
         f"cp {control_file(SETTINGS)} {USER_SETTINGS}/settings.json\n"
         f"exec {_argv(spec, *more)} < {PROMPT}\n"
     )
@@ -93,7 +99,7 @@ def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -
     ``.gemini/settings.json`` gives the Workspace's MCP servers)."""
     auth = _auth(spec)
     if not auth:
-        script = f"exec {_argv(spec, '--approval-mode', 'yolo')} < {PROMPT}\n"
+        script = HOME + f"exec {_argv(spec, '--approval-mode', 'yolo')} < {PROMPT}\n"
         return Invocation(script=script, env=TRUSTED)
     script, settings = _script(spec, auth, "--approval-mode", "yolo")
     return Invocation(script=script, env=TRUSTED, files={SETTINGS: settings})

@@ -88,13 +88,14 @@ def routed_env(spec: AgentRunSpec, provider: Provider, route: ModelRoute) -> dic
     return env
 
 
-def codex_options(url: str) -> list[str]:
-    """Codex's provider, the gateway's route, as session flags (no config file overrides them):
-    Codex reads a base URL from its config only."""
+def codex_options(base_url: str, env_key: str = "CODEX_API_KEY") -> list[str]:
+    """Codex's provider at ``base_url`` (the gateway's route's ``/v1``, or a run's
+    ``OPENAI_BASE_URL``) as session flags (no config file overrides them): Codex reads a
+    base URL from its config only, and its config home is the run's own."""
     provider = {
         "name": CODEX_PROVIDER,
-        "base_url": f"{url}/v1",
-        "env_key": "CODEX_API_KEY",
+        "base_url": base_url,
+        "env_key": env_key,
         "wire_api": "responses",
     }
     return [

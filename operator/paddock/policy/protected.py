@@ -21,8 +21,10 @@ KNOWN = {
     "PADDOCK_CONTROL": "/paddock/control/runs/_",
     "HOME": HOME,
     "PADDOCK_WORKSPACE": WORKSPACE,
-    "CODEX_HOME": f"{HOME}/.codex",
-    "GEMINI_CLI_HOME": HOME,
+    # Each CLI's configuration home is the run's own (harness.base.own_home).
+    "CODEX_HOME": "/paddock/run/_/home/codex",
+    "GEMINI_CLI_HOME": "/paddock/run/_/home/gemini",
+    "CLAUDE_CONFIG_DIR": "/paddock/run/_/home/claude",
     "XDG_CONFIG_HOME": f"{HOME}/.config",
 }
 SHELL_STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout")

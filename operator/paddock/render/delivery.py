@@ -7,58 +7,68 @@ The commit message comes on stdin (base64, one line), never in the script or its
 from __future__ import annotations
 
 import base64
+import re
 
 from paddock.api.agentrun import AgentRunSpec
+from paddock.render.sandbox_shell import END_PROCESSES, OWN_GIT
 
 DELIVER_REF = "refs/paddock/deliver"
 NOTHING = 4  # the bundle script's exit code when the run left nothing new
 
+# Both read the workspace's repository as data, with Paddock's own git, after ending what
+# processes the run left (sandbox_shell.py): nothing the agent wrote runs, or is running.
 SNAPSHOT = r"""
 set -euo pipefail
 cd "${PADDOCK_WORKSPACE:-/workspace}"
-if ! git rev-parse --verify -q HEAD >/dev/null; then
-  echo "the workspace holds no git commit" >&2
+paddock_end_processes
+own=$(mktemp -d)
+trap 'rm -rf "$own"' EXIT
+if ! paddock_git_dir "$PWD" "$own/git" || ! paddock_git rev-parse --verify -q HEAD >/dev/null
+then
+  echo "the workspace holds no git commit that Paddock can read" >&2
   exit 3
 fi
 IFS= read -r encoded
-message="$(mktemp)"
-index="$(mktemp -u)"
-trap 'rm -f "$message" "$index"' EXIT
-printf '%s' "$encoded" | base64 -d > "$message"
-export GIT_INDEX_FILE="$index"
-export GIT_AUTHOR_NAME=Paddock GIT_AUTHOR_EMAIL=paddock@noreply.paddock.dev
-export GIT_COMMITTER_NAME=Paddock GIT_COMMITTER_EMAIL=paddock@noreply.paddock.dev
-git read-tree HEAD
-git add -A
-tree="$(git write-tree)"
-commit="$(git rev-parse HEAD)"
-if [ "$tree" != "$(git rev-parse 'HEAD^{tree}')" ]; then
-  commit="$(git commit-tree "$tree" -p HEAD -F "$message")"
+printf '%s' "$encoded" | base64 -d > "$own/message"
+paddock_git read-tree HEAD
+paddock_git add -A
+tree="$(paddock_git write-tree)"
+commit="$(paddock_git rev-parse HEAD)"
+if [ "$tree" != "$(paddock_git rev-parse 'HEAD^{tree}')" ]; then
+  commit="$(paddock_git commit-tree "$tree" -p HEAD < "$own/message")"
 fi
-git update-ref "$1" "$commit"
 echo "commit $commit"
 """
 
 # The commits the sandbox did not get from its clone: everything but its remote-tracking
 # branches and tags. (Whatever it claims, the operator checks that what the bundle needs is in
-# the base branch's history on the forge.)
+# the base branch's history on the forge.) $1: the commit the snapshot made.
 BUNDLE = r"""
 set -euo pipefail
 cd "${PADDOCK_WORKSPACE:-/workspace}"
-if [ -z "$(git rev-list -n 1 "$1" --not --remotes --tags)" ]; then
+own=$(mktemp -d)
+trap 'rm -rf "$own"' EXIT
+paddock_git_dir "$PWD" "$own/git"
+paddock_git update-ref "$1" "$2"
+if [ -z "$(paddock_git rev-list -n 1 "$1" --not --remotes --tags)" ]; then
   echo "no commit and no change since the clone" >&2
   exit 4
 fi
-git bundle create --quiet - "$1" --not --remotes --tags
+paddock_git bundle create --quiet - "$1" --not --remotes --tags
 """
+SNAPSHOT = OWN_GIT + END_PROCESSES + SNAPSHOT
+BUNDLE = OWN_GIT + BUNDLE
+COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 def snapshot_argv() -> list[str]:
-    return ["bash", "-c", SNAPSHOT, "paddock-deliver", DELIVER_REF]
+    return ["bash", "-c", SNAPSHOT, "paddock-deliver"]
 
 
-def bundle_argv() -> list[str]:
-    return ["bash", "-c", BUNDLE, "paddock-bundle", DELIVER_REF]
+def bundle_argv(commit: str) -> list[str]:
+    if not COMMIT.match(commit):
+        raise ValueError(f"not a commit id: {commit!r}")
+    return ["bash", "-c", BUNDLE, "paddock-bundle", DELIVER_REF, commit]
 
 
 def snapshot_payload(message: str) -> str:
@@ -66,9 +76,11 @@ def snapshot_payload(message: str) -> str:
 
 
 def parse_snapshot(stdout: str) -> str | None:
+    """The commit the snapshot made (or found), if it printed one."""
     for line in stdout.splitlines():
         if line.startswith("commit "):
-            return line.removeprefix("commit ").strip()
+            commit = line.removeprefix("commit ").strip()
+            return commit if COMMIT.match(commit) else None
     return None
 
 

@@ -28,6 +28,8 @@ import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from paddock.render.sandbox_shell import END_PROCESSES, OWN_GIT
+
 LAUNCH = r"""set -eu
 run=$PADDOCK_RUN_DIR/$1
 control=$PADDOCK_CONTROL_DIR/runs/$1
@@ -55,6 +57,11 @@ mkdir -p "$PADDOCK_RUN_DIR"
 if ! mkdir -m 700 "$run" 2>/dev/null; then
   echo "already-started"
   exit 0
+fi
+# A run starts with no process of an earlier one (one whose wrapper was killed, say).
+if ! paddock_end_processes; then
+  rmdir "$run"
+  exit 2
 fi
 printf '%s' "$prompt" | base64 -d > "$run/prompt"
 export PADDOCK_RUN="$run" PADDOCK_CONTROL="$control" PADDOCK_PROMPT_FILE="$run/prompt"
@@ -108,12 +115,16 @@ done
 wait "$child"
 code=$?
 kill -KILL -- "-$child" 2>/dev/null
+paddock_end_processes 2>> "$run/stderr"
 poll_files
+# The work tree against HEAD, read by Paddock's own git (sandbox_shell.py).
 : > "$run/changes"; : > "$run/diff"
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  git -c core.quotepath=off status --porcelain=v1 --untracked-files=all > "$run/changes" 2>/dev/null
-  { git -c core.quotepath=off diff HEAD 2>/dev/null || git -c core.quotepath=off diff; } \
-    | head -c 65536 > "$run/diff"
+if paddock_git_dir "$PWD" "$run/git"; then
+  paddock_git read-tree HEAD 2>/dev/null
+  paddock_git status --porcelain=v1 --untracked-files=all --ignore-submodules=all \
+    > "$run/changes" 2>/dev/null
+  paddock_git diff HEAD --ignore-submodules=all 2>/dev/null | head -c 65536 > "$run/diff"
+  rm -rf "$run/git"
 fi
 finish "$code"
 """
@@ -140,6 +151,8 @@ if [ -f "$run/exit" ]; then
 fi
 """
 
+LAUNCH = END_PROCESSES + LAUNCH
+WRAPPER = OWN_GIT + END_PROCESSES + WRAPPER
 STDERR_BYTES = 4096
 CHANGES_BYTES = 65536
 POLL = POLL.replace("STDERR_BYTES", str(STDERR_BYTES)).replace("CHANGES_BYTES", str(CHANGES_BYTES))
