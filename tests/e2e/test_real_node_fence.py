@@ -7,11 +7,16 @@ Each of Claude Code, Codex, OpenCode and Gemini CLI, in turn in one sandbox (so 
 faces what the runs before it left in HOME and the workspace), runs a script the policy allows
 (``bash scripts/*``, which runs whatever the agent wrote there: the agent's whole user): it
 overwrites the gate and every control file, forges answers where the gate once read them,
-rewrites and shadows every CLI's hook settings and its shell's startup files, replaces the run
-directory with a link, and looks for the sidecar's processes. Then the agent issues a denied
-command; then, with a background job killing the gate's client as soon as one waits, another;
-then an allowed one. The denied commands never run, the log has the ``policy.denied`` the
-operator took from the sidecar, and the allowed command runs.
+rewrites and shadows every CLI's hook settings and its shell's startup files, writes Codex's
+``~/.codex/.env``, replaces the run directory with a link, looks for the sidecar's processes,
+makes the repository's and the user's git configuration name a program (fsmonitor, hooks and
+``core.hooksPath``, a clean filter, ``diff.external``, a pager), and leaves jobs running that
+detach every way. Then the agent issues a denied command; then, with a background job killing
+the gate's client as soon as one waits, another; then an allowed one. The denied commands never
+run, the log has the ``policy.denied`` the operator took from the sidecar, the allowed command
+runs, no program the git configuration names is run by Paddock's git after a run (a CLI's own
+git is another matter: docs/policy.md), and no job of a run is running in the next one or after
+the last.
 
 The same runs read the Workspace as the published sandbox image and the real ``project`` init
 container give it: each CLI sends its model the Workspace's instructions and a skill's
@@ -22,6 +27,7 @@ host's address, as the fence of no policy leaves the cluster's own addresses out
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -42,6 +48,7 @@ from support.sandboxes import sandbox, wait_for_phase
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
 
 HARNESSES = ["claude-code", "codex", "opencode", "gemini"]
+CLI_PROGRAM = re.compile(r"/(claude|codex|opencode|gemini)\b")
 
 # Run as the agent's user, with everything that user may do. Each attempt that must fail is
 # logged DID or REFUSED; a "pwned-*" file in the workspace is a command that ran unjudged.
@@ -114,11 +121,18 @@ echo END >> "$log"
 """
 # What a gate that answered "allow" to everything would be.
 ALLOW_ALL = 'process.stdout.write(""); process.exit(0);\n'
-# What a program git was made to run does: say who ran it.
+# What a program git was made to run does: say which git ran it, and that git's parent (a
+# CLI's own git, or Paddock's).
 PWN_GIT = r"""#!/bin/bash
-{ echo "RAN $1"; p=$PPID
-  while [ "$p" != 0 ]; do echo "  $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-120)"
-    p=$(cut -d' ' -f4 /proc/$p/stat); done; } >> /workspace/git-ran.log
+p=$PPID by="no git"
+while [ -n "$p" ] && [ "$p" != 0 ]; do
+  case $(tr '\0' ' ' < "/proc/$p/cmdline") in
+    git\ *|*/git\ *) parent=$(cut -d' ' -f4 "/proc/$p/stat")
+      by=$(tr '\0' ' ' < "/proc/$parent/cmdline" | cut -c1-160); break ;;
+  esac
+  p=$(cut -d' ' -f4 "/proc/$p/stat")
+done
+echo "RAN $1 BY $by" >> /workspace/git-ran.log
 cat
 """
 # A background job that kills the next gate client that waits (only the client: the hook's
@@ -192,9 +206,12 @@ def test_no_cli_opens_its_fence_from_inside_and_each_reads_the_workspace_on_the_
             status = wait_for_run(cluster, namespace, harness, timeout=300)
             listing = exec_in(cluster, namespace, "fence", "ls -A /workspace").split()
             fence = exec_in(cluster, namespace, "fence", "cat /workspace/fence.log 2>&1; true")
-            fence += exec_in(cluster, namespace, "fence", "cat /workspace/git-ran.log 2>&1; true")
+            ran = exec_in(
+                cluster, namespace, "fence", "cat /workspace/git-ran.log 2>/dev/null; true"
+            )
             read = seen(model.requests[before:])
-            results[harness] = {"status": status, "listing": listing, "fence": fence, "read": read}
+            results[harness] = {"status": status, "listing": listing, "fence": fence, "read": read,
+                                "git": ran}  # fmt: skip
         # Nothing any run started is running once the last has ended.
         left = exec_in(cluster, namespace, "fence", "pgrep -a -f '^paddock-leftover'; true")
 
@@ -205,8 +222,10 @@ def test_no_cli_opens_its_fence_from_inside_and_each_reads_the_workspace_on_the_
         events = log_events(cluster, namespace, harness)
         assert status["phase"] == "Succeeded", (harness, status, events[-3:])
         assert [n for n in listing if n.startswith("pwned")] == [], (harness, fence)
-        # No program the agent's git configuration names ran, after the run or in the next.
-        assert "git-ran.log" not in listing, (harness, fence)
+        # No program the agent's git configuration names was run by Paddock's git (after the
+        # run): only a CLI's own (docs/policy.md says which).
+        by = [line.partition(" BY ")[2] for line in result["git"].splitlines()]
+        assert all(CLI_PROGRAM.search(parent) for parent in by), (harness, result["git"])
         assert "LEFTOVER 0" in fence.splitlines(), (harness, fence)
         assert "after.txt" in listing, (harness, events[-6:])  # the allowed command runs
         lines = fence.splitlines()

@@ -644,12 +644,20 @@ def test_examples_run_and_kubectl_shows_the_event_count(
     # The fork starts from hello's snapshot after setup, without setup of its own: once the
     # snapshot is ready (the snapshot controller's own retries, slow under load: 120 s, as
     # every snapshot test waits), the fork is.
-    wait_for(
-        lambda: condition(status_of(cluster, namespace, "sandbox", "hello"), "SnapshotReady").get(
-            "status") == "True",
-        120,
-        what="sandbox hello's snapshot ready",
-    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: condition(status_of(cluster, namespace, "sandbox", "hello"),
+                              "SnapshotReady").get("status") == "True",
+            120,
+            what="sandbox hello's snapshot ready",
+        )  # fmt: skip
+    except TimeoutError as exc:  # say where it stands: the sandbox's, the snapshots'
+        state = cluster.kubectl("get", "sandbox,volumesnapshot", "-n", namespace, "-o", "yaml")
+        columns = ("custom-columns=NAME:.metadata.name,NS:.spec.volumeSnapshotRef.namespace,"
+                   "READY:.status.readyToUse,ERROR:.status.error.message")  # fmt: skip
+        contents = cluster.kubectl("get", "volumesnapshotcontent", "-o", columns).stdout
+        ours = [line for line in contents.splitlines() if namespace in line]
+        raise AssertionError(f"{state.stdout}\n" + "\n".join(ours)) from exc
     fork = wait_for_phase(cluster, namespace, "hello-fork", "Ready")
     assert fork["restoredFrom"] == status_of(cluster, namespace, "sandbox", "hello")["snapshot"]
 

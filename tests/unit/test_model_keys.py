@@ -18,7 +18,8 @@ from paddock.api.policy import SandboxPolicySpec
 from paddock.gateway.endpoints import ENDPOINTS
 from paddock.gateway.model import Call, token_of, upstream_request
 from paddock.gateway.routes import Refused, Routes
-from paddock.harness import models
+from paddock.harness import codex, models
+from paddock.harness.base import WorkspaceContext
 from paddock.harness.models import ModelRoute, Provider
 from paddock.render.model_routes import Route, read_route, route_secret, token_digest
 from paddock.render.network_policy import ClusterNetwork, Gateway, render_network_policy
@@ -84,6 +85,31 @@ def test_codex_is_given_the_route_as_its_provider_by_session_flags() -> None:
     assert options[:2] == ["-c", 'model_provider="paddock"']
     assert '"base_url" = "http://gw:3130/v1"' in options[3]
     assert '"env_key" = "CODEX_API_KEY"' in options[3]
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({}, None),
+        ({"env": [{"name": "OPENAI_BASE_URL", "value": "http://m:1/v1"}]},
+         ("http://m:1/v1", "CODEX_API_KEY")),
+        ({"env": [{"name": "OPENAI_BASE_URL", "value": "http://m:1/v1"}],
+          "secrets": [{"name": "OPENAI_API_KEY", "secretKeyRef": {"name": "s", "key": "k"}}]},
+         ("http://m:1/v1", "OPENAI_API_KEY")),
+    ],
+)  # fmt: skip
+def test_a_codex_runs_openai_base_url_is_its_provider_since_codex_reads_no_config_of_its_own(
+    fields: dict[str, Any], expected: tuple[str, str] | None
+) -> None:
+    spec = _spec("codex", None, **fields)
+    options = codex.provider_options(spec, WorkspaceContext())
+    if expected is None:
+        assert options == []
+    else:
+        assert options == models.codex_options(*expected)
+    # The gateway's route, when there is one, comes first.
+    routed = codex.provider_options(spec, WorkspaceContext(model_url="http://gw:3130"))
+    assert routed == models.codex_options("http://gw:3130/v1")
 
 
 def test_the_upstream_is_the_runs_base_url_else_the_providers_public_api() -> None:

@@ -40,6 +40,7 @@ SNAPSHOT_CLASS = "paddock-local"
 NODE_SNAPSHOT_CLASS = "paddock-node-csi"
 FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"
 BEING_DELETED = "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"
+RESYNC_SECONDS = 60
 
 
 def manifests(driver: str = DRIVER, snapshot_class: str = SNAPSHOT_CLASS) -> list[dict[str, Any]]:
@@ -149,9 +150,13 @@ class Snapshotter:
                 raise
 
     def watch(self) -> None:
+        """Sync each content as it changes, and every one again each minute (as a CSI
+        sidecar's resync does): a content left for later (its volume not seen yet) or a watch
+        that went quiet is taken up again."""
         stream = watch.Watch().stream(
-            self.api.list_cluster_custom_object, GROUP, VERSION, "volumesnapshotcontents"
-        )
+            self.api.list_cluster_custom_object, GROUP, VERSION, "volumesnapshotcontents",
+            timeout_seconds=RESYNC_SECONDS,
+        )  # fmt: skip
         for event in stream:
             if event["type"] in ("ADDED", "MODIFIED"):
                 self.sync(event["object"])
