@@ -95,7 +95,19 @@ def test_a_delivery_runs_nothing_the_agents_git_configuration_names(
     (sandbox / "app.py").write_text("v3\n")
     _git(*IDENTITY, "commit", "-qam", "the agent's commit", cwd=sandbox)
     (sandbox / "new.txt").write_text("left uncommitted\n")
+    # A repository inside it, committed as a submodule, then armed and changed: git would go
+    # into it (and its own configuration) to see whether it changed.
+    nested = sandbox / "sub"
+    nested.mkdir()
+    _git("init", "-q", cwd=nested)
+    (nested / "s.txt").write_text("s\n")
+    _git("add", ".", cwd=nested)
+    _git(*IDENTITY, "commit", "-qm", "sub", cwd=nested)
+    _git("add", "sub", cwd=sandbox)
+    _git(*IDENTITY, "commit", "-qm", "a submodule", cwd=sandbox)
     marks = tmp_path / "marks"
+    hostile_git.arm(nested, tmp_path / "nested-home", tmp_path / "marks")
+    (nested / "s.txt").write_text("changed\n")
     hostile_git.arm(sandbox, tmp_path, marks)  # the scripts' HOME is tmp_path too
     assert _bundle(sandbox, tmp_path / "b.bundle", "Add new.txt\n") == 0
     assert hostile_git.ran(marks) == []
@@ -103,7 +115,7 @@ def test_a_delivery_runs_nothing_the_agents_git_configuration_names(
         needed = prerequisites((tmp_path / "b.bundle").read_bytes())
         bench.fetch_base("main", needed)
         commit = bench.read_bundle(tmp_path / "b.bundle", delivery.DELIVER_REF)
-        assert sorted(bench.changed_paths()) == [".gitattributes", "app.py", "new.txt"]
+        assert sorted(bench.changed_paths()) == [".gitattributes", "app.py", "new.txt", "sub"]
         bench.push("paddock/run")
     # What the work tree holds, byte for byte (no filter), in a commit no program signed.
     assert _git("show", f"{commit}:new.txt", cwd=forge) == "left uncommitted"

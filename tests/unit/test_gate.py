@@ -282,7 +282,7 @@ def test_what_codex_asks_about(request_body: dict[str, object], asked: Request |
     [
         (claude_code, "claude-code", "CLAUDE_CONFIG_DIR", "projects"),
         (codex, "codex", "CODEX_HOME", "sessions"),
-        (gemini, "gemini", "GEMINI_CLI_HOME", ".gemini/tmp"),
+        (gemini, "gemini", "GEMINI_CLI_HOME", ".gemini/tmp/workspace/chats"),
     ],
 )
 def test_each_run_of_a_cli_has_a_config_home_of_its_own_and_keeps_its_conversations(

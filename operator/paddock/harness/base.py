@@ -15,8 +15,17 @@ from paddock.api.fields import parse_duration
 from paddock.api.policy import SandboxPolicySpec
 from paddock.runs.events import ERROR, SESSION_ID, Draft, one_line
 
-PROMPT = '"$PADDOCK_PROMPT_FILE"'  # the prompt, as a file the launch wrote; never an argv
-WORKSPACE = '"$PADDOCK_WORKSPACE"'
+
+class ShellWord(str):
+    """A word of a harness script that the shell expands (a reference to one of Paddock's
+    variables), made here only: ``command_line`` quotes every other part, whatever it holds
+    (a session id the harness printed, say)."""
+
+    __slots__ = ()
+
+
+PROMPT = ShellWord('"$PADDOCK_PROMPT_FILE"')  # the prompt, as a file the launch wrote
+WORKSPACE = ShellWord('"$PADDOCK_WORKSPACE"')
 
 # The gate waits for the operator's answer longer than an approval may take (the operator
 # answers even a request nobody decided: with a denial at spec.approvalTimeout), and a
@@ -61,9 +70,9 @@ def own_home(variable: str, cli: str, keep: tuple[str, ...] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def control_file(name: str) -> str:
+def control_file(name: str) -> ShellWord:
     """A file of the run's control directory, as a shell word (``"$PADDOCK_CONTROL/name"``)."""
-    return f'"$PADDOCK_CONTROL/{name}"'
+    return ShellWord(f'"$PADDOCK_CONTROL/{name}"')
 
 
 @dataclass(frozen=True)
@@ -158,9 +167,9 @@ class Harness:
 
 
 def command_line(*parts: str | None) -> str:
-    """Quote each part except the shell words (``"$PADDOCK_..."`` references) made above."""
+    """Quote each part except the shell words (``ShellWord``) made above."""
     return " ".join(
-        part if part.startswith('"$PADDOCK_') else shlex.quote(part) for part in parts if part
+        part if isinstance(part, ShellWord) else shlex.quote(part) for part in parts if part
     )
 
 

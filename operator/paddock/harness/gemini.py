@@ -52,7 +52,9 @@ USER_SETTINGS = '"${GEMINI_CLI_HOME:-$HOME}/.gemini"'
 
 # Gemini CLI reads ``.gemini/`` (settings, policies, extensions, its ``.env``) and a ``.env``
 # from its home: a run's is its own.
-HOME = own_home("GEMINI_CLI_HOME", "gemini", (".gemini/tmp",))
+# Only its chats are kept: the rest of ``.gemini/tmp`` holds programs it runs (``bin/rg``)
+# and memory it loads. (Its folder is named after the workspace's: ``/workspace``.)
+HOME = own_home("GEMINI_CLI_HOME", "gemini", (".gemini/tmp/workspace/chats",))
 
 
 def _argv(spec: AgentRunSpec, *more: str) -> str:

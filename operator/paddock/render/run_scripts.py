@@ -115,11 +115,13 @@ done
 wait "$child"
 code=$?
 kill -KILL -- "-$child" 2>/dev/null
-paddock_end_processes 2>> "$run/stderr"
+ended=0
+paddock_end_processes 2>> "$run/stderr" || ended=1
 poll_files
-# The work tree against HEAD, read by Paddock's own git (sandbox_shell.py).
+# The work tree against HEAD, read by Paddock's own git (sandbox_shell.py), once nothing of
+# the run's runs.
 : > "$run/changes"; : > "$run/diff"
-if paddock_git_dir "$PWD" "$run/git"; then
+if [ "$ended" = 0 ] && paddock_git_dir "$PWD" "$run/git"; then
   paddock_git read-tree HEAD 2>/dev/null
   paddock_git status --porcelain=v1 --untracked-files=all --ignore-submodules=all \
     > "$run/changes" 2>/dev/null

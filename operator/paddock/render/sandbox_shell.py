@@ -12,16 +12,22 @@ Nothing the agent wrote configures them (docs/security.md, "The agent's files ar
   environment of Paddock's own (no ``BASH_ENV``, ``PATH``, ``GIT_*`` or ``HOME`` of the
   agent's). A driver that the workspace's ``.gitattributes`` names is no program: with no
   configuration, it names none. Submodules are not gone into (each has configuration of its
-  own). A repository git cannot read so (another object format, reftable refs) is not read.
+  own): the wrapper's status and diff ignore them, a delivery takes each as its index entry.
+  A repository git cannot read so (another object format, reftable refs) is not read, nor
+  one whose objects hold a link, pipe or device.
 - ``paddock_end_processes`` ends every process left in the sandbox container but its first
-  (the keep-alive), this script's own, and those of an exec session (Paddock's polls, a
-  person's ``kubectl exec``): an exec session's first process has its parent outside the
-  container's process namespace (parent pid 0), and a process the agent starts, however it
-  detaches (double forks, ``setsid``, ``nohup``, ``disown``), is reparented within it, never
-  into an exec session. Each is stopped first, until a pass finds none that is not, then
-  killed: a process that forks as fast as it can cannot outrun it. Only where the container
-  has a process namespace of its own (its first process is the keep-alive): kwok's pods run
-  on the host's.
+  (the keep-alive) and the ``sleep`` it waits on, this script's own, and those of an exec
+  session (Paddock's polls, a person's ``kubectl exec``): an exec session's first process has
+  its parent outside the container's process namespace (parent pid 0), and a process the agent
+  starts, however it detaches (double forks, ``setsid``, ``nohup``, ``disown``), is reparented
+  within it, never into an exec session. A zombie whose other threads run is alive; a process
+  whose parent is not seen is a leftover. Each is stopped first, until a pass finds none that
+  is not, then killed: a process that forks as fast as it can cannot outrun it. The
+  keep-alive's ``sleep`` is told by what only it can be: a child of the first process running
+  the system's ``sleep 3600`` in the container's own environment (a process that is all of
+  that does nothing else). A container whose first process is not the keep-alive is refused
+  (fail closed). Run as root, it ends nothing: a sandbox never runs as root, and kwok's pods,
+  which do, run in the host's process namespace.
 """
 
 from __future__ import annotations
@@ -38,14 +44,28 @@ paddock_git_dir() {
   local repo=$1/.git name
   PADDOCK_GIT_DIR=$2
   [ -d "$repo" ] && [ ! -L "$repo" ] && [ -d "$repo/objects" ] && [ -f "$repo/HEAD" ] || return 1
+  # Data only: no link, pipe or device where git reads objects (a pipe would hold it).
+  if [ -n "$(timeout GIT_SECONDS find "$repo/objects" ! -type f ! -type d -print -quit)" ]; then
+    echo "paddock: the repository's objects hold a link, pipe or device" >&2
+    return 1
+  fi
   rm -rf "$PADDOCK_GIT_DIR" && mkdir -p "$PADDOCK_GIT_DIR/refs" "$PADDOCK_GIT_DIR/info" || return 1
   cp -P "$repo/HEAD" "$PADDOCK_GIT_DIR/HEAD" || return 1
-  if [ -d "$repo/refs" ]; then cp -RP "$repo/refs/." "$PADDOCK_GIT_DIR/refs/" || return 1; fi
+  if [ -d "$repo/refs" ]; then
+    timeout GIT_SECONDS cp -RP "$repo/refs/." "$PADDOCK_GIT_DIR/refs/" || return 1
+  fi
   for name in packed-refs shallow info/exclude; do
     if [ -f "$repo/$name" ]; then cp -P "$repo/$name" "$PADDOCK_GIT_DIR/$name" || return 1; fi
   done
   # Data only: no link, pipe or device of the agent's is opened by git.
   find "$PADDOCK_GIT_DIR" -mindepth 1 ! -type f ! -type d -exec rm -f {} +
+}
+paddock_git_gitlinks_as_they_are() {
+  # git would go into each submodule's repository (and its configuration) to see whether
+  # it changed: a submodule is taken as the index has it.
+  paddock_git ls-files -s -z | while IFS= read -r -d '' entry; do
+    case $entry in 160000\ *) printf '%s\0' "${entry#*$'\t'}" ;; esac
+  done | paddock_git update-index -z --assume-unchanged --stdin
 }
 paddock_git() {
   env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/nonexistent LC_ALL=C \
@@ -59,30 +79,47 @@ paddock_git() {
 """.replace("GIT_SECONDS", str(GIT_SECONDS))
 
 END_PROCESSES = r"""
+paddock_keep_alives_sleep() {
+  [ "${parent[$1]:-}" = 1 ] || return 1
+  [ "$(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null)" = "sleep 3600 " ] || return 1
+  case $(readlink "/proc/$1/exe" 2>/dev/null) in
+    /bin/sleep|/usr/bin/sleep|/bin/busybox|/usr/bin/busybox) ;;
+    *) return 1 ;;
+  esac
+  cmp -s "/proc/$1/environ" /proc/1/environ
+}
 paddock_leftovers() {
-  local -A parent mine
-  local line pid p me=$BASHPID
+  local -A parent dead mine
+  local line pid p me=$BASHPID tasks
   for p in /proc/[0-9]*/stat; do
     { IFS= read -r line < "$p"; } 2>/dev/null || continue
     pid=${line%% *}; line=${line##*) }
     set -- $line
-    [ "$1" = Z ] || parent[$pid]=$2
+    parent[$pid]=$2
+    if [ "$1" = Z ]; then
+      tasks=("/proc/$pid/task/"*)
+      [ "${#tasks[@]}" -gt 1 ] || dead[$pid]=1
+    fi
   done
   p=$me
   while [ -n "$p" ] && [ "$p" != 0 ]; do mine[$p]=1; p=${parent[$p]:-}; done
   for pid in "${!parent[@]}"; do
-    [ "$pid" != 1 ] && [ -z "${mine[$pid]:-}" ] || continue
+    [ "$pid" != 1 ] && [ -z "${mine[$pid]:-}" ] && [ -z "${dead[$pid]:-}" ] || continue
+    ! paddock_keep_alives_sleep "$pid" || continue
     p=$pid
-    while [ "$p" != 1 ]; do
-      [ "$p" != "$me" ] || continue 2
-      p=${parent[$p]:-0}
-      [ "$p" != 0 ] || continue 2
+    while [ "$p" != 1 ] && [ -n "${parent[$p]:-}" ]; do
+      [ "$p" != "$me" ] && [ "${parent[$p]}" != 0 ] || continue 2
+      p=${parent[$p]}
     done
     printf '%s\n' "$pid"
   done | sort -n | tr '\n' ' '
 }
 paddock_end_processes() {
-  [ "$(tr '\0' '\n' < /proc/1/cmdline 2>/dev/null)" = KEEP_ALIVE ] || return 0
+  if [ "$(id -u)" = 0 ]; then return 0; fi
+  if [ "$(tr '\0' '\n' < /proc/1/cmdline 2>/dev/null)" != KEEP_ALIVE ]; then
+    echo "paddock: this container's first process is not the sandbox's keep-alive" >&2
+    return 1
+  fi
   local found previous= pass
   for pass in $(seq 200); do
     found=$(paddock_leftovers)
