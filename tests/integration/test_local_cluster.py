@@ -15,6 +15,7 @@ from paddock.devcluster import binaries, object_store
 from paddock.devcluster import cluster as local
 from paddock.devcluster.processes import ESTABLISHED
 from support.kube import Cluster, object_store_in_use
+from support.sandboxes import get
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -164,3 +165,34 @@ def test_a_crd_created_an_instant_ago_is_waited_on_until_established(cluster: Cl
         assert shown == "True"
     finally:
         cluster.kubectl("delete", name, "--wait=false")
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_deleted_kwok_pods_processes_end_as_a_kubelet_ends_them(
+    cluster: Cluster, namespace: str
+) -> None:
+    """kwok runs a pod's execs as processes of this machine: once the pod is gone, so are they
+    (a harness left running would load every later test)."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "doomed"},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+    cluster.apply(pod, namespace)
+    wait_for(lambda: (get(cluster, namespace, "pod", "doomed") or {}).get("status", {})
+             .get("phase") == "Running", 60, what="the pod Running")  # fmt: skip
+    started = cluster.kubectl(
+        "exec", "-n", namespace, "doomed", "-c", "main", "--",
+        "bash", "-c", "setsid sleep 1996 > /dev/null 2>&1 < /dev/null & echo $!",
+    )  # fmt: skip
+    pid = int(started.stdout)
+    assert _running(pid)
+    cluster.kubectl("delete", "pod", "-n", namespace, "doomed", "--wait=true")
+    wait_for(lambda: not _running(pid), 30, what="the deleted pod's process gone")

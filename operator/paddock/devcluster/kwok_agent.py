@@ -26,10 +26,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import logging
 import os
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +44,7 @@ from kubernetes.client.exceptions import ApiException
 from paddock.devcluster import local_snapshots
 from paddock.devcluster.binaries import REPO_ROOT, cache_dir
 
+POD_UID = "PADDOCK_KWOK_POD_UID"
 log = logging.getLogger("paddock.kwok_agent")
 
 KWOK_GROUP, KWOK_VERSION = "kwok.x-k8s.io", "v1alpha1"
@@ -108,6 +111,7 @@ def exec_env(pod: Any, directory: Path) -> list[dict[str, str]]:
             if index == 0 or var.name not in env:  # the first container's win
                 env[var.name] = _translate(var.value, directory, mount_paths)
     env |= {"POD_NAME": pod.metadata.name, "POD_NAMESPACE": pod.metadata.namespace}
+    env[POD_UID] = pod.metadata.uid  # how end_processes knows the pod's processes
     env["PATH"] = image_path(directory)
     return [{"name": name, "value": value} for name, value in env.items()]
 
@@ -371,6 +375,22 @@ def _provision_again(pvc: Any, node: str, root: Path, waited: float) -> None:
         provision(core, fresh, node, root, waited)
 
 
+def end_processes(uid: str) -> None:
+    """What a kubelet does as a pod goes: kill its processes (each exec runs with the pod's
+    uid in its environment, and what it starts inherits it), twice, for what the first pass
+    missed starting."""
+    mark = f"{POD_UID}={uid}".encode()
+    for _ in range(2):
+        for proc in Path("/proc").iterdir():
+            try:
+                environ = (proc / "environ").read_bytes() if proc.name.isdigit() else b""
+            except OSError:
+                continue
+            if mark in environ.split(b"\0"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(proc.name), signal.SIGKILL)
+
+
 def watch_pods(node: str, root: Path) -> None:
     core, custom = client.CoreV1Api(), client.CustomObjectsApi()
     mounter = Mounter(root)
@@ -389,6 +409,7 @@ def watch_pods(node: str, root: Path) -> None:
             for event in stream:
                 pod = event["object"]
                 if event["type"] == "DELETED":
+                    end_processes(pod.metadata.uid)
                     shutil.rmtree(
                         pod_dir(root, pod.metadata.namespace, pod.metadata.name),
                         ignore_errors=True,
