@@ -108,6 +108,14 @@ def test_a_delivery_runs_nothing_the_agents_git_configuration_names(
     marks = tmp_path / "marks"
     hostile_git.arm(nested, tmp_path / "nested-home", tmp_path / "marks")
     (nested / "s.txt").write_text("changed\n")
+    # Repositories it made and never committed as submodules: one with no commit, one whose
+    # HEAD is a pipe (git would wait on it), under a name with a pattern's characters.
+    (sandbox / "fresh").mkdir()
+    _git("init", "-q", cwd=sandbox / "fresh")
+    piped = sandbox / "odd [*] name" / ".git"
+    piped.mkdir(parents=True)
+    os.mkfifo(piped / "HEAD")
+    (sandbox / "fresh" / "f.txt").write_text("f\n")
     hostile_git.arm(sandbox, tmp_path, marks)  # the scripts' HOME is tmp_path too
     assert _bundle(sandbox, tmp_path / "b.bundle", "Add new.txt\n") == 0
     assert hostile_git.ran(marks) == []
@@ -211,8 +219,8 @@ def test_ci_definitions_reached_through_a_link_or_a_submodule_are_found_in_the_p
     tmp_path: Path, forge: Path, sandbox: Path
 ) -> None:
     """The agent's ways to a workflow that no path names: .github made a link to a directory
-    holding workflows/, a submodule where .gitea is, a link already there whose target it
-    edits; and Woodpecker's file. The check reads the commit that would be pushed."""
+    holding workflows/, a submodule it committed where .gitea is, a link already there whose
+    target it edits; and Woodpecker's file. The check reads the commit that would be pushed."""
     (sandbox / "defs" / "workflows").mkdir(parents=True)
     (sandbox / "defs" / "workflows" / "ci.yml").write_text("on: push\n")
     (sandbox / ".github").symlink_to("defs")
@@ -220,6 +228,9 @@ def test_ci_definitions_reached_through_a_link_or_a_submodule_are_found_in_the_p
     nested.mkdir()
     _git("init", "-q", cwd=nested)
     _git(*IDENTITY, "commit", "-q", "--allow-empty", "-m", "x", cwd=nested)
+    # Committed by the agent as a submodule (one it did not commit is left out of a delivery).
+    _git("add", ".gitea", cwd=sandbox)
+    _git(*IDENTITY, "commit", "-qm", "a submodule", cwd=sandbox)
     (sandbox / ".woodpecker.yml").write_text("steps: []\n")
     (sandbox / "notes.md").write_text("not CI\n")
     changed, links = _delivered_work(tmp_path, forge, sandbox)

@@ -17,7 +17,7 @@ from paddock.api.agentrun import AgentRunSpec
 from paddock.api.common import SecretEnvVar
 from paddock.api.policy import SandboxPolicySpec
 from paddock.harness import claude_code, codex, gemini, opencode
-from paddock.harness.base import Request, RequestKind, gate_seconds
+from paddock.harness.base import Request, RequestKind, gate_seconds, session
 from paddock.runs import events as ev
 
 POLICY = SandboxPolicySpec.model_validate(
@@ -303,3 +303,17 @@ def test_each_run_of_a_cli_has_a_config_home_of_its_own_and_keeps_its_conversati
     assert done is not None
     assert ".env" not in done.stdout.split()
     assert done.stdout.endswith("chat\n")
+
+
+@pytest.mark.parametrize(
+    "given", ["--dangerously-skip-permissions", '"$PADDOCK_X";id;"', "a b", ""]
+)
+def test_a_session_id_that_is_no_clis_is_refused_in_the_spec_and_not_taken_from_a_journal(
+    given: str,
+) -> None:
+    fields = {"sandboxRef": {"name": "box"}, "harness": "codex", "prompt": "p"}
+    with pytest.raises(ValueError, match="session"):
+        AgentRunSpec.model_validate(fields | {"sessionId": given})
+    assert session(given).type == "notice"
+    taken = session("019a24d5-0ecb-7981-9a1d-8d68d5c82e52")
+    assert taken.data == {"sessionId": "019a24d5-0ecb-7981-9a1d-8d68d5c82e52"}

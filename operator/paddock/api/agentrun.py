@@ -31,6 +31,9 @@ from paddock.api.fields import (
 )
 from paddock.api.sandbox import SandboxSpec
 
+# A session id as the CLIs make them: never an option or a shell word.
+SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
+
 
 class Harness(StrEnum):
     """The agent CLI that runs, or command for a plain shell command."""
@@ -165,7 +168,13 @@ class AgentRunSpec(ApiModel):
         description="Shell command, for harness: command. Checked against the policy.",
     )
     session_id: str | None = Field(
-        default=None, max_length=256, description="Harness session to resume."
+        default=None,
+        max_length=256,
+        pattern=SESSION_ID_PATTERN,
+        description=(
+            "Harness session to resume: letters, digits, '.', '_', ':' and '-', starting with "
+            "a letter or digit (as each CLI makes them)."
+        ),
     )
     timeout: Duration = Field(
         default="1h", description="Longest the run may take, e.g. 90s, 30m, 24h."

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from paddock.api.agentrun import AgentRunSpec
+from paddock.api.agentrun import SESSION_ID_PATTERN, AgentRunSpec
 from paddock.api.fields import parse_duration
 from paddock.api.policy import SandboxPolicySpec
 from paddock.runs.events import ERROR, SESSION_ID, Draft, one_line
@@ -217,7 +218,10 @@ def call_summary(name: str, arguments: Any) -> str:
 
 
 def session(session_id: Any, model: Any = None) -> Draft:
-    """The harness's session id (Paddock keeps only changes of it)."""
+    """The harness's session id (Paddock keeps only changes of it); one that is no session id
+    as the CLIs make them (the journal is the agent's to write) is kept as a notice only."""
+    if not isinstance(session_id, str) or not re.match(SESSION_ID_PATTERN, session_id):
+        return Draft("notice", "a session id Paddock does not take", {"sessionId": session_id})
     data = {"sessionId": session_id} | ({"model": model} if model else {})
     return Draft(SESSION_ID, f"session {session_id}", data)
 

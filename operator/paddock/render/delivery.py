@@ -32,6 +32,7 @@ IFS= read -r encoded
 printf '%s' "$encoded" | base64 -d > "$own/message"
 paddock_git read-tree HEAD
 paddock_git_gitlinks_as_they_are
+paddock_git_no_nested_repositories
 paddock_git add -A
 tree="$(paddock_git write-tree)"
 commit="$(paddock_git rev-parse HEAD)"

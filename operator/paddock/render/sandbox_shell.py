@@ -12,22 +12,24 @@ Nothing the agent wrote configures them (docs/security.md, "The agent's files ar
   environment of Paddock's own (no ``BASH_ENV``, ``PATH``, ``GIT_*`` or ``HOME`` of the
   agent's). A driver that the workspace's ``.gitattributes`` names is no program: with no
   configuration, it names none. Submodules are not gone into (each has configuration of its
-  own): the wrapper's status and diff ignore them, a delivery takes each as its index entry.
+  own): the wrapper's status and diff ignore them, a delivery takes each as its index entry
+  and leaves out a repository in the work tree that is not one.
   A repository git cannot read so (another object format, reftable refs) is not read, nor
   one whose objects hold a link, pipe or device.
 - ``paddock_end_processes`` ends every process left in the sandbox container but its first
-  (the keep-alive) and the ``sleep`` it waits on, this script's own, and those of an exec
-  session (Paddock's polls, a person's ``kubectl exec``): an exec session's first process has
-  its parent outside the container's process namespace (parent pid 0), and a process the agent
-  starts, however it detaches (double forks, ``setsid``, ``nohup``, ``disown``), is reparented
-  within it, never into an exec session. A zombie whose other threads run is alive; a process
-  whose parent is not seen is a leftover. Each is stopped first, until a pass finds none that
-  is not, then killed: a process that forks as fast as it can cannot outrun it. The
-  keep-alive's ``sleep`` is told by what only it can be: a child of the first process running
-  the system's ``sleep 3600`` in the container's own environment (a process that is all of
-  that does nothing else). A container whose first process is not the keep-alive is refused
-  (fail closed). Run as root, it ends nothing: a sandbox never runs as root, and kwok's pods,
-  which do, run in the host's process namespace.
+  (the keep-alive), this script's own, and those of an exec session (Paddock's polls, a
+  person's ``kubectl exec``): an exec session's first process has its parent outside the
+  container's process namespace (parent pid 0), and a process the agent starts, however it
+  detaches (double forks, ``setsid``, ``nohup``, ``disown``), is reparented within it, never
+  into an exec session. A zombie whose other threads run is alive; a process whose parent is
+  not seen is a leftover. Each is stopped, pass after pass, until a pass finds the same ones
+  and every one of them stopped (none can start another); then all are killed. A child of the
+  keep-alive that starts after that moment is the keep-alive's own (its ``sleep``): nothing
+  else is left to start one. So a process forking as fast as it can does not outrun it, and
+  the keep-alive's ``sleep`` is not killed over and over. A container whose first process is
+  not the keep-alive is refused (fail closed). Run as root, it ends nothing: a sandbox never
+  runs as root, and kwok's pods, which do, run in the host's process namespace. Its commands
+  come from the system's own directories, never an image's ``PATH``.
 """
 
 from __future__ import annotations
@@ -60,6 +62,17 @@ paddock_git_dir() {
   # Data only: no link, pipe or device of the agent's is opened by git.
   find "$PADDOCK_GIT_DIR" -mindepth 1 ! -type f ! -type d -exec rm -f {} +
 }
+paddock_git_no_nested_repositories() {
+  # A repository inside the work tree that HEAD does not hold as a submodule is left out: git
+  # would open it (its HEAD, its refs) to add it.
+  local found dir
+  timeout GIT_SECONDS find . -path ./.git -prune -o -name .git -prune -print0 \
+    2>/dev/null | while IFS= read -r -d '' found; do
+    dir=${found%/.git}; dir=${dir#./}
+    case $dir in *$'\n'*) continue ;; esac
+    printf '/%s/\n' "$(printf '%s' "$dir" | sed 's/[][*?\\#! ]/\\&/g')"
+  done >> "$PADDOCK_GIT_DIR/info/exclude"
+}
 paddock_git_gitlinks_as_they_are() {
   # git would go into each submodule's repository (and its configuration) to see whether
   # it changed: a submodule is taken as the index has it.
@@ -68,7 +81,7 @@ paddock_git_gitlinks_as_they_are() {
   done | paddock_git update-index -z --assume-unchanged --stdin
 }
 paddock_git() {
-  env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/nonexistent LC_ALL=C \
+  command -p env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/nonexistent LC_ALL=C \
     GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 \
     GIT_NO_REPLACE_OBJECTS=1 GIT_TERMINAL_PROMPT=0 \
     GIT_DIR="$PADDOCK_GIT_DIR" GIT_WORK_TREE="$PWD" GIT_OBJECT_DIRECTORY="$PWD/.git/objects" \
@@ -79,16 +92,8 @@ paddock_git() {
 """.replace("GIT_SECONDS", str(GIT_SECONDS))
 
 END_PROCESSES = r"""
-paddock_keep_alives_sleep() {
-  [ "${parent[$1]:-}" = 1 ] || return 1
-  [ "$(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null)" = "sleep 3600 " ] || return 1
-  case $(readlink "/proc/$1/exe" 2>/dev/null) in
-    /bin/sleep|/usr/bin/sleep|/bin/busybox|/usr/bin/busybox) ;;
-    *) return 1 ;;
-  esac
-  cmp -s "/proc/$1/environ" /proc/1/environ
-}
 paddock_leftovers() {
+  local -x PATH=/usr/bin:/bin
   local -A parent dead mine
   local line pid p me=$BASHPID tasks
   for p in /proc/[0-9]*/stat; do
@@ -100,12 +105,14 @@ paddock_leftovers() {
       tasks=("/proc/$pid/task/"*)
       [ "${#tasks[@]}" -gt 1 ] || dead[$pid]=1
     fi
+    # Once every leftover was stopped and killed, only the keep-alive starts a child of its own.
+    if [ "$2" = 1 ] && [ -n "${PADDOCK_SPARED_FROM:-}" ] && [ "${20}" -gt "$PADDOCK_SPARED_FROM" ]
+    then dead[$pid]=1; fi
   done
   p=$me
   while [ -n "$p" ] && [ "$p" != 0 ]; do mine[$p]=1; p=${parent[$p]:-}; done
   for pid in "${!parent[@]}"; do
     [ "$pid" != 1 ] && [ -z "${mine[$pid]:-}" ] && [ -z "${dead[$pid]:-}" ] || continue
-    ! paddock_keep_alives_sleep "$pid" || continue
     p=$pid
     while [ "$p" != 1 ] && [ -n "${parent[$p]:-}" ]; do
       [ "$p" != "$me" ] && [ "${parent[$p]}" != 0 ] || continue 2
@@ -114,20 +121,37 @@ paddock_leftovers() {
     printf '%s\n' "$pid"
   done | sort -n | tr '\n' ' '
 }
+paddock_all_stopped() {
+  local pid line
+  for pid in "$@"; do
+    { IFS= read -r line < "/proc/$pid/stat"; } 2>/dev/null || continue
+    line=${line##*) }
+    case ${line%% *} in T|t|Z|X) ;; *) return 1 ;; esac
+  done
+}
+paddock_ticks() {
+  local up rest
+  read -r up rest < /proc/uptime
+  echo $(( ${up%.*} * 100 + 10#${up#*.} ))
+}
 paddock_end_processes() {
-  if [ "$(id -u)" = 0 ]; then return 0; fi
+  local -x PATH=/usr/bin:/bin
+  if [ "$EUID" = 0 ]; then return 0; fi
   if [ "$(tr '\0' '\n' < /proc/1/cmdline 2>/dev/null)" != KEEP_ALIVE ]; then
     echo "paddock: this container's first process is not the sandbox's keep-alive" >&2
     return 1
   fi
-  local found previous= pass
+  local found previous= pass PADDOCK_SPARED_FROM=
   for pass in $(seq 200); do
     found=$(paddock_leftovers)
     [ -n "$found" ] || return 0
-    if [ "$found" = "$previous" ]; then
-      kill -KILL $found 2>/dev/null
+    if [ "$found" = "$previous" ] && paddock_all_stopped $found; then
+      # None of them can start another now: kill them; a child the keep-alive starts from
+      # this moment on (its sleep) is its own.
+      PADDOCK_SPARED_FROM=$(paddock_ticks)
+      kill -KILL $found 2>/dev/null || :
     else
-      kill -STOP $found 2>/dev/null
+      kill -STOP $found 2>/dev/null || :
     fi
     previous=$found
   done
