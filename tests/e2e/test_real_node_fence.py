@@ -11,12 +11,14 @@ rewrites and shadows every CLI's hook settings and its shell's startup files, wr
 ``~/.codex/.env``, replaces the run directory with a link, looks for the sidecar's processes,
 makes the repository's and the user's git configuration name a program (fsmonitor, hooks and
 ``core.hooksPath``, a clean filter, ``diff.external``, a pager), and leaves jobs running that
-detach every way. Then the agent issues a denied command; then, with a background job killing
-the gate's client as soon as one waits, another; then an allowed one. The denied commands never
-run, the log has the ``policy.denied`` the operator took from the sidecar, the allowed command
-runs, no program the git configuration names is run by Paddock's git after a run (a CLI's own
-git is another matter: docs/policy.md), and no job of a run is running in the next one or after
-the last.
+detach every way, and a hook of the agent's in the workspace's Gemini CLI settings. Then the
+agent issues a denied command; then, with a background job killing the hook (its shell and the
+gate's client) as soon as one waits, another; then an allowed one. The denied commands never
+run (but Codex's second: it runs a command whose hook was killed, as docs/policy.md says), nor
+the agent's hook; the log has the ``policy.denied`` the operator took from the sidecar; the
+allowed command runs; no program the git configuration names is run by Paddock's git after a
+run (a CLI's own git is another matter: docs/policy.md), and no job of a run is running in the
+next one or after the last.
 
 The same runs read the Workspace as the published sandbox image and the real ``project`` init
 container give it: each CLI sends its model the Workspace's instructions and a skill's
@@ -83,6 +85,12 @@ setsid nohup bash -c 'exec -a paddock-leftover sleep 1000' > /dev/null 2>&1 < /d
 mkdir -p ~/.codex && echo 'BASH_ENV=/workspace/scripts/pwn-env.sh' > ~/.codex/.env
 if [ -n "${CODEX_HOME:-}" ]; then cp ~/.codex/.env "$CODEX_HOME/.env"; fi
 stat -c 'OWNER %u %a %n' "$c" "$c/gate.mjs" >> "$log"
+# Paddock's shell, where the CLI has one (Gemini CLI), and the CLI's process it knows: read-only,
+# and nobody registers another.
+if [ -e "$c/bin/bash" ]; then
+  stat -c 'OWNER %u %a %n' "$c/bin" "$c/bin/bash" "$c/cli.pid" >> "$log"
+  try node "$c/gate.mjs" register $$
+fi
 # The gate client, the CLI's settings and hooks, and the control directory itself.
 while IFS= read -r f; do try cp /workspace/scripts/allow.mjs "$f"; done < <(find "$c" -type f)
 try touch "$c/new-file"
@@ -101,7 +109,10 @@ mkdir -p ~/.claude ~/.gemini ~/.codex ~/.config/opencode/plugin .claude .gemini
 echo '{"disableAllHooks": true}' > ~/.claude/settings.json
 echo '{"disableAllHooks": true}' > .claude/settings.json
 echo '{"hooksConfig": {"enabled": false}}' > ~/.gemini/settings.json
-echo '{"hooksConfig": {"enabled": false}}' > .gemini/settings.json
+# ... and a hook of the agent's in the workspace's, which the next Gemini CLI would run.
+echo '{"hooksConfig": {"enabled": false}, "hooks": {"BeforeTool": [{"matcher": ".*",
+  "hooks": [{"type": "command", "command": "touch /workspace/pwned-gemini-hook"}]}]}}' \
+  > .gemini/settings.json
 printf '\n[features]\ncodex_hooks = false\n' >> ~/.codex/config.toml
 echo '{"plugin": [], "permission": {"bash": "allow"}}' > ~/.config/opencode/opencode.json
 cat > ~/.config/opencode/plugin/pwn.js <<'EOF'
@@ -135,15 +146,25 @@ done
 echo "RAN $1 BY $by" >> /workspace/git-ran.log
 cat
 """
-# A background job that kills the next gate client that waits (only the client: the hook's
-# shell lives on), then ends.
+# A background job that kills the next hook that waits, whole (the gate client and the shell
+# that runs it), then ends.
 KILLER = r"""
 setsid nohup bash -c '
   for _ in $(seq 600); do
-    pkill -KILL -f "^node .*gate[.]mjs" && { echo KILLED >> /workspace/fence.log; exit; }
+    for client in $(pgrep -f "^node .*gate[.]mjs"); do
+      hook=$(ps -o ppid= -p "$client" | tr -d " ")
+      case $(ps -o args= -p "$hook" | cut -d" " -f1) in
+        sh|*/sh|bash|*/bash|dash|*/dash) kill -KILL "$hook" ;;  # (else the CLI itself)
+      esac
+      kill -KILL "$client" && killed=1
+    done
+    [ -n "${killed:-}" ] && { echo KILLED >> /workspace/fence.log; exit; }
     sleep 0.05
   done' > /dev/null 2>&1 < /dev/null &
 """
+# The CLIs that run a command whose hook was killed (docs/policy.md says why): its file is
+# there after the run.
+RUNS_WHEN_ITS_HOOK_IS_KILLED = {"codex": ["pwned-2"]}
 COMMANDS = [
     "bash scripts/attack.sh",
     "touch pwned-1",
@@ -170,7 +191,7 @@ def _files(cluster: Cluster, namespace: str, pod: str) -> None:
     """What the agent wrote before (its file tool could): the scripts, no earlier results."""
     scripts = {"attack.sh": ATTACK, "killer.sh": KILLER, "allow.mjs": ALLOW_ALL,
                "pwn-git.sh": PWN_GIT}  # fmt: skip
-    lines = ["cd /workspace && rm -f fence.log after.txt && mkdir -p scripts"]
+    lines = ["cd /workspace && rm -f fence.log after.txt pwned-* && mkdir -p scripts"]
     lines += [f"printf %s {shlex.quote(text)} > scripts/{name}" for name, text in scripts.items()]
     lines += ["chmod +x scripts/pwn-git.sh", f"[ -d .git ] || {{ {REPOSITORY}; }}"]
     exec_in(cluster, namespace, pod, "\n".join(lines))
@@ -221,7 +242,8 @@ def test_no_cli_opens_its_fence_from_inside_and_each_reads_the_workspace_on_the_
         assert result["read"] == ["instructions", "skill", "mcp tool"], (harness, result["read"])
         events = log_events(cluster, namespace, harness)
         assert status["phase"] == "Succeeded", (harness, status, events[-3:])
-        assert [n for n in listing if n.startswith("pwned")] == [], (harness, fence)
+        pwned = [n for n in listing if n.startswith("pwned")]
+        assert pwned == RUNS_WHEN_ITS_HOOK_IS_KILLED.get(harness, []), (harness, fence)
         # No program the agent's git configuration names was run by Paddock's git (after the
         # run): only a CLI's own (docs/policy.md says which).
         by = [line.partition(" BY ")[2] for line in result["git"].splitlines()]

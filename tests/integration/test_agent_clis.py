@@ -383,9 +383,10 @@ def _assert_written_as_the_policy_says(
 
 
 # What a CLI does when the hook that runs the gate is killed while its command waits for a
-# person (docs/policy.md, per CLI): Claude Code and OpenCode refuse the command; Codex and
-# Gemini CLI run a command whose hook failed other than by blocking.
-KILLED_HOOK_RUNS = {"claude-code": False, "opencode": False, "codex": True, "gemini": True}
+# person (docs/policy.md, per CLI): Claude Code and OpenCode refuse the command; Gemini CLI runs
+# it, through Paddock's shell, which refuses it; Codex runs a command whose hook failed other
+# than by blocking.
+KILLED_HOOK_RUNS = {"claude-code": False, "opencode": False, "codex": True, "gemini": False}
 
 
 def _command_line(pid: int) -> tuple[str, int]:

@@ -18,6 +18,7 @@ from paddock.api.common import SecretEnvVar
 from paddock.api.policy import SandboxPolicySpec
 from paddock.harness import claude_code, codex, gemini, opencode
 from paddock.harness.base import Request, RequestKind, gate_seconds, session
+from paddock.render import gate_scripts
 from paddock.runs import events as ev
 
 POLICY = SandboxPolicySpec.model_validate(
@@ -211,7 +212,12 @@ def test_what_claude_code_asks_about(
 @pytest.mark.parametrize(
     ("request_body", "asked"),
     [
-        ({"tool_name": "run_shell_command", "tool_input": {"command": "l"}}, Request(COMMAND, "l")),
+        ({"tool_name": "run_shell_command", "tool_input": {"command": "l"}},
+         Request(COMMAND, "l", runs="l")),
+        # As Gemini CLI gives it to its shell: trimmed as JavaScript trims (a no-break space and
+        # a BOM too), a space after a final backslash.
+        ({"tool_name": "run_shell_command", "tool_input": {"command": "\ufeff ls \\\u00a0\n"}},
+         Request(COMMAND, "\ufeff ls \\\u00a0\n", runs="ls \\ ")),
         ({"tool_name": "write_file", "tool_input": {"file_path": "/w/a"}}, Request(WRITE, "/w/a")),
         ({"tool_name": "replace", "tool_input": {"file_path": "/w/a"}}, Request(WRITE, "/w/a")),
         ({"tool_name": "read_file", "tool_input": {"file_path": "/w/a"}}, None),
@@ -244,6 +250,14 @@ def test_gemini_gets_the_hook_in_user_settings_and_the_policy_as_admin_rules() -
     assert 'toolName = "write_file"\ndecision = "allow"' in rules  # the gate asks
     assert 'toolName = "web_fetch"\ndecision = "deny"' in rules
     assert "--admin-policy" in invocation.script
+    # The hook is Paddock's shell's program, named bare (Gemini CLI expands variables in a
+    # hook's command); the shell comes first on the CLI's PATH, which knows its process.
+    assert entry["hooks"][0]["command"] == "gate-hook"
+    assert 'node "$PADDOCK_CONTROL/gate.mjs" gemini' in invocation.files[gate_scripts.GATE_HOOK]
+    assert "shell gemini" in invocation.files[gate_scripts.SHELL]
+    before_exec = invocation.script.split("\nexec ")[0]
+    assert 'gate.mjs" register "$$" || exit 3' in before_exec
+    assert 'export PATH="$PADDOCK_CONTROL/bin":"$PATH" GEMINI_CLI_NO_RELAUNCH=true' in before_exec
 
 
 def test_codex_gets_the_hook_as_a_session_flag(tmp_path: Path) -> None:

@@ -1,16 +1,18 @@
 """Answering the gate: each shell command a harness's hook sent from the sandbox, judged by the
 run's SandboxPolicy with the same engine as setup steps and command runs. Pure.
 
-An answer is ``allow``, or ``deny`` and the message the agent is shown. A request the gate's
-harness cannot read is refused. A command the policy says to ask about becomes an approval:
-it is left unanswered (the gate waits) until a person approves or denies it through an
-``approval.paddock.dev/<id>`` annotation on the run, or ``spec.approvalTimeout`` passes. Each
-refusal is a ``policy.denied`` event in the run's log; each approval an ``approval.requested``
-and an ``approval.resolved`` one.
+An answer is ``allow`` (with, for a command that Paddock's shell will run, a ``ticket`` line:
+the text the shell may then run, once), or ``deny`` and the message the agent is shown. A
+request the gate's harness cannot read is refused. A command the policy says to ask about
+becomes an approval: it is left unanswered (the gate waits) until a person approves or denies
+it through an ``approval.paddock.dev/<id>`` annotation on the run, or ``spec.approvalTimeout``
+passes. Each refusal is a ``policy.denied`` event in the run's log; each approval an
+``approval.requested`` and an ``approval.resolved`` one.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import secrets
@@ -128,17 +130,25 @@ def answer(
             continue
         judged = judge(policy, request, scripts)
         if judged.decision == Decision.ASK:
-            _ask(answered, request_id, judged, asking)
+            _ask(answered, request_id, judged, asking, request.runs)
             continue
         answered.decisions.append(judged.decision)
         if judged.decision == Decision.ALLOW:
-            answered.answers[request_id] = "allow\n"
+            answered.answers[request_id] = allowing(request.runs)
             continue
         message = "Paddock policy: " + judged.message(NOUNS[request.kind], nothing_ran=False)
         answered.answers[request_id] = f"deny\n{message}\n"
         answered.drafts.append(_denied(judged, message))
     answered.approvals = _kept(answered.approvals)
     return answered
+
+
+def allowing(runs: str | None = None) -> str:
+    """An answer of allow; ``runs``: the text Paddock's shell is given for the command, which
+    the answer lets it run once (the gate server keeps it)."""
+    if runs is None:
+        return "allow\n"
+    return f"allow\nticket {base64.b64encode(runs.encode()).decode()}\n"
 
 
 def _ask_host(answered: Answered, target: str, policy: SandboxPolicySpec, asking: Asking) -> None:
@@ -193,8 +203,11 @@ def end_all(approvals: list[Approval], now: datetime) -> tuple[list[Approval], l
     return _kept(answered.approvals), answered.drafts
 
 
-def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) -> None:
-    """A request to ask about: recorded, left waiting, or answered as it was decided."""
+def _ask(
+    answered: Answered, request_id: str, judged: Judged, asking: Asking, runs: str | None = None
+) -> None:
+    """A request to ask about: recorded, left waiting, or answered as it was decided (an
+    approval allows ``runs`` as a policy's allow does)."""
     index = next((i for i, a in enumerate(answered.approvals) if request_of(a) == request_id), None)
     if index is None:
         index = _request(answered, request_id, judged, asking)
@@ -217,7 +230,7 @@ def _ask(answered: Answered, request_id: str, judged: Judged, asking: Asking) ->
     # Decided, now or before (an answer the sandbox did not take is given again).
     if approval.state == ApprovalState.APPROVED:
         answered.decisions.append(Decision.ALLOW)
-        answered.answers[request_id] = "allow\n"
+        answered.answers[request_id] = allowing(runs)
         return
     answered.decisions.append(Decision.DENY)
     message = "Paddock policy: " + not_approved(approval, judged.command)

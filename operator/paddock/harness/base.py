@@ -116,10 +116,13 @@ class RequestKind(StrEnum):
 @dataclass(frozen=True)
 class Request:
     """What a hook asks the gate about: a shell command (``kind`` command), a file its tool
-    writes (file-write, the path) or a web access (network, the URL or query)."""
+    writes (file-write, the path) or a web access (network, the URL or query). ``runs``: for
+    a CLI whose commands go through Paddock's shell, the command as that shell will be given
+    it; an answer that allows the command lets the shell run that text, once."""
 
     kind: RequestKind
     target: str
+    runs: str | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from paddock.harness.base import (
     skill_files,
     tool_request,
 )
+from paddock.render import gate_scripts
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
@@ -81,13 +82,41 @@ def _auth(spec: AgentRunSpec) -> dict[str, Any]:
     return {}
 
 
-def _script(spec: AgentRunSpec, settings: dict[str, Any], *more: str) -> tuple[str, str]:
+def _script(
+    spec: AgentRunSpec, settings: dict[str, Any], *more: str, before_exec: str = ""
+) -> tuple[str, str]:
     script = (
         HOME + f"mkdir -p {USER_SETTINGS}\n"
         f"cp {control_file(SETTINGS)} {USER_SETTINGS}/settings.json\n"
-        f"exec {_argv(spec, *more)} < {PROMPT}\n"
+        f"{before_exec}exec {_argv(spec, *more)} < {PROMPT}\n"
     )
     return script, json.dumps(settings)
+
+
+# Gemini CLI runs each command and each hook as ``bash -c TEXT``, with the ``bash`` its PATH
+# gives. Paddock's shell comes first there: started by the CLI, it runs only Paddock's hook and
+# the commands the gate allowed, so that a command whose hook was killed (with its shell:
+# Gemini CLI then runs the command) is refused instead. It knows the CLI's process by the pid
+# this script registers with the gate server just before the exec (the CLI does not relaunch
+# itself in a child: that would be another process).
+PADDOCK_SHELL = (
+    f'node {control_file(gate_scripts.CLIENT)} register "$$" || exit 3\n'
+    f'export PATH={control_file("bin")}:"$PATH" GEMINI_CLI_NO_RELAUNCH=true\n'
+)
+
+# JavaScript's whitespace (``String.prototype.trim``): the ends Gemini CLI trims off a command.
+JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" + "".join(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+
+
+def shell_text(command: str) -> str:
+    """The command as Gemini CLI 0.61 puts it into its shell's text (client.mjs takes it out
+    again): trimmed, and a space after a final backslash. A command that starts with a shell of
+    its own (``bash -c '...'``) Gemini CLI unwraps first, with a parser of its own: that text
+    is not this one, and Paddock's shell refuses it."""
+    trimmed = command.strip(JS_WHITESPACE)
+    return trimmed + " " if trimmed.endswith("\\") else trimmed
 
 
 # Gemini CLI connects no MCP server, even a user-level one, in a folder it does not trust,
@@ -170,8 +199,9 @@ def gated(
     on start are set empty, so that no ``.env`` file can give them. The Workspace's MCP
     servers and agent skills come from the operator, in the user settings and the user's
     skills directory. Gemini's hook timeout is in milliseconds."""
-    command = gate_command("gemini", spec)
-    hook = {"type": "command", "command": command, "timeout": hook_seconds(spec) * 1000}
+    # The hook is a program of Paddock's shell's (bin/gate-hook), named bare: Gemini CLI expands
+    # variables in a hook's command, and the shell runs only that one.
+    hook = {"type": "command", "command": "gate-hook", "timeout": hook_seconds(spec) * 1000}
     settings: dict[str, Any] = {
         **_auth(spec),
         "hooks": {"BeforeTool": [{"matcher": "|".join(gated_tools(policy)), "hooks": [hook]}]},
@@ -180,8 +210,12 @@ def gated(
     if workspace.mcp:  # the Workspace's, which the workspace's own settings do not give
         settings["mcpServers"] = workspace.mcp
     more = ["--admin-policy", control_file(POLICY_FILE), "--extensions", "none"]
-    script, text = _script(spec, settings, *more)
-    files = {SETTINGS: text, POLICY_FILE: native_policy(policy, tuple(workspace.mcp))}
+    script, text = _script(spec, settings, *more, before_exec=PADDOCK_SHELL)
+    files = {
+        SETTINGS: text,
+        POLICY_FILE: native_policy(policy, tuple(workspace.mcp)),
+        **gate_scripts.paddock_shell("gemini", gate_command("gemini", spec)),
+    }
     if workspace.skills:
         files |= skill_files(workspace.skills, SKILLS)
         into = f"{USER_SETTINGS}/skills"
@@ -191,9 +225,13 @@ def gated(
 
 
 def request_of(request: dict[str, Any]) -> Request | None:
-    """What a BeforeTool request asks about: ``tool_input.command`` of the shell, the path of
-    a file tool, the prompt or query of a web tool."""
-    return tool_request(request, TOOL_TARGETS)
+    """What a BeforeTool request asks about: ``tool_input.command`` of the shell (which
+    Paddock's shell runs as ``shell_text`` gives it), the path of a file tool, the prompt or
+    query of a web tool."""
+    asked = tool_request(request, TOOL_TARGETS)
+    if asked is None or asked.kind != RequestKind.COMMAND:
+        return asked
+    return Request(asked.kind, asked.target, runs=shell_text(asked.target))
 
 
 def parse_line(line: str) -> list[Draft]:

@@ -8,7 +8,8 @@ container's, and its processes cannot be signalled by it.
 
 - ``prepare`` (one exec, before the launch) writes the run's control files into
   ``control/runs/<run uid>/``: the harness script, the gate client and the CLI's settings,
-  hooks and plugins, which the harness reads from there. For a gated run it then starts the
+  hooks and plugins, which the harness reads from there (a file under ``bin/`` is a program,
+  mode 755: Paddock's shell). For a gated run it then starts the
   gate server (``data/gate/server.mjs``), listening on ``gate.sock`` there, with its pending
   requests in ``gate/runs/<run uid>/requests``; it returns once the server listens.
 - ``poll`` (one exec per tick of a gated run) returns whether the server runs and how many
@@ -44,7 +45,8 @@ while IFS=' ' read -r key name value; do
       esac
       if [ "$key" = file ]; then target=$control/$name; else target=$private/$name; fi
       mkdir -p "${target%/*}"
-      printf '%s' "$value" | base64 -d > "$target" ;;
+      printf '%s' "$value" | base64 -d > "$target"
+      case $name in bin/*) chmod 755 "$target" ;; esac ;;
     end) break ;;
   esac
 done
@@ -117,6 +119,8 @@ REQUEST_ID = re.compile(r"^[0-9]+-[0-9]+$")
 STALE_SECONDS = 15  # a server that has not beaten for this long is taken to be stopped
 SERVER = "server.mjs"
 CLIENT = "gate.mjs"  # the gate client, in the run's control directory
+SHELL = "bin/bash"  # Paddock's shell, for a CLI that runs commands through the bash on its PATH
+GATE_HOOK = "bin/gate-hook"  # ... and the hook it runs, by this name (data/gate/shell.sh)
 PREPARED = "prepared"
 
 
@@ -130,6 +134,14 @@ def gate_server() -> str:
 
 def gate_client() -> str:
     return _data("client.mjs")
+
+
+def paddock_shell(harness: str, hook: str) -> dict[str, str]:
+    """Paddock's shell (``data/gate/shell.sh``) for ``harness``, and the hook it runs
+    (``GATE_HOOK``): ``hook``, the hook's command, run by ``sh`` in the control directory
+    (``$PADDOCK_CONTROL``). The CLI's settings name the hook ``gate-hook``."""
+    program = f'#!/bin/sh\nPADDOCK_CONTROL="${{0%/{GATE_HOOK}}}"\n{hook}\n'
+    return {SHELL: _data("shell.sh").replace("HARNESS", harness), GATE_HOOK: program}
 
 
 def prepare_argv(run_id: str, *, gated: bool) -> list[str]:

@@ -8,12 +8,21 @@
 // permission rules do not, so a gate that dies leaves the tool refused); anything else exits
 // 2, the hooks' "block", with the reason on stderr: a denial, no answer in time, a request
 // too big, a server that cannot be reached or that ends the connection without an answer.
+//
+//   node client.mjs register PID
+//   node client.mjs shell HARNESS -c TEXT
+//
+// The messages of Paddock's shell (data/gate/shell.sh; the server says what each means): the
+// harness registers the CLI's process just before it execs the CLI; the shell asks whether it
+// may run the command in TEXT, which the CLI wrapped as its own code does (Gemini CLI: its
+// guard, and a subshell that records background jobs). Neither reads stdin (a command's
+// own). Exit 0 only on "allow", else 2.
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-const [harness, seconds] = process.argv.slice(2);
 const MAX_REQUEST = 65536;
+const SHELL_SECONDS = 30; // the server answers the shell at once: it waits for nobody
 // A socket's path is at most 107 bytes: it is named from its own directory.
 process.chdir(path.dirname(fileURLToPath(import.meta.url)));
 const socketPath = "gate.sock";
@@ -23,39 +32,80 @@ function refuse(why) {
   process.exit(2);
 }
 
-setTimeout(() => refuse("no decision in time"), Number(seconds || 900) * 1000);
-
-const input = [];
-let size = 0;
-process.stdin.on("error", () => refuse("the request could not be read"));
-process.stdin.on("data", (chunk) => {
-  size += chunk.length;
-  if (size > MAX_REQUEST) refuse("the request is over 64 KiB");
-  input.push(chunk);
-});
-process.stdin.on("end", () => {
+// One message to the server; `done` gets the answer's verdict (its first line) and the rest.
+function send(header, body, done) {
   const answer = [];
   const socket = net.createConnection(socketPath);
   socket.on("connect", () => {
-    const body = Buffer.concat(input);
-    socket.write(`${body.length}\n`);
-    socket.write(body); // the connection stays open: closing it would withdraw the request
+    socket.write(header);
+    if (body) socket.write(body); // the connection stays open: closing it would withdraw it
   });
   socket.on("data", (chunk) => answer.push(chunk));
   socket.on("error", (e) => refuse(`the gate cannot be reached (${e.code || e.message})`));
   socket.on("close", () => {
     const text = Buffer.concat(answer).toString();
     const newline = text.indexOf("\n");
-    const verdict = newline < 0 ? text : text.slice(0, newline);
-    if (verdict === "allow") {
-      if (harness === "claude-code") {
+    done(newline < 0 ? text : text.slice(0, newline), text.slice(newline + 1));
+  });
+}
+
+function allowedOrRefused(verdict, rest) {
+  if (verdict === "allow") process.exit(0);
+  if (verdict !== "deny") refuse("the gate ended without an answer");
+  process.stderr.write(rest || "paddock gate: refused\n");
+  process.exit(2);
+}
+
+// Gemini CLI 0.61 runs a command as `bash -c TEXT`: its guard, then the command (trimmed, a
+// space added after a final backslash) in a subshell that writes its background jobs to a file
+// of a temporary directory of its own (its path as shell-quote quotes it: bare when it has
+// nothing to quote, else in single quotes). The command, or null for any other text.
+const GEMINI = new RegExp(
+  "^shopt -u promptvars nullglob extglob nocaseglob dotglob; " +
+    "_bgpids_file=(?:[A-Za-z0-9_./-]+|'[^']*')\n" +
+    "\\(\n  trap 'jobs -p > \"\\$_bgpids_file\"' EXIT\n" +
+    "([\\s\\S]*)\n\\)\n__code=\\$\\?\nexit \\$__code$",
+);
+const COMMANDS = { gemini: (text) => GEMINI.exec(text)?.[1] ?? null };
+
+function hook(harness, seconds) {
+  setTimeout(() => refuse("no decision in time"), Number(seconds || 900) * 1000);
+  const input = [];
+  let size = 0;
+  process.stdin.on("error", () => refuse("the request could not be read"));
+  process.stdin.on("data", (chunk) => {
+    size += chunk.length;
+    if (size > MAX_REQUEST) refuse("the request is over 64 KiB");
+    input.push(chunk);
+  });
+  process.stdin.on("end", () => {
+    const body = Buffer.concat(input);
+    send(`${body.length}\n`, body, (verdict, rest) => {
+      if (verdict === "allow" && harness === "claude-code") {
         const allow = { hookEventName: "PreToolUse", permissionDecision: "allow" };
         process.stdout.write(JSON.stringify({ hookSpecificOutput: allow }) + "\n");
       }
-      process.exit(0);
-    }
-    if (verdict !== "deny") refuse("the gate ended without an answer");
-    process.stderr.write(text.slice(newline + 1) || "paddock gate: refused\n");
-    process.exit(2);
+      allowedOrRefused(verdict, rest);
+    });
   });
-});
+}
+
+function register(pid) {
+  if (!/^[0-9]{1,9}$/.test(pid || "")) refuse("no process to register");
+  send(`register ${pid}\n`, null, allowedOrRefused);
+}
+
+function shell(harness, flag, text, ...more) {
+  const of = COMMANDS[harness];
+  const command = of && flag === "-c" && more.length === 0 ? of(text) : null;
+  if (command === null) refuse(`not a command as ${harness} runs one`);
+  const body = Buffer.from(command);
+  if (body.length > MAX_REQUEST) refuse("the command is over 64 KiB");
+  setTimeout(() => refuse("no decision in time"), SHELL_SECONDS * 1000);
+  send(`shell ${body.length}\n`, body, allowedOrRefused);
+}
+
+const [mode, ...args] = process.argv.slice(2);
+if (mode === "register") register(args[0]);
+else if (mode === "shell") shell(...args);
+else hook(mode, args[0]);

@@ -11,6 +11,16 @@
 // mid-request or while it waits, is withdrawn; an answer for an id nobody waits for is never
 // read. HEARTBEAT is rewritten every second, so that the operator can tell a stopped server
 // from a quiet one.
+//
+// Two more messages serve Paddock's shell (data/gate/shell.sh), which a CLI that runs its
+// commands through the bash on its PATH (Gemini CLI) finds first, so that a command runs only
+// if the gate allowed it, whatever became of the hook that asked:
+// - "register PID\n": the harness, just before it execs the CLI, names the CLI's process; the
+//   first to register is written to cli.pid beside SOCKET (read-only to the agent), and any
+//   later one is refused. The shell asks the gate only when its parent is that process.
+// - "shell LENGTH\n" and the text the shell was given: allowed once for each answer of
+//   "allow" that named that text ("ticket BASE64" lines after the verdict, written by the
+//   operator) in the last TICKET_MS; anything else is refused.
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
@@ -20,8 +30,13 @@ const MAX_REQUEST = 65536;
 const MAX_WAITING = 64; // requests waiting for an answer at once; more are refused
 const ANSWER_POLL_MS = 100;
 const HEARTBEAT_MS = 1000;
+const TICKET_MS = 60000; // an allowed command's text stays runnable this long after its answer
+const MAX_TICKETS = 256;
+const cliPid = path.join(path.dirname(socketPath), "cli.pid");
 
 const waiting = new Map(); // request id -> the connection waiting for its answer
+const tickets = []; // {text, until}: texts the gate allowed, each runnable once
+let registered = false;
 let sequence = 0;
 
 function refuse(socket, why) {
@@ -43,6 +58,18 @@ function received(socket, body) {
   socket.on("close", () => { if (waiting.get(id) === socket) withdraw(id); });
 }
 
+// The texts an answer of "allow" lets Paddock's shell run: its "ticket BASE64" lines.
+function keepTickets(answer) {
+  const lines = answer.toString().split("\n");
+  if (lines[0] !== "allow") return;
+  const until = Date.now() + TICKET_MS;
+  for (const line of lines.slice(1)) {
+    if (!line.startsWith("ticket ")) continue;
+    tickets.push({ text: Buffer.from(line.slice(7), "base64").toString(), until });
+    if (tickets.length > MAX_TICKETS) tickets.shift();
+  }
+}
+
 function answerWaiting() {
   for (const [id, socket] of waiting) {
     let answer;
@@ -52,14 +79,32 @@ function answerWaiting() {
       continue; // not answered yet
     }
     waiting.delete(id);
+    keepTickets(answer);
     socket.end(answer);
     withdraw(id);
   }
 }
 
+function register(socket, pid) {
+  if (registered) return refuse(socket, "the CLI's process is already registered");
+  registered = true;
+  fs.writeFileSync(cliPid + ".tmp", `${pid}\n`, { mode: 0o644 });
+  fs.renameSync(cliPid + ".tmp", cliPid);
+  socket.end("allow\n");
+}
+
+function shell(socket, text) {
+  const now = Date.now();
+  const index = tickets.findIndex((t) => t.text === text && t.until > now);
+  if (index < 0) return refuse(socket, "the gate did not allow this command");
+  tickets.splice(index, 1);
+  socket.end("allow\n");
+}
+
 const server = net.createServer((socket) => {
   let buffered = Buffer.alloc(0);
   let length = null; // the request's length, once its header is read
+  let kind = "request"; // or "shell": Paddock's shell asking whether it may run a text
   let done = false;
   socket.on("error", () => socket.destroy());
   socket.on("data", (chunk) => {
@@ -75,11 +120,18 @@ const server = net.createServer((socket) => {
         return;
       }
       const header = buffered.subarray(0, newline).toString();
-      if (!/^[0-9]{1,9}$/.test(header)) {
+      const registering = /^register ([0-9]{1,9})$/.exec(header);
+      if (registering) {
+        done = true;
+        return register(socket, registering[1]);
+      }
+      const framed = /^(shell )?([0-9]{1,9})$/.exec(header);
+      if (!framed) {
         done = true;
         return refuse(socket, "it does not start with its length");
       }
-      length = Number(header);
+      if (framed[1]) kind = "shell";
+      length = Number(framed[2]);
       buffered = buffered.subarray(newline + 1);
       if (length > MAX_REQUEST) {
         done = true;
@@ -88,7 +140,9 @@ const server = net.createServer((socket) => {
     }
     if (buffered.length >= length) {
       done = true;
-      received(socket, buffered.subarray(0, length));
+      const body = buffered.subarray(0, length);
+      if (kind === "shell") shell(socket, body.toString());
+      else received(socket, body);
     }
   });
 });
@@ -96,6 +150,7 @@ const server = net.createServer((socket) => {
 fs.rmSync(requests, { recursive: true, force: true });
 fs.mkdirSync(requests, { recursive: true, mode: 0o700 });
 fs.rmSync(socketPath, { force: true });
+fs.rmSync(cliPid, { force: true });
 // A socket's path is at most 107 bytes: it is named from its own directory.
 const socketName = path.basename(socketPath);
 process.chdir(path.dirname(socketPath));
