@@ -11,11 +11,10 @@ rewrites and shadows every CLI's hook settings and its shell's startup files, wr
 ``~/.codex/.env``, replaces the run directory with a link, looks for the sidecar's processes,
 makes the repository's and the user's git configuration name a program (fsmonitor, hooks and
 ``core.hooksPath``, a clean filter, ``diff.external``, a pager), and leaves jobs running that
-detach every way, and a hook of the agent's in the workspace's Gemini CLI settings. Then the
-agent issues a denied command; then, with a background job killing the hook (its shell and the
-gate's client) as soon as one waits, another; then an allowed one. The denied commands never
-run (but Codex's second: it runs a command whose hook was killed, as docs/policy.md says), nor
-the agent's hook; the log has the ``policy.denied`` the operator took from the sidecar; the
+detach every way. Then the agent issues a denied command; then, with a background job killing
+the hook (its shell and the gate's client) as soon as one waits, another; then an allowed one.
+The denied commands never run (but Codex's second: it runs a command whose hook was killed, as
+docs/policy.md says); the log has the ``policy.denied`` the operator took from the sidecar; the
 allowed command runs; no program the git configuration names is run by Paddock's git after a
 run (a CLI's own git is another matter: docs/policy.md), and no job of a run is running in the
 next one or after the last.
@@ -31,6 +30,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,10 +109,7 @@ mkdir -p ~/.claude ~/.gemini ~/.codex ~/.config/opencode/plugin .claude .gemini
 echo '{"disableAllHooks": true}' > ~/.claude/settings.json
 echo '{"disableAllHooks": true}' > .claude/settings.json
 echo '{"hooksConfig": {"enabled": false}}' > ~/.gemini/settings.json
-# ... and a hook of the agent's in the workspace's, which the next Gemini CLI would run.
-echo '{"hooksConfig": {"enabled": false}, "hooks": {"BeforeTool": [{"matcher": ".*",
-  "hooks": [{"type": "command", "command": "touch /workspace/pwned-gemini-hook"}]}]}}' \
-  > .gemini/settings.json
+echo '{"hooksConfig": {"enabled": false}}' > .gemini/settings.json
 printf '\n[features]\ncodex_hooks = false\n' >> ~/.codex/config.toml
 echo '{"plugin": [], "permission": {"bash": "allow"}}' > ~/.config/opencode/opencode.json
 cat > ~/.config/opencode/plugin/pwn.js <<'EOF'
@@ -257,6 +254,9 @@ def test_no_cli_opens_its_fence_from_inside_and_each_reads_the_workspace_on_the_
         agent = int(next(line for line in lines if line.startswith("AGENT")).split()[1])
         owners = [line.split() for line in lines if line.startswith("OWNER")]
         assert owners, (harness, fence)
+        if harness == "gemini":  # Paddock's shell and the CLI it knows, read-only to the agent
+            assert {Path(o[3]).name for o in owners} >= {"bash", "cli.pid"}, (harness, fence)
+            assert any(re.match(r"REFUSED node .*gate.mjs register", n) for n in lines), fence
         for _, uid, mode, _path in owners:
             assert int(uid) == GATE_UID != agent, (harness, fence)
             assert int(mode, 8) & 0o022 == 0, (harness, fence)  # no group or other write
