@@ -326,9 +326,10 @@ def test_file_write_reaches_the_clis_own_file_tool(
     cluster: Cluster, namespace: str, operator: Any, agent_clis: Path, harness: str
 ) -> None:
     """Each of allow, deny and ask, in a sandbox of its own (a policy is a sandbox's), the
-    three runs at once. (Codex's file writes here are shell redirections, which the gate
-    judges.)"""
-    allowed = ["echo *", "printf *"]  # Codex writes with a shell redirection
+    three runs at once. Codex writes with its patch tool (``apply_patch``), which a model it
+    knows is offered (gpt-5.5; the tests' gpt-5 writes with a shell redirection, judged as
+    the command it is)."""
+    allowed = ["echo *", "printf *"]
     cluster.apply(workspace("app"), namespace)
     for mode in FILE_WRITE_MODES:
         policy = {"commands": {"allow": allowed}, "capabilities": {"fileWrite": mode}}
@@ -341,14 +342,18 @@ def test_file_write_reaches_the_clis_own_file_tool(
             paths[mode] = f"{_workspace_path(cluster, namespace, box)}/NOTES.md"
             model = stack.enter_context(ScriptedModel(Write(paths[mode], "written by the agent\n")))
             fields = harness_fields(cluster, namespace, box, harness, model.url)
+            if harness == "codex":
+                fields["model"] = "gpt-5.5"
             run = agent_run(f"writes-{mode}", box, harness, "Write notes.", **fields)
             cluster.apply(run, namespace)
         (approval,) = _pending(cluster, namespace, "writes-ask", 1)["approvals"]
-        if harness == "codex":  # its write is a redirection: the command is asked about
-            assert approval["kind"] == "command"
-            assert paths["ask"] in approval["target"]
+        assert approval["kind"] == "file-write"
+        if harness == "codex":  # the person is shown the whole patch
+            assert approval["target"] == (
+                f"*** Begin Patch\n*** Add File: {paths['ask']}\n+written by the agent\n"
+                "*** End Patch\n"
+            )
         else:
-            assert approval["kind"] == "file-write"
             assert approval["target"] == paths["ask"]
         cluster.paddock("approve", "writes-ask", "-n", namespace)
         for mode in FILE_WRITE_MODES:
@@ -371,9 +376,10 @@ def _assert_written_as_the_policy_says(
         assert written == "written by the agent\n", mode
         return
     assert written.strip() == "absent"
-    if harness == "codex":  # its write is a redirection, which the gate refused
+    if harness == "codex":  # its patch, which the gate refused
         (denied,) = of_type(events, "policy.denied")
         assert denied["data"]["kind"] == "file-write"
+        assert f"*** Add File: {path}" in denied["data"]["command"]
         return
     # The CLI refused its own tool (OpenCode offers no write tool at all), and the agent was
     # told.

@@ -254,15 +254,28 @@ class ScriptedModel:
 
     def openai(self, body: dict[str, Any]) -> Iterator[bytes]:
         items = body.get("input") or []
-        answered = sum(
-            1 for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
-        )
+        outputs = ("function_call_output", "custom_tool_call_output")
+        answered = sum(1 for i in items if isinstance(i, dict) and i.get("type") in outputs)
         tools = {t.get("name"): t for t in body.get("tools") or [] if isinstance(t, dict)}
         response_id = f"resp_scripted_{len(self.requests)}"
         shell = next((n for n in ("shell", "shell_command", "exec_command") if n in tools), None)
-        if shell and answered < len(self.commands):
-            step = self.commands[answered]
-            # Codex's file writes are shell commands (its fallback model has no patch tool).
+        step = self.commands[answered] if answered < len(self.commands) else None
+        item: dict[str, Any]
+        if isinstance(step, Write) and "apply_patch" in tools:
+            # A model Codex knows (gpt-5.5) edits files with its patch tool (freeform).
+            lines = "".join(f"+{line}\n" for line in step.content.splitlines())
+            patch = f"*** Begin Patch\n*** Add File: {step.path}\n{lines}*** End Patch\n"
+            item = {
+                "type": "custom_tool_call",
+                "id": f"ctc_scripted_{answered + 1}",
+                "call_id": f"call_scripted_{answered + 1}",
+                "name": "apply_patch",
+                "input": patch,
+                "status": "completed",
+            }
+        elif shell and step is not None:
+            # Codex's file writes are shell commands where it offers no patch tool (its
+            # fallback model, gpt-5 here).
             command = (
                 step
                 if isinstance(step, str)
@@ -273,7 +286,7 @@ class ScriptedModel:
                 "shell_command": {"command": command},
                 "exec_command": {"cmd": command},
             }[shell]
-            item: dict[str, Any] = {
+            item = {
                 "type": "function_call",
                 "id": f"fc_scripted_{answered + 1}",
                 "call_id": f"call_scripted_{answered + 1}",

@@ -273,22 +273,89 @@ def test_codex_gets_the_hook_as_a_session_flag(tmp_path: Path) -> None:
     assert "--dangerously-bypass-hook-trust" in shown
     (hook,) = [word for word in shown if word.startswith("hooks.PreToolUse=")]
     # The hook's own shell expands the control directory, when it runs.
-    assert 'matcher="^Bash$", hooks=[{type="command", command="env -i PATH=' in hook
+    assert 'matcher="^(Bash|apply_patch)$", hooks=[{type="command", command="env -i PATH=' in hook
     assert 'node \\"$PADDOCK_CONTROL/gate.mjs\\" codex' in hook
     assert str(tmp_path) not in hook
     # Its own sandbox cannot start in a restricted pod (no user namespaces): off, gated.
     assert 'sandbox_mode="danger-full-access"' in shown
 
 
+PATCH = """*** Begin Patch
+*** Add File: a.txt
++*** Add File: not/a/header
+*** Delete File: /workspace/b
+*** Update File: c
+*** Move to: d/e
+@@ def f():
+-    pass
++    return 1
+*** End of File
+*** End Patch
+"""
+
+
 @pytest.mark.parametrize(
     ("request_body", "asked"),
     [
         ({"tool_name": "Bash", "tool_input": {"command": "ls"}}, Request(COMMAND, "ls")),
-        ({"tool_name": "apply_patch", "tool_input": {"command": "x"}}, None),
+        ({"tool_name": "apply_patch", "tool_input": {"command": PATCH}},
+         Request(WRITE, PATCH, writes=("a.txt", "/workspace/b", "c", "d/e"))),
+        ({"tool_name": "apply_patch", "tool_input": {"command": "x"}}, None),  # names no file
+        ({"tool_name": "Edit", "tool_input": {"command": PATCH}}, None),
     ],
-)
+)  # fmt: skip
 def test_what_codex_asks_about(request_body: dict[str, object], asked: Request | None) -> None:
     assert codex.request_of(request_body) == asked
+
+
+@pytest.mark.parametrize(
+    ("patch", "writes"),
+    [
+        (PATCH, ("a.txt", "/workspace/b", "c", "d/e")),
+        # Headers as Codex reads them: a line trimmed first (more white space here than Rust's
+        # trim, and more line ends than Rust's lines(): no header Codex reads is missed).
+        ("  *** Add File: x  \r\n*** End Patch", ("x",)),
+        ("+ok\x1c*** Add File: ~/.bashrc\n", ("~/.bashrc",)),
+        ("*** Add File: a\u2028*** Update File: b", ("a", "b")),
+        # A line that could be a header of Codex's and is none of them: not read, refused.
+        ("*** Add File: a\n*** Create File: b", None),
+        ("*** Add File: a\n***Add File: b", None),
+        ("*** Begin Patch\n*** End Patch\n", None),  # names no file
+    ],
+)
+def test_a_codex_patch_writes_each_file_it_names(
+    patch: str, writes: tuple[str, ...] | None
+) -> None:
+    assert codex.patch_writes(patch) == writes
+
+
+@pytest.mark.parametrize(
+    ("file_write", "patch", "decision", "rule"),
+    [
+        ("allow", "*** Add File: notes.md\n+x\n*** Update File: src/a.py\n", "allow", None),
+        ("ask", "*** Add File: notes.md\n+x\n", "ask", "capabilities.fileWrite"),
+        ("deny", "*** Update File: notes.md\n", "deny", "capabilities.fileWrite"),
+        # A protected place among the files denies the whole patch, whatever fileWrite says.
+        ("allow", "*** Add File: ok.md\n*** Add File: ~/.codex/.env\n", "deny",
+         "protected: Codex's home"),
+        ("allow", "*** Update File: a\n*** Move to: /workspace/.gemini/settings.json\n", "deny",
+         "protected: Gemini CLI's workspace settings and .env"),
+    ],
+)  # fmt: skip
+def test_a_codex_patch_is_judged_as_a_write_of_each_file(
+    file_write: str, patch: str, decision: str, rule: str | None
+) -> None:
+    policy = SandboxPolicySpec.model_validate({"capabilities": {"fileWrite": file_write}})
+    raw = request(patch, tool="apply_patch")
+    result = gating.answer({"1-1": raw}, policy, {}, codex.request_of, NOBODY_ASKED)
+    if decision == "ask":
+        (approval,) = result.pending
+        assert (approval.kind, approval.target) == ("file-write", patch)  # shown whole
+        return
+    assert result.answers["1-1"].split("\n")[0] == decision
+    if rule is not None:
+        (denied,) = result.drafts
+        assert (denied.data["rule"], denied.data["command"]) == (rule, patch)
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import RunReason as R
 from paddock.harness.base import Request, RequestKind
 from paddock.policy.engine import Part, PartKind, Verdict
-from paddock.policy.gate import MAX_SHOWN, Judged, judge_capability, judge_command
+from paddock.policy.gate import MAX_SHOWN, Judged, judge_capability, judge_command, judge_writes
 from paddock.policy.hosts import ask_rule, judge_host
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
@@ -180,6 +180,8 @@ def ask_command(judged: Judged, asking: Asking) -> Answered:
 def judge(policy: SandboxPolicySpec, request: Request, scripts: dict[str, str]) -> Judged:
     if request.kind == RequestKind.COMMAND:
         return judge_command(policy, request.target, scripts)
+    if request.writes:
+        return judge_writes(policy, request.target, request.writes)
     return judge_capability(policy, PartKind(str(request.kind)), request.target)
 
 

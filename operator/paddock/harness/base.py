@@ -118,11 +118,14 @@ class Request:
     """What a hook asks the gate about: a shell command (``kind`` command), a file its tool
     writes (file-write, the path) or a web access (network, the URL or query). ``runs``: for
     a CLI whose commands go through Paddock's shell, the command as that shell will be given
-    it; an answer that allows the command lets the shell run that text, once."""
+    it; an answer that allows the command lets the shell run that text, once. ``writes``: for
+    a tool that writes several files at once (Codex's ``apply_patch``; ``target`` is then the
+    patch, shown whole to a person), each path it writes, judged as a file tool's write."""
 
     kind: RequestKind
     target: str
     runs: str | None = None
+    writes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

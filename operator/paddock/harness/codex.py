@@ -90,9 +90,13 @@ def hook(spec: AgentRunSpec) -> str:
     """The PreToolUse hook as a config override (``-c``): a session flag, which no config
     file overrides. Codex runs hooks only from reviewed ("trusted") sources unless told not
     to check; Paddock writes this one itself. Codex names its exec_command tool Bash in a
-    hook's request. No timeout: Codex waits for the hook (the gate has its own)."""
+    hook's request, and its file edits ``apply_patch`` (the patch as ``command``). No
+    timeout: Codex waits for the hook (the gate has its own)."""
     command = toml_value(gate_command("codex", spec))
-    return f'hooks.PreToolUse=[{{matcher="^Bash$", hooks=[{{type="command", command={command}}}]}}]'
+    return (
+        'hooks.PreToolUse=[{matcher="^(Bash|apply_patch)$", '
+        f'hooks=[{{type="command", command={command}}}]}}]'
+    )
 
 
 # Codex's own sandbox (bubblewrap) needs user namespaces, which a container at the restricted
@@ -104,10 +108,10 @@ NO_OWN_SANDBOX = ["-c", 'sandbox_mode="danger-full-access"']
 def gated(
     spec: AgentRunSpec, policy: SandboxPolicySpec, workspace: WorkspaceContext = NO_WORKSPACE
 ) -> Invocation:
-    """Codex with a PreToolUse hook on its shell tool that runs the gate (hooks switched on
-    by a session flag too, so a config file that switches them off changes nothing). The
-    policy reaches Codex through the gate alone: its own file edits (apply_patch) reach no
-    hook, so fileWrite holds for its commands' redirections, not for its patches."""
+    """Codex with a PreToolUse hook on its shell tool and its file edits (``apply_patch``)
+    that runs the gate (hooks switched on by a session flag too, so a config file that
+    switches them off changes nothing). The policy reaches Codex through the gate alone: a
+    command as a command, a patch as a write of each file it names."""
     del policy  # judged by the gate
     more = [
         "--dangerously-bypass-hook-trust",
@@ -122,8 +126,38 @@ def gated(
 
 
 def request_of(request: dict[str, Any]) -> Request | None:
-    """The command of a PreToolUse request for Bash (``tool_input.command``)."""
-    return tool_request(request, {"Bash": (RequestKind.COMMAND, "command")})
+    """The command of a PreToolUse request for Bash (``tool_input.command``), or the files a
+    patch of ``apply_patch`` writes (the patch is its ``tool_input.command``)."""
+    asked = tool_request(request, {"Bash": (RequestKind.COMMAND, "command"),
+                                   "apply_patch": (RequestKind.FILE_WRITE, "command")})  # fmt: skip
+    if asked is None or asked.kind == RequestKind.COMMAND:
+        return asked
+    writes = patch_writes(asked.target)
+    return None if writes is None else Request(asked.kind, asked.target, writes=writes)
+
+
+# The lines of a Codex patch (codex-rs apply-patch) that name a file it writes, and the others
+# that begin with "***".
+PATCH_HEADERS = ("*** Add File: ", "*** Delete File: ", "*** Update File: ", "*** Move to: ")
+PATCH_MARKS = ("*** Begin Patch", "*** End Patch", "*** End of File")
+
+
+def patch_writes(patch: str) -> tuple[str, ...] | None:
+    """Each path a patch of Codex's ``apply_patch`` writes (adds, deletes, updates or moves a
+    file to), or None (not read, so refused) for a patch that names none, or that has a line
+    starting with "***" that is none of its headers and marks. Lines are split and trimmed at
+    least where Codex splits and trims them (Python's line ends and white space are more than
+    Rust's), so every header Codex reads is read here."""
+    paths = []
+    for line in patch.splitlines():
+        text = line.strip()
+        if not text.startswith("***") or text in PATCH_MARKS:
+            continue
+        header = next((h for h in PATCH_HEADERS if text.startswith(h)), None)
+        if header is None:
+            return None
+        paths.append(text.removeprefix(header))
+    return tuple(paths) or None
 
 
 def _call(item: dict[str, Any]) -> Draft | None:

@@ -16,6 +16,7 @@ from paddock.policy.engine import (
     evaluate,
     file_write,
     printable,
+    strictest,
 )
 
 MAX_SHOWN = 120  # characters of a command quoted in a message
@@ -90,6 +91,14 @@ def judge_command(
     not UTF-8 escaped), for messages, Events and the log."""
     verdict = evaluate(policy or UNRESTRICTED, command, scripts)
     return Judged("command", printable(command), verdict)
+
+
+def judge_writes(policy: SandboxPolicySpec, text: str, paths: tuple[str, ...]) -> Judged:
+    """A harness tool that writes several files at once (``text``, a patch): each path judged
+    as a file tool's write, the strictest decision the patch's."""
+    parts = tuple(file_write(policy.capabilities, path) for path in paths)
+    verdict = Verdict(strictest(part.decision for part in parts), parts)
+    return Judged(str(PartKind.FILE_WRITE), text, verdict)
 
 
 def judge_capability(policy: SandboxPolicySpec, kind: PartKind, target: str) -> Judged:
