@@ -214,10 +214,13 @@ def test_what_claude_code_asks_about(
     [
         ({"tool_name": "run_shell_command", "tool_input": {"command": "l"}},
          Request(COMMAND, "l", runs="l")),
-        # As Gemini CLI gives it to its shell: trimmed as JavaScript trims (a no-break space and
-        # a BOM too), a space after a final backslash.
+        # As Gemini CLI gives it to its shell, and so judged: trimmed as JavaScript trims (a
+        # no-break space and a BOM too, which bash would read as part of a word), a space after
+        # a final backslash.
         ({"tool_name": "run_shell_command", "tool_input": {"command": "\ufeff ls \\\u00a0\n"}},
-         Request(COMMAND, "\ufeff ls \\\u00a0\n", runs="ls \\ ")),
+         Request(COMMAND, "ls \\ ", runs="ls \\ ")),
+        ({"tool_name": "run_shell_command", "tool_input": {"command": "\u00a0touch x"}},
+         Request(COMMAND, "touch x", runs="touch x")),
         ({"tool_name": "write_file", "tool_input": {"file_path": "/w/a"}}, Request(WRITE, "/w/a")),
         ({"tool_name": "replace", "tool_input": {"file_path": "/w/a"}}, Request(WRITE, "/w/a")),
         ({"tool_name": "read_file", "tool_input": {"file_path": "/w/a"}}, None),
@@ -256,8 +259,11 @@ def test_gemini_gets_the_hook_in_user_settings_and_the_policy_as_admin_rules() -
     assert 'node "$PADDOCK_CONTROL/gate.mjs" gemini' in invocation.files[gate_scripts.GATE_HOOK]
     assert "shell gemini" in invocation.files[gate_scripts.SHELL]
     before_exec = invocation.script.split("\nexec ")[0]
-    assert 'gate.mjs" register "$$" || exit 3' in before_exec
-    assert 'export PATH="$PADDOCK_CONTROL/bin":"$PATH" GEMINI_CLI_NO_RELAUNCH=true' in before_exec
+    assert 'gate.mjs" register "$$" $(compgen -e) || exit 3' in before_exec
+    assert (
+        'export PATH="$PADDOCK_CONTROL/bin":"$PATH" GEMINI_CLI_NO_RELAUNCH=true GIT_CONFIG_COUNT=0'
+        in before_exec
+    )
 
 
 def test_codex_gets_the_hook_as_a_session_flag(tmp_path: Path) -> None:
@@ -335,9 +341,14 @@ def test_a_codex_patch_writes_each_file_it_names(
         ("allow", "*** Add File: notes.md\n+x\n*** Update File: src/a.py\n", "allow", None),
         ("ask", "*** Add File: notes.md\n+x\n", "ask", "capabilities.fileWrite"),
         ("deny", "*** Update File: notes.md\n", "deny", "capabilities.fileWrite"),
-        # A protected place among the files denies the whole patch, whatever fileWrite says.
+        # A protected place among the files denies the whole patch, whatever fileWrite says;
+        # its paths are literal (Codex reads no variable in them) and the kernel's (// is /).
         ("allow", "*** Add File: ok.md\n*** Add File: ~/.codex/.env\n", "deny",
          "protected: Codex's home"),
+        ("allow", "*** Add File: //home/paddock/.bashrc\n", "deny",
+         "protected: the shell's startup files"),
+        ("allow", "*** Add File: a$b/../../home/paddock/.profile\n", "deny",
+         "protected: the shell's startup files"),
         ("allow", "*** Update File: a\n*** Move to: /workspace/.gemini/settings.json\n", "deny",
          "protected: Gemini CLI's workspace settings and .env"),
     ],

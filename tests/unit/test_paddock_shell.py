@@ -41,15 +41,25 @@ def channel(tmp_path: Path) -> Iterator[Channel]:
 
 
 def register(channel: Channel, pid: int) -> subprocess.CompletedProcess[str]:
-    argv = ["node", str(channel.control / gs.CLIENT), "register", str(pid)]
+    """As the harness registers the CLI: its pid, and the names of its environment (this
+    process's)."""
+    argv = ["node", str(channel.control / gs.CLIENT), "register", str(pid), *os.environ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
 
 
+# What a CLI's environment gains from a file of the agent's (Gemini CLI's .gemini/.env): bash's
+# options and trace prompt, git configuration, a name of the agent's own.
+GAINED = {"SHELLOPTS": "xtrace", "PS4": "$(touch traced)", "GIT_CONFIG_PARAMETERS":
+          "'core.pager=touch paged'", "FROM_THE_AGENT": "1"}  # fmt: skip
+
+
 def shell(channel: Channel, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Paddock's shell started by this process (the registered CLI, when it registered)."""
+    """Paddock's shell started by this process (the registered CLI, when it registered), with
+    what a CLI's environment gains from the agent and what Gemini CLI adds itself."""
+    env = {**os.environ, **GAINED, "GEMINI_CLI": "1", "GIT_CONFIG_KEY_0": "core.pager"}
     return subprocess.run(
         [str(channel.control / gs.SHELL), *argv], capture_output=True, text=True, cwd=cwd,
-        timeout=30, check=False,
+        env=env, timeout=30, check=False,
     )  # fmt: skip
 
 
@@ -66,7 +76,9 @@ def test_the_first_registration_names_the_cli_read_only_and_a_second_is_refused(
     assert register(channel, os.getpid()).returncode == 0
     named = channel.control / "cli.pid"
     assert named.read_text() == f"{os.getpid()}\n"
-    assert stat.S_IMODE(named.stat().st_mode) == 0o644
+    assert (channel.control / "cli.env").read_text().split("\n") == list(os.environ)
+    for written in (named, channel.control / "cli.env"):
+        assert stat.S_IMODE(written.stat().st_mode) == 0o644
     again = register(channel, 1)
     assert again.returncode == 2
     assert "already registered" in again.stderr
@@ -88,6 +100,14 @@ def test_the_clis_shell_runs_an_allowed_command_once_and_nothing_else(
     ran = shell(channel, "-c", wrapped("  touch ran \n"), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert (tmp_path / "ran").exists()
+    # Without what the CLI gained from the agent; with the harness's and the CLI's own.
+    allow(channel, "env > seen")
+    assert shell(channel, "-c", wrapped("env > seen"), cwd=tmp_path).returncode == 0
+    seen = dict(line.split("=", 1) for line in (tmp_path / "seen").read_text().splitlines())
+    assert set(GAINED) & set(seen) == set()
+    assert seen["GEMINI_CLI"] == "1"
+    assert seen["GIT_CONFIG_KEY_0"] == "core.pager"
+    assert seen["PATH"] == os.environ["PATH"]
     allow(channel, "touch quoted")
     jobs = "'/tmp/a dir/gemini-shell-a1B2c3/bgpids.tmp'"
     assert shell(channel, "-c", wrapped("touch quoted", jobs), cwd=tmp_path).returncode == 0

@@ -50,6 +50,10 @@ POLICY = SandboxPolicySpec.model_validate(
         "echo BASH_ENV=x > .gemini/.env",
         "echo '{}' > $PADDOCK_WORKSPACE/.gemini/settings.json",
         "echo x > ~/.local/share/opencode/bin/rg",
+        # A path as the kernel reads it: a leading // is /.
+        "echo x > //workspace/.gemini/.env",
+        "echo x >> //home/paddock/.bashrc",
+        "echo x > ///paddock/control/runs/r/gate.mjs",
     ],
 )
 def test_a_write_into_the_gates_or_a_clis_settings_is_denied_whatever_file_write_says(
@@ -78,10 +82,28 @@ def test_other_writes_follow_file_write(command: str) -> None:
     assert evaluate(POLICY, command).decision == Decision.ALLOW
 
 
-def test_a_clis_own_file_tool_cannot_write_the_gate_either() -> None:
-    for target in ("/paddock/run/r/gate", "/home/paddock/.config/opencode/plugin/x.js"):
-        judged = judge_capability(POLICY, PartKind.FILE_WRITE, target)
-        assert judged.decision == Decision.DENY
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/paddock/run/r/gate",
+        "/home/paddock/.config/opencode/plugin/x.js",
+        # A file tool's path is literal (no shell expands it), and the kernel's: a leading //
+        # is /, and a segment with a $ or a backtick is a name like any other.
+        "//workspace/.gemini/.env",
+        "//home/paddock/.bashrc",
+        "x`/../.gemini/settings.json",
+        "a$b/../../home/paddock/.bashrc",
+        "$HOME/../../home/paddock/.codex/config.toml",
+        ".gemini/settings.json",
+        "~/.claude/settings.json",  # as a shell or a CLI that expands it would read it
+    ],
+)
+def test_a_clis_own_file_tool_cannot_write_the_gate_either(target: str) -> None:
+    judged = judge_capability(POLICY, PartKind.FILE_WRITE, target)
+    assert judged.decision == Decision.DENY, judged.verdict.explain()
+
+
+def test_a_clis_own_file_tool_writes_elsewhere_as_file_write_says() -> None:
     assert judge_capability(POLICY, PartKind.FILE_WRITE, "/workspace/x").decision == (
         Decision.ALLOW
     )

@@ -96,12 +96,14 @@ def _script(
 # Gemini CLI runs each command and each hook as ``bash -c TEXT``, with the ``bash`` its PATH
 # gives. Paddock's shell comes first there: started by the CLI, it runs only Paddock's hook and
 # the commands the gate allowed, so that a command whose hook was killed (with its shell:
-# Gemini CLI then runs the command) is refused instead. It knows the CLI's process by the pid
-# this script registers with the gate server just before the exec (the CLI does not relaunch
-# itself in a child: that would be another process).
+# Gemini CLI then runs the command) is refused instead, and it runs them with no variable but
+# the harness's and those Gemini CLI adds itself. It knows the CLI's process, and the names of
+# the harness's environment, from this script's registration with the gate server just before
+# the exec (the CLI does not relaunch itself in a child: that would be another process). With
+# GIT_CONFIG_COUNT=0, every git configuration variable the CLI gives a command is its own.
 PADDOCK_SHELL = (
-    f'node {control_file(gate_scripts.CLIENT)} register "$$" || exit 3\n'
-    f'export PATH={control_file("bin")}:"$PATH" GEMINI_CLI_NO_RELAUNCH=true\n'
+    f'export PATH={control_file("bin")}:"$PATH" GEMINI_CLI_NO_RELAUNCH=true GIT_CONFIG_COUNT=0\n'
+    f'node {control_file(gate_scripts.CLIENT)} register "$$" $(compgen -e) || exit 3\n'
 )
 
 # JavaScript's whitespace (``String.prototype.trim``): the ends Gemini CLI trims off a command.
@@ -180,8 +182,9 @@ def gated_tools(policy: SandboxPolicySpec) -> list[str]:
 # on start.
 ENV_FROM_FILES = (
     "BASH_ENV", "ENV", "PROMPT_COMMAND", "NODE_OPTIONS", "LD_PRELOAD", "LD_AUDIT",
-    "PYTHONSTARTUP", "PERL5OPT", "RUBYOPT", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
-    "JDK_JAVA_OPTIONS",
+    "LD_LIBRARY_PATH", "PYTHONSTARTUP", "PYTHONPATH", "NODE_PATH", "PERL5OPT", "PERL5LIB",
+    "PERLLIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+    "GIT_CONFIG_PARAMETERS",
 )  # fmt: skip
 
 
@@ -225,13 +228,14 @@ def gated(
 
 
 def request_of(request: dict[str, Any]) -> Request | None:
-    """What a BeforeTool request asks about: ``tool_input.command`` of the shell (which
-    Paddock's shell runs as ``shell_text`` gives it), the path of a file tool, the prompt or
-    query of a web tool."""
+    """What a BeforeTool request asks about: ``tool_input.command`` of the shell as Paddock's
+    shell will be given it (``shell_text``: the text judged is the text that runs), the path
+    of a file tool, the prompt or query of a web tool."""
     asked = tool_request(request, TOOL_TARGETS)
     if asked is None or asked.kind != RequestKind.COMMAND:
         return asked
-    return Request(asked.kind, asked.target, runs=shell_text(asked.target))
+    runs = shell_text(asked.target)
+    return Request(asked.kind, runs, runs=runs)
 
 
 def parse_line(line: str) -> list[Draft]:

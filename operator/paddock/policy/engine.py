@@ -109,10 +109,13 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def file_write(capabilities: Capabilities, target: str, protect: bool = True) -> Part:
-    """A write of the file ``target`` (as written): denied into a protected place (unless
-    ``protect`` is off), else as ``capabilities.fileWrite`` says."""
-    place = protected_place(target) if protect else None
+def file_write(
+    capabilities: Capabilities, target: str, protect: bool = True, *, literal: bool = False
+) -> Part:
+    """A write of the file ``target`` (as written; ``literal``: a file tool's path, which no
+    shell expands): denied into a protected place (unless ``protect`` is off), else as
+    ``capabilities.fileWrite`` says."""
+    place = protected_place(target, literal=literal) if protect else None
     if place is not None:
         return Part(PartKind.FILE_WRITE, target, Decision.DENY, f"protected: {place}")
     return Part(PartKind.FILE_WRITE, target, capabilities.file_write, "capabilities.fileWrite")

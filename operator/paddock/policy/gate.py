@@ -96,7 +96,7 @@ def judge_command(
 def judge_writes(policy: SandboxPolicySpec, text: str, paths: tuple[str, ...]) -> Judged:
     """A harness tool that writes several files at once (``text``, a patch): each path judged
     as a file tool's write, the strictest decision the patch's."""
-    parts = tuple(file_write(policy.capabilities, path) for path in paths)
+    parts = tuple(file_write(policy.capabilities, path, literal=True) for path in paths)
     verdict = Verdict(strictest(part.decision for part in parts), parts)
     return Judged(str(PartKind.FILE_WRITE), text, verdict)
 
@@ -106,7 +106,7 @@ def judge_capability(policy: SandboxPolicySpec, kind: PartKind, target: str) -> 
     access (network, the URL or query): decided by ``capabilities``, and a write into a
     protected place (the gate's, a CLI's settings) denied whatever they say."""
     if kind == PartKind.FILE_WRITE:
-        part = file_write(policy.capabilities, target)
+        part = file_write(policy.capabilities, target, literal=True)
     else:
         part = Part(kind, target, policy.capabilities.network, "capabilities.network")
     return Judged(str(kind), target, Verdict(part.decision, (part,)))

@@ -42,15 +42,23 @@ PLACES = {
 _LEADING_VARIABLE = re.compile(r"^\$(?:\{(\w+)\}|(\w+))")
 
 
-def protected_place(target: str) -> str | None:
-    """What protected place the path ``target`` (as written, quotes removed) names, if any."""
-    path = _resolved(target)
-    if path is None:
-        return None
-    for place, what in PLACES.items():
-        if path == place or path.startswith(place + "/"):
-            return what
+def protected_place(target: str, *, literal: bool = False) -> str | None:
+    """What protected place the path ``target`` (as written, quotes removed) names, if any.
+    ``literal``: a file tool's path (a Write's, a patch's), which no shell expands: read both
+    as it is and as a shell word would be (``~``, a variable), whichever names a place."""
+    paths = {_resolved(target), _normal(target) if literal else None}
+    for path in filter(None, paths):
+        for place, what in PLACES.items():
+            if path == place or path.startswith(place + "/"):
+                return what
     return None
+
+
+def _normal(target: str) -> str:
+    """An absolute path as the kernel reads it: relative to the workspace, ``.`` and ``..``
+    gone, and a leading ``//`` one ``/`` (``posixpath.normpath`` keeps two)."""
+    path = posixpath.normpath(posixpath.join(WORKSPACE, target))
+    return "/" + path.lstrip("/")
 
 
 def _resolved(target: str) -> str | None:
@@ -66,6 +74,4 @@ def _resolved(target: str) -> str | None:
         target = value + target[found.end() :]
     if "$" in target.split("/", 1)[0] or "`" in target:
         return None
-    if not target.startswith("/"):
-        target = posixpath.join(WORKSPACE, target)
-    return posixpath.normpath(target)
+    return _normal(target)

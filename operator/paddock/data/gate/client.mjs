@@ -9,14 +9,17 @@
 // 2, the hooks' "block", with the reason on stderr: a denial, no answer in time, a request
 // too big, a server that cannot be reached or that ends the connection without an answer.
 //
-//   node client.mjs register PID
+//   node client.mjs register PID NAME...
 //   node client.mjs shell HARNESS -c TEXT
 //
 // The messages of Paddock's shell (data/gate/shell.sh; the server says what each means): the
-// harness registers the CLI's process just before it execs the CLI; the shell asks whether it
-// may run the command in TEXT, which the CLI wrapped as its own code does (Gemini CLI: its
-// guard, and a subshell that records background jobs). Neither reads stdin (a command's
-// own). Exit 0 only on "allow", else 2.
+// harness registers the CLI's process and the names of its environment just before it execs
+// the CLI; the shell asks whether it may run the command in TEXT, which the CLI wrapped as its
+// own code does (Gemini CLI: its guard, and a subshell that records background jobs), and is
+// told on stdout the variables of its environment to drop, one a line: those the CLI gained
+// from no one but the agent (Gemini CLI loads a workspace's .gemini/.env for names it does not
+// have). Neither reads stdin (a command's own). Exit 0 only on "allow", else 2.
+import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -67,6 +70,30 @@ const GEMINI = new RegExp(
     "([\\s\\S]*)\n\\)\n__code=\\$\\?\nexit \\$__code$",
 );
 const COMMANDS = { gemini: (text) => GEMINI.exec(text)?.[1] ?? null };
+// What the CLI adds to a command's environment itself, besides the harness's (Gemini CLI 0.61's
+// ShellExecutionService; the harness sets GIT_CONFIG_COUNT=0, so the keys are all its own).
+const ADDED = {
+  gemini: (name) =>
+    /^GIT_CONFIG_(KEY|VALUE)_[0-9]+$/.test(name) ||
+    ["GEMINI_CLI", "TERM", "PAGER", "GIT_PAGER", "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL",
+     "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM", "GIT_TERMINAL_PROMPT", "GIT_ASKPASS",
+     "SSH_ASKPASS", "GH_PROMPT_DISABLED", "GCM_INTERACTIVE", "DISPLAY",
+     "DBUS_SESSION_BUS_ADDRESS"].includes(name),
+};
+
+// The variables of the shell's environment (its parent's, as it started) that neither the
+// harness gave the CLI (cli.env, written by the server at registration) nor the CLI added.
+function gained(harness) {
+  const had = new Set(fs.readFileSync("cli.env", "utf8").split("\n"));
+  const names = fs
+    .readFileSync(`/proc/${process.ppid}/environ`, "utf8")
+    .split("\0")
+    .filter((entry) => entry.includes("="))
+    .map((entry) => entry.slice(0, entry.indexOf("=")));
+  const drop = names.filter((name) => !had.has(name) && !ADDED[harness](name));
+  if (drop.some((name) => name === "" || name.includes("\n"))) return null;
+  return drop;
+}
 
 function hook(harness, seconds) {
   setTimeout(() => refuse("no decision in time"), Number(seconds || 900) * 1000);
@@ -90,9 +117,10 @@ function hook(harness, seconds) {
   });
 }
 
-function register(pid) {
+function register(pid, ...names) {
   if (!/^[0-9]{1,9}$/.test(pid || "")) refuse("no process to register");
-  send(`register ${pid}\n`, null, allowedOrRefused);
+  const body = Buffer.from(names.join("\n"));
+  send(`register ${pid} ${body.length}\n`, body, allowedOrRefused);
 }
 
 function shell(harness, flag, text, ...more) {
@@ -101,11 +129,21 @@ function shell(harness, flag, text, ...more) {
   if (command === null) refuse(`not a command as ${harness} runs one`);
   const body = Buffer.from(command);
   if (body.length > MAX_REQUEST) refuse("the command is over 64 KiB");
+  let drop;
+  try {
+    drop = gained(harness);
+  } catch (e) {
+    refuse(`the CLI's environment cannot be read (${e.code || e.message})`);
+  }
+  if (drop === null) refuse("a variable of the CLI's environment has no name Paddock can drop");
   setTimeout(() => refuse("no decision in time"), SHELL_SECONDS * 1000);
-  send(`shell ${body.length}\n`, body, allowedOrRefused);
+  send(`shell ${body.length}\n`, body, (verdict, rest) => {
+    if (verdict === "allow") process.stdout.write(drop.map((name) => name + "\n").join(""));
+    allowedOrRefused(verdict, rest);
+  });
 }
 
 const [mode, ...args] = process.argv.slice(2);
-if (mode === "register") register(args[0]);
+if (mode === "register") register(...args);
 else if (mode === "shell") shell(...args);
 else hook(mode, args[0]);

@@ -15,9 +15,11 @@
 // Two more messages serve Paddock's shell (data/gate/shell.sh), which a CLI that runs its
 // commands through the bash on its PATH (Gemini CLI) finds first, so that a command runs only
 // if the gate allowed it, whatever became of the hook that asked:
-// - "register PID\n": the harness, just before it execs the CLI, names the CLI's process; the
-//   first to register is written to cli.pid beside SOCKET (read-only to the agent), and any
-//   later one is refused. The shell asks the gate only when its parent is that process.
+// - "register PID LENGTH\n" and the names of the harness's environment, one a line: the
+//   harness, just before it execs the CLI, names the CLI's process and its environment; the
+//   first to register is written to cli.pid and cli.env beside SOCKET (read-only to the agent),
+//   and any later one is refused. The shell asks the gate only when its parent is that process,
+//   and gives a command no variable the CLI gained since (from a file of the agent's).
 // - "shell LENGTH\n" and the text the shell was given: allowed once for each answer of
 //   "allow" that named that text ("ticket BASE64" lines after the verdict, written by the
 //   operator) in the last TICKET_MS; anything else is refused.
@@ -85,9 +87,12 @@ function answerWaiting() {
   }
 }
 
-function register(socket, pid) {
+function register(socket, pid, names) {
   if (registered) return refuse(socket, "the CLI's process is already registered");
   registered = true;
+  const cliEnv = path.join(path.dirname(socketPath), "cli.env");
+  fs.writeFileSync(cliEnv + ".tmp", names, { mode: 0o644 });
+  fs.renameSync(cliEnv + ".tmp", cliEnv);
   fs.writeFileSync(cliPid + ".tmp", `${pid}\n`, { mode: 0o644 });
   fs.renameSync(cliPid + ".tmp", cliPid);
   socket.end("allow\n");
@@ -104,7 +109,8 @@ function shell(socket, text) {
 const server = net.createServer((socket) => {
   let buffered = Buffer.alloc(0);
   let length = null; // the request's length, once its header is read
-  let kind = "request"; // or "shell": Paddock's shell asking whether it may run a text
+  let kind = "request"; // or "shell" (Paddock's shell asking whether it may run a text), or
+  let pid = null; // "register", for this process
   let done = false;
   socket.on("error", () => socket.destroy());
   socket.on("data", (chunk) => {
@@ -113,25 +119,21 @@ const server = net.createServer((socket) => {
     if (length === null) {
       const newline = buffered.indexOf(10);
       if (newline < 0) {
-        if (buffered.length > 16) {
+        if (buffered.length > 32) {
           done = true;
           refuse(socket, "it does not start with its length");
         }
         return;
       }
       const header = buffered.subarray(0, newline).toString();
-      const registering = /^register ([0-9]{1,9})$/.exec(header);
-      if (registering) {
-        done = true;
-        return register(socket, registering[1]);
-      }
-      const framed = /^(shell )?([0-9]{1,9})$/.exec(header);
+      const framed = /^(?:(shell) |(register) ([0-9]{1,9}) )?([0-9]{1,9})$/.exec(header);
       if (!framed) {
         done = true;
         return refuse(socket, "it does not start with its length");
       }
-      if (framed[1]) kind = "shell";
-      length = Number(framed[2]);
+      kind = framed[1] || framed[2] || kind;
+      pid = framed[3] || null;
+      length = Number(framed[4]);
       buffered = buffered.subarray(newline + 1);
       if (length > MAX_REQUEST) {
         done = true;
@@ -142,6 +144,7 @@ const server = net.createServer((socket) => {
       done = true;
       const body = buffered.subarray(0, length);
       if (kind === "shell") shell(socket, body.toString());
+      else if (kind === "register") register(socket, pid, body.toString());
       else received(socket, body);
     }
   });
@@ -151,6 +154,7 @@ fs.rmSync(requests, { recursive: true, force: true });
 fs.mkdirSync(requests, { recursive: true, mode: 0o700 });
 fs.rmSync(socketPath, { force: true });
 fs.rmSync(cliPid, { force: true });
+fs.rmSync(path.join(path.dirname(socketPath), "cli.env"), { force: true });
 // A socket's path is at most 107 bytes: it is named from its own directory.
 const socketName = path.basename(socketPath);
 process.chdir(path.dirname(socketPath));
