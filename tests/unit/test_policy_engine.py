@@ -600,8 +600,20 @@ ATTACKS = [
     "ls | xargs -I{} sh -c 'echo {}'",
     "ls | xargs -I % bash -c 'cat %'",
     "ls | xargs -i sh -c 'echo {}'",
+    # 9. found by the differential check against bash (test_policy_differential.py)
+    "trap -- '-;curl x' EXIT",  # after --, an action that starts with - is still one
+    "RANDOM='a[$(curl x)]'",  # bash's integer variables evaluate what they are given
+    "OPTIND='a[$(curl x)]'; echo",
+    "SRANDOM='a[$(curl x)]'",
+    "bash -co posix 'curl x'",  # -o takes the next word: the command is the one after
+    "sh -eco errexit 'curl x'",
+    "coproc A=1 curl x",  # shfmt reads A=1 as the command's name, bash as an assignment
 ]
 STILL_ALLOWED = [
+    "trap - EXIT",
+    "trap -p EXIT",
+    "trap 'echo done' EXIT",
+    "OPTIND=1; echo $RANDOM",
     "flock /tmp/lock -c 'ls'",
     "for i in 1 2 3; do echo $((i * 2)); done",
     "n=0; n=$((n + 1)); echo $n",

@@ -139,6 +139,9 @@ SHELL_SET = frozenset(
      "DIRSTACK", "READLINE_LINE", "COMP_LINE", "COMP_WORDS", "HISTCMD"}
 )  # fmt: skip
 PROMPT_SPECIAL = frozenset("$`\\")
+# How bash's own integer variables are read: what the command assigns them is evaluated as
+# arithmetic (what the shell holds there is a number).
+ASSIGNED = "an integer variable's assignment"
 
 
 def unsafe(
@@ -172,7 +175,7 @@ def _variable(
     if name in seen:
         return None
     seen.add(name)
-    if name in SHELL_SET:
+    if name in SHELL_SET and how != ASSIGNED:
         return f"{how} of ${name}, which the shell sets from what ran before"
     for value in values.get(name, []):
         if value is None:

@@ -10,6 +10,7 @@ or the difference is reported as a hazard. Nothing here runs the command.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,6 +26,11 @@ from paddock.policy.words import DYNAMIC, Word, source, word, words
 Node = dict[str, Any]
 
 ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
+# bash's own integer variables: what each is given is evaluated as arithmetic, as a variable
+# declared -i (SECONDS and BASHPID are integers too, but bash reads what they are given as a
+# plain number).
+INTEGER_VARIABLES = frozenset({"RANDOM", "SRANDOM", "OPTIND", "HISTCMD"})
 __all__ = ["DYNAMIC", "FileWrite", "ShellSyntaxError", "Word", "parse"]
 
 
@@ -135,6 +141,9 @@ class _Reader:
         self.redirects: list[Node] = []
         self.stdin: dict[int, tuple[Word | None, bool]] = {}  # by id() of a statement's command
         self.associative: set[str] = set()  # arrays declared -A: their keys are text
+        self._evaluate(
+            "bash's integer variables", Reading(names=set(INTEGER_VARIABLES)), arith.ASSIGNED
+        )
 
     def script(self) -> Script:
         for node in _nodes(syntax_tree(self.data)):
@@ -160,6 +169,14 @@ class _Reader:
     def _call(self, node: Node) -> None:
         for assignment in node.get("Assigns") or []:
             self._assign(assignment)
+        first = (node.get("Args") or [{}])[0].get("Parts") or []
+        if (
+            len(first) == 1
+            and first[0].get("Type") == "Lit"
+            and ASSIGNMENT.match(first[0].get("Value", ""))
+        ):
+            # shfmt reads it as the command's name (after coproc); bash, as an assignment.
+            raise ShellSyntaxError(f"{first[0]['Value']!r} is an assignment to bash, not a name")
         found = tuple(w for arg in node.get("Args") or [] for w in words(arg, self.data))
         if found:
             stdin, from_file = self.stdin.get(id(node), (None, False))

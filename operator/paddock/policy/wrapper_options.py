@@ -201,7 +201,6 @@ WRAPPERS: dict[str, Wrapper] = {
     "valgrind": Wrapper(optional=frozenset(), long_values=True),
 }
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
-SHELL_VALUES = _opts("-o +o -O +O")
 STARTUP_FILES = _opts("--rcfile --init-file")
 SHELL_LONG_FLAGS = _opts(
     "--norc --noprofile --login --posix --restricted --verbose --noediting --debugger "

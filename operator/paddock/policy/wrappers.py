@@ -16,7 +16,6 @@ from paddock.policy.redirects import plain_file
 from paddock.policy.words import DYNAMIC, Word
 from paddock.policy.wrapper_options import (
     SHELL_LONG_FLAGS,
-    SHELL_VALUES,
     SHELLS,
     STARTUP_FILES,
     WRAPPERS,
@@ -112,17 +111,17 @@ def _shell(
             break
         if text in STARTUP_FILES:
             return [Unknown(f"{name} {text} runs the code of a file")]
-        takes_value = text in SHELL_VALUES
-        if text.startswith("--") and not takes_value:
+        if text.startswith("--"):
             if text not in SHELL_LONG_FLAGS:
                 return [Unknown(f"{name} has an option Paddock does not know: {text}")]
-        elif "c" in text[1:]:
-            command_mode = True
-        elif "s" in text[1:]:
-            reads_stdin = True
-        else:
-            takes_value = takes_value or any(flag in text[1:] for flag in "oO")
-        index += 2 if takes_value else 1
+            index += 1
+            continue
+        # A cluster of one-letter options (``-xc``, ``-co posix``): each o or O in it takes
+        # the next word as its value, in turn; the command of -c is the first word after.
+        flags = text[1:]
+        command_mode = command_mode or "c" in flags
+        reads_stdin = reads_stdin or "s" in flags
+        index += 1 + sum(flags.count(flag) for flag in "oO")
     if index < len(args) and args[index].pattern == "--":
         index += 1
     if command_mode:
@@ -148,13 +147,22 @@ def _file(name: str, path: Word) -> list[Runs | Unknown] | None:
 
 
 def _trap(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
+    """``trap [-lp] [--] [ACTION] SIGNAL...``: ACTION is a script bash runs later, but ``-``
+    before ``--`` (and a lone operand) resets a signal; ``-l`` and ``-p`` only print."""
     if any(not word.single for word in args):
         return [Unknown("trap is given words only known at run time")]
-    if args and args[0].pattern == "--":
-        args = args[1:]
-    if len(args) < 2 or (args[0].literal and args[0].pattern.startswith("-")):
-        return None  # lists or resets traps
-    return [_script(args[:1], "trap")]
+    rest, ended = list(args), False
+    while rest and rest[0].literal and rest[0].pattern.startswith("-") and rest[0].pattern != "-":
+        option = rest.pop(0).pattern
+        if option == "--":
+            ended = True
+            break
+        if not set(option[1:]) <= {"l", "p"}:
+            return [Unknown(f"trap is given an option Paddock does not read: {option}")]
+        return None  # lists or prints traps: the rest are signals
+    if len(rest) < 2 or (not ended and rest[0].literal and rest[0].pattern == "-"):
+        return None  # resets traps
+    return [_script(tuple(rest[:1]), "trap")]
 
 
 def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
