@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,11 +187,16 @@ def _run(root: Path, shell: str, command: str) -> dict[str, Any]:
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         user=NOBODY, group=NOBODY, extra_groups=[], start_new_session=True,
     )  # fmt: skip
+    started = time.monotonic()
     try:
         _, stderr = process.communicate(timeout=RUN_SECONDS)
         status: int | None = process.returncode
     except subprocess.TimeoutExpired:
         status, stderr = None, b""
+    # Its background jobs run to their end too (so what they run is recorded whatever the
+    # machine's load), within the same time; then whatever still runs is ended.
+    while _others() and time.monotonic() - started < RUN_SECONDS:
+        time.sleep(0.01)
     _end_all()
     if status is None:
         process.communicate()
@@ -219,13 +225,24 @@ def _files(root: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def _end_all() -> None:
-    """Every process of the namespace but this one (its first): a command's background jobs
-    end with it."""
+def _others() -> list[int]:
+    """The processes of the namespace but this one (its first), but zombies (ended: each is
+    reaped by ``_end_all``)."""
+    found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry.name))
+    return found
+
+
+def _end_all() -> None:
+    """Every process of the namespace but this one: a command's background jobs end with
+    it."""
+    for pid in _others():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     while True:
         try:
             os.waitpid(-1, 0)
