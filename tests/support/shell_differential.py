@@ -2,9 +2,11 @@
 policy engine (tests/unit/test_policy_differential.py).
 
 A ``Shells`` runs each command in a throwaway directory inside namespaces of its own (mount,
-network, pid), as an unprivileged user, where every program on the system's PATH directories
-(``/usr/bin``, ``/usr/local/bin``, ...) is a fake that records its argv: so ``rm``, ``/bin/rm``
-and ``command -p rm`` all record and run nothing, and the root file system is read-only. A few
+network, pid), as an unprivileged user with at most 256 processes, where the system's PATH
+directories (``/usr/bin``, ``/usr/local/bin``, ...) hold only fakes, each recording its argv
+(``FAKES``; any other name there is missing): so ``rm``, ``/bin/rm`` and ``command -p rm`` all
+record and run nothing. Every mount is read-only but the command's own directories. A program
+elsewhere (``/usr/lib/git-core/git``) runs for real, unrecorded, as that user. A few
 fakes then run the real program (the shells themselves, ``env``, ``xargs``, ``timeout`` and the
 like, which run other programs, and data tools such as ``cat`` whose output a command may run),
 so what those run is recorded too. ``/dev`` holds only ``null``, ``zero``, ``urandom``, ``tty``
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -51,6 +54,7 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 BIN_DIRECTORIES = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/bin", "/sbin")
 NOBODY = 65534
 RUN_SECONDS = 3.0
+MAX_PROCESSES = 256
 SEEDED = {"a.txt": "rm\n", "b.txt": "hello\n", "scripts/run.sh": "rm -rf x\n"}
 
 
@@ -150,7 +154,12 @@ def _inside(root: Path) -> None:
 
     mount("--make-rprivate", "/")
     mount("--bind", str(root), str(root))
-    mount("-o", "remount,bind,ro", "/")
+    # Every mount read-only but this directory's (and /proc, /dev: the namespace's own).
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for point in sorted(set(points), key=len):
+        if point != str(root) and not point.startswith(("/proc", "/dev", "/sys")):
+            subprocess.run([str(root / "real" / "mount"), "-o", "remount,bind,ro", point],
+                           check=point == "/", stderr=subprocess.DEVNULL)  # fmt: skip
     mount("-t", "tmpfs", "-o", "mode=755", "tmpfs", "/dev")
     devices = {"null": (1, 3), "zero": (1, 5), "urandom": (1, 9), "tty": (5, 0)}
     for name, (major, minor) in devices.items():
@@ -178,7 +187,9 @@ def _run(root: Path, shell: str, command: str) -> dict[str, Any]:
     for relative, text in SEEDED.items():
         path = root / "work" / relative
         path.parent.mkdir(exist_ok=True, mode=0o777)
+        path.parent.chmod(0o777)
         path.write_text(text)
+        path.chmod(0o666)  # the command's user may write them, as an agent its files
     before = _files(root)
     process = subprocess.Popen(
         [str(root / "real" / shell), "-c", command],
@@ -186,6 +197,7 @@ def _run(root: Path, shell: str, command: str) -> dict[str, Any]:
         env={"PATH": SYSTEM_PATH, "HOME": str(root / "home")},
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         user=NOBODY, group=NOBODY, extra_groups=[], start_new_session=True,
+        preexec_fn=_limits,
     )  # fmt: skip
     started = time.monotonic()
     try:
@@ -225,6 +237,12 @@ def _files(root: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
+def _limits() -> None:
+    """A command that forks without end (a recursive function in a pipeline) stops at this
+    many processes of its user."""
+    resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
+
+
 def _others() -> list[int]:
     """The processes of the namespace but this one (its first), but zombies (ended: each is
     reaped by ``_end_all``)."""
@@ -239,15 +257,22 @@ def _others() -> list[int]:
 
 def _end_all() -> None:
     """Every process of the namespace but this one: a command's background jobs end with
-    it."""
-    for pid in _others():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    it (killed until none is left: one may fork as another is killed)."""
+    while others := _others():
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _reap()
+    _reap()
+
+
+def _reap() -> None:
     while True:
         try:
-            os.waitpid(-1, 0)
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                return
         except ChildProcessError:
-            break
+            return
 
 
 if __name__ == "__main__":

@@ -607,11 +607,19 @@ ATTACKS = [
     "SRANDOM='a[$(curl x)]'",
     "bash -co posix 'curl x'",  # -o takes the next word: the command is the one after
     "sh -eco errexit 'curl x'",
-    "coproc A=1 curl x",  # shfmt reads A=1 as the command's name, bash as an assignment
+    "coproc A=1 curl x; wait",  # shfmt reads A=1 as the command's name, bash as an assignment
+    "coproc A='1' curl x; wait",
+    "set -k; bash A=1 -c 'curl x'",  # assignments anywhere: not followed, so not allowed
+    "set -o keyword; timeout A=1 5 curl x",
+    "BASHPID+='a[$(curl x)]'",  # += is arithmetic for bash's integer variables
+    "bash -login -c 'curl x'",  # one dash is enough for bash's long options
 ]
 STILL_ALLOWED = [
     "trap - EXIT",
+    "trap -- - EXIT",
     "trap -p EXIT",
+    "set -euo pipefail; ls",
+    "set -o; SECONDS=0; ls",
     "trap 'echo done' EXIT",
     "OPTIND=1; echo $RANDOM",
     "flock /tmp/lock -c 'ls'",
@@ -729,7 +737,7 @@ NEEDS_MORE_THAN_A_REPOSITORY = {
     "command declare -n r=BASH_ENV; r=./evil; bash -c ls", "SHELL=/usr/bin/curl flock /tmp/l -c x",
     "BASH_CMDS[ls]=/usr/bin/curl; ls x", "find . -exec sh -c 'cat {}' \\;",
     "ls | xargs -I{} sh -c 'echo {}'", "ls | xargs -I % bash -c 'cat %'",
-    "ls | xargs -i sh -c 'echo {}'",
+    "ls | xargs -i sh -c 'echo {}'", "bash -login -c 'curl x'",  # a login shell's PATH
 }  # fmt: skip
 
 

@@ -78,7 +78,45 @@ def effects(words: tuple[Word, ...]) -> Effects:
         found.runs.append(Unknown("fc runs commands of the shell's history"))
     if name == "enable" and "f" in given:
         found.runs.append(Unknown("enable -f loads a builtin's code from a file"))
+    if name == "set":
+        changed = unmodelled_option(words[1:])
+        if changed:
+            found.runs.append(Unknown(f"{changed} changes how bash reads what follows"))
     return found
+
+
+# Options of ``set`` (and of a shell's command line) that change how bash reads or runs what
+# follows in ways the engine does not follow: assignments anywhere in a command (-k), every
+# assignment exported to what runs (-a), history expansion (-H), no brace expansion (+B), POSIX
+# mode. Each is judged as running what cannot be told.
+UNMODELLED = frozenset({"-k", "-a", "-H", "+B"})
+UNMODELLED_NAMES = frozenset(
+    {"-o keyword", "-o allexport", "-o histexpand", "+o braceexpand", "-o posix"}
+)
+
+
+def unmodelled_option(args: tuple[Word, ...]) -> str | None:
+    """The first option among ``set``'s arguments (``-k``, ``-euo keyword``, ``+B``) that
+    changes how bash reads what follows, as ``set`` would take it; None when there is none.
+    A word only known at run time where an option may be is one."""
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if not word.literal:
+            return f"set given {word.shown}"
+        text = word.pattern
+        if text in ("-", "--") or len(text) < 2 or not text.startswith(("-", "+")):
+            return None
+        index += 1
+        for flag in text[1:]:
+            if flag in "oO" and index < len(args):
+                value = args[index]
+                index += 1
+                if not value.literal or f"{text[0]}o {value.pattern}" in UNMODELLED_NAMES:
+                    return f"set {text[0]}o {value.shown}"
+            elif text[0] + flag in UNMODELLED:
+                return f"set {text[0]}{flag}"
+    return None
 
 
 def _options(args: tuple[Word, ...], valued: str) -> tuple[dict[str, Word], list[Word]]:

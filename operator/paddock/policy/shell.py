@@ -28,9 +28,8 @@ Node = dict[str, Any]
 ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
 # bash's own integer variables: what each is given is evaluated as arithmetic, as a variable
-# declared -i (SECONDS and BASHPID are integers too, but bash reads what they are given as a
-# plain number).
-INTEGER_VARIABLES = frozenset({"RANDOM", "SRANDOM", "OPTIND", "HISTCMD"})
+# declared -i (SECONDS's and BASHPID's only when added to, +=: judged the same).
+INTEGER_VARIABLES = frozenset({"RANDOM", "SRANDOM", "OPTIND", "HISTCMD", "SECONDS", "BASHPID"})
 __all__ = ["DYNAMIC", "FileWrite", "ShellSyntaxError", "Word", "parse"]
 
 
@@ -170,13 +169,9 @@ class _Reader:
         for assignment in node.get("Assigns") or []:
             self._assign(assignment)
         first = (node.get("Args") or [{}])[0].get("Parts") or []
-        if (
-            len(first) == 1
-            and first[0].get("Type") == "Lit"
-            and ASSIGNMENT.match(first[0].get("Value", ""))
-        ):
+        if first and first[0].get("Type") == "Lit" and ASSIGNMENT.match(first[0]["Value"]):
             # shfmt reads it as the command's name (after coproc); bash, as an assignment.
-            raise ShellSyntaxError(f"{first[0]['Value']!r} is an assignment to bash, not a name")
+            raise ShellSyntaxError(f"{first[0]['Value']!r}... is an assignment to bash, not a name")
         found = tuple(w for arg in node.get("Args") or [] for w in words(arg, self.data))
         if found:
             stdin, from_file = self.stdin.get(id(node), (None, False))

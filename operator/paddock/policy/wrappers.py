@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from paddock.policy import git
+from paddock.policy.builtins import unmodelled_option
 from paddock.policy.outcomes import Runs, Unknown
 from paddock.policy.redirects import plain_file
 from paddock.policy.words import DYNAMIC, Word
@@ -111,13 +112,21 @@ def _shell(
             break
         if text in STARTUP_FILES:
             return [Unknown(f"{name} {text} runs the code of a file")]
+        if name == "bash" and f"-{text}" in STARTUP_FILES | SHELL_LONG_FLAGS:
+            text = f"-{text}"  # bash reads -login as --login
+        if text in STARTUP_FILES:
+            return [Unknown(f"{name} {text} runs the code of a file")]
         if text.startswith("--"):
             if text not in SHELL_LONG_FLAGS:
                 return [Unknown(f"{name} has an option Paddock does not know: {text}")]
             index += 1
             continue
         # A cluster of one-letter options (``-xc``, ``-co posix``): each o or O in it takes
-        # the next word as its value, in turn; the command of -c is the first word after.
+        # the next word as its value, in turn; the command of -c is the first word after. An
+        # option that changes how the shell reads its script is not followed.
+        changed = unmodelled_option(args[index:])
+        if changed:
+            return [Unknown(f"{name}: {changed.removeprefix('set ')} changes how it reads")]
         flags = text[1:]
         command_mode = command_mode or "c" in flags
         reads_stdin = reads_stdin or "s" in flags
@@ -148,19 +157,18 @@ def _file(name: str, path: Word) -> list[Runs | Unknown] | None:
 
 def _trap(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
     """``trap [-lp] [--] [ACTION] SIGNAL...``: ACTION is a script bash runs later, but ``-``
-    before ``--`` (and a lone operand) resets a signal; ``-l`` and ``-p`` only print."""
+    (and a lone operand) resets a signal; ``-l`` and ``-p`` only print."""
     if any(not word.single for word in args):
         return [Unknown("trap is given words only known at run time")]
-    rest, ended = list(args), False
+    rest = list(args)
     while rest and rest[0].literal and rest[0].pattern.startswith("-") and rest[0].pattern != "-":
         option = rest.pop(0).pattern
         if option == "--":
-            ended = True
             break
         if not set(option[1:]) <= {"l", "p"}:
             return [Unknown(f"trap is given an option Paddock does not read: {option}")]
         return None  # lists or prints traps: the rest are signals
-    if len(rest) < 2 or (not ended and rest[0].literal and rest[0].pattern == "-"):
+    if len(rest) < 2 or (rest[0].literal and rest[0].pattern == "-"):
         return None  # resets traps
     return [_script(tuple(rest[:1]), "trap")]
 
