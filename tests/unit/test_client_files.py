@@ -114,6 +114,20 @@ def test_links_out_of_the_workspace_are_refused(
     assert sorted(p.name for p in outside.iterdir()) == ["secret"]
 
 
+def test_a_refused_write_reads_its_whole_input_before_it_ends(tree: tuple[Path, Path]) -> None:
+    """Else the exec's connection closes under the caller's write, and the exit code that
+    says why is lost (seen as a tool's unexpected error under load)."""
+    workspace, _ = tree
+    size = 256 * 1024  # more than a pipe holds
+    env = {"PADDOCK_WORKSPACE": str(workspace), "PATH": "/usr/bin:/bin"}
+    argv = files.write_command("escape/x", size)
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert process.stdin is not None
+    process.stdin.write(b"x" * size)  # BrokenPipeError if the script ended without reading it
+    process.stdin.close()
+    assert process.wait(timeout=30) == files.OUTSIDE
+
+
 def test_a_write_through_a_link_to_a_file_outside_does_not_follow_it(
     tree: tuple[Path, Path],
 ) -> None:

@@ -58,8 +58,18 @@ def workspace_path(path: str) -> str:
     return posixpath.relpath(joined, WORKSPACE)
 
 
-def _script(body: str, label: str, path: str, *args: str, make_dirs: bool = False) -> list[str]:
+# A write's input is read whole before its script ends, whatever it ends by (a path refused
+# on the walk, say): a script that ended with input unread would close the exec's connection
+# under the caller's write of it, and lose the exit code that says why.
+_DRAIN = "trap 'head -c \"$2\" > /dev/null' EXIT\n"
+
+
+def _script(
+    body: str, label: str, path: str, *args: str, make_dirs: bool = False, drain: bool = False
+) -> list[str]:
     walk = ("MAKE_DIRS=1" if make_dirs else "MAKE_DIRS=0") + _WALK
+    if drain:  # until the walk is done; then the body reads the input itself
+        walk = _DRAIN + walk + "trap - EXIT\n"
     return ["bash", "-c", walk + body, label, workspace_path(path), *args]
 
 
@@ -76,7 +86,7 @@ def read_command(path: str, limit: int = MAX_READ) -> list[str]:
 def write_command(path: str, size: int) -> list[str]:
     """Write exactly ``size`` bytes of stdin to the file (its directories made as needed)."""
     body = 'head -c "$2" | dd of="$name" oflag=nofollow bs=65536 status=none\n'
-    return _script(body, "write", path, str(size), make_dirs=True)
+    return _script(body, "write", path, str(size), make_dirs=True, drain=True)
 
 
 def list_command(path: str, limit: int = MAX_LISTED) -> list[str]:
