@@ -109,8 +109,10 @@ function shell(socket, text) {
 const server = net.createServer((socket) => {
   let buffered = Buffer.alloc(0);
   let length = null; // the request's length, once its header is read
-  let kind = "request"; // or "shell" (Paddock's shell asking whether it may run a text), or
-  let pid = null; // "register", for this process
+  // What the message is: a hook's "request", Paddock's "shell" asking whether it may run a
+  // text, or the harness's "register" of the CLI's process (pid).
+  let kind = "request";
+  let pid = null;
   let done = false;
   socket.on("error", () => socket.destroy());
   socket.on("data", (chunk) => {
