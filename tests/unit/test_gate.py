@@ -213,14 +213,14 @@ def test_what_claude_code_asks_about(
     ("request_body", "asked"),
     [
         ({"tool_name": "run_shell_command", "tool_input": {"command": "l"}},
-         Request(COMMAND, "l", runs="l")),
+         Request(COMMAND, "l", paddock_shell=True)),
         # As Gemini CLI gives it to its shell, and so judged: trimmed as JavaScript trims (a
         # no-break space and a BOM too, which bash would read as part of a word), a space after
         # a final backslash.
         ({"tool_name": "run_shell_command", "tool_input": {"command": "\ufeff ls \\\u00a0\n"}},
-         Request(COMMAND, "ls \\ ", runs="ls \\ ")),
+         Request(COMMAND, "ls \\ ", paddock_shell=True)),
         ({"tool_name": "run_shell_command", "tool_input": {"command": "\u00a0touch x"}},
-         Request(COMMAND, "touch x", runs="touch x")),
+         Request(COMMAND, "touch x", paddock_shell=True)),
         ({"tool_name": "write_file", "tool_input": {"file_path": "/w/a"}}, Request(WRITE, "/w/a")),
         ({"tool_name": "replace", "tool_input": {"file_path": "/w/a"}}, Request(WRITE, "/w/a")),
         ({"tool_name": "read_file", "tool_input": {"file_path": "/w/a"}}, None),
@@ -228,6 +228,17 @@ def test_what_claude_code_asks_about(
 )  # fmt: skip
 def test_what_gemini_asks_about(request_body: dict[str, object], asked: Request | None) -> None:
     assert gemini.request_of(request_body) == asked
+
+
+def test_an_allow_names_the_text_paddocks_shell_may_run_for_gemini_only() -> None:
+    """Gemini CLI's commands go through Paddock's shell, which runs only what an answer of
+    allow names (as it will be given it); Claude Code's do not."""
+    gemini_raw = json.dumps({"tool_name": "run_shell_command",
+                             "tool_input": {"command": " echo hello \n"}}).encode()  # fmt: skip
+    allowed = gating.answer({"1-1": gemini_raw}, POLICY, {}, gemini.request_of, NOBODY_ASKED)
+    assert allowed.answers == {"1-1": gating.allowing("echo hello")}
+    assert allowed.answers["1-1"] == "allow\nticket ZWNobyBoZWxsbw==\n"
+    assert answered("echo hello").answers == {"1-1": "allow\n"}
 
 
 def test_gemini_gets_the_hook_in_user_settings_and_the_policy_as_admin_rules() -> None:

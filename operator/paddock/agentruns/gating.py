@@ -130,11 +130,11 @@ def answer(
             continue
         judged = judge(policy, request, scripts)
         if judged.decision == Decision.ASK:
-            _ask(answered, request_id, judged, asking, request.runs)
+            _ask(answered, request_id, judged, asking, request.ticket)
             continue
         answered.decisions.append(judged.decision)
         if judged.decision == Decision.ALLOW:
-            answered.answers[request_id] = allowing(request.runs)
+            answered.answers[request_id] = allowing(request.ticket)
             continue
         message = "Paddock policy: " + judged.message(NOUNS[request.kind], nothing_ran=False)
         answered.answers[request_id] = f"deny\n{message}\n"

@@ -116,16 +116,21 @@ class RequestKind(StrEnum):
 @dataclass(frozen=True)
 class Request:
     """What a hook asks the gate about: a shell command (``kind`` command), a file its tool
-    writes (file-write, the path) or a web access (network, the URL or query). ``runs``: for
-    a CLI whose commands go through Paddock's shell, the command as that shell will be given
-    it; an answer that allows the command lets the shell run that text, once. ``writes``: for
-    a tool that writes several files at once (Codex's ``apply_patch``; ``target`` is then the
-    patch, shown whole to a person), each path it writes, judged as a file tool's write."""
+    writes (file-write, the path) or a web access (network, the URL or query).
+    ``paddock_shell``: the CLI runs the command through Paddock's shell, given exactly
+    ``target`` (its ``ticket``). ``writes``: for a tool that writes several files at once
+    (Codex's ``apply_patch``; ``target`` is then the patch, shown whole to a person), each path
+    it writes, judged as a file tool's write."""
 
     kind: RequestKind
     target: str
-    runs: str | None = None
+    paddock_shell: bool = False
     writes: tuple[str, ...] = ()
+
+    @property
+    def ticket(self) -> str | None:
+        """The text an answer that allows this lets Paddock's shell run (None: no shell)."""
+        return self.target if self.paddock_shell else None
 
 
 @dataclass(frozen=True)

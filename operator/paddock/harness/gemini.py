@@ -234,8 +234,7 @@ def request_of(request: dict[str, Any]) -> Request | None:
     asked = tool_request(request, TOOL_TARGETS)
     if asked is None or asked.kind != RequestKind.COMMAND:
         return asked
-    runs = shell_text(asked.target)
-    return Request(asked.kind, runs, runs=runs)
+    return Request(asked.kind, shell_text(asked.target), paddock_shell=True)
 
 
 def parse_line(line: str) -> list[Draft]:

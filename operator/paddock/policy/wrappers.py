@@ -124,13 +124,14 @@ def _shell(
         # A cluster of one-letter options (``-xc``, ``-co posix``): each o or O in it takes
         # the next word as its value, in turn; the command of -c is the first word after. An
         # option that changes how the shell reads its script is not followed.
-        changed = unmodelled_option(args[index:])
+        flags = text[1:]
+        cluster = args[index : index + 1 + sum(flags.count(flag) for flag in "oO")]
+        changed = unmodelled_option(cluster)
         if changed:
             return [Unknown(f"{name}: {changed.removeprefix('set ')} changes how it reads")]
-        flags = text[1:]
         command_mode = command_mode or "c" in flags
         reads_stdin = reads_stdin or "s" in flags
-        index += 1 + sum(flags.count(flag) for flag in "oO")
+        index += len(cluster)
     if index < len(args) and args[index].pattern == "--":
         index += 1
     if command_mode:
