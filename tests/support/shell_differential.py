@@ -13,8 +13,10 @@ so what those run is recorded too. ``/dev`` holds only ``null``, ``zero``, ``ura
 and the ``fd`` links; the network namespace has no interface but loopback, down, so a
 ``/dev/tcp`` redirection reaches nothing and is seen in the shell's error.
 
-``Ran`` is what one run did: each program's argv, the files it wrote (in its directory and its
-HOME), whether it tried a ``/dev/tcp`` or ``/dev/udp`` connection, and how it ended. Needs root
+``Ran`` is what one run did: each program's argv, each name a shell looked up on PATH and did
+not find (a file of that name there would have run: the sandbox's PATH may hold directories
+the agent writes), the files it wrote (in its directory and its HOME), whether it tried a
+``/dev/tcp`` or ``/dev/udp`` connection, and how it ended. Needs root
 (to make the namespaces) and ``unshare``.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -56,6 +59,9 @@ NOBODY = 65534
 RUN_SECONDS = 3.0
 MAX_PROCESSES = 256
 SEEDED = {"a.txt": "rm\n", "b.txt": "hello\n", "scripts/run.sh": "rm -rf x\n"}
+# What bash and dash say of a name not found on PATH (bash: "bash: line 1: NAME: command not
+# found"; dash: "dash: 1: NAME: not found"; either: "...: exec: NAME: not found").
+NOT_FOUND = re.compile(r"^\S+: (?:line )?\d+: (?:exec: )?(.+?): (?:command )?not found$", re.M)
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class Ran:
     """What one command did in one shell."""
 
     programs: tuple[tuple[str, ...], ...]
+    missing: tuple[str, ...]  # names looked up on PATH, not found
     written: tuple[str, ...]
     network: bool
     status: int | None  # None: still running after RUN_SECONDS (killed)
@@ -113,6 +120,7 @@ class Shells:
 
 def _ran(data: dict[str, Any]) -> dict[str, Any]:
     data["programs"] = tuple(tuple(argv) for argv in data["programs"])
+    data["missing"] = tuple(data["missing"])
     data["written"] = tuple(data["written"])
     return data
 
@@ -223,8 +231,9 @@ def _run(root: Path, shell: str, command: str) -> dict[str, Any]:
     # What bash says when it tries a /dev/tcp or /dev/udp connection (the namespace's network
     # has no route; dash has no such paths: it opens no connection).
     network = shell == "bash" and "connect: " in text
-    return {"programs": programs, "written": written, "network": network, "status": status,
-            "stderr": text[-2000:]}  # fmt: skip
+    missing = [name for name in NOT_FOUND.findall(text) if "/" not in name]
+    return {"programs": programs, "missing": missing, "written": written, "network": network,
+            "status": status, "stderr": text[-2000:]}  # fmt: skip
 
 
 def _files(root: Path) -> dict[str, tuple[int, int]]:

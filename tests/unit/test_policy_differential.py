@@ -1,6 +1,7 @@
 """The policy engine checked against the shells it models: a command the engine allows must
-not run, under the real bash 5.2 or under dash (the image's ``/bin/sh``), any program the
-policy denies or asks about, nor write a file or reach the network when the policy says no
+not run, under the real bash 5.2, any program the policy denies or asks about (nor look one up
+on PATH), nor write a file or reach the network when the policy says no; nor, run by dash (the
+image's ``/bin/sh``), when the engine allows ``sh -c COMMAND``
 (support/shell_differential.py runs it, with every program a fake that records its argv).
 
 The commands come from a generator over bash's grammar (hypothesis: seeded, so a CI run is one
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.policy.engine import evaluate
-from support.shell_differential import Ran, Shells
+from support.shell_differential import FAKES, RUNNING, Ran, Shells
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
 
@@ -58,19 +59,30 @@ def shells() -> Iterator[Shells]:
         yield running
 
 
+KNOWN = frozenset(FAKES) | frozenset(RUNNING)
+# The command each shell's run is compared with: the gate's command is run by bash; dash runs
+# it when bash runs ``sh -c COMMAND``.
+AS_RUN = {"bash": lambda command: command, "dash": lambda command: f"sh -c {shlex.quote(command)}"}
+
+
 def divergences(policy: SandboxPolicySpec, command: str, ran: dict[str, Ran]) -> list[str]:
-    """What ``command`` did, in each shell, that the engine's allow should have kept it from:
-    a program the policy does not allow (judged alone, as the argv it ran; a shell's own argv
-    is not, as it may read its script from stdin: what it runs is recorded itself), a file
-    written while fileWrite is not allow, a connection while network is not allow."""
-    if evaluate(policy, command).decision != Decision.ALLOW:
-        return []
+    """What ``command`` did, in each shell whose run the engine allows, that the allow should
+    have kept it from: a program the policy does not allow (judged alone, as the argv it ran;
+    a shell's own argv is not, as it may read its script from stdin: what it runs is recorded
+    itself), a name looked up on PATH that the policy does not allow, a file written while
+    fileWrite is not allow, a connection while network is not allow."""
     found = []
     for shell, what in ran.items():
+        if evaluate(policy, AS_RUN[shell](command)).decision != Decision.ALLOW:
+            continue
+        for name in set(what.missing) - KNOWN:  # (a known program, where PATH was changed)
+            judged = evaluate(policy, shlex.join(["command", name]))  # a name, not a keyword
+            if judged.decision != Decision.ALLOW:
+                found.append(f"{shell} looked up {name!r} on PATH: {judged.explain()}")
         for argv in what.programs:
             if argv[0] in ("bash", "sh", "dash"):
                 continue
-            judged = evaluate(policy, shlex.join(argv))
+            judged = evaluate(policy, shlex.join(["command", *argv]))  # an argv, not bash
             if judged.decision != Decision.ALLOW:
                 found.append(f"{shell} ran {shlex.join(argv)!r}: {judged.explain()}")
         if what.written and policy.capabilities.file_write != Decision.ALLOW:
@@ -89,6 +101,10 @@ WORDS = ["x", "a.txt", "-n", "--", "$HOME", "$A", "${A:-rm}", "*", "'q'", '"q"',
          "$'\\162m'", "$'\\u0072m'", "$'\\562m'", "{rm,x}", "$(echo rm)", "`echo rm`",
          "$((1+2))", "~", "\\rm", "r''m", '"$(cat a.txt)"', "$(<a.txt)", "!", "#", "\\\n",
          "$\\\n(echo rm)", "//dev/stdin", "/./proc/self/fd/0", "$0", "$@", "${!A}"]  # fmt: skip
+# Bash's syntax that dash reads otherwise (a name, two subshells, no brace expansion).
+BASHISMS = ["[[ -n x ]]", "A+=1", "let A=1", "declare A=rm", "((A=1))", 'echo $"rm"',
+            "{ls,x}", "{rm,x} y", "echo ~+", "select x in a; do break; done",
+            "function g { rm z; }; g", "local A=rm"]  # fmt: skip
 PREFIXES = ["A=rm ", "IFS=m ", "PATH=/x ", "BASH_ENV=scripts/run.sh ", "ENV=scripts/run.sh "]
 REDIRECTS = [" > out", " 2>&1", " < a.txt", " >/dev/null", " >> b.txt", " <<< rm",
              " > //dev/null", " 3<>/dev/tcp/127.0.0.1/9"]  # fmt: skip
@@ -127,13 +143,13 @@ def _extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     )
     shapes = ["( {} )", "{{ {}; }}", "if true; then {}; fi", "for i in 1; do {}; done",
               "case x in *) {};; esac", "g() {{ {}; }}; g", "echo $({})", "echo `{}`",
-              "cat <({})", "! {}", "coproc {}"]  # fmt: skip
+              "cat <({})", "! {}", "coproc {}", "(({}))"]  # fmt: skip
     shaped = st.builds(lambda shape, text: shape.format(text), st.sampled_from(shapes), inner)
     set_up = st.builds(lambda setup, text: setup + text, st.sampled_from(SETUPS), inner)
     return st.one_of(joined, quoted, shaped, set_up)
 
 
-COMMANDS = st.recursive(_simple(), _extend, max_leaves=5)
+COMMANDS = st.recursive(st.one_of(_simple(), st.sampled_from(BASHISMS)), _extend, max_leaves=5)
 EXAMPLES = int(os.environ.get("PADDOCK_DIFFERENTIAL_EXAMPLES", "150"))
 
 

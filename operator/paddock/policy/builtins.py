@@ -1,7 +1,8 @@
 """Builtins that take text bash evaluates again or runs: a variable's name (``read NAME``,
 ``printf -v NAME``, ``test -v NAME``: a subscript in it is evaluated), arithmetic (``let``),
-a command (``mapfile -C``, ``compgen -C``, an alias's value), or what a name runs
-(``hash -p``, ``enable -f``)."""
+a command (``mapfile -C``, ``compgen -C``), or what a name runs (``hash -p``, ``enable -f``);
+and those that change how the shell reads what follows (``set -k``, ``shopt -s
+expand_aliases``, ``alias``, a nameref), which the engine does not follow."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from paddock.policy.outcomes import Runs, Unknown
 from paddock.policy.words import Word
 
 DECLARING = frozenset({"declare", "typeset", "local", "export", "readonly"})
+# A nameref: every later assignment to it (``r=...``, ``read r``) goes to the variable it
+# names, which may be pointed anywhere: the engine does not follow it.
+NAMEREF = "a nameref (declare -n): what is assigned to it goes to a variable it names"
+NAMEREF_DECLARING = frozenset({"declare", "typeset", "local"})  # export -n only unexports
 # Per builtin: its options that take a value, and those whose value is a variable's name.
 OPTIONS = {
     "read": ("adinNptu", "a"),
@@ -66,12 +71,10 @@ def effects(words: tuple[Word, ...]) -> Effects:
     if "W" in given and name in ("compgen", "complete"):  # each word of it is expanded
         wordlist = given["W"]
         found.runs.append(_text(Word(": " + wordlist.pattern, wordlist.shown), f"{name} -W"))
-    if name == "alias":
-        for word in words[1:]:
-            if "=" in word.pattern:
-                value = word.pattern.partition("=")[2]
-                shown = word.shown.partition("=")[2]
-                found.runs.append(_text(Word(value, shown, word.expands, word.splits), "alias"))
+    if name == "alias" and any("=" in word.pattern or not word.literal for word in words[1:]):
+        # bash expands aliases once expand_aliases is on, dash always: a name may become any
+        # text, read again, and the engine does not follow it.
+        found.runs.append(Unknown(f"{_shown(words)}: an alias changes what later commands are"))
     if name == "hash" and "p" in given:
         found.runs.append(Unknown("hash -p makes a name run another program"))
     if name == "fc" and "l" not in given:
@@ -82,7 +85,15 @@ def effects(words: tuple[Word, ...]) -> Effects:
         changed = unmodelled_option(words[1:])
         if changed:
             found.runs.append(Unknown(f"{changed} changes how bash reads what follows"))
+    if name == "shopt":
+        changed = _shopt(words[1:])
+        if changed:
+            found.runs.append(Unknown(f"{changed} changes how bash reads what follows"))
     return found
+
+
+def _shown(words: tuple[Word, ...]) -> str:
+    return " ".join(word.shown for word in words)
 
 
 # Options of ``set`` (and of a shell's command line) that change how bash reads or runs what
@@ -95,10 +106,45 @@ UNMODELLED_NAMES = frozenset(
 )
 
 
+# shopt options that change only what a glob matches, what is printed, history and job
+# control, or that make the shell run less: the engine need not follow them. Any other
+# (expand_aliases, extdebug, extquote, interactive_comments, nullglob, cdable_vars, the
+# compat levels, ...) changes how bash reads or runs what follows.
+SHOPT_MODELLED = frozenset(
+    {"assoc_expand_once", "autocd", "cdspell", "checkhash", "checkjobs", "checkwinsize",
+     "cmdhist", "complete_fullquote", "direxpand", "dirspell", "dotglob", "execfail",
+     "extglob", "failglob", "force_fignore", "globasciiranges", "globskipdots", "globstar",
+     "gnu_errfmt", "histappend", "histreedit", "histverify", "hostcomplete", "huponexit",
+     "inherit_errexit", "lastpipe", "lithist", "localvar_inherit", "localvar_unset",
+     "login_shell", "mailwarn", "no_empty_cmd_completion", "nocaseglob", "nocasematch",
+     "noexpand_translation", "patsub_replacement", "progcomp", "progcomp_alias", "promptvars",
+     "restricted_shell", "shift_verbose", "sourcepath", "varredir_close", "xpg_echo"}
+)  # fmt: skip
+
+
+def _shopt(args: tuple[Word, ...]) -> str | None:
+    """``shopt -s NAME`` (or -u, or -o NAME: set's names) that changes how bash reads what
+    follows, as shown; None when none does (or shopt only prints)."""
+    given, names = _options(args, "")
+    if any(not word.literal for word in args):
+        return f"shopt given {next(w.shown for w in args if not w.literal)}"
+    sign = "-" if "s" in given else "+" if "u" in given else None
+    if sign is None:
+        return None
+    for name in names:
+        if "o" in given:
+            if f"{sign}o {name.pattern}" in UNMODELLED_NAMES:
+                return f"shopt -{'s' if sign == '-' else 'u'}o {name.shown}"
+        elif name.pattern not in SHOPT_MODELLED:
+            return f"shopt -{'s' if sign == '-' else 'u'} {name.shown}"
+    return None
+
+
 def unmodelled_option(args: tuple[Word, ...]) -> str | None:
-    """The first option among ``set``'s arguments (``-k``, ``-euo keyword``, ``+B``) that
-    changes how bash reads what follows, as ``set`` would take it; None when there is none.
-    A word only known at run time where an option may be is one."""
+    """The first option among ``set``'s arguments (``-k``, ``-euo keyword``, ``+B``; and a
+    shell's ``-O NAME``, a shopt option) that changes how bash reads what follows, as
+    ``set`` would take it; None when there is none. A word only known at run time where an
+    option may be is one."""
     index = 0
     while index < len(args):
         word = args[index]
@@ -112,8 +158,12 @@ def unmodelled_option(args: tuple[Word, ...]) -> str | None:
             if flag in "oO" and index < len(args):
                 value = args[index]
                 index += 1
-                if not value.literal or f"{text[0]}o {value.pattern}" in UNMODELLED_NAMES:
-                    return f"set {text[0]}o {value.shown}"
+                if not value.literal or (
+                    f"{text[0]}o {value.pattern}" in UNMODELLED_NAMES
+                    if flag == "o"
+                    else value.pattern not in SHOPT_MODELLED
+                ):
+                    return f"set {text[0]}{flag} {value.shown}"
             elif text[0] + flag in UNMODELLED:
                 return f"set {text[0]}{flag}"
     return None
@@ -174,9 +224,8 @@ def _named_words(name: str, args: tuple[Word, ...], found: Effects) -> None:
             found.reading.names.add(variable.partition("[")[0])
         if equals:
             found.assigned.append((variable.partition("[")[0], value))
-            if "n" in flags:  # a nameref: what it is given goes to the variable it names
-                arith.name_reading(value, found.reading)
-                found.assigned.append((value.partition("[")[0], None))
+    if "n" in flags and name in NAMEREF_DECLARING:
+        found.runs.append(Unknown(NAMEREF))
 
 
 def _text(word: Word, what: str) -> Runs | Unknown:

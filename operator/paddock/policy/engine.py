@@ -11,6 +11,7 @@ deny > ask > allow. Within one command, rules take precedence deny > ask > allow
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -19,12 +20,13 @@ from typing import Any
 from paddock.api.policy import Capabilities, CommandRules, Decision, SandboxPolicySpec
 from paddock.policy import arith, builtins, environment, git
 from paddock.policy.globs import always_matches, could_match
-from paddock.policy.outcomes import Runs, Unknown
+from paddock.policy.outcomes import Runs, Shell, Unknown
 from paddock.policy.protected import HOME, protected_place
 from paddock.policy.shell import DYNAMIC, Evaluated, ShellSyntaxError, Word, parse
 from paddock.policy.wrappers import judged_itself, runs
 
 MAX_DEPTH = 8  # bash -c inside eval inside bash -c ...: deeper than this is denied
+MAX_VANISHING = 6  # words of one command that may expand to none: each choice is matched
 STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.DENY: 2}
 # What a sandbox with no SandboxPolicy may do: anything (the NetworkPolicy still applies).
 UNRESTRICTED = SandboxPolicySpec(
@@ -169,15 +171,18 @@ class _Judge:
         normal = _normal(text)
         return frozenset(name for name, cmd in self._normal_scripts.items() if cmd == normal)
 
-    def script(self, text: str, depth: int, aliases: frozenset[str]) -> list[Part]:
+    def script(
+        self, text: str, depth: int, aliases: frozenset[str], shell: Shell = Shell.BASH
+    ) -> list[Part]:
         if depth > MAX_DEPTH:
             return [Part(PartKind.SYNTAX, text, Decision.DENY, "nested too deeply")]
+        if shell == Shell.EITHER:
+            return self.script(text, depth, aliases) + self.script(text, depth, aliases, Shell.DASH)
         try:
-            parsed = parse(text)
+            parsed = parse(text, posix=shell == Shell.DASH)
         except ShellSyntaxError as exc:
-            return [
-                Part(PartKind.SYNTAX, printable(text.strip()), Decision.DENY, f"unparsable: {exc}")
-            ]
+            read = "unparsable as sh (dash)" if shell == Shell.DASH else "unparsable"
+            return [Part(PartKind.SYNTAX, printable(text.strip()), Decision.DENY, f"{read}: {exc}")]
         parts = [Part(PartKind.SYNTAX, h.text, self.anything, h.reason) for h in parsed.hazards]
         self.pending += parsed.evaluated
         for name, value in parsed.values:
@@ -185,7 +190,13 @@ class _Judge:
         for command in parsed.commands:
             own = aliases | self.aliases(command.source)
             parts += self.command(
-                command.words, depth, own, command.stdin, command.stdin_file, command.declaration
+                command.words,
+                depth,
+                own,
+                command.stdin,
+                command.stdin_file,
+                command.declaration,
+                shell,
             )
         for write in parsed.writes:
             parts.append(file_write(self.capabilities, write.target.shown, self.protect))
@@ -220,30 +231,39 @@ class _Judge:
         stdin: Word | None = None,
         stdin_file: bool = False,
         declaration: bool = False,
+        shell: Shell = Shell.BASH,
     ) -> list[Part]:
         text = " ".join(word.shown for word in words)
         if not words[0].literal:
             rule = "dynamic command name: what runs is only known at run time"
             return [Part(PartKind.COMMAND, text, self.anything, rule)]
         matched = self.match(words, aliases)
-        inner = runs(words, stdin, stdin_file)
+        inner = runs(words, stdin, stdin_file, shell)
         if inner is None or judged_itself(words[0]):
             decision, rule = matched or (self.rules.default, "default")
             own = [Part(PartKind.COMMAND, text, decision, rule)]
         else:  # a wrapper has no verdict of its own unless a rule names it
             own = [] if matched is None else [Part(PartKind.COMMAND, text, *matched)]
         for item in inner or []:
-            own += self.wrapped(item, depth, aliases)
+            own += self.wrapped(item, depth, aliases, shell)
         if not declaration:  # a declaration's names and values are read with the script
             found = builtins.effects(words)
             self.pending.append(Evaluated(text, found.reading))
             for name, value in found.assigned:
                 own += self.assigned(name, value, depth, aliases)
             for item in found.runs:
-                own += self.wrapped(item, depth, aliases)
+                own += self.wrapped(item, depth, aliases, shell)
         return own
 
-    def wrapped(self, item: Runs | Unknown, depth: int, aliases: frozenset[str]) -> list[Part]:
+    def wrapped(
+        self,
+        item: Runs | Unknown,
+        depth: int,
+        aliases: frozenset[str],
+        shell: Shell = Shell.BASH,
+    ) -> list[Part]:
+        """What a command runs: a script, read by its own shell; or words, run in the shell
+        ``shell`` of the command that runs them (``command eval ...``)."""
         if isinstance(item, Unknown):
             if item.program:
                 return [Part(PartKind.COMMAND, item.reason, self.rules.default, "default")]
@@ -252,13 +272,16 @@ class _Judge:
         for name, value in item.environment:
             parts += self.assigned(name, value, depth, aliases)
         if item.script is not None:
-            return parts + self.script(item.script, depth + 1, aliases | self.aliases(item.script))
+            own = aliases | self.aliases(item.script)
+            return parts + self.script(item.script, depth + 1, own, item.shell)
         words = item.words
         if not words:
             return parts
         if item.more_arguments:
-            words = (*words, Word(DYNAMIC, "<arguments read at run time>"))
-        return parts + self.command(words, depth + 1, aliases, item.stdin, item.stdin_file)
+            words = (*words, Word(DYNAMIC, "<arguments read at run time>", splits=True))
+        return parts + self.command(
+            words, depth + 1, aliases, item.stdin, item.stdin_file, shell=shell
+        )
 
     def match(
         self, words: tuple[Word, ...], aliases: frozenset[str]
@@ -267,22 +290,55 @@ class _Judge:
 
         A deny or ask rule matches when the command could match it for some value of its
         run-time parts, and also by the command's bare name (``/usr/bin/curl`` is curl); an
-        allow rule only when it matches whatever those parts are, and as written."""
-        written = " ".join(word.pattern for word in words)
-        bare = " ".join((words[0].pattern.rsplit("/", 1)[-1], *(w.pattern for w in words[1:])))
-        forms = [written, bare]
-        if bare.startswith("git "):  # git -C dir push is git push
-            subcommand = git.subcommand(words)
-            forms += [" ".join(("git", *(w.pattern for w in subcommand[1:])))] if subcommand else []
+        allow rule only when it matches whatever those parts are, and as written, and never
+        a name holding white space (``'git status'`` is one program's name). A word that may
+        expand to no word at all (``$X``, ``"$@"``) is matched both present and gone."""
+        variants = _vanishing(words)
+        if variants is None:
+            return self.anything, f"more than {MAX_VANISHING} words that may expand to none"
         for decision in (Decision.DENY, Decision.ASK):
             for glob, expanded in self._rules[decision]:
                 if glob in aliases:
                     return decision, f"{decision}: {glob} (script)"
-                if any(could_match(expanded, form) for form in forms):
+                if any(could_match(expanded, form) for v in variants for form in _forms(v)):
                     return decision, f"{decision}: {glob}"
         for glob, expanded in self._rules[Decision.ALLOW]:
             if glob in aliases:
                 return Decision.ALLOW, f"allow: {glob} (script)"
-            if always_matches(expanded, written):
+            if any(space.isspace() for space in words[0].pattern):
+                break  # a name such as 'echo x' is a program of its own, not echo
+            if all(always_matches(expanded, _joined(variant)) for variant in variants):
                 return Decision.ALLOW, f"allow: {glob}"
         return None
+
+
+def _joined(words: tuple[Word, ...]) -> str:
+    return " ".join(word.pattern for word in words)
+
+
+def _forms(words: tuple[Word, ...]) -> list[str]:
+    """The texts a deny or ask rule is matched against: as written, by the bare name, and
+    ``git``'s subcommand without git's own options (``git -C dir push`` is ``git push``)."""
+    written = _joined(words)
+    bare = " ".join((words[0].pattern.rsplit("/", 1)[-1], *(w.pattern for w in words[1:])))
+    forms = [written, bare]
+    if bare.startswith("git "):
+        subcommand = git.subcommand(words)
+        forms += [" ".join(("git", *(w.pattern for w in subcommand[1:])))] if subcommand else []
+    return forms
+
+
+def _vanishing(words: tuple[Word, ...]) -> list[tuple[Word, ...]] | None:
+    """The command's words for each choice among those that may expand to no word at all (an
+    unquoted ``$X``, ``"$@"``, the arguments xargs reads), gone or not; None past
+    MAX_VANISHING of them."""
+    could_go = [
+        i for i, w in enumerate(words) if i and w.splits and not w.pattern.replace(DYNAMIC, "")
+    ]
+    if len(could_go) > MAX_VANISHING:
+        return None
+    return [
+        tuple(word for i, word in enumerate(words) if i not in gone)
+        for size in range(len(could_go) + 1)
+        for gone in itertools.combinations(could_go, size)
+    ]

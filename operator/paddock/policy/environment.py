@@ -6,7 +6,7 @@ path)."""
 
 from __future__ import annotations
 
-from paddock.policy.outcomes import Runs, Unknown
+from paddock.policy.outcomes import Runs, Shell, Unknown
 
 # Variables whose value is a command a program runs (through a shell, for most).
 PROGRAMS = frozenset(
@@ -51,7 +51,7 @@ def effect(name: str, value: str | None) -> Runs | Unknown | None:
     if name in PROGRAMS or name.lower() in {p.lower() for p in PROGRAMS if p.startswith("npm")}:
         if value is None:
             return Unknown(f"{name} names a program only known at run time")
-        return Runs(script=value) if value.strip() else None
+        return Runs(script=value, shell=Shell.EITHER) if value.strip() else None
     if name == "PATH":  # a later command's name may run a program of another directory
         return Unknown("PATH decides which program each later command name runs", program=True)
     if _decides(name):

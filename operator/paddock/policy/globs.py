@@ -1,5 +1,7 @@
 """Policy globs: anchored, ``*`` matches any text (spaces and slashes too), everything else
-matches itself. Matching is linear in the text, whatever the glob: no backtracking."""
+matches itself; a glob ending in `` *`` also matches the text without its last word (``git
+diff *`` matches ``git diff``). Matching is linear in the text, whatever the glob: no
+backtracking."""
 
 from __future__ import annotations
 
@@ -11,11 +13,20 @@ STAR = "*"
 def always_matches(glob: str, pattern: str) -> bool:
     """Whether the glob matches the command whatever its run-time parts turn out to be: a
     DYNAMIC mark in ``pattern`` is only ever covered by a ``*`` of the glob."""
-    return _matches(glob.split(STAR), pattern)
+    return any(_matches(whole.split(STAR), pattern) for whole in _wholes(glob))
 
 
 def could_match(glob: str, pattern: str) -> bool:
     """Whether the glob matches the command for some value of its run-time parts."""
+    return any(_could_match(whole, pattern) for whole in _wholes(glob))
+
+
+def _wholes(glob: str) -> tuple[str, ...]:
+    """The glob, and without a last `` *`` (which matches no words at all, too)."""
+    return (glob, glob.removesuffix(" *")) if glob.endswith(" *") else (glob,)
+
+
+def _could_match(glob: str, pattern: str) -> bool:
     if DYNAMIC not in pattern:
         return _matches(glob.split(STAR), pattern)
     if STAR not in glob:

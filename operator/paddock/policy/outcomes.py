@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from paddock.policy.words import Word
 
 
+class Shell(StrEnum):
+    """The shell that reads a script: bash; dash, the image's ``/bin/sh``, which reads POSIX
+    sh only (no brace expansion, no ``$'...'``, none of bash's keywords or arrays); or either
+    of them, for a program that runs ``$SHELL`` or ``/bin/sh`` (judged as both)."""
+
+    BASH = "bash"
+    DASH = "dash"
+    EITHER = "either"
+
+
 @dataclass(frozen=True)
 class Runs:
-    """A command run by another: ``words`` as arguments, or ``script`` as shell text; with
-    the variables the wrapper sets for it (``env A=1``)."""
+    """A command run by another: ``words`` as arguments, or ``script`` as shell text (read by
+    ``shell``); with the variables the wrapper sets for it (``env A=1``)."""
 
     words: tuple[Word, ...] = ()
     script: str | None = None
@@ -18,6 +29,7 @@ class Runs:
     stdin: Word | None = None  # the here-document the wrapped command reads
     stdin_file: bool = False
     environment: tuple[tuple[str, str | None], ...] = ()
+    shell: Shell = Shell.BASH
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 from paddock.policy import arith
 from paddock.policy import redirects as redirects_
 from paddock.policy.arith import Reading
+from paddock.policy.builtins import NAMEREF, NAMEREF_DECLARING
 from paddock.policy.redirects import FileWrite
 from paddock.policy.shfmt import ShellSyntaxError, syntax_tree
 from paddock.policy.words import DYNAMIC, Word, source, word, words
@@ -77,20 +78,21 @@ class Script:
     hazards: tuple[Hazard, ...] = ()
 
 
-def parse(text: str) -> Script:
-    """Every simple command and file write in ``text``; ShellSyntaxError when bash would not
-    run it. A carriage return separates commands, as a newline does. Remembered: a sandbox's
-    setup is judged at each of its reconciles, and shfmt runs once per command."""
-    parsed = _parse(text)
+def parse(text: str, posix: bool = False) -> Script:
+    """Every simple command and file write in ``text``, read as bash does (``posix``: as dash
+    does); ShellSyntaxError when that shell would not run it. A carriage return separates
+    commands, as a newline does. Remembered: a sandbox's setup is judged at each of its
+    reconciles, and shfmt runs once per command."""
+    parsed = _parse(text, posix)
     if isinstance(parsed, ShellSyntaxError):
         raise ShellSyntaxError(str(parsed))
     return parsed
 
 
 @lru_cache(maxsize=4096)
-def _parse(text: str) -> Script | ShellSyntaxError:
+def _parse(text: str, posix: bool) -> Script | ShellSyntaxError:
     try:
-        return _Reader(_bytes(text)).script()
+        return _Reader(_bytes(text), posix).script()
     except ShellSyntaxError as exc:
         return exc
 
@@ -125,14 +127,21 @@ _READERS = {
     "UnaryTest": "_unary_test",
     "ForClause": "_for",
     "DblQuoted": "_double_quoted",
+    "CoprocClause": "_coproc",
 }
+# Bash's compound commands: the only ones ``coproc NAME`` may name (else NAME is the command).
+COMPOUND = frozenset(
+    {"Block", "Subshell", "IfClause", "WhileClause", "ForClause", "CaseClause", "ArithmCmd",
+     "TestClause"}
+)  # fmt: skip
 
 
 class _Reader:
     """One walk over shfmt's tree of a script, collecting what the Script holds."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, posix: bool = False) -> None:
         self.data = data
+        self.posix = posix  # dash: POSIX sh, with no brace expansion
         self.commands: list[SimpleCommand] = []
         self.values: list[tuple[str, str | None]] = []
         self.evaluated: list[Evaluated] = []
@@ -145,7 +154,7 @@ class _Reader:
         )
 
     def script(self) -> Script:
-        for node in _nodes(syntax_tree(self.data)):
+        for node in _nodes(syntax_tree(self.data, "posix" if self.posix else "bash")):
             self._comments(node)
             if isinstance(node.get("Cmd"), dict):  # a statement, seen before its command
                 redirects = node.get("Redirs") or []
@@ -169,10 +178,13 @@ class _Reader:
         for assignment in node.get("Assigns") or []:
             self._assign(assignment)
         first = (node.get("Args") or [{}])[0].get("Parts") or []
-        if first and first[0].get("Type") == "Lit" and ASSIGNMENT.match(first[0]["Value"]):
-            # shfmt reads it as the command's name (after coproc); bash, as an assignment.
-            raise ShellSyntaxError(f"{first[0]['Value']!r}... is an assignment to bash, not a name")
-        found = tuple(w for arg in node.get("Args") or [] for w in words(arg, self.data))
+        lead = first[0].get("Value", "") if first and first[0].get("Type") == "Lit" else ""
+        if not self.posix and ASSIGNMENT.match(lead):
+            # shfmt reads it as the command's name (after coproc); bash, as an assignment
+            # (dash reads ``A+=1`` as a name, as shfmt does).
+            raise ShellSyntaxError(f"{lead!r}... is an assignment, not a name")
+        braces = not self.posix
+        found = tuple(w for arg in node.get("Args") or [] for w in words(arg, self.data, braces))
         if found:
             stdin, from_file = self.stdin.get(id(node), (None, False))
             self.commands.append(SimpleCommand(found, self.source(node), stdin, from_file))
@@ -204,9 +216,8 @@ class _Reader:
                 sign = "+=" if arg.get("Append") else "="
                 pattern, text = name + sign + given.pattern, name + sign + given.shown
                 shown.append(Word(pattern, text, given.expands, given.splits))
-            if "n" in flags and given is not None:  # a nameref: what it is given goes there
-                self._named(given, source)
-                self.values.append((given.pattern if given.literal else name, None))
+        if "n" in flags and variant in NAMEREF_DECLARING:
+            self.hazards.append(Hazard(self.source(node), NAMEREF))
         if "A" in flags:
             self.associative |= declared
         if "i" in flags:  # what an integer variable is given is evaluated as arithmetic
@@ -319,8 +330,17 @@ class _Reader:
         if not items:
             self.values.append((name, None))  # "$@"
         for item in items or []:
-            for value in words(item, self.data):
+            for value in words(item, self.data, braces=not self.posix):
                 self.values.append((name, value.pattern if value.literal else None))
+
+    def _coproc(self, node: Node) -> None:
+        name = node.get("Name")
+        if name and ((node.get("Stmt") or {}).get("Cmd") or {}).get("Type") not in COMPOUND:
+            # shfmt names the coproc and runs the rest (``coproc curl x | wc``); bash runs
+            # ``curl x``, and names a coproc only before a compound command.
+            raise ShellSyntaxError(
+                f"coproc {self.source(name)}: bash reads it as the command, the parser as a name"
+            )
 
     def _double_quoted(self, node: Node) -> None:
         for inner in _nodes(node.get("Parts") or [], stop="CmdSubst"):

@@ -36,12 +36,14 @@ def shfmt_path() -> str:
     return found
 
 
-def syntax_tree(data: bytes) -> Node:
-    """shfmt's syntax tree of ``data``. Its JSON is indented by depth, so a deeply nested
-    command makes a tree far larger than itself: shfmt gets bounded memory, CPU and time, and
-    a tree over MAX_TREE_BYTES is refused, so no command can exhaust the operator."""
+def syntax_tree(data: bytes, language: str = "bash") -> Node:
+    """shfmt's syntax tree of ``data``, read as ``language`` (bash, or posix: the sh of dash,
+    where bash's keywords are plain names and its other syntax is refused). Its JSON is
+    indented by depth, so a deeply nested command makes a tree far larger than itself: shfmt
+    gets bounded memory, CPU and time, and a tree over MAX_TREE_BYTES is refused, so no
+    command can exhaust the operator."""
     process = subprocess.Popen(
-        [shfmt_path(), "-ln", "bash", "--to-json"],
+        [shfmt_path(), "-ln", language, "--to-json"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -66,6 +68,7 @@ def syntax_tree(data: bytes) -> Node:
         raise ShellSyntaxError("too deeply nested to judge")
     if process.returncode != 0:
         message = err.decode(errors="replace").strip().removeprefix("<standard input>:")
+        message = message.removesuffix("; tried parsing as posix")
         if process.returncode < 0 or message.startswith(("fatal error", "runtime:")):
             message = "too deeply nested to judge, or not parsed in time"
         raise ShellSyntaxError(message or "the command cannot be parsed")

@@ -69,9 +69,12 @@ class Char:
     kind: Kind
 
 
-def words(node: Node, data: bytes) -> list[Word]:
-    """The words bash makes of one word of the command line (brace expansion applied)."""
+def words(node: Node, data: bytes, braces: bool = True) -> list[Word]:
+    """The words bash makes of one word of the command line (brace expansion applied, unless
+    ``braces`` is off: dash has none)."""
     chars = _chars(node, data)
+    if not braces:
+        return [_make(chars)] if chars else []
     try:
         expanded = _braces(chars)
     except _TooManyWordsError:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from paddock.policy import git
 from paddock.policy.builtins import unmodelled_option
-from paddock.policy.outcomes import Runs, Unknown
+from paddock.policy.outcomes import Runs, Shell, Unknown
 from paddock.policy.redirects import plain_file
 from paddock.policy.words import DYNAMIC, Word
 from paddock.policy.wrapper_options import (
@@ -30,6 +30,9 @@ JUDGED_ITSELF = frozenset({"find", "git", "source", "."})
 PROGRAM_DIRECTORIES = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
 REPLACED = "{}"  # what find -exec and xargs -i replace with a file name or an input line
 APPLETS = frozenset({"busybox", "toybox"})  # multi-call programs: the first word is the command
+# The shells whose language the engine reads; the others' (zsh, ksh, mksh, busybox's ash)
+# differ from both in ways it does not follow (zsh's glob qualifiers run code).
+READ_AS = {"bash": Shell.BASH, "sh": Shell.DASH, "dash": Shell.DASH}
 
 
 def judged_itself(name: Word) -> bool:
@@ -43,21 +46,27 @@ def judged_itself(name: Word) -> bool:
 
 
 def runs(
-    words: tuple[Word, ...], stdin: Word | None = None, stdin_file: bool = False
+    words: tuple[Word, ...],
+    stdin: Word | None = None,
+    stdin_file: bool = False,
+    shell: Shell = Shell.BASH,
 ) -> list[Runs | Unknown] | None:
     """What the command of these words runs besides itself, or None when it runs nothing else
     (a plain command, or a wrapper with nothing to run). ``words[0]`` is a literal name;
     ``stdin`` the here-document it is fed, if any (a shell runs it as a script), and
-    ``stdin_file`` whether its stdin is a file."""
+    ``stdin_file`` whether its stdin is a file; ``shell`` the shell running it (``eval``
+    reads its text as that shell)."""
     name = words[0].pattern.rsplit("/", 1)[-1]
     args = words[1:]
     if name == "busybox" and args and args[0].pattern in SHELLS:
-        name, args = args[0].pattern, args[1:]
+        return [Unknown(f"busybox {args[0].shown}: Paddock reads only bash's and dash's language")]
     if name in SHELLS:
+        if name not in READ_AS:
+            return [Unknown(f"{name}: Paddock reads only bash's and dash's language")]
         return _shell(name, args, stdin, stdin_file)
     if name == "eval":
         args = args[1:] if args and args[0].pattern == "--" else args
-        return [_script(args, "eval")] if args else None
+        return [_script(args, "eval", shell)] if args else None
     if name == "trap":
         return _trap(args)
     if name in ("source", "."):
@@ -77,12 +86,13 @@ def runs(
     return _wrapped(name, wrapper, args, stdin, stdin_file)
 
 
-def _script(args: tuple[Word, ...], what: str) -> Runs | Unknown:
-    """Shell text made of words (eval joins them with spaces, as bash does)."""
+def _script(args: tuple[Word, ...], what: str, shell: Shell = Shell.BASH) -> Runs | Unknown:
+    """Shell text made of words (eval joins them with spaces, as bash does), read by
+    ``shell``."""
     unknown = next((word for word in args if not word.literal), None)
     if unknown is not None:
         return Unknown(f"{what} runs text that is only known at run time: {unknown.shown}")
-    return Runs(script=" ".join(word.pattern for word in args))
+    return Runs(script=" ".join(word.pattern for word in args), shell=shell)
 
 
 def _unknown_option(name: str, word: Word) -> list[Runs | Unknown]:
@@ -96,9 +106,12 @@ def _unknown_option(name: str, word: Word) -> list[Runs | Unknown]:
 def _shell(
     name: str, args: tuple[Word, ...], stdin: Word | None, stdin_file: bool
 ) -> list[Runs | Unknown] | None:
-    """``bash -c TEXT``: TEXT is a script; so is a here-document a shell reads as its script.
-    A shell that runs a file, or reads a file on stdin, is judged as the shell command
-    itself; one that reads stdin from elsewhere (a pipe) runs what cannot be told."""
+    """``bash -c TEXT``: TEXT is a script (``sh -c``'s read as dash reads it, or as either
+    shell for the ``sh`` of su, whose user's shell may be either); so is a here-document a
+    shell reads as its script. A shell that runs a file, or reads a file on stdin, is judged
+    as the shell command itself; one that reads stdin from elsewhere (a pipe) runs what
+    cannot be told."""
+    shell = READ_AS.get(name, Shell.EITHER)
     index, command_mode, reads_stdin = 0, False, False
     while index < len(args):
         if not args[index].literal:
@@ -137,14 +150,14 @@ def _shell(
     if command_mode:
         if index >= len(args):
             return [Unknown(f"{name} -c is given no command")]
-        return [_script(args[index : index + 1], f"{name} -c")]
+        return [_script(args[index : index + 1], f"{name} -c", shell)]
     if index < len(args) and not reads_stdin:
         return _file(name, args[index])
     if stdin_file:
         return None
     if stdin is None:
         return [Unknown(f"{name} reads its script from stdin, which is only known at run time")]
-    return [_script((stdin,), f"{name}'s here-document")]
+    return [_script((stdin,), f"{name}'s here-document", shell)]
 
 
 def _file(name: str, path: Word) -> list[Runs | Unknown] | None:
@@ -157,8 +170,10 @@ def _file(name: str, path: Word) -> list[Runs | Unknown] | None:
 
 
 def _trap(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
-    """``trap [-lp] [--] [ACTION] SIGNAL...``: ACTION is a script bash runs later, but ``-``
-    (and a lone operand) resets a signal; ``-l`` and ``-p`` only print."""
+    """``trap [-lp] [--] [ACTION] SIGNAL...``: ACTION is a script the shell runs later, at a
+    signal, an error, before each command (DEBUG) or at its end, with whatever the variables
+    then hold: the engine does not follow it. ``''`` ignores a signal, ``-`` (and a lone
+    operand) resets it; ``-l`` and ``-p`` only print."""
     if any(not word.single for word in args):
         return [Unknown("trap is given words only known at run time")]
     rest = list(args)
@@ -169,9 +184,9 @@ def _trap(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
         if not set(option[1:]) <= {"l", "p"}:
             return [Unknown(f"trap is given an option Paddock does not read: {option}")]
         return None  # lists or prints traps: the rest are signals
-    if len(rest) < 2 or (rest[0].literal and rest[0].pattern == "-"):
-        return None  # resets traps
-    return [_script(tuple(rest[:1]), "trap")]
+    if len(rest) < 2 or (rest[0].literal and rest[0].pattern in ("-", "")):
+        return None  # resets or ignores signals
+    return [Unknown(f"trap {rest[0].shown}: code run later, at a signal or the shell's end")]
 
 
 def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
@@ -333,14 +348,14 @@ def _wrapped(
     extra: list[Runs | Unknown] = []
     output = given.get("-o", "")
     if name == "strace" and output.startswith(("|", "!")):
-        extra.append(Runs(script=output[1:]))  # strace -o '|cmd' pipes its trace to cmd
+        extra.append(Runs(script=output[1:], shell=Shell.DASH))  # piped to sh -c CMD
     if index >= len(args):
         if wrapper.bare_shell or any(option in given for option in wrapper.shell_options):
             return [Unknown(f"{name} with no command runs a shell that reads stdin")]
         return extra or ([Runs(environment=tuple(environment))] if environment else None)
     command = args[index:]
     if name == "watch" and "-x" not in given and "--exec" not in given:
-        return [*extra, _script(command, "watch")]  # watch hands its words to sh -c
+        return [*extra, _script(command, "watch", Shell.DASH)]  # handed to sh -c
     replace = next((given[o] or REPLACED for o in ("-I", "-i", "--replace") if o in given), None)
     if replace is not None:
         command = _replaced(command, replace)
@@ -376,10 +391,12 @@ def _permuted(
         rest = rest[1:]
     if name == "script" or len(rest) < 2:
         return [Unknown(f"{name} runs a shell that reads its commands from stdin")]
-    return _shell("sh", rest[1:], stdin, False)
+    return _shell(f"{name}'s shell", rest[1:], stdin, False)
 
 
 def _option_script(name: str, option: str, rest: tuple[Word, ...]) -> Runs | Unknown:
+    """``su -c CMD``, ``flock -c CMD``, ``script -c CMD``: run by a user's shell, ``$SHELL``
+    or ``/bin/sh``, so read as either."""
     if not rest:
         return Unknown(f"{name} {option} is given no command")
-    return _script(rest[:1], f"{name} {option}")
+    return _script(rest[:1], f"{name} {option}", Shell.EITHER)

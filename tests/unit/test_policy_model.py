@@ -1,0 +1,155 @@
+"""The bash the engine models, and nothing else (docs/policy.md, "What the engine reads"): a
+construct outside it gets the strictest verdict the policy gives any command, and says which
+construct; ``sh -c`` is read as dash, the image's ``/bin/sh``, reads it."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddock.api.policy import Decision, SandboxPolicySpec
+from paddock.policy.engine import evaluate
+
+ALLOW, ASK, DENY = Decision.ALLOW, Decision.ASK, Decision.DENY
+
+# A deny-list: what the engine does not follow would be allowed, were it judged as written.
+DENY_LIST = SandboxPolicySpec.model_validate(
+    {"commands": {"deny": ["curl*", "rm*"], "default": "allow"}, "capabilities": {}}
+)
+# Nothing denied, some asked: the strictest is ask.
+ASKING = SandboxPolicySpec.model_validate(
+    {"commands": {"ask": ["git push*"], "default": "allow"}, "capabilities": {}}
+)
+
+OUTSIDE = {
+    "alias ll='ls -l'; ll": "an alias",
+    "sh -c 'alias e=eval\ne \"curl x\"'": "an alias",
+    "alias $A": "an alias",
+    "shopt -s expand_aliases": "shopt -s expand_aliases",
+    "shopt -u interactive_comments": "shopt -u interactive_comments",
+    "shopt -s nullglob; ls x* curl": "shopt -s nullglob",
+    "shopt -so keyword": "shopt -so keyword",
+    "shopt -s $OPT": "shopt given $OPT",
+    "bash -O expand_aliases -c ls": "-O expand_aliases",
+    "bash +O extquote -c ls": "+O extquote",
+    "set -k; ls": "set -k",
+    "set +o braceexpand": "set +o braceexpand",
+    "trap 'echo done' EXIT": "trap echo done",
+    "trap -- 'ls' DEBUG": "trap ls",
+    "declare -n r=A": "a nameref",
+    "local -n r": "a nameref",
+    "command typeset -n r=A": "a nameref",
+    "zsh -c ls": "zsh: Paddock reads only bash's and dash's language",
+    "ksh -c ls": "ksh: Paddock reads only",
+    "busybox sh -c ls": "busybox sh: Paddock reads only",
+}
+
+
+@pytest.mark.parametrize(("policy", "strictest"), [(DENY_LIST, DENY), (ASKING, ASK)])
+@pytest.mark.parametrize("command", list(OUTSIDE))
+def test_a_construct_outside_the_model_gets_the_strictest_verdict_and_is_named(
+    policy: SandboxPolicySpec, strictest: Decision, command: str
+) -> None:
+    verdict = evaluate(policy, command)
+    assert verdict.decision == strictest
+    assert OUTSIDE[command] in verdict.explain()
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["shopt -s globstar extglob", "shopt -p", "shopt -q nullglob", "bash -O globstar -c ls",
+     "alias", "alias ll", "trap '' INT", "trap - EXIT", "trap -p", "export -n A",
+     "set -euo pipefail"],
+)  # fmt: skip
+def test_what_changes_only_globs_output_or_signals_stays_allowed(command: str) -> None:
+    assert evaluate(DENY_LIST, command).decision == ALLOW
+
+
+# (command, a part the engine judges): sh -c TEXT read as dash reads TEXT.
+AS_DASH = [
+    ("sh -c '{curl,x}'", "{curl,x}"),  # no brace expansion: dash looks up the name {curl,x}
+    ("sh -c 'A+=1'", "A+=1"),  # not an assignment: a name
+    ("sh -c '[[ -n x ]]'", "[[ -n x ]]"),  # no [[ keyword: a name
+    ("sh -c 'let A=1'", "let A=1"),
+    ("sh -c 'declare A=1'", "declare A=1"),
+    ("sh -c 'echo $\"x\"'", "echo $x"),  # no locale strings: $ and "x"
+    ("dash -c \"echo $'\\x63url'\"", "echo $\\x63url"),  # no $'...'
+    ("/bin/sh -c '((curl x))'", "curl x"),  # two subshells, not arithmetic
+    ("sh <<'EOF'\n{curl,x}\nEOF", "{curl,x}"),  # a here-document sh reads as its script
+    ("sh -c 'eval \"{curl,x}\"'", "{curl,x}"),  # eval in dash reads as dash
+    ("watch '{curl,x}'", "{curl,x}"),  # watch runs sh -c
+]
+
+
+@pytest.mark.parametrize(("command", "part"), AS_DASH)
+def test_sh_c_text_is_read_as_dash_reads_it(command: str, part: str) -> None:
+    verdict = evaluate(DENY_LIST, command)
+    assert part in [p.text for p in verdict.parts]
+
+
+def test_bash_c_text_is_read_as_bash_reads_it() -> None:
+    assert evaluate(DENY_LIST, "bash -c '{curl,x}'").decision == DENY
+    assert "curl x" in [p.text for p in evaluate(DENY_LIST, "bash -c '{curl,x}'").parts]
+    assert evaluate(DENY_LIST, "bash -c 'A+=1; [[ -n x ]]'").decision == ALLOW
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["sh -c 'cat <<< x'", "sh -c 'a=(1 2)'", "sh -c 'ls &> out'", "sh -c 'f() { ls; }; cat <(f)'"],
+)
+def test_bash_syntax_dash_would_not_run_is_denied_saying_so(command: str) -> None:
+    verdict = evaluate(DENY_LIST, command)
+    assert verdict.decision == DENY
+    assert "unparsable as sh (dash)" in verdict.explain()
+
+
+@pytest.mark.parametrize(
+    "command", ["flock /tmp/l -c '{curl,x}'", "su nobody -c '{curl,x}'", "PAGER='{curl,x}' git log"]
+)
+def test_text_run_by_a_users_shell_is_read_as_both_bash_and_dash(command: str) -> None:
+    """flock, su and a pager run $SHELL, the user's shell or /bin/sh: either reading."""
+    texts = [p.text for p in evaluate(DENY_LIST, command).parts]
+    assert "curl x" in texts
+    assert "{curl,x}" in texts
+
+
+# Words that may expand to no word at all (an unquoted $X, "$@", what xargs reads): a rule
+# is matched with each of them present and gone.
+EXACT = SandboxPolicySpec.model_validate(
+    {
+        "commands": {"allow": ["echo *", "git diff *"], "deny": ["git push"], "ask": ["ls -l"]},
+        "capabilities": {},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [("git $X push", DENY), ('git "$@" push', DENY), ("git push $A $B", DENY),
+     ("ls $X -l", ASK), ("git diff $X", ALLOW), ("echo $HOME", ALLOW), ("xargs echo", ALLOW),
+     ("git diff", ALLOW)],
+)  # fmt: skip
+def test_a_word_that_may_vanish_is_matched_gone_too(command: str, expected: Decision) -> None:
+    assert evaluate(EXACT, command).decision == expected
+
+
+def test_a_glob_ending_in_a_star_word_matches_without_that_word_too() -> None:
+    policy = SandboxPolicySpec.model_validate(
+        {"commands": {"allow": ["git diff *"], "default": "deny"}, "capabilities": {}}
+    )
+    assert evaluate(policy, "git diff").decision == ALLOW
+    assert evaluate(policy, "git diff HEAD").decision == ALLOW
+    assert evaluate(policy, "git diffx").decision == DENY
+
+
+def test_a_name_holding_white_space_is_no_allowed_programs_name() -> None:
+    """'echo x' is a program of its own (from a directory of PATH the agent may write)."""
+    policy = SandboxPolicySpec.model_validate(
+        {"commands": {"allow": ["echo *"], "default": "ask"}, "capabilities": {}}
+    )
+    assert evaluate(policy, "'echo x'").decision == ASK
+    assert evaluate(policy, "echo x").decision == ALLOW
+
+
+def test_too_many_words_that_may_vanish_cannot_be_told() -> None:
+    command = "git " + " ".join(f"$V{i}" for i in range(8)) + " status"
+    assert evaluate(EXACT, command).decision == DENY
