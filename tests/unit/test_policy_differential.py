@@ -113,7 +113,10 @@ SETUPS = ["set -k; ", "set +B; ", "set -f; ", "shopt -s expand_aliases; alias ls
           "shopt -s extglob; ", "unset PATH; ", "hash -p /usr/bin/rm ls; ", "enable -n echo; ",
           "export BASH_ENV=scripts/run.sh; ", "typeset -i n; ", "set -o posix; ",
           "trap 'rm t' EXIT; ", "trap -- '-;rm u' EXIT; ", "set -H; ", "OPTIND=1; ",
-          "RANDOM='a[$(rm v)]'; ", "f() { rm w; }; "]  # fmt: skip
+          "RANDOM='a[$(rm v)]'; ", "f() { rm w; }; ", "shopt -s nullglob; ",
+          "shopt -u interactive_comments; ", "shopt -s expand_aliases\nalias ls=rm\n",
+          "alias ls=rm\n", "trap 'rm t' DEBUG; ", "trap '' INT; ", "shopt -s globstar; ",
+          "cd ~; "]  # fmt: skip
 
 
 def _simple() -> st.SearchStrategy[str]:
@@ -138,7 +141,20 @@ def _extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     )  # fmt: skip
     quoted = st.builds(
         lambda how, text: f"{how} {shlex.quote(text)}",
-        st.sampled_from(["eval", "sh -c", "bash -c", "bash -co posix", "time --", "watch -x"]),
+        st.sampled_from(
+            [
+                "eval",
+                "sh -c",
+                "bash -c",
+                "bash -co posix",
+                "time --",
+                "watch -x",
+                "dash -c",
+                "bash -O expand_aliases -c",
+                "sh -ec",
+                "command eval",
+            ]
+        ),
         inner,
     )
     shapes = ["( {} )", "{{ {}; }}", "if true; then {}; fi", "for i in 1; do {}; done",
@@ -232,4 +248,5 @@ EVERYDAY = [
 @pytest.mark.parametrize("command", EVERYDAY)
 def test_everyday_work_stays_allowed_and_runs_nothing_else(shells: Shells, command: str) -> None:
     assert evaluate(EVERYDAY_POLICY, command).decision == Decision.ALLOW
+    assert evaluate(EVERYDAY_POLICY, f"sh -c {shlex.quote(command)}").decision == Decision.ALLOW
     assert divergences(EVERYDAY_POLICY, command, shells.run(command)) == []

@@ -615,12 +615,17 @@ ATTACKS = [
     "bash -login -c 'curl x'",  # one dash is enough for bash's long options
     "coproc curl x | cat",  # shfmt names the coproc curl; bash runs curl x
     "coproc curl x |& cat; wait",
+    "time -- curl x",  # bash's time skips a --
+    "time -p -- curl x",
+    "! time -- curl x",
     # 10. dash, the image's /bin/sh, reads sh -c as POSIX sh
     "sh -c \"echo \\$'a\\\\'\ncurl x\necho '\"",  # no $'...': the quote ends early
     "sh -c 'alias e=eval\ne \"curl x\"'",  # dash expands aliases
     "sh -c 'alias ls=curl\nls x'",
 ]
 STILL_ALLOWED = [
+    "time -- -- x",  # the second -- is the command
+    "time '--' x",
     "trap - EXIT",
     "trap -- - EXIT",
     "trap -p EXIT",

@@ -16,7 +16,7 @@ from paddock.sandboxes.policy import decide_policy
 
 # The policy of the issue's attacks: writes allowed, the attacks' commands allowed.
 POLICY = SandboxPolicySpec.model_validate(
-    {"commands": {"allow": ["echo *", "ls *", "cat *", "printf *", "tee *"],
+    {"commands": {"allow": ["echo *", "ls *", "cat *", "printf *", "tee *", "cd *", "pushd *"],
                   "deny": ["touch pwned-*"], "default": "deny"}}
 )  # fmt: skip
 
@@ -54,6 +54,13 @@ POLICY = SandboxPolicySpec.model_validate(
         "echo x > //workspace/.gemini/.env",
         "echo x >> //home/paddock/.bashrc",
         "echo x > ///paddock/control/runs/r/gate.mjs",
+        # A relative path, from each directory the command may cd to.
+        "cd ~/.claude && echo x > settings.json",
+        "cd; echo 'touch pwned' >> .bashrc",
+        "pushd /paddock/run/r && echo 'exit 0' > gate",
+        "cd ~ && cd .codex && echo x > config.toml",
+        "command cd -P -- ~/.gemini; echo x > settings.json",
+        "cd /tmp; bash -c 'echo x > ../home/paddock/.profile'",
     ],
 )
 def test_a_write_into_the_gates_or_a_clis_settings_is_denied_whatever_file_write_says(
@@ -76,6 +83,8 @@ def test_a_write_into_the_gates_or_a_clis_settings_is_denied_whatever_file_write
         "echo x > /tmp/paddock/run",
         "cat ~/.claude/settings.json",  # reading is not writing
         'echo x > "$f"',  # not told: capabilities.fileWrite decides (documented)
+        "cd build && echo x > out.txt",
+        'cd "$d" && echo x > out.txt',  # (not followed: the read-only mounts hold)
     ],
 )
 def test_other_writes_follow_file_write(command: str) -> None:

@@ -12,6 +12,7 @@ deny > ask > allow. Within one command, rules take precedence deny > ask > allow
 from __future__ import annotations
 
 import itertools
+import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -21,12 +22,13 @@ from paddock.api.policy import Capabilities, CommandRules, Decision, SandboxPoli
 from paddock.policy import arith, builtins, environment, git
 from paddock.policy.globs import always_matches, could_match
 from paddock.policy.outcomes import Runs, Shell, Unknown
-from paddock.policy.protected import HOME, protected_place
+from paddock.policy.protected import HOME, WORKSPACE, protected_place
 from paddock.policy.shell import DYNAMIC, Evaluated, ShellSyntaxError, Word, parse
 from paddock.policy.wrappers import judged_itself, runs
 
 MAX_DEPTH = 8  # bash -c inside eval inside bash -c ...: deeper than this is denied
 MAX_VANISHING = 6  # words of one command that may expand to none: each choice is matched
+MAX_DIRECTORIES = 16  # directories a command may cd to, from which relative writes are read
 STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.DENY: 2}
 # What a sandbox with no SandboxPolicy may do: anything (the NetworkPolicy still applies).
 UNRESTRICTED = SandboxPolicySpec(
@@ -99,7 +101,7 @@ def evaluate(
     try:
         judge = _Judge(policy.commands, policy.capabilities, dict(scripts or {}), protect)
         parts = judge.script(command, depth=0, aliases=judge.aliases(command))
-        parts += judge.evaluated()
+        parts += judge.evaluated() + judge.file_writes()
     except Exception as exc:
         rule = f"Paddock could not judge it ({type(exc).__name__}), so it is denied"
         parts = [Part(PartKind.SYNTAX, printable(command.strip()), Decision.DENY, rule)]
@@ -112,12 +114,17 @@ def printable(text: str) -> str:
 
 
 def file_write(
-    capabilities: Capabilities, target: str, protect: bool = True, *, literal: bool = False
+    capabilities: Capabilities,
+    target: str,
+    protect: bool = True,
+    *,
+    literal: bool = False,
+    directories: tuple[str, ...] = (WORKSPACE,),
 ) -> Part:
-    """A write of the file ``target`` (as written; ``literal``: a file tool's path, which no
-    shell expands): denied into a protected place (unless ``protect`` is off), else as
-    ``capabilities.fileWrite`` says."""
-    place = protected_place(target, literal=literal) if protect else None
+    """A write of the file ``target`` (as written, a relative one from any of ``directories``;
+    ``literal``: a file tool's path, which no shell expands): denied into a protected place
+    (unless ``protect`` is off), else as ``capabilities.fileWrite`` says."""
+    place = protected_place(target, literal=literal, directories=directories) if protect else None
     if place is not None:
         return Part(PartKind.FILE_WRITE, target, Decision.DENY, f"protected: {place}")
     return Part(PartKind.FILE_WRITE, target, capabilities.file_write, "capabilities.fileWrite")
@@ -145,6 +152,9 @@ class _Judge:
     # text bash evaluates again: judged once all of the command is read.
     values: dict[str, list[str | None]] = field(default_factory=dict)
     pending: list[Evaluated] = field(default_factory=list)
+    # The files the command writes, judged once every directory it may cd to is known.
+    writes: list[str] = field(default_factory=list)
+    directories: set[str] = field(default_factory=lambda: {WORKSPACE})
 
     def __post_init__(self) -> None:
         self._normal_scripts = {name: _normal(cmd) for name, cmd in self.scripts.items()}
@@ -198,9 +208,31 @@ class _Judge:
                 command.declaration,
                 shell,
             )
-        for write in parsed.writes:
-            parts.append(file_write(self.capabilities, write.target.shown, self.protect))
+        self.writes += [write.target.shown for write in parsed.writes]
         return parts
+
+    def file_writes(self) -> list[Part]:
+        """The files the command writes: a relative one from each directory it may be in."""
+        directories = tuple(sorted(self.directories))
+        return [
+            file_write(self.capabilities, target, self.protect, directories=directories)
+            for target in self.writes
+        ]
+
+    def changes_directory(self, args: tuple[Word, ...]) -> None:
+        """``cd DIR`` or ``pushd DIR``: DIR, from each directory the command may be in, is
+        one more (no operand: HOME). One only known at run time is not followed (a relative
+        write after it is read as from the others: the read-only mounts hold)."""
+        operands = [
+            w for w in args if not (w.literal and w.pattern.startswith("-") and w.pattern != "-")
+        ]
+        target = operands[0] if operands else Word(HOME, "~")
+        if not target.literal or target.pattern == "-" or len(self.directories) >= MAX_DIRECTORIES:
+            return
+        self.directories |= {
+            "/" + posixpath.normpath(posixpath.join(d, target.pattern)).lstrip("/")
+            for d in self.directories
+        }
 
     def assigned(
         self, name: str, value: str | None, depth: int, aliases: frozenset[str]
@@ -237,6 +269,8 @@ class _Judge:
         if not words[0].literal:
             rule = "dynamic command name: what runs is only known at run time"
             return [Part(PartKind.COMMAND, text, self.anything, rule)]
+        if words[0].pattern in ("cd", "pushd"):
+            self.changes_directory(words[1:])
         matched = self.match(words, aliases)
         inner = runs(words, stdin, stdin_file, shell)
         if inner is None or judged_itself(words[0]):

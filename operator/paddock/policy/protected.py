@@ -5,7 +5,8 @@ read-only control directory), where each CLI reads its hooks, settings, plugins 
 trusted workspace its hooks need), and the shell's startup files (Claude Code's shell sources
 ``~/.bashrc``; a login shell ``~/.profile``). Defence in depth: what decides is out of the
 agent's reach anyway (the sidecar's, and read-only mounts); the engine reads a redirection's
-target as written, so a target it cannot resolve (``> "$f"``), a link, or a program that
+target as written (a relative one from each directory the command may ``cd`` to), so a
+target it cannot resolve (``> "$f"``, or after ``cd "$d"``), a link, or a program that
 writes files itself is not caught here."""
 
 from __future__ import annotations
@@ -42,11 +43,15 @@ PLACES = {
 _LEADING_VARIABLE = re.compile(r"^\$(?:\{(\w+)\}|(\w+))")
 
 
-def protected_place(target: str, *, literal: bool = False) -> str | None:
-    """What protected place the path ``target`` (as written, quotes removed) names, if any.
-    ``literal``: a file tool's path (a Write's, a patch's), which no shell expands: read both
-    as it is and as a shell word would be (``~``, a variable), whichever names a place."""
-    paths = {_resolved(target), _normal(target) if literal else None}
+def protected_place(
+    target: str, *, literal: bool = False, directories: tuple[str, ...] = (WORKSPACE,)
+) -> str | None:
+    """What protected place the path ``target`` (as written, quotes removed) names, if any,
+    a relative one from any of ``directories``. ``literal``: a file tool's path (a Write's, a
+    patch's), which no shell expands: read both as it is and as a shell word would be (``~``,
+    a variable), whichever names a place."""
+    paths = {_resolved(target, base) for base in directories}
+    paths.add(_normal(target) if literal else None)
     for path in filter(None, paths):
         for place, what in PLACES.items():
             if path == place or path.startswith(place + "/"):
@@ -54,16 +59,16 @@ def protected_place(target: str, *, literal: bool = False) -> str | None:
     return None
 
 
-def _normal(target: str) -> str:
-    """An absolute path as the kernel reads it: relative to the workspace, ``.`` and ``..``
-    gone, and a leading ``//`` one ``/`` (``posixpath.normpath`` keeps two)."""
-    path = posixpath.normpath(posixpath.join(WORKSPACE, target))
+def _normal(target: str, base: str = WORKSPACE) -> str:
+    """An absolute path as the kernel reads it: relative to ``base``, ``.`` and ``..`` gone,
+    and a leading ``//`` one ``/`` (``posixpath.normpath`` keeps two)."""
+    path = posixpath.normpath(posixpath.join(base, target))
     return "/" + path.lstrip("/")
 
 
-def _resolved(target: str) -> str | None:
+def _resolved(target: str, base: str = WORKSPACE) -> str | None:
     """``target`` as an absolute path, where it can be told (``~``, the known variables, a
-    path relative to the workspace); None where it starts with anything else unknown."""
+    path relative to ``base``); None where it starts with anything else unknown."""
     if target == "~" or target.startswith("~/"):
         target = HOME + target[1:]
     found = _LEADING_VARIABLE.match(target)
@@ -74,4 +79,4 @@ def _resolved(target: str) -> str | None:
         target = value + target[found.end() :]
     if "$" in target.split("/", 1)[0] or "`" in target:
         return None
-    return _normal(target)
+    return _normal(target, base)

@@ -128,6 +128,7 @@ _READERS = {
     "ForClause": "_for",
     "DblQuoted": "_double_quoted",
     "CoprocClause": "_coproc",
+    "TimeClause": "_time",
 }
 # Bash's compound commands: the only ones ``coproc NAME`` may name (else NAME is the command).
 COMPOUND = frozenset(
@@ -149,6 +150,7 @@ class _Reader:
         self.redirects: list[Node] = []
         self.stdin: dict[int, tuple[Word | None, bool]] = {}  # by id() of a statement's command
         self.associative: set[str] = set()  # arrays declared -A: their keys are text
+        self.timed: set[int] = set()  # id() of a command after ``time --``: bash skips the --
         self._evaluate(
             "bash's integer variables", Reading(names=set(INTEGER_VARIABLES)), arith.ASSIGNED
         )
@@ -184,7 +186,8 @@ class _Reader:
             # (dash reads ``A+=1`` as a name, as shfmt does).
             raise ShellSyntaxError(f"{lead!r}... is an assignment, not a name")
         braces = not self.posix
-        found = tuple(w for arg in node.get("Args") or [] for w in words(arg, self.data, braces))
+        args = (node.get("Args") or [])[1 if id(node) in self.timed else 0 :]
+        found = tuple(w for arg in args for w in words(arg, self.data, braces))
         if found:
             stdin, from_file = self.stdin.get(id(node), (None, False))
             self.commands.append(SimpleCommand(found, self.source(node), stdin, from_file))
@@ -332,6 +335,15 @@ class _Reader:
         for item in items or []:
             for value in words(item, self.data, braces=not self.posix):
                 self.values.append((name, value.pattern if value.literal else None))
+
+    def _time(self, node: Node) -> None:
+        """``time -- cmd``: bash's ``time`` skips an unquoted ``--`` (shfmt keeps it, as the
+        command's name)."""
+        command = (node.get("Stmt") or {}).get("Cmd") or {}
+        first = (command.get("Args") or [{}])[0].get("Parts") or []
+        dashes = len(first) == 1 and first[0].get("Type") == "Lit" and first[0]["Value"] == "--"
+        if command.get("Type") == "CallExpr" and dashes:
+            self.timed.add(id(command))
 
     def _coproc(self, node: Node) -> None:
         name = node.get("Name")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from paddock.policy.outcomes import Shell
+
 
 @dataclass(frozen=True)
 class Wrapper:
@@ -201,6 +203,9 @@ WRAPPERS: dict[str, Wrapper] = {
     "valgrind": Wrapper(optional=frozenset(), long_values=True),
 }
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
+# The shells whose language the engine reads; the others' (zsh, ksh, mksh, busybox's ash)
+# differ from both in ways it does not follow (zsh's glob qualifiers run code).
+READ_AS = {"bash": Shell.BASH, "sh": Shell.DASH, "dash": Shell.DASH}
 STARTUP_FILES = _opts("--rcfile --init-file")
 SHELL_LONG_FLAGS = _opts(
     "--norc --noprofile --login --posix --restricted --verbose --noediting --debugger "

@@ -16,6 +16,7 @@ from paddock.policy.outcomes import Runs, Shell, Unknown
 from paddock.policy.redirects import plain_file
 from paddock.policy.words import DYNAMIC, Word
 from paddock.policy.wrapper_options import (
+    READ_AS,
     SHELL_LONG_FLAGS,
     SHELLS,
     STARTUP_FILES,
@@ -30,9 +31,6 @@ JUDGED_ITSELF = frozenset({"find", "git", "source", "."})
 PROGRAM_DIRECTORIES = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
 REPLACED = "{}"  # what find -exec and xargs -i replace with a file name or an input line
 APPLETS = frozenset({"busybox", "toybox"})  # multi-call programs: the first word is the command
-# The shells whose language the engine reads; the others' (zsh, ksh, mksh, busybox's ash)
-# differ from both in ways it does not follow (zsh's glob qualifiers run code).
-READ_AS = {"bash": Shell.BASH, "sh": Shell.DASH, "dash": Shell.DASH}
 
 
 def judged_itself(name: Word) -> bool:
