@@ -10,8 +10,9 @@ elsewhere (``/usr/lib/git-core/git``) runs for real, unrecorded, as that user. A
 fakes then run the real program (the shells themselves, ``env``, ``xargs``, ``timeout`` and the
 like, which run other programs, and data tools such as ``cat`` whose output a command may run),
 so what those run is recorded too. ``/dev`` holds only ``null``, ``zero``, ``urandom``, ``tty``
-and the ``fd`` links; the network namespace has no interface but loopback, down, so a
-``/dev/tcp`` redirection reaches nothing and is seen in the shell's error.
+and the ``fd`` links; the network namespace has no interface but loopback, where the runner
+listens on port 9 (TCP and UDP), so a ``/dev/tcp/127.0.0.1/9`` connection is seen even where
+the command hides its errors (any other reaches nothing, and is seen in the shell's error).
 
 ``Ran`` is what one run did: each program's argv, each name a shell looked up on PATH and did
 not find (a file of that name there would have run: the sandbox's PATH may hold directories
@@ -23,12 +24,15 @@ the agent writes), the files it wrote (in its directory and its HOME), whether i
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import resource
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -56,6 +60,8 @@ FAKES = (
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 BIN_DIRECTORIES = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/bin", "/sbin")
 NOBODY = 65534
+PORT = 9  # where the generated commands connect
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 RUN_SECONDS = 3.0
 MAX_PROCESSES = 256
 SEEDED = {"a.txt": "rm\n", "b.txt": "hello\n", "scripts/run.sh": "rm -rf x\n"}
@@ -180,14 +186,15 @@ def _inside(root: Path) -> None:
     for directory in map(Path, BIN_DIRECTORIES):
         if directory.is_dir() and not directory.is_symlink():
             mount("--bind", str(root / "fakes"), str(directory))
+    listening = _Listening()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         command = json.loads(line)["command"]
-        answer = {shell: _run(root, shell, command) for shell in SHELLS}
+        answer = {shell: _run(root, shell, command, listening) for shell in SHELLS}
         print(json.dumps(answer), flush=True)
 
 
-def _run(root: Path, shell: str, command: str) -> dict[str, Any]:
+def _run(root: Path, shell: str, command: str, listening: _Listening) -> dict[str, Any]:
     for name in ("log", "work", "home"):
         shutil.rmtree(root / name)
         (root / name).mkdir(mode=0o777)
@@ -230,10 +237,38 @@ def _run(root: Path, shell: str, command: str) -> dict[str, Any]:
     text = stderr.decode(errors="replace")
     # What bash says when it tries a /dev/tcp or /dev/udp connection (the namespace's network
     # has no route; dash has no such paths: it opens no connection).
-    network = shell == "bash" and "connect: " in text
+    network = listening.reached() or (shell == "bash" and "connect: " in text)
     missing = [name for name in NOT_FOUND.findall(text) if "/" not in name]
     return {"programs": programs, "missing": missing, "written": written, "network": network,
             "status": status, "stderr": text[-2000:]}  # fmt: skip
+
+
+class _Listening:
+    """Loopback, up, with TCP and UDP port 9 listened on: what a command connects to there."""
+
+    def __init__(self) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as control:
+            request = struct.pack("16sh", b"lo", 0)
+            flags = struct.unpack("16sh", fcntl.ioctl(control, SIOCGIFFLAGS, request))[1]
+            fcntl.ioctl(control, SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | IFF_UP))
+        self.tcp = socket.create_server(("127.0.0.1", PORT))
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", PORT))
+        for listener in (self.tcp, self.udp):
+            listener.setblocking(False)
+
+    def reached(self) -> bool:
+        """Whether anything connected or sent since the last call."""
+        found = False
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                self.tcp.accept()[0].close()
+                found = True
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                self.udp.recv(65536)
+                found = True
+        return found
 
 
 def _files(root: Path) -> dict[str, tuple[int, int]]:

@@ -107,7 +107,8 @@ BASHISMS = ["[[ -n x ]]", "A+=1", "let A=1", "declare A=rm", "((A=1))", 'echo $"
             "function g { rm z; }; g", "local A=rm"]  # fmt: skip
 PREFIXES = ["A=rm ", "IFS=m ", "PATH=/x ", "BASH_ENV=scripts/run.sh ", "ENV=scripts/run.sh "]
 REDIRECTS = [" > out", " 2>&1", " < a.txt", " >/dev/null", " >> b.txt", " <<< rm",
-             " > //dev/null", " 3<>/dev/tcp/127.0.0.1/9"]  # fmt: skip
+             " > //dev/null", " 3<>/dev/tcp/127.0.0.1/9", " 2>/dev/null </dev/tcp/127.0.0.1/9",
+             " 2>/dev/null 4</dev/udp/127.0.0.1/9"]  # fmt: skip
 SETUPS = ["set -k; ", "set +B; ", "set -f; ", "shopt -s expand_aliases; alias ls=rm; ",
           "alias e=eval; ", "declare -n r=A; A=rm; ", "A=rm; ", "set -- rm x; ", "IFS=x; ",
           "shopt -s extglob; ", "unset PATH; ", "hash -p /usr/bin/rm ls; ", "enable -n echo; ",

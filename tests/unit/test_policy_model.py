@@ -153,3 +153,22 @@ def test_a_name_holding_white_space_is_no_allowed_programs_name() -> None:
 def test_too_many_words_that_may_vanish_cannot_be_told() -> None:
     command = "git " + " ".join(f"$V{i}" for i in range(8)) + " status"
     assert evaluate(EXACT, command).decision == DENY
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [("cat < /dev/tcp/10.0.0.1/80", DENY), ("exec 3<>/dev/udp/10.0.0.1/53", DENY),
+     ("cat < /dev/tcp/$HOST/80", DENY), ("echo x > /dev/tcp/h/1", DENY),
+     ("cat < //dev/tcp/10.0.0.1/80", ALLOW)],  # bash matches the text: //dev/tcp is a file
+)  # fmt: skip
+def test_bashs_own_connections_are_judged_by_capabilities_network(
+    command: str, expected: Decision
+) -> None:
+    closed = SandboxPolicySpec.model_validate(
+        {
+            "commands": {"default": "allow"},
+            "capabilities": {"fileWrite": "allow", "network": "deny"},
+        }
+    )
+    assert evaluate(closed, command).decision == expected
+    assert evaluate(ASKING, command).decision == ALLOW  # network: allow

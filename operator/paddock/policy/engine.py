@@ -209,7 +209,11 @@ class _Judge:
                 shell,
             )
         self.writes += [write.target.shown for write in parsed.writes]
-        return parts
+        network = self.capabilities.network
+        return parts + [
+            Part(PartKind.NETWORK, c.shown, network, "capabilities.network")
+            for c in parsed.connections
+        ]
 
     def file_writes(self) -> list[Part]:
         """The files the command writes: a relative one from each directory it may be in."""

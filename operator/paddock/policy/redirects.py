@@ -1,5 +1,5 @@
-"""Redirections: what a command's stdin reads (a shell reads its script there), and which
-redirections write a file."""
+"""Redirections: what a command's stdin reads (a shell reads its script there), which
+redirections write a file, and which open a connection (bash's ``/dev/tcp/HOST/PORT``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 # their descriptor is not opened onto a file (then writing them writes that file).
 NOT_FILES = frozenset({"/dev/null", "/dev/tty"})
 DESCRIPTORS = {"/dev/stdout": "1", "/dev/stderr": "2"}
+CONNECTIONS = ("/dev/tcp/", "/dev/udp/")
 _FD_PATH = re.compile(r"^/dev/fd/([0-9]+)$")
 
 
@@ -129,6 +130,19 @@ def writes(redirects: list[Node], data: bytes) -> list[FileWrite]:
         if descriptor is not None and not named and descriptor not in opened:
             continue
         found.append(FileWrite(target, source(redirect, data)))
+    return found
+
+
+def connections(redirects: list[Node], data: bytes) -> list[Word]:
+    """The redirections, reading or writing, that bash opens as a network connection: a
+    target spelled ``/dev/tcp/HOST/PORT`` or ``/dev/udp/...`` (bash matches the text, so
+    ``//dev/tcp/...`` is a missing file). One only known at run time is not followed."""
+    found = []
+    for redirect in redirects:
+        if redirect.get("Word") is not None and redirect["Op"] not in ("<<", "<<-", "<<<"):
+            target = word(redirect["Word"], data)
+            if target.pattern.startswith(CONNECTIONS):
+                found.append(target)
     return found
 
 

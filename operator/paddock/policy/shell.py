@@ -72,6 +72,7 @@ class Evaluated:
 class Script:
     commands: tuple[SimpleCommand, ...]
     writes: tuple[FileWrite, ...]
+    connections: tuple[Word, ...]  # /dev/tcp/HOST/PORT
     # Every variable the script assigns and a text it may hold (None: not known).
     values: tuple[tuple[str, str | None], ...] = ()
     evaluated: tuple[Evaluated, ...] = ()
@@ -168,6 +169,7 @@ class _Reader:
         return Script(
             tuple(self.commands),
             tuple(redirects_.writes(self.redirects, self.data)),
+            tuple(redirects_.connections(self.redirects, self.data)),
             tuple(self.values),
             tuple(e for e in self.evaluated if e.array is None or e.array not in self.associative),
             tuple(self.hazards),
