@@ -86,7 +86,8 @@ class Capabilities(ApiModel):
         description="Network access of the sandbox pod, as its NetworkPolicy: allow gives "
         "egress to any address but cluster-internal ranges, the metadata address and the "
         "cluster's nodes and API server; ask and deny give none beyond network.egress and DNS. "
-        "Enforced only where the cluster's network plugin enforces NetworkPolicies.",
+        "Enforced only where the cluster's network plugin enforces NetworkPolicies. A checked "
+        "command's bash connection (a redirection to /dev/tcp/HOST/PORT) is judged by it too.",
     )
 
 
