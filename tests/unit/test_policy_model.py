@@ -172,3 +172,10 @@ def test_bashs_own_connections_are_judged_by_capabilities_network(
     )
     assert evaluate(closed, command).decision == expected
     assert evaluate(ASKING, command).decision == ALLOW  # network: allow
+
+
+@pytest.mark.parametrize(
+    "command", ["status=$?; echo $((status + 1))", "RANDOM=$$", 'n="$#"; (( n > 1 ))']
+)
+def test_a_value_that_is_a_number_whatever_ran_is_safe_to_evaluate(command: str) -> None:
+    assert evaluate(DENY_LIST, command).decision == ALLOW

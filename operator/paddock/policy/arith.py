@@ -194,3 +194,15 @@ def _variable(
             if problem:
                 return problem
     return None
+
+
+def numeric(part: Node) -> bool:
+    """``$?``, ``$#``, ``$$``, ``$!``: a number, whatever ran."""
+    name = (part.get("Param") or {}).get("Value")
+    return part["Type"] == "ParamExp" and bool(part.get("Short")) and name in ("?", "#", "$", "!")
+
+
+def whole_array(index: Node | None) -> bool:
+    """``[@]`` and ``[*]``: every element, nothing evaluated."""
+    parts = (index or {}).get("Parts") or []
+    return len(parts) == 1 and parts[0].get("Value") in ("@", "*")

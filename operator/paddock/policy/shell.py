@@ -258,9 +258,12 @@ class _Reader:
         return name, None
 
     def _value(self, name: str, node: Node) -> None:
-        """A text ``name`` is given: known when literal; a number from ``$((...))``."""
+        """A text ``name`` is given: known when literal; a number from ``$((...))``, ``$?``,
+        ``$#``, ``$$`` or ``$!`` (quoted or not)."""
         parts = node.get("Parts") or []
-        if len(parts) == 1 and parts[0]["Type"] == "ArithmExp":
+        if len(parts) == 1 and parts[0]["Type"] == "DblQuoted":
+            parts = parts[0].get("Parts") or []
+        if len(parts) == 1 and (parts[0]["Type"] == "ArithmExp" or arith.numeric(parts[0])):
             self.values.append((name, "0"))
             return
         value = word(node, self.data)
@@ -272,7 +275,7 @@ class _Reader:
         self.values += [(name, "0") for name in reading.assigned]
 
     def _arithmetic(self, node: Node | None, where: str, array: str | None = None) -> None:
-        if node is None or _whole_array(node):
+        if node is None or arith.whole_array(node):
             return
         reading = Reading()
         arith.expression(node, reading, self.source)
@@ -306,7 +309,7 @@ class _Reader:
         # ${!x}: x's value is a name; ${x@P}: x's value is expanded as a prompt. Of $1, $@ or
         # another parameter the command does not assign by name, the value is not known.
         reading = Reading(names={name}) if name.isidentifier() else Reading(opaque=[source])
-        if node.get("Excl") and not node.get("Names") and not _whole_array(node.get("Index")):
+        if node.get("Excl") and not node.get("Names") and not arith.whole_array(node.get("Index")):
             self._evaluate(source, reading, "name")
         if operator == "@" and word(expansion.get("Word") or {}, self.data).pattern == "P":
             self._evaluate(source, reading, "prompt")
@@ -370,12 +373,6 @@ class _Reader:
             if "\n" in text or text.endswith("\\"):
                 reason = "a comment ending in a backslash: bash ends it at the line's end"
                 self.hazards.append(Hazard("#" + text.split("\n", 1)[0], reason))
-
-
-def _whole_array(index: Node | None) -> bool:
-    """``[@]`` and ``[*]``: every element, nothing evaluated."""
-    parts = (index or {}).get("Parts") or []
-    return len(parts) == 1 and parts[0].get("Value") in ("@", "*")
 
 
 def _nodes(tree: Any, stop: str | None = None) -> Iterator[Node]:
