@@ -41,6 +41,8 @@ OUTSIDE = {
     "zsh -c ls": "zsh: Paddock reads only bash's and dash's language",
     "ksh -c ls": "ksh: Paddock reads only",
     "busybox sh -c ls": "busybox sh: Paddock reads only",
+    "coproc c { ls; }": "coproc",
+    "echo $(coproc ls x)": "coproc",  # bash runs a command COPROC here
 }
 
 

@@ -131,11 +131,7 @@ _READERS = {
     "CoprocClause": "_coproc",
     "TimeClause": "_time",
 }
-# Bash's compound commands: the only ones ``coproc NAME`` may name (else NAME is the command).
-COMPOUND = frozenset(
-    {"Block", "Subshell", "IfClause", "WhileClause", "ForClause", "CaseClause", "ArithmCmd",
-     "TestClause"}
-)  # fmt: skip
+COPROC = "coproc: bash and the parser read its name, and what it runs, differently"
 
 
 class _Reader:
@@ -351,13 +347,10 @@ class _Reader:
             self.timed.add(id(command))
 
     def _coproc(self, node: Node) -> None:
-        name = node.get("Name")
-        if name and ((node.get("Stmt") or {}).get("Cmd") or {}).get("Type") not in COMPOUND:
-            # shfmt names the coproc and runs the rest (``coproc curl x | wc``); bash runs
-            # ``curl x``, and names a coproc only before a compound command.
-            raise ShellSyntaxError(
-                f"coproc {self.source(name)}: bash reads it as the command, the parser as a name"
-            )
+        """Not followed: shfmt names a coproc before a simple command (``coproc curl x | wc``,
+        where bash runs ``curl x``), and bash itself runs ``COPROC`` as a command for a coproc
+        inside ``$(...)`` (it prints the command and reads it again)."""
+        self.hazards.append(Hazard(self.source(node), COPROC))
 
     def _double_quoted(self, node: Node) -> None:
         for inner in _nodes(node.get("Parts") or [], stop="CmdSubst"):
