@@ -618,6 +618,12 @@ ATTACKS = [
     "time -- curl x",  # bash's time skips a --
     "time -p -- curl x",
     "! time -- curl x",
+    "bash -i <<'EOF'\necho curl x\n!!:1-2\nEOF",  # interactive: history expansion
+    "bash --posix -c 'time -v curl x'",  # POSIX mode: /usr/bin/time, not the keyword
+    "POSIXLY_CORRECT=1 bash -c 'time -f %e curl x'",
+    "declare -a a='($(curl x))'",  # a quoted value in parentheses is an array's elements
+    "v='($(curl x))'; a=(); declare a=\"$v\"",
+    "builtin typeset -a a='([$(curl x)]=1)'",
     # 10. dash, the image's /bin/sh, reads sh -c as POSIX sh
     "sh -c \"echo \\$'a\\\\'\ncurl x\necho '\"",  # no $'...': the quote ends early
     "sh -c 'alias e=eval\ne \"curl x\"'",  # dash expands aliases
@@ -631,7 +637,7 @@ STILL_ALLOWED = [
     "trap -p EXIT",
     "set -euo pipefail; ls",
     "set -o; SECONDS=0; ls",
-    "trap '' INT",
+    "trap 'echo done' EXIT",
     "OPTIND=1; echo $RANDOM",
     "flock /tmp/lock -c 'ls'",
     "for i in 1 2 3; do echo $((i * 2)); done",

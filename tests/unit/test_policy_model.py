@@ -26,15 +26,19 @@ OUTSIDE = {
     "alias $A": "an alias",
     "shopt -s expand_aliases": "shopt -s expand_aliases",
     "shopt -u interactive_comments": "shopt -u interactive_comments",
-    "shopt -s nullglob; ls x* curl": "shopt -s nullglob",
     "shopt -so keyword": "shopt -so keyword",
     "shopt -s $OPT": "shopt given $OPT",
     "bash -O expand_aliases -c ls": "-O expand_aliases",
     "bash +O extquote -c ls": "+O extquote",
+    "bash -i <<'EOF'\necho x\nEOF": "bash -i",
+    "bash -lic ls": "bash -lic",
+    "bash --posix -c 'time -v ls'": "bash --posix",
+    "POSIXLY_CORRECT=1 bash -c 'time -v ls'": "POSIXLY_CORRECT",
+    "declare -a a='($(ls))'": "a declared value in parentheses",
+    "v='(x)'; a=(); declare a=\"$v\"": "a declared value in parentheses",
+    "builtin typeset -a a='(x)'": "a declared value in parentheses",
     "set -k; ls": "set -k",
     "set +o braceexpand": "set +o braceexpand",
-    "trap 'echo done' EXIT": "trap echo done",
-    "trap -- 'ls' DEBUG": "trap ls",
     "declare -n r=A": "a nameref",
     "local -n r": "a nameref",
     "command typeset -n r=A": "a nameref",
@@ -60,7 +64,8 @@ def test_a_construct_outside_the_model_gets_the_strictest_verdict_and_is_named(
     "command",
     ["shopt -s globstar extglob", "shopt -p", "shopt -q nullglob", "bash -O globstar -c ls",
      "alias", "alias ll", "trap '' INT", "trap - EXIT", "trap -p", "export -n A",
-     "set -euo pipefail"],
+     "set -euo pipefail", "trap 'echo done' EXIT", "set -a; source .env; set +a",
+     "shopt -s nullglob; ls *.txt", "local x=\"$1\"", "export a='(x)'"],
 )  # fmt: skip
 def test_what_changes_only_globs_output_or_signals_stays_allowed(command: str) -> None:
     assert evaluate(DENY_LIST, command).decision == ALLOW
@@ -181,3 +186,14 @@ def test_bashs_own_connections_are_judged_by_capabilities_network(
 )
 def test_a_value_that_is_a_number_whatever_ran_is_safe_to_evaluate(command: str) -> None:
     assert evaluate(DENY_LIST, command).decision == ALLOW
+
+
+@pytest.mark.parametrize(
+    "command", [">f", "true && >>f", "echo $(>f)", "sh -c '>f'", "{ >f; }", "2>f"]
+)
+def test_a_statement_of_redirections_alone_writes_its_file(command: str) -> None:
+    closed = SandboxPolicySpec.model_validate(
+        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
+    )
+    assert evaluate(closed, command).decision == DENY
+    assert "file-write" in evaluate(closed, command).explain()

@@ -18,6 +18,7 @@ DECLARING = frozenset({"declare", "typeset", "local", "export", "readonly"})
 # A nameref: every later assignment to it (``r=...``, ``read r``) goes to the variable it
 # names, which may be pointed anywhere: the engine does not follow it.
 NAMEREF = "a nameref (declare -n): what is assigned to it goes to a variable it names"
+COMPOUND = "a declared value in parentheses: bash expands it again as an array's elements"
 NAMEREF_DECLARING = frozenset({"declare", "typeset", "local"})  # export -n only unexports
 # Per builtin: its options that take a value, and those whose value is a variable's name.
 OPTIONS = {
@@ -97,19 +98,19 @@ def _shown(words: tuple[Word, ...]) -> str:
 
 
 # Options of ``set`` (and of a shell's command line) that change how bash reads or runs what
-# follows in ways the engine does not follow: assignments anywhere in a command (-k), every
-# assignment exported to what runs (-a), history expansion (-H), no brace expansion (+B), POSIX
-# mode. Each is judged as running what cannot be told.
-UNMODELLED = frozenset({"-k", "-a", "-H", "+B"})
-UNMODELLED_NAMES = frozenset(
-    {"-o keyword", "-o allexport", "-o histexpand", "+o braceexpand", "-o posix"}
-)
+# follows in ways the engine does not follow: assignments anywhere in a command (-k), history
+# expansion (-H), no brace expansion (+B), POSIX mode (``time -v cmd`` runs /usr/bin/time). Each
+# is judged as running what cannot be told. (-a, exporting every assignment, is followed: each
+# assignment of a variable that decides what runs is judged, exported or not.)
+UNMODELLED = frozenset({"-k", "-H", "+B"})
+UNMODELLED_NAMES = frozenset({"-o keyword", "-o histexpand", "+o braceexpand", "-o posix"})
 
 
 # shopt options that change only what a glob matches, what is printed, history and job
-# control, or that make the shell run less: the engine need not follow them. Any other
-# (expand_aliases, extdebug, extquote, interactive_comments, nullglob, cdable_vars, the
-# compat levels, ...) changes how bash reads or runs what follows.
+# control, or that make the shell run less: the engine need not follow them (a glob is matched
+# as a word that may become none). Any other (expand_aliases, extdebug, extquote,
+# interactive_comments, cdable_vars, the compat levels, ...) changes how bash reads or runs
+# what follows.
 SHOPT_MODELLED = frozenset(
     {"assoc_expand_once", "autocd", "cdspell", "checkhash", "checkjobs", "checkwinsize",
      "cmdhist", "complete_fullquote", "direxpand", "dirspell", "dotglob", "execfail",
@@ -117,6 +118,7 @@ SHOPT_MODELLED = frozenset(
      "gnu_errfmt", "histappend", "histreedit", "histverify", "hostcomplete", "huponexit",
      "inherit_errexit", "lastpipe", "lithist", "localvar_inherit", "localvar_unset",
      "login_shell", "mailwarn", "no_empty_cmd_completion", "nocaseglob", "nocasematch",
+     "nullglob",
      "noexpand_translation", "patsub_replacement", "progcomp", "progcomp_alias", "promptvars",
      "restricted_shell", "shift_verbose", "sourcepath", "varredir_close", "xpg_echo"}
 )  # fmt: skip
@@ -224,6 +226,8 @@ def _named_words(name: str, args: tuple[Word, ...], found: Effects) -> None:
             found.reading.names.add(variable.partition("[")[0])
         if equals:
             found.assigned.append((variable.partition("[")[0], value))
+            if name != "export" and value.startswith("(") and value.endswith(")"):
+                found.runs.append(Unknown(COMPOUND))
     if "n" in flags and name in NAMEREF_DECLARING:
         found.runs.append(Unknown(NAMEREF))
 

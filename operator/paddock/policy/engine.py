@@ -28,7 +28,7 @@ from paddock.policy.wrappers import judged_itself, runs
 
 MAX_DEPTH = 8  # bash -c inside eval inside bash -c ...: deeper than this is denied
 MAX_VANISHING = 6  # words of one command that may expand to none: each choice is matched
-MAX_DIRECTORIES = 16  # directories a command may cd to, from which relative writes are read
+MAX_DIRECTORIES = 64  # directories a command may cd to, from which relative writes are read
 STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.DENY: 2}
 # What a sandbox with no SandboxPolicy may do: anything (the NetworkPolicy still applies).
 UNRESTRICTED = SandboxPolicySpec(
@@ -218,10 +218,15 @@ class _Judge:
     def file_writes(self) -> list[Part]:
         """The files the command writes: a relative one from each directory it may be in."""
         directories = tuple(sorted(self.directories))
-        return [
+        parts = [
             file_write(self.capabilities, target, self.protect, directories=directories)
             for target in self.writes
         ]
+        if self.protect and (len(directories) > MAX_DIRECTORIES or "CDPATH" in self.values):
+            lost = "protected: from a directory Paddock does not follow (CDPATH, or many cd)"
+            relative = [t for t in self.writes if not t.startswith(("/", "~", "$"))]
+            parts += [Part(PartKind.FILE_WRITE, target, Decision.DENY, lost) for target in relative]
+        return parts
 
     def changes_directory(self, args: tuple[Word, ...]) -> None:
         """``cd DIR`` or ``pushd DIR``: DIR, from each directory the command may be in, is
@@ -231,7 +236,7 @@ class _Judge:
             w for w in args if not (w.literal and w.pattern.startswith("-") and w.pattern != "-")
         ]
         target = operands[0] if operands else Word(HOME, "~")
-        if not target.literal or target.pattern == "-" or len(self.directories) >= MAX_DIRECTORIES:
+        if not target.literal or target.pattern == "-" or len(self.directories) > MAX_DIRECTORIES:
             return
         self.directories |= {
             "/" + posixpath.normpath(posixpath.join(d, target.pattern)).lstrip("/")
@@ -368,10 +373,12 @@ def _forms(words: tuple[Word, ...]) -> list[str]:
 
 def _vanishing(words: tuple[Word, ...]) -> list[tuple[Word, ...]] | None:
     """The command's words for each choice among those that may expand to no word at all (an
-    unquoted ``$X``, ``"$@"``, the arguments xargs reads), gone or not; None past
-    MAX_VANISHING of them."""
+    unquoted ``$X``, ``"$@"``, the arguments xargs reads, a glob under ``nullglob``), gone or
+    not; None past MAX_VANISHING of them."""
     could_go = [
-        i for i, w in enumerate(words) if i and w.splits and not w.pattern.replace(DYNAMIC, "")
+        i
+        for i, w in enumerate(words)
+        if i and (w.expands or (w.splits and not w.pattern.replace(DYNAMIC, "")))
     ]
     if len(could_go) > MAX_VANISHING:
         return None

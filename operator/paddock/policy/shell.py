@@ -11,7 +11,6 @@ or the difference is reported as a hazard. Nothing here runs the command.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -19,9 +18,9 @@ from typing import Any
 from paddock.policy import arith
 from paddock.policy import redirects as redirects_
 from paddock.policy.arith import Reading
-from paddock.policy.builtins import NAMEREF, NAMEREF_DECLARING
+from paddock.policy.builtins import COMPOUND, NAMEREF, NAMEREF_DECLARING
 from paddock.policy.redirects import FileWrite
-from paddock.policy.shfmt import ShellSyntaxError, syntax_tree
+from paddock.policy.shfmt import ShellSyntaxError, nodes, syntax_tree
 from paddock.policy.words import DYNAMIC, Word, source, word, words
 
 Node = dict[str, Any]
@@ -147,21 +146,26 @@ class _Reader:
         self.redirects: list[Node] = []
         self.stdin: dict[int, tuple[Word | None, bool]] = {}  # by id() of a statement's command
         self.associative: set[str] = set()  # arrays declared -A: their keys are text
+        self.arrays: set[str] = set()  # names given arrays: (...) or declare -a/-A
+        self.unquoted_arrays: list[tuple[str, str]] = []  # declare a="$v": the name, the text
         self.timed: set[int] = set()  # id() of a command after ``time --``: bash skips the --
         self._evaluate(
             "bash's integer variables", Reading(names=set(INTEGER_VARIABLES)), arith.ASSIGNED
         )
 
     def script(self) -> Script:
-        for node in _nodes(syntax_tree(self.data, "posix" if self.posix else "bash")):
+        for node in nodes(syntax_tree(self.data, "posix" if self.posix else "bash")):
             self._comments(node)
-            if isinstance(node.get("Cmd"), dict):  # a statement, seen before its command
-                redirects = node.get("Redirs") or []
-                self.stdin[id(node["Cmd"])] = redirects_.stdin(redirects, self.data)
-                self.redirects += redirects
+            if isinstance(node.get("Redirs"), list):  # a statement, seen before its command
+                self.redirects += node["Redirs"]  # (``>f`` alone is a statement with no command)
+            if isinstance(node.get("Cmd"), dict):
+                self.stdin[id(node["Cmd"])] = redirects_.stdin(node.get("Redirs") or [], self.data)
             read = _READERS.get(str(node.get("Type")))
             if read is not None:
                 getattr(self, read)(node)
+        self.hazards += [
+            Hazard(text, COMPOUND) for n, text in self.unquoted_arrays if n in self.arrays
+        ]
         return Script(
             tuple(self.commands),
             tuple(redirects_.writes(self.redirects, self.data)),
@@ -206,11 +210,15 @@ class _Reader:
                     declared.add(named)
                     if equals:
                         self.values.append((named, text if value.literal else None))
+                        if variant != "export":
+                            self._compound(named, Word(text, text), value.shown)
                 shown.append(value)
                 continue
             name, given = self._assign(arg)
             declared.add(name)
             source = self.source(arg)
+            if given is not None and variant != "export":
+                self._compound(name, given, source)
             if given is None or arg.get("Value") is None:
                 shown.append(Word(source, source, expands=given is None))
             else:
@@ -221,9 +229,21 @@ class _Reader:
             self.hazards.append(Hazard(self.source(node), NAMEREF))
         if "A" in flags:
             self.associative |= declared
+        if "a" in flags or "A" in flags:
+            self.arrays |= declared
         if "i" in flags:  # what an integer variable is given is evaluated as arithmetic
             self._evaluate(self.source(node), Reading(names=declared))
         self.commands.append(SimpleCommand(tuple(shown), self.source(node), declaration=True))
+
+    def _compound(self, name: str, value: Word, source: str) -> None:
+        """``declare a='(...)'``: bash reads a quoted value in parentheses, given to an array,
+        as its elements, and expands them again. Refused as written, and where a value only
+        known at run time may be one, for an array."""
+        ends = (value.pattern[:1], value.pattern[-1:])
+        if value.literal and ends == ("(", ")"):
+            self.hazards.append(Hazard(source, COMPOUND))
+        elif ends[0] in ("(", DYNAMIC) and ends[1] in (")", DYNAMIC) and not value.literal:
+            self.unquoted_arrays.append((name, source))
 
     def _named(self, value: Word, where: str) -> None:
         """A word bash takes as a variable's name (``NAME``, ``NAME=VALUE``, ``a[i]``)."""
@@ -247,6 +267,7 @@ class _Reader:
                 return name, Word("", "")
             self._value(name, value)
             return name, word(value, self.data)
+        self.arrays.add(name)
         for element in node["Array"].get("Elems") or []:
             self._arithmetic(element.get("Index"), source, array=name)
             if element.get("Value") is not None:
@@ -353,7 +374,7 @@ class _Reader:
         self.hazards.append(Hazard(self.source(node), COPROC))
 
     def _double_quoted(self, node: Node) -> None:
-        for inner in _nodes(node.get("Parts") or [], stop="CmdSubst"):
+        for inner in nodes(node.get("Parts") or [], stop="CmdSubst"):
             # Bash keeps these quotes as text, and expands what they hold; shfmt does not.
             if inner.get("Type") == "SglQuoted" and set(inner.get("Value", "")) & set('$`\\"}'):
                 reason = "single quotes inside a double-quoted ${...}: bash and the parser differ"
@@ -366,21 +387,6 @@ class _Reader:
             if "\n" in text or text.endswith("\\"):
                 reason = "a comment ending in a backslash: bash ends it at the line's end"
                 self.hazards.append(Hazard("#" + text.split("\n", 1)[0], reason))
-
-
-def _nodes(tree: Any, stop: str | None = None) -> Iterator[Node]:
-    """Every node of the tree, in source order: a command nested anywhere is found (not
-    below a node of type ``stop``). A stack, not recursion: nesting as deep as shfmt accepts
-    is fine."""
-    stack: list[Any] = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            yield node
-            if stop is None or node.get("Type") != stop:
-                stack.extend(reversed(list(node.values())))
-        elif isinstance(node, list):
-            stack.extend(reversed(node))
 
 
 def _opaque(text: str) -> Word:

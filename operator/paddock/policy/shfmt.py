@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sysconfig
 import threading
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -93,3 +94,18 @@ def _read(process: subprocess.Popen[bytes], data: bytes) -> bytes | None:
         if size > MAX_TREE_BYTES:
             return None
     return b"".join(chunks)
+
+
+def nodes(tree: Any, stop: str | None = None) -> Iterator[Node]:
+    """Every node of the tree, in source order: a command nested anywhere is found (not
+    below a node of type ``stop``). A stack, not recursion: nesting as deep as shfmt accepts
+    is fine."""
+    stack: list[Any] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            if stop is None or node.get("Type") != stop:
+                stack.extend(reversed(list(node.values())))
+        elif isinstance(node, list):
+            stack.extend(reversed(node))

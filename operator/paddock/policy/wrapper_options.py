@@ -208,6 +208,9 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
 READ_AS = {"bash": Shell.BASH, "sh": Shell.DASH, "dash": Shell.DASH}
 STARTUP_FILES = _opts("--rcfile --init-file")
 SHELL_LONG_FLAGS = _opts(
-    "--norc --noprofile --login --posix --restricted --verbose --noediting --debugger "
-    "--dump-strings --dump-po-strings --protected"
+    "--norc --noprofile --login --restricted --verbose --noediting --dump-strings "
+    "--dump-po-strings --protected"
 )
+# Not followed: POSIX mode's reading, the debugger (it loads code of its own), an interactive
+# shell (it expands aliases and history, and reads startup files).
+SHELL_UNMODELLED = _opts("--posix --debugger --interactive -i")

@@ -3,8 +3,7 @@ runs, so that the policy judges that too.
 
 A wrapper's options are read from a table of the options each one has. An option not in the
 table might take a value, and then the command it runs is not the word after it: such a
-command cannot be told, and the engine denies it rather than guess.
-"""
+command cannot be told, and the engine denies it rather than guess."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ from paddock.policy.words import DYNAMIC, Word
 from paddock.policy.wrapper_options import (
     READ_AS,
     SHELL_LONG_FLAGS,
+    SHELL_UNMODELLED,
     SHELLS,
     STARTUP_FILES,
     WRAPPERS,
@@ -52,8 +52,7 @@ def runs(
     """What the command of these words runs besides itself, or None when it runs nothing else
     (a plain command, or a wrapper with nothing to run). ``words[0]`` is a literal name;
     ``stdin`` the here-document it is fed, if any (a shell runs it as a script), and
-    ``stdin_file`` whether its stdin is a file; ``shell`` the shell running it (``eval``
-    reads its text as that shell)."""
+    ``stdin_file`` whether its stdin is a file; ``shell`` the shell running it (for eval)."""
     name = words[0].pattern.rsplit("/", 1)[-1]
     args = words[1:]
     if name == "busybox" and args and args[0].pattern in SHELLS:
@@ -66,7 +65,7 @@ def runs(
         args = args[1:] if args and args[0].pattern == "--" else args
         return [_script(args, "eval", shell)] if args else None
     if name == "trap":
-        return _trap(args)
+        return _trap(args, shell)
     if name in ("source", "."):
         args = args[1:] if args and args[0].pattern == "--" else args
         return _file(name, args[0]) if args else None
@@ -85,8 +84,7 @@ def runs(
 
 
 def _script(args: tuple[Word, ...], what: str, shell: Shell = Shell.BASH) -> Runs | Unknown:
-    """Shell text made of words (eval joins them with spaces, as bash does), read by
-    ``shell``."""
+    """Shell text made of words (eval joins them with spaces), read by ``shell``."""
     unknown = next((word for word in args if not word.literal), None)
     if unknown is not None:
         return Unknown(f"{what} runs text that is only known at run time: {unknown.shown}")
@@ -127,6 +125,8 @@ def _shell(
             text = f"-{text}"  # bash reads -login as --login
         if text in STARTUP_FILES:
             return [Unknown(f"{name} {text} runs the code of a file")]
+        if text in SHELL_UNMODELLED or (text[0] == "-" and text[1] != "-" and "i" in text):
+            return [Unknown(f"{name} {text}: Paddock does not follow how it then reads")]
         if text.startswith("--"):
             if text not in SHELL_LONG_FLAGS:
                 return [Unknown(f"{name} has an option Paddock does not know: {text}")]
@@ -167,11 +167,10 @@ def _file(name: str, path: Word) -> list[Runs | Unknown] | None:
     return [Unknown(f"{name} runs a script only known at run time: {path.shown}")]
 
 
-def _trap(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
-    """``trap [-lp] [--] [ACTION] SIGNAL...``: ACTION is a script the shell runs later, at a
-    signal, an error, before each command (DEBUG) or at its end, with whatever the variables
-    then hold: the engine does not follow it. ``''`` ignores a signal, ``-`` (and a lone
-    operand) resets it; ``-l`` and ``-p`` only print."""
+def _trap(args: tuple[Word, ...], shell: Shell) -> list[Runs | Unknown] | None:
+    """``trap [-lp] [--] [ACTION] SIGNAL...``: ACTION runs later as ``eval`` would (judged
+    with every value its variables get anywhere in the command). ``''`` ignores a signal, ``-``
+    (and a lone operand) resets it; ``-l`` and ``-p`` only print."""
     if any(not word.single for word in args):
         return [Unknown("trap is given words only known at run time")]
     rest = list(args)
@@ -184,7 +183,7 @@ def _trap(args: tuple[Word, ...]) -> list[Runs | Unknown] | None:
         return None  # lists or prints traps: the rest are signals
     if len(rest) < 2 or (rest[0].literal and rest[0].pattern in ("-", "")):
         return None  # resets or ignores signals
-    return [Unknown(f"trap {rest[0].shown}: code run later, at a signal or the shell's end")]
+    return [_script(tuple(rest[:1]), "trap", shell)]
 
 
 def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
