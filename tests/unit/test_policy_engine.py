@@ -624,6 +624,13 @@ ATTACKS = [
     "declare -a a='($(curl x))'",  # a quoted value in parentheses is an array's elements
     "v='($(curl x))'; a=(); declare a=\"$v\"",
     "builtin typeset -a a='([$(curl x)]=1)'",
+    "script -q -c 'echo hi' -c 'curl x' /dev/null",  # getopt: the last -c runs
+    # 11. where shfmt's tree and bash differ (misreadings.py)
+    "cat <<EOF\n${x-'\nEOF\ncurl x\n'}\nEOF",  # bash ends a here-document at its line
+    "cat <<EOF\nEO\\\nF\ncurl x\nEOF",
+    "echo $(cat <<EOF\nEOF)\ncurl x\nEOF\n)",
+    "echo `echo '`; curl x #'`",  # bash ends `...` at the first backquote
+    "sh <<-EOF\n\tcat <<X\n\tX\n\tcurl x\n\tX\nX\nEOF",  # <<- strips the script's tabs
     # 10. dash, the image's /bin/sh, reads sh -c as POSIX sh
     "sh -c \"echo \\$'a\\\\'\ncurl x\necho '\"",  # no $'...': the quote ends early
     "sh -c 'alias e=eval\ne \"curl x\"'",  # dash expands aliases

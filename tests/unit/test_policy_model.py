@@ -37,6 +37,8 @@ OUTSIDE = {
     "declare -a a='($(ls))'": "a declared value in parentheses",
     "v='(x)'; a=(); declare a=\"$v\"": "a declared value in parentheses",
     "builtin typeset -a a='(x)'": "a declared value in parentheses",
+    "script -q -c 'echo hi' -c 'ls' /dev/null": "given the command it runs more than once",
+    "script -q --command=ls --command='echo hi' /dev/null": "more than once",
     "set -k; ls": "set -k",
     "set +o braceexpand": "set +o braceexpand",
     "declare -n r=A": "a nameref",
@@ -197,3 +199,45 @@ def test_a_statement_of_redirections_alone_writes_its_file(command: str) -> None
     )
     assert evaluate(closed, command).decision == DENY
     assert "file-write" in evaluate(closed, command).explain()
+
+
+# Where shfmt's tree and bash read the text differently: refused (misreadings.py).
+MISREAD = [
+    "cat <<EOF\n${x-'\nEOF\ncurl x\n'}\nEOF",  # bash ends the body at the first EOF line
+    "cat <<EOF\n$(cat <<'X'\nEOF\ncurl x\nX\n)\nEOF",
+    "cat <<EOF\nEO\\\nF\ncurl x\nEOF",  # backslash-newline joined: the line is EOF
+    "echo $(cat <<EOF\nEOF)\ncurl x\nEOF\n)",  # in $(...), EOF) ends it too
+    "cat <<-EOF\n\t${x-'\n\tEOF\ncurl x\n'}\nEOF",  # <<-: tabs stripped first
+    "echo `echo '`; curl x #'`",  # bash ends `...` at the first backquote
+    "x=`: '`; curl x #'`",
+    "echo `cat <<'E'\n`; curl x\nE\n`",
+    "trap 'echo `echo '\"'\"'`; curl x #'\"'\"'`' EXIT",
+    "!(curl x)",  # bash: ! and a subshell; shfmt: an extended glob
+]
+
+
+@pytest.mark.parametrize("command", MISREAD)
+def test_text_shfmt_and_bash_read_differently_is_refused(command: str) -> None:
+    open_policy = SandboxPolicySpec.model_validate(
+        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "allow"}}
+    )
+    verdict = evaluate(open_policy, command)
+    assert verdict.decision == DENY
+    assert "unparsable" in verdict.explain()
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat <<EOF\nhello $USER\nEOF", "cat <<-EOF\n\thello\n\tEOF", "echo `date`",
+     'echo "`date +%s`"', "echo `echo \\`date\\``", "cat <<'EOF'\n$(x) `y`\nEOF",
+     "cat <<EOF\nEOFX\nEOF"],
+)  # fmt: skip
+def test_here_documents_and_backquotes_read_alike_stay_allowed(command: str) -> None:
+    assert evaluate(DENY_LIST, command).decision == ALLOW
+
+
+def test_a_here_document_a_shell_reads_loses_its_tabs_for_dash_minus() -> None:
+    """``sh <<-EOF``: the script is the body with each line's leading tabs gone."""
+    command = "sh <<-EOF\n\tcat <<X\n\tX\n\tcurl x\n\tX\nX\nEOF"
+    assert evaluate(DENY_LIST, command).decision == DENY
+    assert "curl x" in [p.text for p in evaluate(DENY_LIST, command).parts]

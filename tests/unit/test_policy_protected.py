@@ -61,6 +61,19 @@ POLICY = SandboxPolicySpec.model_validate(
         "cd ~ && cd .codex && echo x > config.toml",
         "command cd -P -- ~/.gemini; echo x > settings.json",
         "cd /tmp; bash -c 'echo x > ../home/paddock/.profile'",
+        "cd a; cd b; cd c; cd d; cd ~/.claude && echo x > settings.json",
+        'cd "$HOME" && echo x >> .bashrc',
+        "cd $HOME/.claude && echo x > settings.json",
+        "CDPATH=~ cd .claude && echo x > settings.json",  # CDPATH: not followed, denied
+        "OLDPWD=~; cd -; echo x >> .bashrc",
+        "cd && echo x >> ~+/.bashrc",  # the directory it is in
+        "cd /tmp; cd; cd /; echo x >> ~-/.bashrc",  # ... or was in
+        "cd; echo x >> $PWD/.bashrc",
+        "echo x >> ${HOME%/}/.bashrc",  # an operator on a known variable: its value
+        "echo x >> ~paddock/.bashrc",  # the sandbox's user's HOME
+        "echo x >> ~/.bashr[c]",  # bash globs a target that matches one file
+        "echo x > ~/.clau[d]e/settings.json",
+        ">> ~/.bashrc",  # a statement of a redirection alone
     ],
 )
 def test_a_write_into_the_gates_or_a_clis_settings_is_denied_whatever_file_write_says(

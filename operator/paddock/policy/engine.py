@@ -12,7 +12,6 @@ deny > ask > allow. Within one command, rules take precedence deny > ask > allow
 from __future__ import annotations
 
 import itertools
-import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -22,7 +21,7 @@ from paddock.api.policy import Capabilities, CommandRules, Decision, SandboxPoli
 from paddock.policy import arith, builtins, environment, git
 from paddock.policy.globs import always_matches, could_match
 from paddock.policy.outcomes import Runs, Shell, Unknown
-from paddock.policy.protected import HOME, WORKSPACE, protected_place
+from paddock.policy.protected import HOME, WORKSPACE, directory, protected_place, relative
 from paddock.policy.shell import DYNAMIC, Evaluated, ShellSyntaxError, Word, parse
 from paddock.policy.wrappers import judged_itself, runs
 
@@ -222,10 +221,13 @@ class _Judge:
             file_write(self.capabilities, target, self.protect, directories=directories)
             for target in self.writes
         ]
-        if self.protect and (len(directories) > MAX_DIRECTORIES or "CDPATH" in self.values):
+        moved = {"CDPATH", "PWD", "OLDPWD"} & self.values.keys()
+        if self.protect and (len(directories) > MAX_DIRECTORIES or moved):
             lost = "protected: from a directory Paddock does not follow (CDPATH, or many cd)"
-            relative = [t for t in self.writes if not t.startswith(("/", "~", "$"))]
-            parts += [Part(PartKind.FILE_WRITE, target, Decision.DENY, lost) for target in relative]
+            from_here = [t for t in self.writes if relative(t)]
+            parts += [
+                Part(PartKind.FILE_WRITE, target, Decision.DENY, lost) for target in from_here
+            ]
         return parts
 
     def changes_directory(self, args: tuple[Word, ...]) -> None:
@@ -236,12 +238,11 @@ class _Judge:
             w for w in args if not (w.literal and w.pattern.startswith("-") and w.pattern != "-")
         ]
         target = operands[0] if operands else Word(HOME, "~")
-        if not target.literal or target.pattern == "-" or len(self.directories) > MAX_DIRECTORIES:
+        if target.pattern == "-" or len(self.directories) > MAX_DIRECTORIES:
             return
-        self.directories |= {
-            "/" + posixpath.normpath(posixpath.join(d, target.pattern)).lstrip("/")
-            for d in self.directories
-        }
+        text = target.pattern if target.literal else target.shown
+        reached = {directory(text, d) for d in self.directories}
+        self.directories |= {d for d in reached if d is not None}
 
     def assigned(
         self, name: str, value: str | None, depth: int, aliases: frozenset[str]

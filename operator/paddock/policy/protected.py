@@ -11,6 +11,7 @@ writes files itself is not caught here."""
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 
@@ -40,7 +41,12 @@ PLACES = {
     f"{HOME}/.local/share/opencode": "OpenCode's data and the programs it downloads",
     **{f"{HOME}/{name}": "the shell's startup files" for name in SHELL_STARTUP},
 }
-_LEADING_VARIABLE = re.compile(r"^\$(?:\{(\w+)\}|(\w+))")
+# A leading $NAME or ${NAME...} (with an operator, ${HOME%/}, read as NAME's value).
+_LEADING_VARIABLE = re.compile(r"^\$(?:\{(\w+)[^}]*\}|(\w+))")
+# What names the directory the shell is in (or was in): a path from there.
+CURRENT = frozenset({"~+", "~-", "PWD", "OLDPWD"})
+USER = "paddock"  # the sandbox's user: ~paddock is HOME
+_GLOB = frozenset("*?[")
 
 
 def protected_place(
@@ -54,9 +60,36 @@ def protected_place(
     paths.add(_normal(target) if literal else None)
     for path in filter(None, paths):
         for place, what in PLACES.items():
-            if path == place or path.startswith(place + "/"):
+            if _names(path, place):
                 return what
     return None
+
+
+def relative(target: str) -> bool:
+    """Whether the path is read from the directory the shell is in."""
+    found = _LEADING_VARIABLE.match(target)
+    if found:
+        return (found.group(1) or found.group(2)) in CURRENT
+    return not target.startswith(("/", "~")) or target.split("/", 1)[0] in CURRENT
+
+
+def directory(target: str, base: str) -> str | None:
+    """Where ``cd TARGET`` goes from ``base``, where it can be told (a literal path, ``~``,
+    the known variables)."""
+    return _resolved(target, base)
+
+
+def _names(path: str, place: str) -> bool:
+    """Whether the path is the place or in it; a glob (bash globs a redirection's target
+    that matches one file), whether it may match it or a path in it."""
+    if path == place or path.startswith(place + "/"):
+        return True
+    if not _GLOB & set(path):
+        return False
+    parts = path.split("/")
+    return any(
+        fnmatch.fnmatchcase(place, "/".join(parts[:end])) for end in range(2, len(parts) + 1)
+    )
 
 
 def _normal(target: str, base: str = WORKSPACE) -> str:
@@ -69,11 +102,15 @@ def _normal(target: str, base: str = WORKSPACE) -> str:
 def _resolved(target: str, base: str = WORKSPACE) -> str | None:
     """``target`` as an absolute path, where it can be told (``~``, the known variables, a
     path relative to ``base``); None where it starts with anything else unknown."""
-    if target == "~" or target.startswith("~/"):
-        target = HOME + target[1:]
+    first, _, rest = target.partition("/")
+    if first in ("~", f"~{USER}"):
+        target = "/".join((HOME, rest)) if rest else HOME
+    elif first in CURRENT:
+        target = "/".join((".", rest))
     found = _LEADING_VARIABLE.match(target)
     if found:
-        value = KNOWN.get(found.group(1) or found.group(2))
+        name = found.group(1) or found.group(2)
+        value = base if name in CURRENT else KNOWN.get(name)
         if value is None:
             return None
         target = value + target[found.end() :]

@@ -56,7 +56,8 @@ def plain_file(target: Word) -> bool:
 
 def _here_document(redirect: Node, data: bytes) -> Word:
     """A here-document's text: as written when its delimiter is quoted; else with
-    ``\\$ \\` \\\\`` and backslash-newline unescaped, and its expansions known at run time."""
+    ``\\$ \\` \\\\`` and backslash-newline unescaped, and its expansions known at run time;
+    each line's leading tabs gone for ``<<-``."""
     delimiter = redirect.get("Word") or {}
     quoted = any(
         part["Type"] != "Lit" or "\\" in part.get("Value", "")
@@ -73,7 +74,13 @@ def _here_document(redirect: Node, data: bytes) -> Word:
         else:
             pattern.append(DYNAMIC)
             shown.append(source(part, data))
+    if redirect["Op"] == "<<-":
+        return Word(_untabbed("".join(pattern)), _untabbed("".join(shown)))
     return Word("".join(pattern), "".join(shown))
+
+
+def _untabbed(text: str) -> str:
+    return re.sub(r"(^|\n)\t+", r"\1", text)
 
 
 def _default_fd(op: str) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from paddock.policy import arith
+from paddock.policy import arith, misreadings
 from paddock.policy import redirects as redirects_
 from paddock.policy.arith import Reading
 from paddock.policy.builtins import COMPOUND, NAMEREF, NAMEREF_DECLARING
@@ -156,6 +156,9 @@ class _Reader:
     def script(self) -> Script:
         for node in nodes(syntax_tree(self.data, "posix" if self.posix else "bash")):
             self._comments(node)
+            misread = misreadings.problem(node, self.data)
+            if misread:
+                raise ShellSyntaxError(misread)
             if isinstance(node.get("Redirs"), list):  # a statement, seen before its command
                 self.redirects += node["Redirs"]  # (``>f`` alone is a statement with no command)
             if isinstance(node.get("Cmd"), dict):

@@ -202,6 +202,13 @@ WRAPPERS: dict[str, Wrapper] = {
     ),
     "valgrind": Wrapper(optional=frozenset(), long_values=True),
 }
+FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+# Commands judged as themselves as well as by what they run.
+JUDGED_ITSELF = frozenset({"find", "git", "source", "."})
+# Where the wrappers' own programs are: a path elsewhere (./nohup) is a file of its own.
+PROGRAM_DIRECTORIES = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
+REPLACED = "{}"  # what find -exec and xargs -i replace with a file name or an input line
+APPLETS = frozenset({"busybox", "toybox"})  # multi-call programs: the first word is the command
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
 # The shells whose language the engine reads; the others' (zsh, ksh, mksh, busybox's ash)
 # differ from both in ways it does not follow (zsh's glob qualifiers run code).

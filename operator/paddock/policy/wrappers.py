@@ -10,27 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from paddock.policy import git
-from paddock.policy.builtins import unmodelled_option
 from paddock.policy.outcomes import Runs, Shell, Unknown
-from paddock.policy.redirects import plain_file
+from paddock.policy.shells import read_shell, script, script_file, trap, unknown_option
 from paddock.policy.words import DYNAMIC, Word
 from paddock.policy.wrapper_options import (
+    APPLETS,
+    FIND_EXEC,
+    JUDGED_ITSELF,
+    PROGRAM_DIRECTORIES,
     READ_AS,
-    SHELL_LONG_FLAGS,
-    SHELL_UNMODELLED,
+    REPLACED,
     SHELLS,
-    STARTUP_FILES,
     WRAPPERS,
     Wrapper,
 )
-
-FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-# Commands judged as themselves as well as by what they run.
-JUDGED_ITSELF = frozenset({"find", "git", "source", "."})
-# Where the wrappers' own programs are: a path elsewhere (./nohup) is a file of its own.
-PROGRAM_DIRECTORIES = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
-REPLACED = "{}"  # what find -exec and xargs -i replace with a file name or an input line
-APPLETS = frozenset({"busybox", "toybox"})  # multi-call programs: the first word is the command
 
 
 def judged_itself(name: Word) -> bool:
@@ -60,15 +53,15 @@ def runs(
     if name in SHELLS:
         if name not in READ_AS:
             return [Unknown(f"{name}: Paddock reads only bash's and dash's language")]
-        return _shell(name, args, stdin, stdin_file)
+        return read_shell(name, args, stdin, stdin_file)
     if name == "eval":
         args = args[1:] if args and args[0].pattern == "--" else args
-        return [_script(args, "eval", shell)] if args else None
+        return [script(args, "eval", shell)] if args else None
     if name == "trap":
-        return _trap(args, shell)
+        return trap(args, shell)
     if name in ("source", "."):
         args = args[1:] if args and args[0].pattern == "--" else args
-        return _file(name, args[0]) if args else None
+        return script_file(name, args[0]) if args else None
     if name in APPLETS and args and not args[0].pattern.startswith("-"):
         return [Runs(words=args)]  # busybox wget: the applet is the command
     if name == "git":
@@ -81,109 +74,6 @@ def runs(
     if wrapper.permutes:
         return _permuting(name, wrapper, args, stdin)
     return _wrapped(name, wrapper, args, stdin, stdin_file)
-
-
-def _script(args: tuple[Word, ...], what: str, shell: Shell = Shell.BASH) -> Runs | Unknown:
-    """Shell text made of words (eval joins them with spaces), read by ``shell``."""
-    unknown = next((word for word in args if not word.literal), None)
-    if unknown is not None:
-        return Unknown(f"{what} runs text that is only known at run time: {unknown.shown}")
-    return Runs(script=" ".join(word.pattern for word in args), shell=shell)
-
-
-def _unknown_option(name: str, word: Word) -> list[Runs | Unknown]:
-    return [
-        Unknown(
-            f"{name} is given a word only known at run time where an option may be: {word.shown}"
-        )
-    ]
-
-
-def _shell(
-    name: str, args: tuple[Word, ...], stdin: Word | None, stdin_file: bool
-) -> list[Runs | Unknown] | None:
-    """``bash -c TEXT``: TEXT is a script (``sh -c``'s read as dash reads it, or as either
-    shell for the ``sh`` of su, whose user's shell may be either); so is a here-document a
-    shell reads as its script. A shell that runs a file, or reads a file on stdin, is judged
-    as the shell command itself; one that reads stdin from elsewhere (a pipe) runs what
-    cannot be told."""
-    shell = READ_AS.get(name, Shell.EITHER)
-    index, command_mode, reads_stdin = 0, False, False
-    while index < len(args):
-        if not args[index].literal:
-            return _unknown_option(name, args[index])
-        text = args[index].pattern
-        if text == "-":  # the end of the options: the script is read from stdin
-            reads_stdin = True
-            index += 1
-            break
-        if text == "--" or not text.startswith(("-", "+")) or text == "+":
-            break
-        if text in STARTUP_FILES:
-            return [Unknown(f"{name} {text} runs the code of a file")]
-        if name == "bash" and f"-{text}" in STARTUP_FILES | SHELL_LONG_FLAGS:
-            text = f"-{text}"  # bash reads -login as --login
-        if text in STARTUP_FILES:
-            return [Unknown(f"{name} {text} runs the code of a file")]
-        if text in SHELL_UNMODELLED or (text[0] == "-" and text[1] != "-" and "i" in text):
-            return [Unknown(f"{name} {text}: Paddock does not follow how it then reads")]
-        if text.startswith("--"):
-            if text not in SHELL_LONG_FLAGS:
-                return [Unknown(f"{name} has an option Paddock does not know: {text}")]
-            index += 1
-            continue
-        # A cluster of one-letter options (``-xc``, ``-co posix``): each o or O in it takes
-        # the next word as its value, in turn; the command of -c is the first word after. An
-        # option that changes how the shell reads its script is not followed.
-        flags = text[1:]
-        cluster = args[index : index + 1 + sum(flags.count(flag) for flag in "oO")]
-        changed = unmodelled_option(cluster)
-        if changed:
-            return [Unknown(f"{name}: {changed.removeprefix('set ')} changes how it reads")]
-        command_mode = command_mode or "c" in flags
-        reads_stdin = reads_stdin or "s" in flags
-        index += len(cluster)
-    if index < len(args) and args[index].pattern == "--":
-        index += 1
-    if command_mode:
-        if index >= len(args):
-            return [Unknown(f"{name} -c is given no command")]
-        return [_script(args[index : index + 1], f"{name} -c", shell)]
-    if index < len(args) and not reads_stdin:
-        return _file(name, args[index])
-    if stdin_file:
-        return None
-    if stdin is None:
-        return [Unknown(f"{name} reads its script from stdin, which is only known at run time")]
-    return [_script((stdin,), f"{name}'s here-document", shell)]
-
-
-def _file(name: str, path: Word) -> list[Runs | Unknown] | None:
-    """A script file a shell or ``source`` runs: judged as the command itself when it is a
-    file of its own (its content is not known either way), what cannot be told when it is
-    stdin or a process substitution in disguise (``bash /dev/stdin``, ``source <(...)``)."""
-    if plain_file(path):
-        return None
-    return [Unknown(f"{name} runs a script only known at run time: {path.shown}")]
-
-
-def _trap(args: tuple[Word, ...], shell: Shell) -> list[Runs | Unknown] | None:
-    """``trap [-lp] [--] [ACTION] SIGNAL...``: ACTION runs later as ``eval`` would (judged
-    with every value its variables get anywhere in the command). ``''`` ignores a signal, ``-``
-    (and a lone operand) resets it; ``-l`` and ``-p`` only print."""
-    if any(not word.single for word in args):
-        return [Unknown("trap is given words only known at run time")]
-    rest = list(args)
-    while rest and rest[0].literal and rest[0].pattern.startswith("-") and rest[0].pattern != "-":
-        option = rest.pop(0).pattern
-        if option == "--":
-            break
-        if not set(option[1:]) <= {"l", "p"}:
-            return [Unknown(f"trap is given an option Paddock does not read: {option}")]
-        return None  # lists or prints traps: the rest are signals
-    if len(rest) < 2 or (rest[0].literal and rest[0].pattern in ("-", "")):
-        return None  # resets or ignores signals
-    return [_script(tuple(rest[:1]), "trap", shell)]
 
 
 def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
@@ -227,7 +117,7 @@ def _options(
     while parsed.index < len(args):
         word = args[parsed.index]
         if not word.literal:
-            return _unknown_option(name, word)
+            return unknown_option(name, word)
         text = word.pattern
         if text == "--":
             parsed.index += 1
@@ -263,11 +153,30 @@ def _next_value(
 
 
 def _script_option(
-    name: str, option: str, attached: str, args: tuple[Word, ...], parsed: _Options
+    name: str,
+    wrapper: Wrapper,
+    option: str,
+    attached: str,
+    args: tuple[Word, ...],
+    parsed: _Options,
 ) -> list[Runs | Unknown]:
-    """``su -c CMD``, ``-cCMD``, ``--command=CMD``: the shell text it runs."""
+    """``su -c CMD``, ``-cCMD``, ``--command=CMD``: the shell text it runs. Given twice, the
+    last runs (getopt): not told."""
     rest = (Word(attached, attached),) if attached else args[parsed.index + 1 :]
-    return [_option_script(name, option, rest)]
+    later = args[parsed.index + (1 if attached else 2) :]
+    if any(_script_option_in(wrapper, word) for word in later):
+        return [Unknown(f"{name} may be given the command it runs more than once")]
+    return [_optionscript(name, option, rest)]
+
+
+def _script_option_in(wrapper: Wrapper, word: Word) -> bool:
+    """Whether the word gives a command (``-c``, ``-lc``, ``--command=...``), or may."""
+    text = word.pattern
+    if not word.literal or text.startswith("--"):
+        return not word.literal or text.partition("=")[0] in wrapper.script_options
+    return text.startswith("-") and any(
+        f"-{letter}" in wrapper.script_options for letter in text[1:]
+    )
 
 
 def _long(
@@ -279,7 +188,7 @@ def _long(
     if option in wrapper.no_command:
         return []
     if option in wrapper.script_options:
-        return _script_option(name, option, value, args, parsed)
+        return _script_option(name, wrapper, option, value, args, parsed)
     if option in wrapper.values and not has_value:
         return _next_value(name, option, args, parsed)
     if (
@@ -305,7 +214,7 @@ def _short(
         if option in wrapper.no_command:
             return []
         if option in wrapper.script_options:
-            return _script_option(name, option, rest, args, parsed)
+            return _script_option(name, wrapper, option, rest, args, parsed)
         if option in wrapper.values and not rest:
             return _next_value(name, option, args, parsed)
         if option in wrapper.values or option in wrapper.optional:
@@ -334,7 +243,7 @@ def _wrapped(
             return [Unknown(f"{name} is given a word that may become several: {args[index].shown}")]
         index += 1
     if name == "flock" and index < len(args) and args[index].pattern in ("-c", "--command"):
-        return [_option_script(name, args[index].pattern, args[index + 1 :])]
+        return [_optionscript(name, args[index].pattern, args[index + 1 :])]
     environment: list[tuple[str, str | None]] = []
     while wrapper.assignments and index < len(args) and "=" in args[index].pattern:
         variable, _, value = args[index].pattern.partition("=")
@@ -352,7 +261,7 @@ def _wrapped(
         return extra or ([Runs(environment=tuple(environment))] if environment else None)
     command = args[index:]
     if name == "watch" and "-x" not in given and "--exec" not in given:
-        return [*extra, _script(command, "watch", Shell.DASH)]  # handed to sh -c
+        return [*extra, script(command, "watch", Shell.DASH)]  # handed to sh -c
     replace = next((given[o] or REPLACED for o in ("-I", "-i", "--replace") if o in given), None)
     if replace is not None:
         command = _replaced(command, replace)
@@ -367,9 +276,9 @@ def _permuting(
     -c, ``runuser -u USER CMD`` runs CMD, ``su USER ARGS`` hands ARGS to a shell, and
     otherwise a shell reads its commands from stdin. ``-s SHELL`` names the program run as
     the shell: it is judged as a command too."""
-    shells = [_script((args[i + 1],), f"{name} -s") for i, w in enumerate(args[:-1])
+    shells = [script((args[i + 1],), f"{name} -s") for i, w in enumerate(args[:-1])
               if w.pattern in ("-s", "--shell")]  # fmt: skip
-    shells += [_script((Word(w.pattern[8:], w.shown[8:]),), f"{name} --shell")
+    shells += [script((Word(w.pattern[8:], w.shown[8:]),), f"{name} --shell")
                for w in args if w.pattern.startswith("--shell=")]  # fmt: skip
     found = _permuted(name, wrapper, args, stdin)
     return [*shells, *(found or [])] if shells else found
@@ -388,12 +297,12 @@ def _permuted(
         rest = rest[1:]
     if name == "script" or len(rest) < 2:
         return [Unknown(f"{name} runs a shell that reads its commands from stdin")]
-    return _shell(f"{name}'s shell", rest[1:], stdin, False)
+    return read_shell(f"{name}'s shell", rest[1:], stdin, False)
 
 
-def _option_script(name: str, option: str, rest: tuple[Word, ...]) -> Runs | Unknown:
+def _optionscript(name: str, option: str, rest: tuple[Word, ...]) -> Runs | Unknown:
     """``su -c CMD``, ``flock -c CMD``, ``script -c CMD``: run by a user's shell, ``$SHELL``
     or ``/bin/sh``, so read as either."""
     if not rest:
         return Unknown(f"{name} {option} is given no command")
-    return _script(rest[:1], f"{name} {option}", Shell.EITHER)
+    return script(rest[:1], f"{name} {option}", Shell.EITHER)
