@@ -241,3 +241,35 @@ def test_a_here_document_a_shell_reads_loses_its_tabs_for_dash_minus() -> None:
     command = "sh <<-EOF\n\tcat <<X\n\tX\n\tcurl x\n\tX\nX\nEOF"
     assert evaluate(DENY_LIST, command).decision == DENY
     assert "curl x" in [p.text for p in evaluate(DENY_LIST, command).parts]
+
+
+@pytest.mark.parametrize(
+    ("command", "written"),
+    [("\\time -o out true", "out"), ("strace -o trace.txt true", "trace.txt"),
+     ("ltrace -o l.txt true", "l.txt"), ("valgrind --log-file=v.txt true", "v.txt"),
+     ("flock /tmp/lock true", "/tmp/lock"), ("script -q -c 'echo hi'", "typescript"),
+     ("script -q -c 'echo hi' log.txt", "log.txt")],
+)  # fmt: skip
+def test_a_file_a_wrapper_writes_itself_is_judged_as_a_write(command: str, written: str) -> None:
+    closed = SandboxPolicySpec.model_validate(
+        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
+    )
+    parts = evaluate(closed, command).parts
+    assert ("file-write", written) in [(p.kind, p.text) for p in parts]
+
+
+@pytest.mark.parametrize("command", ["flock 9 true", "script -q /dev/null -c 'echo hi'"])
+def test_a_wrapper_writing_no_file_writes_none(command: str) -> None:
+    closed = SandboxPolicySpec.model_validate(
+        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
+    )
+    assert evaluate(closed, command).decision == ALLOW
+
+
+def test_a_wrappers_write_into_a_protected_place_is_denied() -> None:
+    writes = SandboxPolicySpec.model_validate(
+        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "allow"}}
+    )
+    for command in ["strace -o ~/.bashrc true", "flock ~/.bash_logout true",
+                    "script -q -c 'echo x' ~/.bashrc"]:  # fmt: skip
+        assert evaluate(writes, command).decision == DENY

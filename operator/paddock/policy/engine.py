@@ -22,6 +22,7 @@ from paddock.policy import arith, builtins, environment, git
 from paddock.policy.globs import always_matches, could_match
 from paddock.policy.outcomes import Runs, Shell, Unknown
 from paddock.policy.protected import HOME, WORKSPACE, directory, protected_place, relative
+from paddock.policy.redirects import NOT_FILES
 from paddock.policy.shell import DYNAMIC, Evaluated, ShellSyntaxError, Word, parse
 from paddock.policy.wrappers import judged_itself, runs
 
@@ -313,6 +314,7 @@ class _Judge:
                 return [Part(PartKind.COMMAND, item.reason, self.rules.default, "default")]
             return [Part(PartKind.COMMAND, item.reason, self.anything, "cannot tell what runs")]
         parts: list[Part] = []
+        self.writes += [target for target in item.writes if target not in NOT_FILES]
         for name, value in item.environment:
             parts += self.assigned(name, value, depth, aliases)
         if item.script is not None:

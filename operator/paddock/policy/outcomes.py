@@ -30,6 +30,7 @@ class Runs:
     stdin_file: bool = False
     environment: tuple[tuple[str, str | None], ...] = ()
     shell: Shell = Shell.BASH
+    writes: tuple[str, ...] = ()  # files the wrapper writes itself (strace -o FILE)
 
 
 @dataclass(frozen=True)

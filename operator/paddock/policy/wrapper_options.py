@@ -26,6 +26,7 @@ class Wrapper:
     leading: int = 0  # operands before the options (setarch ARCH [options] command)
     bare_shell: bool = False  # given no command, it runs a shell that reads stdin (chroot DIR)
     shell_options: frozenset[str] = frozenset()  # ... or when given one of these (sudo -s)
+    outputs: frozenset[str] = frozenset()  # options whose value is a file it writes
 
 
 def _opts(text: str) -> frozenset[str]:
@@ -57,6 +58,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "time": Wrapper(
         values=_opts("-f --format -o --output"),
         flags=_opts("-a --append -p --portability -v --verbose -q --quiet"),
+        outputs=_opts("-o --output"),
     ),
     "xargs": Wrapper(
         values=_opts(
@@ -108,8 +110,13 @@ WRAPPERS: dict[str, Wrapper] = {
     "strace": Wrapper(
         values=_opts("-o -e -s -u -E -a -b -I -O -S -X -P"),
         flags=_opts("-f -ff -c -C -d -D -F -i -k -q -qq -r -t -tt -ttt -T -v -w -x -xx -y -yy"),
+        outputs=_opts("-o"),
     ),
-    "ltrace": Wrapper(values=_opts("-o -e -s -u -a -n"), flags=_opts("-f -c -C -i -r -S -t -T")),
+    "ltrace": Wrapper(
+        values=_opts("-o -e -s -u -a -n"),
+        flags=_opts("-f -c -C -i -r -S -t -T"),
+        outputs=_opts("-o"),
+    ),
     "unbuffer": Wrapper(flags=_opts("-p")),
     "su": Wrapper(
         values=_opts("-s --shell -g --group -G --supp-group -w --whitelist-environment"),
@@ -200,11 +207,14 @@ WRAPPERS: dict[str, Wrapper] = {
         ),
         leading=1,
     ),
-    "valgrind": Wrapper(optional=frozenset(), long_values=True),
+    "valgrind": Wrapper(
+        optional=frozenset(), long_values=True, outputs=_opts("--log-file --xml-file")
+    ),
 }
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 # Commands judged as themselves as well as by what they run.
-JUDGED_ITSELF = frozenset({"find", "git", "source", "."})
+# (script writes its typescript: a rule allows it, as it would tee.)
+JUDGED_ITSELF = frozenset({"find", "git", "source", ".", "script"})
 # Where the wrappers' own programs are: a path elsewhere (./nohup) is a file of its own.
 PROGRAM_DIRECTORIES = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
 REPLACED = "{}"  # what find -exec and xargs -i replace with a file name or an input line

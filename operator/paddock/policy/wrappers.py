@@ -71,9 +71,24 @@ def runs(
     wrapper = WRAPPERS.get(name)
     if wrapper is None:
         return None
+    if name == "script":  # it writes its typescript too
+        return [_typescript(wrapper, args), *(_permuting(name, wrapper, args, stdin) or [])]
     if wrapper.permutes:
         return _permuting(name, wrapper, args, stdin)
     return _wrapped(name, wrapper, args, stdin, stdin_file)
+
+
+def _typescript(wrapper: Wrapper, args: tuple[Word, ...]) -> Runs:
+    """The file ``script`` writes: its first operand (options read anywhere), else
+    ``typescript``."""
+    index = 0
+    while index < len(args):
+        text = args[index].pattern
+        if text == "--" or not text.startswith("-") or text == "-":
+            operand = args[index + (text == "--")] if index + (text == "--") < len(args) else None
+            return Runs(writes=(operand.shown if operand else "typescript",))
+        index += 2 if text in wrapper.values | wrapper.script_options else 1
+    return Runs(writes=("typescript",))
 
 
 def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
@@ -166,7 +181,7 @@ def _script_option(
     later = args[parsed.index + (1 if attached else 2) :]
     if any(_script_option_in(wrapper, word) for word in later):
         return [Unknown(f"{name} may be given the command it runs more than once")]
-    return [_optionscript(name, option, rest)]
+    return [_option_script(name, option, rest)]
 
 
 def _script_option_in(wrapper: Wrapper, word: Word) -> bool:
@@ -243,7 +258,7 @@ def _wrapped(
             return [Unknown(f"{name} is given a word that may become several: {args[index].shown}")]
         index += 1
     if name == "flock" and index < len(args) and args[index].pattern in ("-c", "--command"):
-        return [_optionscript(name, args[index].pattern, args[index + 1 :])]
+        return [_option_script(name, args[index].pattern, args[index + 1 :])]
     environment: list[tuple[str, str | None]] = []
     while wrapper.assignments and index < len(args) and "=" in args[index].pattern:
         variable, _, value = args[index].pattern.partition("=")
@@ -255,6 +270,10 @@ def _wrapped(
     output = given.get("-o", "")
     if name == "strace" and output.startswith(("|", "!")):
         extra.append(Runs(script=output[1:], shell=Shell.DASH))  # piped to sh -c CMD
+    elif files := [given[o].replace(DYNAMIC, "*") for o in wrapper.outputs if o in given]:
+        extra.append(Runs(writes=tuple(files)))  # (a value only known at run time: any file)
+    if name == "flock" and parsed.index < len(args) and not args[parsed.index].pattern.isdigit():
+        extra.append(Runs(writes=(args[parsed.index].shown,)))  # it creates its lock file
     if index >= len(args):
         if wrapper.bare_shell or any(option in given for option in wrapper.shell_options):
             return [Unknown(f"{name} with no command runs a shell that reads stdin")]
@@ -300,7 +319,7 @@ def _permuted(
     return read_shell(f"{name}'s shell", rest[1:], stdin, False)
 
 
-def _optionscript(name: str, option: str, rest: tuple[Word, ...]) -> Runs | Unknown:
+def _option_script(name: str, option: str, rest: tuple[Word, ...]) -> Runs | Unknown:
     """``su -c CMD``, ``flock -c CMD``, ``script -c CMD``: run by a user's shell, ``$SHELL``
     or ``/bin/sh``, so read as either."""
     if not rest:
