@@ -100,7 +100,8 @@ WRAPPERS = ["env", "env A=1", "timeout 1", "nohup", "nice", "command", "builtin"
 WORDS = ["x", "a.txt", "-n", "--", "$HOME", "$A", "${A:-rm}", "*", "'q'", '"q"', "$'\\x72m'",
          "$'\\162m'", "$'\\u0072m'", "$'\\562m'", "{rm,x}", "$(echo rm)", "`echo rm`",
          "$((1+2))", "~", "\\rm", "r''m", '"$(cat a.txt)"', "$(<a.txt)", "!", "#", "\\\n",
-         "$\\\n(echo rm)", "//dev/stdin", "/./proc/self/fd/0", "$0", "$@", "${!A}"]  # fmt: skip
+         "$\\\n(echo rm)", "//dev/stdin", "/./proc/self/fd/0", "$0", "$@", "${!A}", "'`'",
+         "\"'\"", "EOF", "\\`rm\\`", "~+/a.txt", "*.txt"]  # fmt: skip
 # Bash's syntax that dash reads otherwise (a name, two subshells, no brace expansion).
 BASHISMS = ["[[ -n x ]]", "A+=1", "let A=1", "declare A=rm", "((A=1))", 'echo $"rm"',
             "{ls,x}", "{rm,x} y", "echo ~+", "select x in a; do break; done",
@@ -160,7 +161,9 @@ def _extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     )
     shapes = ["( {} )", "{{ {}; }}", "if true; then {}; fi", "for i in 1; do {}; done",
               "case x in *) {};; esac", "g() {{ {}; }}; g", "echo $({})", "echo `{}`",
-              "cat <({})", "! {}", "coproc {}", "(({}))"]  # fmt: skip
+              "cat <({})", "! {}", "coproc {}", "(({}))", "cat <<EOF\n{}\nEOF",
+              "sh <<-EOF\n\t{}\n\tEOF", "bash <<'EOF'\n{}\nEOF", "echo \"`{}`\"",
+              "cat <<EOF\n$({})\nEOF", "x=`{}`"]  # fmt: skip
     shaped = st.builds(lambda shape, text: shape.format(text), st.sampled_from(shapes), inner)
     set_up = st.builds(lambda setup, text: setup + text, st.sampled_from(SETUPS), inner)
     return st.one_of(joined, quoted, shaped, set_up)

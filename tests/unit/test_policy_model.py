@@ -213,6 +213,10 @@ MISREAD = [
     "echo `cat <<'E'\n`; curl x\nE\n`",
     "trap 'echo `echo '\"'\"'`; curl x #'\"'\"'`' EXIT",
     "!(curl x)",  # bash: ! and a subshell; shfmt: an extended glob
+    'echo "$\\\n(curl x)"',  # bash joins the lines first: $(curl x)
+    "cat <<E\n$\\\n(curl x)\nE",
+    "cat <<true\r\ntrue\necho '$(curl x)'\ntrue\r\n",  # \r: a word character to bash
+    "cat <<E\n${x:-'$(curl x)'}\nE",  # quotes in ${...} in a body: text, and expanded
 ]
 
 
@@ -273,3 +277,29 @@ def test_a_wrappers_write_into_a_protected_place_is_denied() -> None:
     for command in ["strace -o ~/.bashrc true", "flock ~/.bash_logout true",
                     "script -q -c 'echo x' ~/.bashrc"]:  # fmt: skip
         assert evaluate(writes, command).decision == DENY
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["bash -c 'echo x >/dev/fd/0' <README", "eval 'echo x >/dev/fd/3' 3<README",
+     "sh -c 'echo x >/dev/fd/3' 3<README", "exec 3<README; eval 'echo x >/dev/fd/3'",
+     "eval 'exec 3<README'; echo x >/dev/fd/3", "find . -maxdepth 0 -fprint out",
+     "script -qc ls out.txt"],
+)  # fmt: skip
+def test_a_descriptor_opened_onto_a_file_anywhere_in_the_command_writes_it(command: str) -> None:
+    closed = SandboxPolicySpec.model_validate(
+        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
+    )
+    assert evaluate(closed, command).decision == DENY
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["echo x > /dev/stderr", "bash -c 'echo x >/dev/stderr'", "cat < f; echo x > /dev/stdout",
+     "script -qc 'make test' /dev/null", "script -qec 'npm test' /dev/null"],
+)  # fmt: skip
+def test_a_descriptor_left_as_it_came_writes_no_file(command: str) -> None:
+    closed = SandboxPolicySpec.model_validate(
+        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
+    )
+    assert evaluate(closed, command).decision == ALLOW

@@ -16,7 +16,8 @@ from paddock.sandboxes.policy import decide_policy
 
 # The policy of the issue's attacks: writes allowed, the attacks' commands allowed.
 POLICY = SandboxPolicySpec.model_validate(
-    {"commands": {"allow": ["echo *", "ls *", "cat *", "printf *", "tee *", "cd *", "pushd *"],
+    {"commands": {"allow": ["echo *", "ls *", "cat *", "printf *", "tee *", "cd *", "pushd *",
+                            "true", "make*", "find *", "script *", "strace *"],
                   "deny": ["touch pwned-*"], "default": "deny"}}
 )  # fmt: skip
 
@@ -74,6 +75,15 @@ POLICY = SandboxPolicySpec.model_validate(
         "echo x >> ~/.bashr[c]",  # bash globs a target that matches one file
         "echo x > ~/.clau[d]e/settings.json",
         ">> ~/.bashrc",  # a statement of a redirection alone
+        "echo x > /$HOME/.bashrc",  # a known variable anywhere in the path
+        "echo x > ${HOME%/paddock}/paddock/.bashrc",  # an operator: any text, a glob
+        "echo x > ${X:-~}/.bash_login",
+        "env -C /home/paddock bash -c 'echo x > .bashrc'",  # where a wrapper runs it
+        "sudo -D ~ sh -c 'echo x > .profile'",
+        "find ~/.cache -execdir sh -c 'echo x > .bashrc' \\;",  # each file's directory
+        "strace -o ~/.bashrc true",  # a wrapper's own file
+        "script -qc ls ~/.bashrc",
+        "script -q -O ~/.bashrc -c true",
     ],
 )
 def test_a_write_into_the_gates_or_a_clis_settings_is_denied_whatever_file_write_says(
@@ -98,6 +108,8 @@ def test_a_write_into_the_gates_or_a_clis_settings_is_denied_whatever_file_write
         'echo x > "$f"',  # not told: capabilities.fileWrite decides (documented)
         "cd build && echo x > out.txt",
         'cd "$d" && echo x > out.txt',  # (not followed: the read-only mounts hold)
+        "echo x > $OUT/log.txt",
+        "env -C build make > log.txt",
     ],
 )
 def test_other_writes_follow_file_write(command: str) -> None:

@@ -11,15 +11,21 @@ deny > ask > allow. Within one command, rules take precedence deny > ask > allow
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from paddock.api.policy import Capabilities, CommandRules, Decision, SandboxPolicySpec
-from paddock.policy import arith, builtins, environment, git
-from paddock.policy.globs import always_matches, could_match
+from paddock.policy import arith, builtins, environment
+from paddock.policy.globs import (
+    MAX_VANISHING,
+    always_matches,
+    could_match,
+    forms,
+    joined,
+    vanishing,
+)
 from paddock.policy.outcomes import Runs, Shell, Unknown
 from paddock.policy.protected import HOME, WORKSPACE, directory, protected_place, relative
 from paddock.policy.redirects import NOT_FILES
@@ -27,7 +33,6 @@ from paddock.policy.shell import DYNAMIC, Evaluated, ShellSyntaxError, Word, par
 from paddock.policy.wrappers import judged_itself, runs
 
 MAX_DEPTH = 8  # bash -c inside eval inside bash -c ...: deeper than this is denied
-MAX_VANISHING = 6  # words of one command that may expand to none: each choice is matched
 MAX_DIRECTORIES = 64  # directories a command may cd to, from which relative writes are read
 STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.DENY: 2}
 # What a sandbox with no SandboxPolicy may do: anything (the NetworkPolicy still applies).
@@ -154,7 +159,11 @@ class _Judge:
     pending: list[Evaluated] = field(default_factory=list)
     # The files the command writes, judged once every directory it may cd to is known.
     writes: list[str] = field(default_factory=list)
+    # Writes of /dev/fd/N whose script opened N onto no file: files where another did.
+    descriptor_writes: list[tuple[str, str]] = field(default_factory=list)
+    opened: set[str] = field(default_factory=set)
     directories: set[str] = field(default_factory=lambda: {WORKSPACE})
+    moved: bool = False  # to a directory that is not known
 
     def __post_init__(self) -> None:
         self._normal_scripts = {name: _normal(cmd) for name, cmd in self.scripts.items()}
@@ -208,7 +217,11 @@ class _Judge:
                 command.declaration,
                 shell,
             )
-        self.writes += [write.target.shown for write in parsed.writes]
+        self.writes += [w.target.shown for w in parsed.writes if w.descriptor is None]
+        self.descriptor_writes += [
+            (w.target.shown, w.descriptor) for w in parsed.writes if w.descriptor
+        ]
+        self.opened |= parsed.opened
         network = self.capabilities.network
         return parts + [
             Part(PartKind.NETWORK, c.shown, network, "capabilities.network")
@@ -218,11 +231,12 @@ class _Judge:
     def file_writes(self) -> list[Part]:
         """The files the command writes: a relative one from each directory it may be in."""
         directories = tuple(sorted(self.directories))
+        self.writes += [t for t, fd in self.descriptor_writes if {fd, "*"} & self.opened]
         parts = [
             file_write(self.capabilities, target, self.protect, directories=directories)
             for target in self.writes
         ]
-        moved = {"CDPATH", "PWD", "OLDPWD"} & self.values.keys()
+        moved = self.moved or {"CDPATH", "PWD", "OLDPWD"} & self.values.keys()
         if self.protect and (len(directories) > MAX_DIRECTORIES or moved):
             lost = "protected: from a directory Paddock does not follow (CDPATH, or many cd)"
             from_here = [t for t in self.writes if relative(t)]
@@ -243,7 +257,7 @@ class _Judge:
             return
         text = target.pattern if target.literal else target.shown
         reached = {directory(text, d) for d in self.directories}
-        self.directories |= {d for d in reached if d is not None}
+        self.directories |= {d for d in reached if d is not None and "*" not in d}
 
     def assigned(
         self, name: str, value: str | None, depth: int, aliases: frozenset[str]
@@ -315,6 +329,10 @@ class _Judge:
             return [Part(PartKind.COMMAND, item.reason, self.anything, "cannot tell what runs")]
         parts: list[Part] = []
         self.writes += [target for target in item.writes if target not in NOT_FILES]
+        if item.directory == "":  # find -execdir: each file's directory
+            self.moved = True
+        elif item.directory is not None and DYNAMIC not in item.directory:  # env -C DIR
+            self.changes_directory((Word(item.directory, item.directory),))
         for name, value in item.environment:
             parts += self.assigned(name, value, depth, aliases)
         if item.script is not None:
@@ -339,54 +357,20 @@ class _Judge:
         allow rule only when it matches whatever those parts are, and as written, and never
         a name holding white space (``'git status'`` is one program's name). A word that may
         expand to no word at all (``$X``, ``"$@"``) is matched both present and gone."""
-        variants = _vanishing(words)
+        variants = vanishing(words)
         if variants is None:
             return self.anything, f"more than {MAX_VANISHING} words that may expand to none"
         for decision in (Decision.DENY, Decision.ASK):
             for glob, expanded in self._rules[decision]:
                 if glob in aliases:
                     return decision, f"{decision}: {glob} (script)"
-                if any(could_match(expanded, form) for v in variants for form in _forms(v)):
+                if any(could_match(expanded, form) for v in variants for form in forms(v)):
                     return decision, f"{decision}: {glob}"
         for glob, expanded in self._rules[Decision.ALLOW]:
             if glob in aliases:
                 return Decision.ALLOW, f"allow: {glob} (script)"
             if any(space.isspace() for space in words[0].pattern):
                 break  # a name such as 'echo x' is a program of its own, not echo
-            if all(always_matches(expanded, _joined(variant)) for variant in variants):
+            if all(always_matches(expanded, joined(variant)) for variant in variants):
                 return Decision.ALLOW, f"allow: {glob}"
         return None
-
-
-def _joined(words: tuple[Word, ...]) -> str:
-    return " ".join(word.pattern for word in words)
-
-
-def _forms(words: tuple[Word, ...]) -> list[str]:
-    """The texts a deny or ask rule is matched against: as written, by the bare name, and
-    ``git``'s subcommand without git's own options (``git -C dir push`` is ``git push``)."""
-    written = _joined(words)
-    bare = " ".join((words[0].pattern.rsplit("/", 1)[-1], *(w.pattern for w in words[1:])))
-    forms = [written, bare]
-    if bare.startswith("git "):
-        subcommand = git.subcommand(words)
-        forms += [" ".join(("git", *(w.pattern for w in subcommand[1:])))] if subcommand else []
-    return forms
-
-
-def _vanishing(words: tuple[Word, ...]) -> list[tuple[Word, ...]] | None:
-    """The command's words for each choice among those that may expand to no word at all (an
-    unquoted ``$X``, ``"$@"``, the arguments xargs reads, a glob under ``nullglob``), gone or
-    not; None past MAX_VANISHING of them."""
-    could_go = [
-        i
-        for i, w in enumerate(words)
-        if i and (w.expands or (w.splits and not w.pattern.replace(DYNAMIC, "")))
-    ]
-    if len(could_go) > MAX_VANISHING:
-        return None
-    return [
-        tuple(word for i, word in enumerate(words) if i not in gone)
-        for size in range(len(could_go) + 1)
-        for gone in itertools.combinations(could_go, size)
-    ]

@@ -1,13 +1,18 @@
 """Policy globs: anchored, ``*`` matches any text (spaces and slashes too), everything else
 matches itself; a glob ending in `` *`` also matches the text without its last word (``git
 diff *`` matches ``git diff``). Matching is linear in the text, whatever the glob: no
-backtracking."""
+backtracking. And the texts a command is matched as: as written, by its bare name, git's
+subcommand, and with each choice of its words that may expand to none gone."""
 
 from __future__ import annotations
 
-from paddock.policy.shell import DYNAMIC
+import itertools
+
+from paddock.policy import git
+from paddock.policy.shell import DYNAMIC, Word
 
 STAR = "*"
+MAX_VANISHING = 6  # words of one command that may expand to none: each choice is matched
 
 
 def always_matches(glob: str, pattern: str) -> bool:
@@ -57,3 +62,37 @@ def _matches(parts: list[str], text: str) -> bool:
             return False
         position = found + len(piece)
     return True
+
+
+def joined(words: tuple[Word, ...]) -> str:
+    return " ".join(word.pattern for word in words)
+
+
+def forms(words: tuple[Word, ...]) -> list[str]:
+    """The texts a deny or ask rule is matched against: as written, by the bare name, and
+    ``git``'s subcommand without git's own options (``git -C dir push`` is ``git push``)."""
+    written = joined(words)
+    bare = " ".join((words[0].pattern.rsplit("/", 1)[-1], *(w.pattern for w in words[1:])))
+    forms = [written, bare]
+    if bare.startswith("git "):
+        subcommand = git.subcommand(words)
+        forms += [" ".join(("git", *(w.pattern for w in subcommand[1:])))] if subcommand else []
+    return forms
+
+
+def vanishing(words: tuple[Word, ...]) -> list[tuple[Word, ...]] | None:
+    """The command's words for each choice among those that may expand to no word at all (an
+    unquoted ``$X``, ``"$@"``, the arguments xargs reads, a glob under ``nullglob``), gone or
+    not; None past MAX_VANISHING of them."""
+    could_go = [
+        i
+        for i, w in enumerate(words)
+        if i and (w.expands or (w.splits and not w.pattern.replace(DYNAMIC, "")))
+    ]
+    if len(could_go) > MAX_VANISHING:
+        return None
+    return [
+        tuple(word for i, word in enumerate(words) if i not in gone)
+        for size in range(len(could_go) + 1)
+        for gone in itertools.combinations(could_go, size)
+    ]

@@ -9,15 +9,46 @@ the tree says.
 - A backquoted command: bash ends it at the first backquote no backslash escapes, whatever
   quotes come before; shfmt honours quotes inside it.
 - ``!(...)`` at a command's start: bash reads ``!`` and a subshell; shfmt, an extended glob.
+- Single quotes inside ``${...}`` in an unquoted here-document's body: bash keeps them as
+  text and expands what they hold (as in double quotes, which the reader checks).
+
+And in the text itself (``script_bytes``): a ``$`` before a backslash-newline (bash joins
+the lines first, and expands ``$(...)`` where shfmt reads text, in quotes), a backslash
+before a carriage return, a carriage return where a here-document is (a word character to
+bash, in its delimiter), a NUL, text that is not UTF-8.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from paddock.policy.shfmt import ShellSyntaxError, nodes
 from paddock.policy.words import word
 
 Node = dict[str, Any]
+# Single-quoted text inside ${...} that bash expands, where the quotes are text to it.
+EXPANDED_IN_QUOTES = frozenset('$`\\"}')
+
+
+def script_bytes(text: str) -> bytes:
+    """The script as shfmt reads it: a carriage return is read as a newline (so ``ls\\rcurl``
+    is two commands, which bash would read as one name). ShellSyntaxError where that, or
+    the text, would be read otherwise by bash."""
+    if "\x00" in text:
+        raise ShellSyntaxError("it holds a NUL character, which no shell command can")
+    if "\\\r" in text:
+        raise ShellSyntaxError(
+            "a backslash before a carriage return, which bash reads as a quoted character "
+            "and the parser as a line continuation"
+        )
+    if "$\\\n" in text:
+        raise ShellSyntaxError("a $ before a backslash-newline: bash joins the lines first")
+    if "\r" in text and "<<" in text:
+        raise ShellSyntaxError("a carriage return by a here-document: a word character to bash")
+    try:
+        return text.replace("\r\n", "\n").replace("\r", "\n").encode()
+    except UnicodeEncodeError:
+        raise ShellSyntaxError("it is not UTF-8 text") from None
 
 
 def problem(node: Node, data: bytes) -> str | None:
@@ -46,6 +77,9 @@ def _here_document(redirect: Node, data: bytes) -> str | None:
         read = line.lstrip("\t") if redirect["Op"] == "<<-" else line
         if read == delimiter or read.startswith(delimiter + ")"):
             return f"a here-document that bash ends earlier, at the line {read!r}"
+    for inner in [] if quoted else nodes(redirect["Hdoc"].get("Parts") or [], stop="CmdSubst"):
+        if inner.get("Type") == "SglQuoted" and EXPANDED_IN_QUOTES & set(inner.get("Value", "")):
+            return "single quotes inside ${...} in a here-document: bash expands what they hold"
     return None
 
 

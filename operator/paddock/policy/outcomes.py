@@ -31,6 +31,7 @@ class Runs:
     environment: tuple[tuple[str, str | None], ...] = ()
     shell: Shell = Shell.BASH
     writes: tuple[str, ...] = ()  # files the wrapper writes itself (strace -o FILE)
+    directory: str | None = None  # where it runs the command (env -C DIR; "": not known)
 
 
 @dataclass(frozen=True)

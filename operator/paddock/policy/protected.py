@@ -41,8 +41,8 @@ PLACES = {
     f"{HOME}/.local/share/opencode": "OpenCode's data and the programs it downloads",
     **{f"{HOME}/{name}": "the shell's startup files" for name in SHELL_STARTUP},
 }
-# A leading $NAME or ${NAME...} (with an operator, ${HOME%/}, read as NAME's value).
-_LEADING_VARIABLE = re.compile(r"^\$(?:\{(\w+)[^}]*\}|(\w+))")
+# $NAME, ${NAME} or ${NAME<operator>...}.
+_VARIABLE = re.compile(r"\$(?:\{(\w+)([^}]*)\}|(\w+))")
 # What names the directory the shell is in (or was in): a path from there.
 CURRENT = frozenset({"~+", "~-", "PWD", "OLDPWD"})
 USER = "paddock"  # the sandbox's user: ~paddock is HOME
@@ -67,9 +67,9 @@ def protected_place(
 
 def relative(target: str) -> bool:
     """Whether the path is read from the directory the shell is in."""
-    found = _LEADING_VARIABLE.match(target)
+    found = _VARIABLE.match(target)
     if found:
-        return (found.group(1) or found.group(2)) in CURRENT
+        return (found.group(1) or found.group(3)) in CURRENT
     return not target.startswith(("/", "~")) or target.split("/", 1)[0] in CURRENT
 
 
@@ -101,19 +101,23 @@ def _normal(target: str, base: str = WORKSPACE) -> str:
 
 def _resolved(target: str, base: str = WORKSPACE) -> str | None:
     """``target`` as an absolute path, where it can be told (``~``, the known variables, a
-    path relative to ``base``); None where it starts with anything else unknown."""
+    path relative to ``base``), or a glob where a part of it cannot (``$X/.bashrc`` is
+    ``*/.bashrc``, which may name one); None where a command substitution decides it."""
     first, _, rest = target.partition("/")
     if first in ("~", f"~{USER}"):
         target = "/".join((HOME, rest)) if rest else HOME
     elif first in CURRENT:
         target = "/".join((".", rest))
-    found = _LEADING_VARIABLE.match(target)
-    if found:
-        name = found.group(1) or found.group(2)
-        value = base if name in CURRENT else KNOWN.get(name)
-        if value is None:
-            return None
-        target = value + target[found.end() :]
-    if "$" in target.split("/", 1)[0] or "`" in target:
+    target = _VARIABLE.sub(lambda found: _value(found, base), target)
+    if "$" in target or "`" in target:
         return None
-    return _normal(target, base)
+    return target if target.startswith("*") else _normal(target, base)
+
+
+def _value(found: re.Match[str], base: str) -> str:
+    """A variable's value: the known ones' (the directory it is in for $PWD); any text for
+    another, or one changed by an operator (``${HOME%/paddock}``)."""
+    name, operator = found.group(1) or found.group(3), found.group(2)
+    if operator:
+        return "*"
+    return base if name in CURRENT else KNOWN.get(name, "*")

@@ -22,10 +22,14 @@ _FD_PATH = re.compile(r"^/dev/fd/([0-9]+)$")
 
 @dataclass(frozen=True)
 class FileWrite:
-    """A redirection that opens a file for writing."""
+    """A redirection that opens a file for writing; ``descriptor``: one that writes
+    /dev/fd/N (or /dev/stdout, /dev/stderr) where the script opened N onto no file, which
+    writes a file only if the command opened N onto one elsewhere (``eval``, a ``bash -c``
+    given ``N<FILE``)."""
 
     target: Word
     source: str
+    descriptor: str | None = None
 
 
 def stdin(redirects: list[Node], data: bytes) -> tuple[Word | None, bool]:
@@ -95,10 +99,11 @@ def _descriptor(target: Word) -> str | None:
     return found.group(1) if found else DESCRIPTORS.get(target.pattern)
 
 
-def writes(redirects: list[Node], data: bytes) -> list[FileWrite]:
-    """The redirections that write a file. Writing /dev/stdout, /dev/stderr or /dev/fd/N
-    writes nothing new unless some redirection of the script opened that descriptor onto a
-    file (``3<README >/dev/fd/3`` writes README)."""
+def writes(redirects: list[Node], data: bytes) -> tuple[list[FileWrite], set[str]]:
+    """The redirections that write a file, and the descriptors the script opens onto files
+    ("*": one named at run time, ``{fd}<file``). Writing /dev/stdout, /dev/stderr or
+    /dev/fd/N writes nothing new unless some redirection opened that descriptor onto a file
+    (``3<README >/dev/fd/3`` writes README)."""
     opened: set[str] = set()
     copies: list[tuple[str, str]] = []  # (descriptor, the one it copies)
     named = False  # {fd}<file: which descriptor is not known
@@ -134,10 +139,9 @@ def writes(redirects: list[Node], data: bytes) -> list[FileWrite]:
         if target.literal and target.pattern in NOT_FILES:
             continue
         descriptor = _descriptor(target)
-        if descriptor is not None and not named and descriptor not in opened:
-            continue
-        found.append(FileWrite(target, source(redirect, data)))
-    return found
+        free = descriptor is not None and not named and descriptor not in opened
+        found.append(FileWrite(target, source(redirect, data), descriptor if free else None))
+    return found, opened | ({"*"} if named else set())
 
 
 def connections(redirects: list[Node], data: bytes) -> list[Word]:

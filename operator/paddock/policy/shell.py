@@ -71,6 +71,7 @@ class Evaluated:
 class Script:
     commands: tuple[SimpleCommand, ...]
     writes: tuple[FileWrite, ...]
+    opened: frozenset[str]  # descriptors opened onto files ("*": one named at run time)
     connections: tuple[Word, ...]  # /dev/tcp/HOST/PORT
     # Every variable the script assigns and a text it may hold (None: not known).
     values: tuple[tuple[str, str | None], ...] = ()
@@ -92,26 +93,9 @@ def parse(text: str, posix: bool = False) -> Script:
 @lru_cache(maxsize=4096)
 def _parse(text: str, posix: bool) -> Script | ShellSyntaxError:
     try:
-        return _Reader(_bytes(text), posix).script()
+        return _Reader(misreadings.script_bytes(text), posix).script()
     except ShellSyntaxError as exc:
         return exc
-
-
-def _bytes(text: str) -> bytes:
-    """The script as shfmt reads it. A carriage return is read as a newline (so ``ls\\rcurl``
-    is two commands, which bash would read as one name), except after a backslash, where bash
-    quotes it and shfmt would continue the line."""
-    if "\x00" in text:
-        raise ShellSyntaxError("it holds a NUL character, which no shell command can")
-    if "\\\r" in text:
-        raise ShellSyntaxError(
-            "a backslash before a carriage return, which bash reads as a quoted character "
-            "and the parser as a line continuation"
-        )
-    try:
-        return text.replace("\r\n", "\n").replace("\r", "\n").encode()
-    except UnicodeEncodeError:
-        raise ShellSyntaxError("it is not UTF-8 text") from None
 
 
 # What the reader does with each type of shfmt's nodes (the rest only hold these).
@@ -169,9 +153,11 @@ class _Reader:
         self.hazards += [
             Hazard(text, COMPOUND) for n, text in self.unquoted_arrays if n in self.arrays
         ]
+        found, opened = redirects_.writes(self.redirects, self.data)
         return Script(
             tuple(self.commands),
-            tuple(redirects_.writes(self.redirects, self.data)),
+            tuple(found),
+            frozenset(opened),
             tuple(redirects_.connections(self.redirects, self.data)),
             tuple(self.values),
             tuple(e for e in self.evaluated if e.array is None or e.array not in self.associative),

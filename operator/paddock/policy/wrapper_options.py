@@ -27,6 +27,7 @@ class Wrapper:
     bare_shell: bool = False  # given no command, it runs a shell that reads stdin (chroot DIR)
     shell_options: frozenset[str] = frozenset()  # ... or when given one of these (sudo -s)
     outputs: frozenset[str] = frozenset()  # options whose value is a file it writes
+    directories: frozenset[str] = frozenset()  # options whose value is where it runs it
 
 
 def _opts(text: str) -> frozenset[str]:
@@ -41,6 +42,7 @@ WRAPPERS: dict[str, Wrapper] = {
             "--block-signal --list-signal-handling"
         ),
         assignments=True,
+        directories=_opts("-C --chdir"),
     ),
     "timeout": Wrapper(
         values=_opts("-s --signal -k --kill-after"),
@@ -82,6 +84,7 @@ WRAPPERS: dict[str, Wrapper] = {
             "-P --preserve-groups -S --stdin -s --shell -i --login -k --reset-timestamp"
         ),
         assignments=True,
+        directories=_opts("-D --chdir"),
         no_command=_opts("-l --list -v --validate -V --version -K --remove-timestamp"),
     ),
     "doas": Wrapper(shell_options=_opts("-s"), values=_opts("-u -C"), flags=_opts("-n -s")),
@@ -135,6 +138,7 @@ WRAPPERS: dict[str, Wrapper] = {
         flags=_opts("-a --append -e --return -f --flush -q --quiet"),
         script_options=_opts("-c --command"),
         permutes=True,
+        outputs=_opts("-I --log-in -O --log-out -T --log-timing -B --log-io"),
     ),
     # Programs that run a command in a changed process: scheduling, limits, namespaces, users.
     "taskset": Wrapper(
@@ -168,6 +172,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "unshare": Wrapper(
         bare_shell=True,
         values=_opts("-S --setuid -G --setgid -R --root -w --wd --propagation"),
+        directories=_opts("-w --wd"),
         optional=_opts(
             "-m --mount -u --uts -i --ipc -n --net -p --pid -U --user -C --cgroup -T --time"
         ),
@@ -212,6 +217,7 @@ WRAPPERS: dict[str, Wrapper] = {
     ),
 }
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})  # FILE after each
 # Commands judged as themselves as well as by what they run.
 # (script writes its typescript: a rule allows it, as it would tee.)
 JUDGED_ITSELF = frozenset({"find", "git", "source", ".", "script"})

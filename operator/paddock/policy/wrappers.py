@@ -16,6 +16,7 @@ from paddock.policy.words import DYNAMIC, Word
 from paddock.policy.wrapper_options import (
     APPLETS,
     FIND_EXEC,
+    FIND_WRITES,
     JUDGED_ITSELF,
     PROGRAM_DIRECTORIES,
     READ_AS,
@@ -79,16 +80,30 @@ def runs(
 
 
 def _typescript(wrapper: Wrapper, args: tuple[Word, ...]) -> Runs:
-    """The file ``script`` writes: its first operand (options read anywhere), else
-    ``typescript``."""
+    """The files ``script`` writes: its logs (``-O FILE``...) and its first operand (options
+    read anywhere, as getopt permutes them), else ``typescript``."""
+    valued = wrapper.values | wrapper.script_options
+    written: list[str] = []
+    operands: list[str] = []
     index = 0
     while index < len(args):
-        text = args[index].pattern
-        if text == "--" or not text.startswith("-") or text == "-":
-            operand = args[index + (text == "--")] if index + (text == "--") < len(args) else None
-            return Runs(writes=(operand.shown if operand else "typescript",))
-        index += 2 if text in wrapper.values | wrapper.script_options else 1
-    return Runs(writes=("typescript",))
+        text, index = args[index].pattern, index + 1
+        if text == "--":
+            operands += [word.shown for word in args[index:]]
+            break
+        if not text.startswith("-") or text == "-":
+            operands.append(args[index - 1].shown)
+            continue
+        option, equals, value = text.partition("=") if text.startswith("--") else ("", "", "")
+        for position in range(1, len(text)) if not text.startswith("--") else ():
+            if f"-{text[position]}" in valued:
+                option, value = f"-{text[position]}", text[position + 1 :]
+                break
+        if option in valued and not (equals or value) and index < len(args):
+            value, index = args[index].shown, index + 1
+        if option in wrapper.outputs:
+            written.append(value)
+    return Runs(writes=(*written, operands[0] if operands else "typescript"))
 
 
 def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
@@ -103,8 +118,11 @@ def _find(args: tuple[Word, ...]) -> list[Runs | Unknown]:
             while end < len(args) and args[end].pattern not in (";", "+"):
                 end += 1
             if end > index + 1:
-                found.append(Runs(words=_replaced(args[index + 1 : end], REPLACED)))
+                place = "" if args[index].pattern.endswith("dir") else None  # each file's
+                found.append(Runs(_replaced(args[index + 1 : end], REPLACED), directory=place))
             index = end
+        elif args[index].pattern in FIND_WRITES and index + 1 < len(args):
+            found.append(Runs(writes=(args[index + 1].shown,)))
         index += 1
     return found
 
@@ -285,7 +303,10 @@ def _wrapped(
     if replace is not None:
         command = _replaced(command, replace)
     more = wrapper.more_arguments and replace is None
-    return [*extra, Runs(command, None, more, stdin, stdin_file, tuple(environment))]
+    place = next((given[o] for o in wrapper.directories if o in given), None)
+    environment_ = tuple(environment)
+    ran = Runs(command, None, more, stdin, stdin_file, environment_, directory=place)
+    return [*extra, ran]
 
 
 def _permuting(
