@@ -625,6 +625,9 @@ ATTACKS = [
     "v='($(curl x))'; a=(); declare a=\"$v\"",
     "builtin typeset -a a='([$(curl x)]=1)'",
     "script -q -c 'echo hi' -c 'curl x' /dev/null",  # getopt: the last -c runs
+    "git -c user.name=x -c 'alias.y=!curl x' y",  # every -c is read, past the first's value
+    "prlimit -o RESOURCE curl x",  # -o takes a value; prlimit still runs its command
+    "echo 'curl x' | xargs -I X -i sh -c {}",  # xargs: the last replace string is the one
     # 11. where shfmt's tree and bash differ (misreadings.py)
     "cat <<EOF\n${x-'\nEOF\ncurl x\n'}\nEOF",  # bash ends a here-document at its line
     "cat <<EOF\nEO\\\nF\ncurl x\nEOF",

@@ -303,3 +303,41 @@ def test_a_descriptor_left_as_it_came_writes_no_file(command: str) -> None:
         {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
     )
     assert evaluate(closed, command).decision == ALLOW
+
+
+GIT = SandboxPolicySpec.model_validate(
+    {"commands": {"deny": ["curl*", "rm*", "git push*"], "default": "allow"},
+     "capabilities": {"fileWrite": "deny"}}
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git -C . -c alias.p=push p origin", "git --no-literal-pathspecs push origin x",
+     "git --some-new-option push", "/usr/lib/git-core/git-push origin x",
+     "git difftool -y -x 'curl x' HEAD", "git difftool -y --extcmd=rm",
+     "git rebase -q --exec 'curl x' HEAD~1", "git rebase -xcurl HEAD~1", "git bisect run curl x",
+     "git submodule foreach --recursive 'curl x'", "git filter-branch --tree-filter 'rm x' HEAD",
+     "git diff --output=/tmp/w HEAD~1", "git log --output out"],
+)  # fmt: skip
+def test_what_git_runs_or_writes_through_its_options_is_judged(command: str) -> None:
+    assert evaluate(GIT, command).decision == DENY
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git status --short", "git -C sub log --oneline", "git --no-pager diff", "git --version",
+     "git -c user.name=x commit -m y", "git rebase -i HEAD~2", "git difftool --tool-help"],
+)  # fmt: skip
+def test_everyday_git_stays_allowed(command: str) -> None:
+    assert evaluate(GIT, command).decision == ALLOW
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["strace -E LD_PRELOAD=/tmp/x.so ls", "fakeroot --faked /tmp/fk ls", "fakeroot -l x.so ls",
+     "unshare -r -R /tmp/root ls", "chroot /tmp/root ls", "VALGRIND_LIB=/tmp/v valgrind ls",
+     "prlimit --output=RESOURCE curl x"],
+)  # fmt: skip
+def test_a_wrapper_that_runs_another_program_or_loads_code_cannot_be_told(command: str) -> None:
+    assert evaluate(GIT, command).decision == DENY

@@ -74,7 +74,7 @@ def forms(words: tuple[Word, ...]) -> list[str]:
     written = joined(words)
     bare = " ".join((words[0].pattern.rsplit("/", 1)[-1], *(w.pattern for w in words[1:])))
     forms = [written, bare]
-    if bare.startswith("git "):
+    if bare.startswith(("git ", git.DASHED)):
         subcommand = git.subcommand(words)
         forms += [" ".join(("git", *(w.pattern for w in subcommand[1:])))] if subcommand else []
     return forms

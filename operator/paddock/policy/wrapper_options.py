@@ -28,6 +28,7 @@ class Wrapper:
     shell_options: frozenset[str] = frozenset()  # ... or when given one of these (sudo -s)
     outputs: frozenset[str] = frozenset()  # options whose value is a file it writes
     directories: frozenset[str] = frozenset()  # options whose value is where it runs it
+    loads: frozenset[str] = frozenset()  # options that load or run another program (a root)
 
 
 def _opts(text: str) -> frozenset[str]:
@@ -114,6 +115,7 @@ WRAPPERS: dict[str, Wrapper] = {
         values=_opts("-o -e -s -u -E -a -b -I -O -S -X -P"),
         flags=_opts("-f -ff -c -C -d -D -F -i -k -q -qq -r -t -tt -ttt -T -v -w -x -xx -y -yy"),
         outputs=_opts("-o"),
+        loads=_opts("-E"),  # sets the environment of what it runs (LD_PRELOAD=...)
     ),
     "ltrace": Wrapper(
         values=_opts("-o -e -s -u -a -n"),
@@ -167,12 +169,14 @@ WRAPPERS: dict[str, Wrapper] = {
             "-u --nproc -v --as -x --locks -y --rttime"
         ),
         flags=_opts("--noheadings --raw --verbose"),
-        no_command=_opts("-p --pid -o --output"),
+        values=_opts("-o --output"),
+        no_command=_opts("-p --pid"),
     ),
     "unshare": Wrapper(
         bare_shell=True,
         values=_opts("-S --setuid -G --setgid -R --root -w --wd --propagation"),
         directories=_opts("-w --wd"),
+        loads=_opts("-R --root"),
         optional=_opts(
             "-m --mount -u --uts -i --ipc -n --net -p --pid -U --user -C --cgroup -T --time"
         ),
@@ -191,7 +195,11 @@ WRAPPERS: dict[str, Wrapper] = {
         no_command=_opts("-d --dump"),
     ),
     "fakeroot": Wrapper(
-        bare_shell=True, values=_opts("-l --lib --faked -s -i"), flags=_opts("-u --unknown-is-real")
+        bare_shell=True,
+        values=_opts("-l --lib --faked -s -i"),
+        flags=_opts("-u --unknown-is-real"),
+        outputs=_opts("-s"),
+        loads=_opts("-l --lib --faked"),
     ),
     "faketime": Wrapper(flags=_opts("-m -f"), values=_opts("-p --exclude-monotonic"), operands=1),
     "proxychains": Wrapper(values=_opts("-f"), flags=_opts("-q")),
@@ -213,7 +221,12 @@ WRAPPERS: dict[str, Wrapper] = {
         leading=1,
     ),
     "valgrind": Wrapper(
-        optional=frozenset(), long_values=True, outputs=_opts("--log-file --xml-file")
+        optional=frozenset(),
+        long_values=True,
+        outputs=_opts(
+            "--log-file --xml-file --massif-out-file --callgrind-out-file --cachegrind-out-file "
+            "--dhat-out-file"
+        ),
     ),
 }
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})

@@ -67,6 +67,8 @@ def runs(
         return [Runs(words=args)]  # busybox wget: the applet is the command
     if name == "git":
         return git.configs(args)
+    if name.startswith(git.DASHED):  # git-push: git push
+        return git.subcommand_runs((Word(name[4:], name[4:]), *args)) or None
     if name == "find":
         return _find(args) or None
     wrapper = WRAPPERS.get(name)
@@ -271,6 +273,13 @@ def _wrapped(
     if not isinstance(parsed, _Options):
         return parsed
     index, given = parsed.index, parsed.given
+    loads = [option for option in wrapper.loads if option in given] + ["a root"] * (
+        name == "chroot"
+    )
+    if loads:
+        return [Unknown(f"{name} {loads[0]}: what it runs is another program, or loads code")]
+    if sum(option in given for option in ("-I", "-i", "--replace")) > 1:
+        return [Unknown(f"{name} is given its replace string more than once: the last one is")]
     for _ in range(wrapper.operands):
         if index < len(args) and not args[index].single:
             return [Unknown(f"{name} is given a word that may become several: {args[index].shown}")]
