@@ -15,6 +15,13 @@ ALLOW, ASK, DENY = Decision.ALLOW, Decision.ASK, Decision.DENY
 DENY_LIST = SandboxPolicySpec.model_validate(
     {"commands": {"deny": ["curl*", "rm*"], "default": "allow"}, "capabilities": {}}
 )
+# Every command allowed, with no file written, or with any.
+NO_WRITES = SandboxPolicySpec.model_validate(
+    {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
+)
+WRITES = SandboxPolicySpec.model_validate(
+    {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "allow"}}
+)
 # Nothing denied, some asked: the strictest is ask.
 ASKING = SandboxPolicySpec.model_validate(
     {"commands": {"ask": ["git push*"], "default": "allow"}, "capabilities": {}}
@@ -173,13 +180,13 @@ def test_too_many_words_that_may_vanish_cannot_be_told() -> None:
 def test_bashs_own_connections_are_judged_by_capabilities_network(
     command: str, expected: Decision
 ) -> None:
-    closed = SandboxPolicySpec.model_validate(
+    no_network = SandboxPolicySpec.model_validate(
         {
             "commands": {"default": "allow"},
             "capabilities": {"fileWrite": "allow", "network": "deny"},
         }
     )
-    assert evaluate(closed, command).decision == expected
+    assert evaluate(no_network, command).decision == expected
     assert evaluate(ASKING, command).decision == ALLOW  # network: allow
 
 
@@ -194,11 +201,8 @@ def test_a_value_that_is_a_number_whatever_ran_is_safe_to_evaluate(command: str)
     "command", [">f", "true && >>f", "echo $(>f)", "sh -c '>f'", "{ >f; }", "2>f"]
 )
 def test_a_statement_of_redirections_alone_writes_its_file(command: str) -> None:
-    closed = SandboxPolicySpec.model_validate(
-        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
-    )
-    assert evaluate(closed, command).decision == DENY
-    assert "file-write" in evaluate(closed, command).explain()
+    assert evaluate(NO_WRITES, command).decision == DENY
+    assert "file-write" in evaluate(NO_WRITES, command).explain()
 
 
 # Where shfmt's tree and bash read the text differently: refused (misreadings.py).
@@ -222,10 +226,7 @@ MISREAD = [
 
 @pytest.mark.parametrize("command", MISREAD)
 def test_text_shfmt_and_bash_read_differently_is_refused(command: str) -> None:
-    open_policy = SandboxPolicySpec.model_validate(
-        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "allow"}}
-    )
-    verdict = evaluate(open_policy, command)
+    verdict = evaluate(WRITES, command)
     assert verdict.decision == DENY
     assert "unparsable" in verdict.explain()
 
@@ -255,28 +256,19 @@ def test_a_here_document_a_shell_reads_loses_its_tabs_for_dash_minus() -> None:
      ("script -q -c 'echo hi' log.txt", "log.txt")],
 )  # fmt: skip
 def test_a_file_a_wrapper_writes_itself_is_judged_as_a_write(command: str, written: str) -> None:
-    closed = SandboxPolicySpec.model_validate(
-        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
-    )
-    parts = evaluate(closed, command).parts
+    parts = evaluate(NO_WRITES, command).parts
     assert ("file-write", written) in [(p.kind, p.text) for p in parts]
 
 
 @pytest.mark.parametrize("command", ["flock 9 true", "script -q /dev/null -c 'echo hi'"])
 def test_a_wrapper_writing_no_file_writes_none(command: str) -> None:
-    closed = SandboxPolicySpec.model_validate(
-        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
-    )
-    assert evaluate(closed, command).decision == ALLOW
+    assert evaluate(NO_WRITES, command).decision == ALLOW
 
 
 def test_a_wrappers_write_into_a_protected_place_is_denied() -> None:
-    writes = SandboxPolicySpec.model_validate(
-        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "allow"}}
-    )
     for command in ["strace -o ~/.bashrc true", "flock ~/.bash_logout true",
                     "script -q -c 'echo x' ~/.bashrc"]:  # fmt: skip
-        assert evaluate(writes, command).decision == DENY
+        assert evaluate(WRITES, command).decision == DENY
 
 
 @pytest.mark.parametrize(
@@ -287,10 +279,7 @@ def test_a_wrappers_write_into_a_protected_place_is_denied() -> None:
      "script -qc ls out.txt"],
 )  # fmt: skip
 def test_a_descriptor_opened_onto_a_file_anywhere_in_the_command_writes_it(command: str) -> None:
-    closed = SandboxPolicySpec.model_validate(
-        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
-    )
-    assert evaluate(closed, command).decision == DENY
+    assert evaluate(NO_WRITES, command).decision == DENY
 
 
 @pytest.mark.parametrize(
@@ -299,10 +288,7 @@ def test_a_descriptor_opened_onto_a_file_anywhere_in_the_command_writes_it(comma
      "script -qc 'make test' /dev/null", "script -qec 'npm test' /dev/null"],
 )  # fmt: skip
 def test_a_descriptor_left_as_it_came_writes_no_file(command: str) -> None:
-    closed = SandboxPolicySpec.model_validate(
-        {"commands": {"default": "allow"}, "capabilities": {"fileWrite": "deny"}}
-    )
-    assert evaluate(closed, command).decision == ALLOW
+    assert evaluate(NO_WRITES, command).decision == ALLOW
 
 
 GIT = SandboxPolicySpec.model_validate(
