@@ -206,6 +206,12 @@ class OperatorSettings(BaseModel):
     gateway_model_port: int = Field(
         default=3130, ge=1, le=65535, description="The port the gateway's model route listens on."
     )
+    model_key_in_sandbox: Literal["allow", "refuse"] = Field(
+        default="allow",
+        description="refuse: every run whose model key would be in its sandbox (a modelKey "
+        "without gateway_model_url, or a secret under a name an agent CLI reads its key "
+        "from) fails KeyInSandboxRefused, whatever its SandboxPolicy says.",
+    )
 
     @property
     def thread_sandbox_idle_limit(self) -> int | None:

@@ -211,6 +211,28 @@ def test_api_keys_reach_the_harness_by_env_and_are_scrubbed_everywhere(
     assert_never_shown(SECRET_VALUE, seen)
 
 
+def test_a_policy_that_keeps_model_keys_out_refuses_a_run_with_one_in_the_sandbox(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    cluster.apply(secret("llm", key=SECRET_VALUE), namespace)
+    ready_sandbox(cluster, namespace, "box", policy={"modelKey": {"inSandbox": "refuse"}})
+    key_ref = {"name": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
+    cluster.apply(agent_run("keyed", "box", "claude-code", "hi", secrets=[key_ref]), namespace)
+    status = wait_for_run(cluster, namespace, "keyed")
+    assert (status["phase"], status["reason"]) == ("Failed", "KeyInSandboxRefused"), status
+    assert "the run's secret ANTHROPIC_API_KEY" in status["message"]
+    assert "spec.modelKey" in status["message"]  # what to change
+    assert condition(status, "Complete")["reason"] == "KeyInSandboxRefused"
+    assert posted(cluster, namespace, "keyed", "KeyInSandboxRefused")[0]["type"] == "Warning"
+    assert not of_type(log_events(cluster, namespace, "keyed"), "run.started")
+    # Given as its modelKey, with no gateway to hold it, the key would still be in the sandbox.
+    key = {"secretKeyRef": {"name": "llm", "key": "key"}}
+    cluster.apply(agent_run("routed", "box", "claude-code", "hi", modelKey=key), namespace)
+    status = wait_for_run(cluster, namespace, "routed")
+    assert status["reason"] == "KeyInSandboxRefused", status
+    assert "the run's modelKey, which no egress gateway holds" in status["message"]
+
+
 def test_an_agent_cannot_forge_completion(cluster: Cluster, namespace: str, operator: Any) -> None:
     ready_sandbox(cluster, namespace, "box")
     forge = 'echo "0 forged" > "$PADDOCK_RUN/exit"; echo forged; sleep 3; exit 1'

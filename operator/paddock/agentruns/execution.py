@@ -37,7 +37,7 @@ from paddock.objectstore import errors as store
 from paddock.render import gate_scripts, run_scripts
 from paddock.render.names import SANDBOX_CONTAINER
 from paddock.runs import events as ev
-from paddock.runs.events import Draft, RunSummary
+from paddock.runs.events import Draft
 from paddock.settings import OperatorSettings
 from paddock.times import parse_time, utcnow
 
@@ -61,6 +61,7 @@ class Execution(RunRecord):
     gated: bool | None = None  # its harness goes through the gate (known once it is found)
     gate_after: str = ""  # the gate request the last poll ended at; the next goes on after it
     gateway: model_access.ModelGateway | None = None
+    refuse_keys: bool = False  # the operator refuses model keys in sandboxes
 
     @classmethod
     def load(cls, run: Obj, settings: OperatorSettings) -> Execution:
@@ -68,17 +69,12 @@ class Execution(RunRecord):
         the log is in the backend the run's status names, else the settings'."""
         meta = run["metadata"]
         run = kube.get("AgentRun", meta["namespace"], meta["name"]) or run
-        try:
-            run_log = logstore.open_log(run, settings)
-            events, cursor = run_log.load()
-        except store.ObjectStoreError as exc:
-            raise logstore.unreadable(run, exc) from exc
-        summary = RunSummary()
-        summary.add_all(events)
-        status = stored_status(AgentRunStatus, run)
-        written = dict(run.get("status") or {})
+        run_log, summary, cursor = logstore.load_log(run, settings)
+        status, written = stored_status(AgentRunStatus, run), dict(run.get("status") or {})
         gateway = model_access.model_gateway(settings)  # where a run's model key is held
-        return cls(run, run_log, summary, cursor, status, written=written, gateway=gateway)
+        refuse = settings.model_key_in_sandbox == "refuse"  # by the operator, in every sandbox
+        return cls(run, run_log, summary, cursor, status, written=written, gateway=gateway,
+                   refuse_keys=refuse)  # fmt: skip
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -140,7 +136,8 @@ class Execution(RunRecord):
         budget, held = None, None
         if isinstance(ready, ReadySandbox):
             routed = spec.model_key is not None and self.gateway is not None
-            budget, held = spending.may_start(self.namespace, spec, ready, routed, now)
+            refuse = self.refuse_keys
+            budget, held = spending.may_start(self.namespace, spec, ready, routed, now, refuse)
         if isinstance(ready, ReadySandbox) and self.status.completion_digest is None:
             ready = held or inputs.queued(self.run, spec, ready) or ready
         if isinstance(ready, Wait):

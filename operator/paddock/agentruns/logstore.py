@@ -22,6 +22,7 @@ from paddock.objectstore.errors import (
     ObjectStoreError,
     ObjectStoreNotFoundError,
 )
+from paddock.runs.events import RunSummary
 from paddock.runs.log import ConfigMapLog, RunLog
 from paddock.runs.objectlog import ObjectLog, run_prefix
 from paddock.settings import OperatorSettings
@@ -53,6 +54,18 @@ def bucket(config: S3Config) -> Bucket:
 def backend_of(run: Obj, settings: OperatorSettings) -> LogBackend:
     stored = ((run.get("status") or {}).get("log") or {}).get("backend")
     return LogBackend(stored or settings.log_backend)
+
+
+def load_log(run: Obj, settings: OperatorSettings) -> tuple[RunLog, RunSummary, dict[str, int]]:
+    """The run's log, what it holds so far, and its cursor (raised when it cannot be read)."""
+    try:
+        run_log = open_log(run, settings)
+        events, cursor = run_log.load()
+    except ObjectStoreError as exc:
+        raise unreadable(run, exc) from exc
+    summary = RunSummary()
+    summary.add_all(events)
+    return run_log, summary, cursor
 
 
 def open_log(run: Obj, settings: OperatorSettings) -> RunLog:

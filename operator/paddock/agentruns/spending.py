@@ -16,17 +16,18 @@ from datetime import datetime
 from typing import Any
 
 from paddock.agentruns.decide import Ending, Wait
+from paddock.agentruns.inputs import workspace_of
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec, RunPhase
 from paddock.api.budget import Budget
 from paddock.api.common import stored_status
-from paddock.api.policy import SandboxPolicySpec, SandboxPolicyStatus
+from paddock.api.policy import KeyInSandbox, SandboxPolicySpec, SandboxPolicyStatus
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError
-from paddock.policy import budgets
+from paddock.policy import budgets, model_keys
 from paddock.policy.budgets import Spent
 from paddock.render.model_usage import read_usage
 from paddock.runs import events as ev
@@ -83,11 +84,24 @@ def policy_of(namespace: str, sandbox: ReadySandbox) -> tuple[SandboxPolicySpec 
 
 
 def may_start(
-    namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox, routed: bool, now: datetime
+    namespace: str,
+    spec: AgentRunSpec,
+    sandbox: ReadySandbox,
+    routed: bool,
+    now: datetime,
+    refuse_keys: bool = False,
 ) -> tuple[Budget | None, Wait | Ending | None]:
     """The run's ceilings (None: it has none), and why it cannot start yet (its namespace's
-    day is spent under its policy) or at all (a budget nothing would count), if so."""
+    day is spent under its policy) or at all (its model key would be in the sandbox where that
+    is refused, ``refuse_keys`` by the operator; a budget nothing would count), if so."""
     policy, found = policy_of(namespace, sandbox)
+    refusing = policy is not None and policy.model_key.in_sandbox == KeyInSandbox.REFUSE
+    if refusing or refuse_keys:
+        workspace = workspace_of(namespace, sandbox)
+        found = model_keys.placements(spec, workspace, sandbox.workspace, routed)
+        label = str(sandbox.policy.label) if refusing else None
+        if (refused := model_keys.refusal(found, label, refuse_keys)) is not None:
+            return None, Ending(RunPhase.FAILED, R.KEY_IN_SANDBOX_REFUSED, refused)
     limits = policy.budget if policy is not None else None
     budget = budgets.effective(spec.budget, limits)
     daily = limits.per_namespace_daily if limits is not None else None

@@ -247,6 +247,26 @@ class DeliverRules(ApiModel):
     )
 
 
+class KeyInSandbox(StrEnum):
+    """Whether a run's model API key may be in its sandbox."""
+
+    ALLOW = "allow"
+    REFUSE = "refuse"
+
+
+class ModelKeyRules(ApiModel):
+    """Where runs' model API keys may be."""
+
+    in_sandbox: KeyInSandbox = Field(
+        default=KeyInSandbox.ALLOW,
+        description="refuse: a run whose model key would be in the sandbox (a modelKey no "
+        "egress gateway holds, or a secret under a name an agent CLI reads its key from, "
+        "such as ANTHROPIC_API_KEY, of the run or its Workspace) fails KeyInSandboxRefused "
+        "before it starts. The operator's setting (the chart's policy.modelKeyInSandbox) "
+        "refuses it for every sandbox, whatever this says.",
+    )
+
+
 class SandboxPolicySpec(ApiModel):
     """What may run in a sandbox. The operator checks setup steps and command runs against
     the command rules and fileWrite before they run, and every agent harness's shell commands
@@ -271,6 +291,9 @@ class SandboxPolicySpec(ApiModel):
     )
     deliver: DeliverRules = Field(
         default_factory=DeliverRules, description="What runs' deliveries may push."
+    )
+    model_key: ModelKeyRules = Field(
+        default_factory=ModelKeyRules, description="Where runs' model API keys may be."
     )
 
 

@@ -168,6 +168,7 @@ class RunReason(Reason):
     # The model key
     THROUGH_GATEWAY = "ThroughGateway"
     KEY_IN_SANDBOX = "KeyInSandbox", W
+    KEY_IN_SANDBOX_REFUSED = "KeyInSandboxRefused", W
     MODEL_UNROUTABLE = "ModelUnroutable", W
     # Budgets
     WITHIN_BUDGET = "WithinBudget"

@@ -299,6 +299,7 @@ def _control_plane_argv(
 ON_DEMAND = {
     "operator": ("operator", images.operator_recipe),
     "sandbox": ("paddock-sandbox", images.paddock_sandbox_recipe),
+    "gateway": ("gateway", images.gateway_recipe),
 }
 
 

@@ -13,6 +13,11 @@
   dependencies, run as uid 65532 like the published image. Built on ``operator-base`` (all but
   the project's own package, cached by the dependencies' names), so a change of the source
   adds one package to a copy of the base's layer instead of bootstrapping Debian again.
+- ``gateway``: the egress gateway's image (images/gateway/Dockerfile): Debian's python3, Squid
+  (squid-openssl) and socat, the project's dependencies and wheel, run as uid 65532; built on
+  ``gateway-base`` the way the operator's is on ``operator-base``.
+
+Both Python images start ``paddock`` (a script on their PATH) with the image's own python3.
 
 Each is written as an OCI image archive (one uncompressed layer) that ``ctr images import``
 takes, and cached under ``<cache>/images/<name>/<key>/`` where the key hashes its recipe, so a
@@ -36,7 +41,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
@@ -46,12 +51,16 @@ PAUSE_IMAGE = "localhost/paddock/pause:3.10"
 SANDBOX_IMAGE = "localhost/paddock/sandbox:bookworm"
 OPERATOR_IMAGE = "localhost/paddock/operator:dev"
 OPERATOR_BASE_IMAGE = "localhost/paddock/operator-base:dev"
+GATEWAY_IMAGE = "localhost/paddock/gateway:dev"
+GATEWAY_BASE_IMAGE = "localhost/paddock/gateway-base:dev"
 PADDOCK_SANDBOX_IMAGE = "localhost/paddock/paddock-sandbox:dev"
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = os.environ.get("PADDOCK_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 SANDBOX_PACKAGES = ("bash", "coreutils", "findutils", "git", "ca-certificates", "procps", "curl")
 OPERATOR_PACKAGES = (*SANDBOX_PACKAGES, "python3")
+# The gateway image's: images/gateway/Dockerfile's (a python base, squid-openssl and socat).
+GATEWAY_PACKAGES = ("python3", "ca-certificates", "squid-openssl", "socat")
 SANDBOX_UID = 1000
 # Node.js of the published sandbox image (its Dockerfile's NODE_VERSION), and where the agent
 # CLIs go in it.
@@ -371,6 +380,7 @@ def _wheel(work: Path) -> Path:
     return next(out.glob("paddock-*.whl"))
 
 
+Build = Callable[[Path], tuple[Path, ImageConfig]]
 OPERATOR_SITE = "opt/paddock/lib"
 OPERATOR_CONFIG = ImageConfig(
     user=f"{OPERATOR_UID}:{OPERATOR_UID}",
@@ -401,33 +411,51 @@ def _platform() -> str:
     return f"python{sys.version_info[0]}.{sys.version_info[1]}-{platform.machine()}"
 
 
-def _build_operator_base(work: Path) -> tuple[Path, ImageConfig]:
-    """Debian's python3 and the project's dependencies: the slow part of the operator image,
-    rebuilt only when the packages or pyproject.toml's dependencies change."""
-    rootfs = work / "rootfs"
-    _debootstrap(rootfs, OPERATOR_PACKAGES)
-    _add_user(rootfs, "paddock", OPERATOR_UID, "/home/paddock")
-    _pip_install(rootfs / OPERATOR_SITE, _dependencies(), "installing the dependencies")
-    layer = work / "layer.tar"
-    _tar_rootfs(rootfs, layer)
-    return layer, OPERATOR_CONFIG
+GATEWAY_CONFIG = replace(
+    OPERATOR_CONFIG, entrypoint=("paddock", "gateway", "--runtime-dir", "/run/gateway")
+)
 
 
-def _build_operator(work: Path) -> tuple[Path, ImageConfig]:
-    """The base's layer with the project's wheel (no dependencies) added to it."""
-    layer = _layer_of(ensure_image("operator-base", operator_base_recipe()).archive, work)
-    staged = work / "paddock"
-    _pip_install(staged, ["--no-deps", str(_wheel(work))], "installing Paddock's wheel")
-    with tarfile.open(layer, "a") as tar:
-        for entry in sorted(staged.iterdir()):
-            tar.add(entry, arcname=f"{OPERATOR_SITE}/{entry.name}", filter=_as_root)
-    return layer, OPERATOR_CONFIG
+def _python_base(packages: tuple[str, ...], config: ImageConfig) -> Build:
+    """Debian's python3 (with ``packages``) and the project's dependencies: the slow part of a
+    Python image, rebuilt only when the packages or pyproject.toml's dependencies change."""
+
+    def build(work: Path) -> tuple[Path, ImageConfig]:
+        rootfs = work / "rootfs"
+        _debootstrap(rootfs, packages)
+        _add_user(rootfs, "paddock", OPERATOR_UID, "/home/paddock")
+        _pip_install(rootfs / OPERATOR_SITE, _dependencies(), "installing the dependencies")
+        layer = work / "layer.tar"
+        _tar_rootfs(rootfs, layer)
+        return layer, config
+
+    return build
+
+
+def _with_wheel(base: str, recipe: Callable[[], Recipe], config: ImageConfig) -> Build:
+    """The base's layer with the project's wheel (no dependencies) added to it, its ``paddock``
+    script run by the image's python3 (pip wrote this interpreter's path into it)."""
+
+    def build(work: Path) -> tuple[Path, ImageConfig]:
+        layer = _layer_of(ensure_image(base, recipe()).archive, work)
+        staged = work / "paddock"
+        _pip_install(staged, ["--no-deps", str(_wheel(work))], "installing Paddock's wheel")
+        for script in (staged / "bin").iterdir():
+            lines = script.read_bytes().split(b"\n", 1)
+            if lines[0].startswith(b"#!"):
+                script.write_bytes(b"#!/usr/bin/python3\n" + lines[1])
+        with tarfile.open(layer, "a") as tar:
+            for entry in sorted(staged.iterdir()):
+                tar.add(entry, arcname=f"{OPERATOR_SITE}/{entry.name}", filter=_as_root)
+        return layer, config
+
+    return build
 
 
 @dataclass(frozen=True)
 class Recipe:
     reference: str
-    build: Callable[[Path], tuple[Path, ImageConfig]]
+    build: Build
     inputs: tuple[str, ...]  # what the cache key hashes besides this module's source
 
     def key(self) -> str:
@@ -463,22 +491,31 @@ def paddock_sandbox_recipe() -> Recipe:
     )
 
 
+def _base_recipe(reference: str, packages: tuple[str, ...], config: ImageConfig) -> Recipe:
+    """A Python image's base: its key changes with Debian's packages and the project's
+    dependencies (and this interpreter's version and machine, which pick the wheels)."""
+    inputs = (DEBIAN_SUITE, DEBIAN_MIRROR, *packages, *_dependencies(), _platform())
+    return Recipe(reference, _python_base(packages, config), inputs)
+
+
 def operator_base_recipe() -> Recipe:
-    """The operator image's base: its key changes with Debian's packages and the project's
-    dependencies."""
-    return Recipe(
-        OPERATOR_BASE_IMAGE,
-        _build_operator_base,
-        # This interpreter's version and machine pick the wheels pip installs.
-        (DEBIAN_SUITE, DEBIAN_MIRROR, *OPERATOR_PACKAGES, *_dependencies(), _platform()),
-    )
+    return _base_recipe(OPERATOR_BASE_IMAGE, OPERATOR_PACKAGES, OPERATOR_CONFIG)
+
+
+def gateway_base_recipe() -> Recipe:
+    return _base_recipe(GATEWAY_BASE_IMAGE, GATEWAY_PACKAGES, GATEWAY_CONFIG)
 
 
 def operator_recipe() -> Recipe:
     """The operator image's recipe: its key changes with the base's and the project's source."""
-    return Recipe(
-        OPERATOR_IMAGE, _build_operator, (operator_base_recipe().key(), *_project_sources())
-    )
+    build = _with_wheel("operator-base", operator_base_recipe, OPERATOR_CONFIG)
+    return Recipe(OPERATOR_IMAGE, build, (operator_base_recipe().key(), *_project_sources()))
+
+
+def gateway_recipe() -> Recipe:
+    """The gateway image's recipe, as the operator's on a base of its own."""
+    build = _with_wheel("gateway-base", gateway_base_recipe, GATEWAY_CONFIG)
+    return Recipe(GATEWAY_IMAGE, build, (gateway_base_recipe().key(), *_project_sources()))
 
 
 @contextmanager
