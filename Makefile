@@ -115,6 +115,10 @@ dev: install ## The main job: a local cluster (if none answers), the CRDs, the o
 
 ##@ Packaging
 
+.PHONY: images
+images: install ## Build the chart's images without Docker, import them into the local cluster's real node, print HELM_VALUES=<values file>
+	$(BIN)/paddock cluster images
+
 .PHONY: docker-build
 docker-build: ## Build the operator image (needs a Docker engine; CI elsewhere publishes it)
 	@command -v docker >/dev/null || { echo "docker-build: no docker here; see README, 'The operator image'"; exit 1; }

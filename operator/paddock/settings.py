@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
 from paddock import __version__
+from paddock.api.sandbox import Toleration
 from paddock.render.network_policy import PRIVATE_V4, PRIVATE_V6
 
 ENV_PREFIX = "PADDOCK_"
@@ -22,6 +24,21 @@ class OperatorSettings(BaseModel):
         default=f"ghcr.io/paddock-dev/paddock-sandbox:{__version__}",
         description="Image of sandboxes whose Workspace and Sandbox name none: by default "
         "Paddock's sandbox image of this version (images/sandbox/Dockerfile).",
+    )
+    sandbox_node_selector: dict[str, str] = Field(
+        default={},
+        description="Node labels of sandboxes whose spec names none, as KEY=VALUE[,KEY=VALUE]: "
+        "e.g. the node pool kept for agents.",
+    )
+    sandbox_tolerations: list[Toleration] = Field(
+        default=[],
+        description="Tolerations of sandboxes whose spec names none, as a JSON list as in a Pod "
+        'spec, e.g. [{"key": "agents", "operator": "Exists", "effect": "NoSchedule"}].',
+    )
+    sandbox_storage_class: str | None = Field(
+        default=None,
+        description="StorageClass of workspace volumes whose Sandbox names none; unset: the "
+        "cluster's default.",
     )
     worker_limit: int = Field(
         default=20,
@@ -271,7 +288,12 @@ class OperatorSettings(BaseModel):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
 
-    @field_validator("dns_pod_labels", "gateway_pod_labels", mode="before")
+    @field_validator("sandbox_tolerations", mode="before")
+    @classmethod
+    def _json_list(cls, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    @field_validator("dns_pod_labels", "gateway_pod_labels", "sandbox_node_selector", mode="before")
     @classmethod
     def _labels(cls, value: Any) -> Any:
         if isinstance(value, str):

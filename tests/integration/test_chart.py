@@ -21,6 +21,7 @@ from paddock.api.admission import REFERENCES, policy_name
 from paddock.devcluster import cluster as local
 from paddock.gateway.prices import PriceTable, read_prices
 from paddock.gateway.usage import Usage
+from paddock.settings import OperatorSettings
 from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import ROOT, Cluster
 from support.waiting import wait_for
@@ -263,6 +264,54 @@ def test_the_default_sandbox_image_is_the_published_one_of_the_charts_version(
     assert _settings(mirrored)["PADDOCK_RUN_TTL_SECONDS_AFTER_FINISHED"] == "never"
     named = render(helm, "paddock-system", "--set", "operator.sandboxImage=mine/box:7")
     assert _settings(named)["PADDOCK_SANDBOX_IMAGE"] == "mine/box:7"
+
+
+def test_the_operator_reads_the_placement_and_key_settings_the_chart_renders(
+    helm: str, tmp_path: Path
+) -> None:
+    """Sandboxes' placement and the refusal of model keys in sandboxes, as the chart renders
+    them, read back by the operator's settings: keys are refused by default only with the
+    gateway (which holds them), and a platform's word wins either way."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"operator": {
+        "sandboxNodeSelector": {"pool": "agents", "zone": "a"},
+        "sandboxTolerations": [{"key": "agents", "operator": "Exists", "effect": "NoSchedule"}],
+        "sandboxStorageClass": "fast",
+    }}))  # fmt: skip
+    placed = OperatorSettings.from_env(_settings(render(helm, "p", "-f", str(values))))
+    assert placed.sandbox_node_selector == {"pool": "agents", "zone": "a"}
+    assert [t.to_api() for t in placed.sandbox_tolerations] == [
+        {"key": "agents", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert placed.sandbox_storage_class == "fast"
+    unplaced = OperatorSettings.from_env(_settings(render(helm, "p")))
+    assert unplaced.sandbox_node_selector == {}
+    assert unplaced.sandbox_tolerations == []
+    assert unplaced.sandbox_storage_class is None
+    assert unplaced.model_key_in_sandbox == "allow"
+    gateway = ["--set", "gateway.enabled=true"]
+    assert _settings(render(helm, "p", *gateway))["PADDOCK_MODEL_KEY_IN_SANDBOX"] == "refuse"
+    allowed = render(helm, "p", *gateway, "--set", "policy.modelKeyInSandbox=allow")
+    assert _settings(allowed)["PADDOCK_MODEL_KEY_IN_SANDBOX"] == "allow"
+    refused = render(helm, "p", "--set", "policy.modelKeyInSandbox=refuse")
+    assert _settings(refused)["PADDOCK_MODEL_KEY_IN_SANDBOX"] == "refuse"
+
+
+def test_the_gateways_metrics_have_a_service_and_a_service_monitor(helm: str) -> None:
+    docs = render(helm, "p", "--set", "gateway.enabled=true",
+                  "--set", "metrics.serviceMonitor.enabled=true")  # fmt: skip
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    metrics = services["paddock-gateway-metrics"]
+    assert [p["targetPort"] for p in metrics["spec"]["ports"]] == ["metrics"]
+    # Not on the Service sandboxes use as their proxy.
+    assert [p["name"] for p in services["paddock-gateway"]["spec"]["ports"]] == ["proxy", "model"]
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    selected = {m["metadata"]["name"]: m["spec"]["selector"]["matchLabels"] for m in monitors}
+    labels = metrics["metadata"]["labels"]
+    assert all(labels.get(k) == v for k, v in selected["paddock-gateway"].items())
+    operator_labels = services["paddock-metrics"]["metadata"]["labels"]
+    assert all(operator_labels.get(k) == v for k, v in selected["paddock"].items())
+    assert not all(labels.get(k) == v for k, v in selected["paddock"].items())
 
 
 def _rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -22,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from paddock.api.approvals import digest_of, visible
 from support import identity
+from support.browser import chromium, signed_in
 from support.kube import ROOT, Cluster
 from support.runs import command_run, wait_for_run
 from support.sandboxes import ready_sandbox, secret
@@ -33,14 +33,12 @@ from support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "console"
 ASK_TOUCH = {"commands": {"default": "allow", "ask": ["touch *"]}}
 # A command of 1,700 characters whose file name a right-to-left override disguises (it reads
 # "long-...hs.png" on a page that draws the override).
 LONG = "touch long-" + "a" * 180 + "\u202egnp.sh # " + "b" * 1500
 SECRET_VALUE = "s3cr3t-console-0123456789"
-WAIT_MS = 60_000
 READ = ["get", "list", "watch"]
 
 
@@ -89,23 +87,8 @@ def _console(cluster: Cluster, namespace: str, helm: str, tmp_path: Path) -> Ite
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    assert shutil.which(CHROMIUM), f"{CHROMIUM} is missing: `make browser` installs it"
-    expect.set_options(timeout=WAIT_MS)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    with chromium() as launched:
         yield launched
-        launched.close()
-
-
-def _signed_in(browser: Browser, url: str, token: str) -> Page:
-    page = browser.new_context().new_page()
-    page.set_default_timeout(WAIT_MS)
-    page.goto(f"{url}/runs")
-    expect(page).to_have_url(re.compile(r"/login"))
-    page.fill("input[name=token]", token)
-    page.click("button:has-text('Sign in')")
-    expect(page).to_have_url(f"{url}/runs")
-    return page
 
 
 def _shot(page: Page, name: str) -> None:
@@ -121,7 +104,7 @@ def test_a_person_approves_and_denies_in_the_browser_and_a_viewer_only_watches(
     approver = identity.role_token(cluster, namespace, "approver", _rules(decide=True))
     viewer = identity.role_token(cluster, namespace, "viewer", _rules(decide=False))
     with _console(cluster, namespace, helm, tmp_path) as url:
-        page = _signed_in(browser, url, approver)
+        page = signed_in(browser, url, approver)
 
         # A run asking for approval appears in the live list, waiting for a decision.
         cluster.apply(command_run("asks", "box", "touch made && echo made-it"), namespace)
@@ -187,7 +170,7 @@ def test_a_person_approves_and_denies_in_the_browser_and_a_viewer_only_watches(
         # A viewer sees a waiting run, gets no buttons, and is refused if it posts anyway.
         cluster.apply(command_run("waits", "box", "touch later"), namespace)
         wait_for_run(cluster, namespace, "waits", ("AwaitingApproval",))
-        watcher = _signed_in(browser, url, viewer)
+        watcher = signed_in(browser, url, viewer)
         watcher.goto(f"{url}/runs/{namespace}/waits")
         expect(watcher.locator("[data-request] .state")).to_have_text("Pending")
         expect(watcher.locator("button[value=approve]")).to_have_count(0)

@@ -98,9 +98,9 @@ def may_start(
     refusing = policy is not None and policy.model_key.in_sandbox == KeyInSandbox.REFUSE
     if refusing or refuse_keys:
         workspace = workspace_of(namespace, sandbox)
-        found = model_keys.placements(spec, workspace, sandbox.workspace, routed)
+        places = model_keys.placements(spec, workspace, sandbox.workspace, routed)
         label = str(sandbox.policy.label) if refusing else None
-        if (refused := model_keys.refusal(found, label, refuse_keys)) is not None:
+        if (refused := model_keys.refusal(places, label, refuse_keys)) is not None:
             return None, Ending(RunPhase.FAILED, R.KEY_IN_SANDBOX_REFUSED, refused)
     limits = policy.budget if policy is not None else None
     budget = budgets.effective(spec.budget, limits)

@@ -66,6 +66,13 @@ def _cluster(args: argparse.Namespace) -> int:
     if args.action == "down":
         cluster.down(directory)
         return 0
+    if args.action == "images":
+        try:
+            print(f"HELM_VALUES={cluster.chart_values(directory)}")
+        except (cluster.ClusterError, images.ImageError) as exc:
+            print(f"cluster images failed: {exc}", file=sys.stderr)
+            return 1
+        return 0
     if args.action.startswith("load-"):
         try:
             print(cluster.load_image(directory, args.action.removeprefix("load-")))
@@ -227,10 +234,11 @@ def _add_cluster(commands: Commands[argparse.ArgumentParser]) -> None:
     )
     cluster.add_argument(
         "action",
-        choices=["up", "down", "status", "load-operator", "load-sandbox"],
-        help="load-operator: build the operator image from this checkout and import it into "
-        "the real node; load-sandbox: likewise the published sandbox image's content (Node.js "
-        "and the agent CLIs)",
+        choices=["up", "down", "status", "images", "load-operator", "load-gateway", "load-sandbox"],
+        help="images: build every image the Helm chart deploys from this checkout, import them "
+        "into the real node, and print HELM_VALUES=FILE, values that point the chart at them; "
+        "load-operator, load-gateway: build one of them and import it; load-sandbox: likewise "
+        "the published sandbox image's content (Node.js and the agent CLIs)",
     )
     cluster.add_argument(
         "--dir", help="state directory (default: $PADDOCK_CLUSTER_DIR or ~/.local/state/...)"

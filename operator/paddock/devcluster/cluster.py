@@ -7,6 +7,7 @@ anything waits on it, so ``down`` can stop whatever ``up`` started, even after a
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import ssl
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -315,6 +317,65 @@ def load_image(directory: Path, name: str) -> str:
     image = images.ensure_image(cached_as, recipe())
     node.import_images(plan, [image])
     return image.reference
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where pods go to run on the real node (its label and taint), and the volumes' class
+    there (the CSI one, whose volumes can be snapshotted)."""
+
+    node_selector: dict[str, str]
+    tolerations: list[dict[str, str]]
+    storage_class: str
+
+    def settings(self) -> dict[str, str]:
+        """As the operator's PADDOCK_SANDBOX_* settings."""
+        selector = ",".join(f"{k}={v}" for k, v in self.node_selector.items())
+        return {
+            "PADDOCK_SANDBOX_NODE_SELECTOR": selector,
+            "PADDOCK_SANDBOX_TOLERATIONS": json.dumps(self.tolerations),
+            "PADDOCK_SANDBOX_STORAGE_CLASS": self.storage_class,
+        }
+
+
+def sandbox_placement() -> Placement:
+    toleration = {"key": node.NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}
+    return Placement({node.NODE_LABEL: "real"}, [toleration], node.CSI_STORAGE_CLASS)
+
+
+# The gateway Service's address in the values ``chart_values`` writes: a fixed one, so that
+# sandboxes reach the gateway without DNS (the local cluster has none). In the low part of the
+# service range, which the API server hands out last on its own.
+GATEWAY_CLUSTER_IP = "10.0.0.12"
+HELM_VALUES = "helm-values.yaml"
+
+
+def chart_values(directory: Path) -> Path:
+    """Build every image the chart deploys (the operator's, which the console and the MCP
+    server run too, the gateway's and the sandboxes'), import them into the real node, and
+    write a values file that points the chart at them and its pods at the real node."""
+    built = {name: load_image(directory, name) for name in ("operator", "gateway", "sandbox")}
+    repository, tag = built["operator"].rsplit(":", 1)
+    placement = sandbox_placement()
+    values = {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "operator": {
+            "sandboxImage": built["sandbox"],
+            "sandboxNodeSelector": placement.node_selector,
+            "sandboxTolerations": placement.tolerations,
+            "sandboxStorageClass": placement.storage_class,
+        },
+        "gateway": {"image": built["gateway"], "clusterIP": GATEWAY_CLUSTER_IP},
+        "nodeSelector": placement.node_selector,
+        "tolerations": placement.tolerations,
+    }
+    path = directory / HELM_VALUES
+    path.write_text(
+        "# Written by `paddock cluster images` (make images): the chart's images as built from\n"
+        "# this checkout and imported into the local cluster's real node, and its pods there.\n"
+        + yaml.safe_dump(values, sort_keys=False)
+    )
+    return path
 
 
 def status(directory: Path) -> dict[str, bool]:

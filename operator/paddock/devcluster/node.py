@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from paddock.devcluster import gateway, images, local_snapshots, network_policies
+from paddock.devcluster import gateway, images, local_snapshots, network_policies, services
 from paddock.devcluster.binaries import Binaries
 from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
 from paddock.devcluster.processes import (
@@ -80,6 +80,7 @@ COMPONENTS = (
     "kubelet",
     "local-path-provisioner",
     network_policies.COMPONENT,
+    services.COMPONENT,
     CSI_NODE,
     gateway.COMPONENT,
 )
@@ -540,6 +541,7 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
         f"node {NODE_NAME} Ready",
     )  # fmt: skip
     network_policies.start(binaries, state, node, kubectl)
+    services.start(state, node, kubectl, sys.executable)
     _start_csi_node(binaries, state, node, kubectl)
     gateway.start(state, node, kubectl)
 
@@ -654,6 +656,7 @@ def stop(state: ClusterState) -> None:
         if pid is not None and alive(state, component):
             terminate([pid])
     network_policies.remove_rules(node)
+    services.remove_table(services.table_name(node))
     _kill(cgroup_processes(node.cgroup))
     _kill(_processes_naming(f"-address {node.socket}"))
     pid = state.pids.get("containerd")

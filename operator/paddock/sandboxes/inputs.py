@@ -3,7 +3,7 @@ policy resolved from that, or why they cannot be had. Pure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -22,6 +22,7 @@ from paddock.sandboxes.fence import fence_name
 from paddock.sandboxes.plan import Loaded, TransferState
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
+from paddock.settings import OperatorSettings
 
 Obj = dict[str, Any]
 M = TypeVar("M", bound=BaseModel)
@@ -69,6 +70,23 @@ class Blocked:
     reason: R
     message: str
     retry_after: float | None = None
+
+
+def placed(loaded: Loaded[SandboxSpec], config: OperatorSettings) -> Loaded[SandboxSpec]:
+    """The spec with the operator's placement (node selector, tolerations, StorageClass) where
+    it names none of its own."""
+    spec = loaded.spec
+    if spec is None:
+        return loaded
+    update: dict[str, Any] = {}
+    if not spec.node_selector and config.sandbox_node_selector:
+        update["node_selector"] = dict(config.sandbox_node_selector)
+    if not spec.tolerations and config.sandbox_tolerations:
+        update["tolerations"] = list(config.sandbox_tolerations)
+    if not spec.storage.storage_class_name and config.sandbox_storage_class:
+        storage = {"storage_class_name": config.sandbox_storage_class}
+        update["storage"] = spec.storage.model_copy(update=storage)
+    return replace(loaded, spec=spec.model_copy(update=update)) if update else loaded
 
 
 def resolve_inputs(

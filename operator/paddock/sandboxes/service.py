@@ -31,7 +31,7 @@ from paddock.sandboxes import observe
 from paddock.sandboxes.archives import ArchiveStore, Notify
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.fence import fence_name
-from paddock.sandboxes.inputs import SandboxWorld
+from paddock.sandboxes.inputs import SandboxWorld, placed
 from paddock.sandboxes.network import ClusterAddresses, cluster_network
 from paddock.sandboxes.owned import pruned
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write, scrubbed
@@ -138,6 +138,7 @@ def _reconcile_sandbox(
     workspace = world.spec.spec.workspace_ref.name if world.spec.spec else ""
     world = replace(
         world,
+        spec=placed(world.spec, config),
         network=cluster_network(config, ADDRESSES.all()),
         snapshots=snapshot_cluster(namespace, workspace, config),
         restore_timeout=config.restore_timeout_seconds,
