@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from paddock.devcluster import cluster as local
-from paddock.devcluster import images, node
+from paddock.devcluster import dev, images, node
 from support import git_server
 from support.kube import ROOT, Cluster
 from support.model_server import ScriptedModel
@@ -44,8 +44,13 @@ def sandbox_image(cluster: Cluster) -> str:
 
 @pytest.fixture
 def default_image(sandbox_image: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Operators started in this test give sandboxes that name no image that image."""
-    monkeypatch.setenv("PADDOCK_SANDBOX_IMAGE", sandbox_image)
+    """Operators started in this test place sandboxes that name no placement as ``make dev``
+    does on the local cluster: on the real node, their volumes of its CSI StorageClass, in that
+    image."""
+    placement = dev.local_placement(local.default_state_dir())
+    assert placement["PADDOCK_SANDBOX_IMAGE"] == sandbox_image
+    for name, value in placement.items():
+        monkeypatch.setenv(name, value)
     return sandbox_image
 
 
@@ -82,8 +87,7 @@ def test_the_examples_clone_set_up_and_run_in_containers(
     hello["spec"]["source"]["git"]["url"] = hello_repository
     policy = example("sandboxpolicy.yaml")
     policy["spec"]["network"]["egress"] = _egress_to(hello_repository)
-    box = example("sandbox.yaml")
-    box["spec"] |= {**ON_NODE, "storage": {"size": "2Gi", "storageClassName": node.STORAGE_CLASS}}
+    box = example("sandbox.yaml")  # as it is: ``make dev``'s placement puts it on the node
     for manifest in (hello, policy, box, example("agentrun-command.yaml")):
         cluster.apply(manifest, namespace)
     cluster.apply(example("agentrun-claude-code.yaml"), namespace)
@@ -92,6 +96,11 @@ def test_the_examples_clone_set_up_and_run_in_containers(
     pod = get(cluster, namespace, "pod", "hello") or {}
     assert pod["spec"]["nodeName"] == node.NODE_NAME
     assert pod["spec"]["containers"][0]["image"] == default_image
+    assert pod["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
+    (claim_name,) = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]
+                     if "persistentVolumeClaim" in v]  # fmt: skip
+    claim = get(cluster, namespace, "pvc", claim_name) or {}
+    assert claim["spec"]["storageClassName"] == node.CSI_STORAGE_CLASS
     states = {s["name"]: s["state"] for s in pod["status"]["initContainerStatuses"]}
     assert "running" in states.pop("gate")  # the gate's sidecar runs as long as the pod
     inits = {name: state["terminated"] for name, state in states.items()}

@@ -133,17 +133,3 @@ def ensure_binaries(*, real_node: bool = True, forge: bool = False) -> Binaries:
         versitygw_dir=Path(paths["VERSITYGW_BIN"]),
         gitea_dir=Path(paths["GITEA_BIN"]),
     )
-
-
-def build_in_background(log: Path) -> None:
-    """Build everything still missing in a process of its own (niced, in its own session, so
-    that it outlives the caller), its output in ``log``. A later ``ensure_binaries`` waits for
-    it (the script holds a lock) and finds its work cached."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as out:
-        subprocess.Popen(
-            ["nice", "-n", "10", str(BUILD_SCRIPT)],
-            stdout=subprocess.DEVNULL,
-            stderr=out,
-            start_new_session=True,
-        )

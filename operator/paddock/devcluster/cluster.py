@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from paddock.devcluster import forge, images, local_snapshots, node, object_store
-from paddock.devcluster.binaries import Binaries, build_in_background, ensure_binaries
+from paddock.devcluster.binaries import Binaries, ensure_binaries
 from paddock.devcluster.certs import Pki, generate_pki
 from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
 from paddock.devcluster.processes import (
@@ -390,7 +390,7 @@ def status(directory: Path) -> dict[str, bool]:
 
 # Bumped when the control plane's flags change: a cluster started by an older revision is
 # restarted by the next ``up`` rather than reused.
-REVISION = 6
+REVISION = 7
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -469,33 +469,20 @@ def _real_node_wanted(real_node: bool | None) -> bool:
     return False
 
 
-NODE_DEFERRED = "node-deferred"  # in the state directory: started without its real node
-
-
-def up(directory: Path, *, real_node: bool | None = None, defer_node: bool = False) -> Path:
+def up(directory: Path, *, real_node: bool | None = None) -> Path:
     """Start the cluster (or find it running) and return its kubeconfig.
 
     ``real_node``: None starts a real node next to kwok's where the machine can run one
     (``PADDOCK_REAL_NODE=0`` turns it off, ``=1`` makes it required); False never; True
-    requires it. ``defer_node`` (``paddock dev``): where the real node's binaries are not
-    built yet, start without it at once and build them in the background; the next ``up``
-    without ``defer_node`` (the tests') restarts the cluster with its node."""
+    requires it. Its binaries are built first where they are not yet (cold: many minutes)."""
     if _revision(directory) == REVISION and _running(directory):
-        deferred = (directory / NODE_DEFERRED).is_file()
-        if not deferred or defer_node or real_node is False or node.unavailable_reason():
-            print(f"cluster: already running in {directory}", file=sys.stderr)
-            return directory / "kubeconfig"
-        print(
-            "cluster: running without the real node `paddock dev` deferred; restarting with it",
-            file=sys.stderr,
-        )
+        print(f"cluster: already running in {directory}", file=sys.stderr)
+        return directory / "kubeconfig"
     if directory.exists():
         down(directory)  # a stale or half-started cluster: start over cleanly
     started = time.monotonic()
     with_node = _real_node_wanted(real_node)
-    binaries = ensure_binaries(real_node=not defer_node)
-    deferring = with_node and defer_node and not binaries.node_built
-    with_node = with_node and not deferring
+    binaries = ensure_binaries(real_node=with_node)
     print(f"cluster: binaries ready after {time.monotonic() - started:.0f}s", file=sys.stderr)
     directory.mkdir(parents=True)
     state = ClusterState(directory)
@@ -563,14 +550,6 @@ def up(directory: Path, *, real_node: bool | None = None, defer_node: bool = Fal
     except BaseException:
         down(directory, quiet=True, keep_logs=True)
         raise
-    if deferring:
-        (directory / NODE_DEFERRED).write_text("the real node's binaries were not built yet\n")
-        build_in_background(state.log("node-build"))
-        print(
-            "cluster: started without the real node, whose binaries build in the background "
-            f"(log: {state.log('node-build')}); the tests restart the cluster with it",
-            file=sys.stderr,
-        )
     print(f"cluster: up in {time.monotonic() - started:.1f}s", file=sys.stderr)
     return state.kubeconfig
 

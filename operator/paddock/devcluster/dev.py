@@ -1,6 +1,10 @@
 """``paddock dev`` (``make dev``): the main job on whatever cluster is at hand.
 
-Uses the cluster of the current kubeconfig when one answers, else starts the local one; then
+Uses the cluster of the current kubeconfig when one answers, else starts the local one: as
+root, with the real node's Debian packages installed first (hack/node-packages.sh) and its
+binaries built, so that the examples' sandboxes run as containers there (the operator is given
+the node as its sandboxes' placement, and the sandbox image built for it); where a real node
+cannot run, on kwok's simulated node, said before anything that runs an agent is applied. Then
 installs the CRDs, applies the examples, says what to look at, and runs the operator in the
 foreground until interrupted.
 """
@@ -12,15 +16,16 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from paddock import GROUP
 from paddock.api import KINDS
-from paddock.devcluster import cluster
+from paddock.devcluster import cluster, images, node
 from paddock.devcluster.binaries import REPO_ROOT, ensure_binaries
-from paddock.devcluster.processes import wait_established
+from paddock.devcluster.processes import ClusterState, wait_established
 from paddock.kube.client import kubeconfig_files, load_kubeconfig
 
 NEXT_STEPS = """
@@ -75,8 +80,15 @@ def _simulated(node: dict[str, Any]) -> bool:
     return annotations.get(cluster.KWOK_NODE_ANNOTATION) == "fake"
 
 
-def _isolation() -> str:
+def _isolation(placement: dict[str, str]) -> str:
     """The notice for the current kubeconfig's cluster (nodes that cannot be listed: said)."""
+    if placement:
+        return (
+            f">>> ISOLATION: the examples' sandboxes run as containers on the local cluster's real "
+            f"node {node.NODE_NAME} (the operator's placement for sandboxes that name none: "
+            f"{placement['PADDOCK_SANDBOX_NODE_SELECTOR']}; restricted Pod Security, "
+            "NetworkPolicies enforced)."
+        )
     try:
         load_kubeconfig()
         listed = client.CoreV1Api().list_node(_request_timeout=10)
@@ -104,20 +116,48 @@ def _run(*argv: str) -> None:
     subprocess.run(argv, check=True)
 
 
-def run_dev(*, operator: bool = True) -> int:
-    began = time.monotonic()
+def node_packages() -> None:
+    """Install the real node's Debian packages where they are missing (root only; without root
+    the script says so and installs nothing)."""
+    _run(str(REPO_ROOT / "hack" / "node-packages.sh"))
+
+
+def local_placement(directory: Path) -> dict[str, str]:
+    """The operator's settings that put sandboxes naming no placement on the local cluster's
+    real node, in the sandbox image built for it; none where it has no real node."""
+    state = ClusterState.load(directory)
+    if state is None or not state.node:
+        return {}
+    image = cluster.load_image(directory, "sandbox")  # cold: Node.js and the agent CLIs
+    return cluster.sandbox_placement().settings() | {"PADDOCK_SANDBOX_IMAGE": image}
+
+
+def _cluster() -> tuple[str, dict[str, str]]:
+    """The kubeconfig of the cluster to use (the local one, started, where none answers), and
+    the operator's placement of sandboxes when it is the local one with its real node."""
+    directory = cluster.default_state_dir()
     if current_cluster_answers():
         kubeconfig = kubeconfig_files()
         print("dev: using the cluster of the current kubeconfig", file=sys.stderr)
-    else:
-        print("dev: no cluster answers; starting the local one", file=sys.stderr)
-        try:
-            # The examples run on kwok's node: a real node not built yet is built meanwhile.
-            kubeconfig = str(cluster.up(cluster.default_state_dir(), defer_node=True))
-        except cluster.ClusterError as exc:
-            print(f"dev: the local cluster did not start: {exc}", file=sys.stderr)
-            return 1
-        os.environ["KUBECONFIG"] = kubeconfig
+        local = Path(kubeconfig) == directory / "kubeconfig"
+        return kubeconfig, local_placement(directory) if local else {}
+    print("dev: no cluster answers; starting the local one", file=sys.stderr)
+    node_packages()
+    kubeconfig = str(cluster.up(directory))
+    os.environ["KUBECONFIG"] = kubeconfig
+    return kubeconfig, local_placement(directory)
+
+
+def run_dev(*, operator: bool = True) -> int:
+    began = time.monotonic()
+    try:
+        kubeconfig, placement = _cluster()
+    except (cluster.ClusterError, images.ImageError, subprocess.CalledProcessError) as exc:
+        print(f"dev: the local cluster did not start: {exc}", file=sys.stderr)
+        return 1
+    os.environ.update(placement)  # the operator's, started below
+    # Said before anything that runs an agent is applied.
+    print(_isolation(placement) + "\n", file=sys.stderr)
     kubectl = _kubectl()
     _run(kubectl, "apply", "--server-side", "-k", str(REPO_ROOT / "crds"))
     crds = [f"crd/{kind.kind_info.plural}.{GROUP}" for kind in KINDS]
@@ -129,7 +169,9 @@ def run_dev(*, operator: bool = True) -> int:
         return 1
     _run(kubectl, "apply", "-k", str(REPO_ROOT / "examples"))
     print(NEXT_STEPS.format(kubeconfig=kubeconfig), file=sys.stderr)
-    print(_isolation() + "\n", file=sys.stderr)
+    if placement and not operator:
+        said = "\n".join(f"  export {name}={value!r}" for name, value in placement.items())
+        print(f"Run the operator with the real node's placement:\n{said}\n", file=sys.stderr)
     print(f"dev: ready for the operator after {time.monotonic() - began:.0f}s", file=sys.stderr)
     if not operator:
         return 0
