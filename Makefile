@@ -72,8 +72,11 @@ crds-check: install ## Fail when crds/ differs from the API models
 ##@ Test
 
 .PHONY: test
-test: lint typecheck crds-check helm-lint ## Everything CI runs: lint, types, CRDs, the chart, and every test suite
+test: lint typecheck crds-check helm-lint test-prerequisites ## Everything CI runs: lint, types, CRDs, the chart, and every test suite
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+.PHONY: test-prerequisites
+test-prerequisites: node-packages browser agent-clis k8s-binaries ## What the suites need, installed or built where missing (idempotent; quick once done)
 
 .PHONY: test-unit
 test-unit: install ## Unit tests (no cluster)

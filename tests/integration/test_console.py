@@ -147,8 +147,8 @@ def test_a_person_approves_and_denies_in_the_browser_and_a_viewer_only_watches(
         expect(asked).to_have_text(visible(LONG))
         width = page.viewport_size["width"] if page.viewport_size else 1280
         for shown in (asked, page.locator("button[value=approve]")):
-            box = shown.bounding_box()
-            assert box is not None
+            # (None while the live page swaps the request's part in again: laid out once more)
+            box = wait_for(shown.bounding_box, 30, what="the request laid out on the page")
             assert box["x"] + box["width"] <= width, box
         (long_id,) = [r.get_attribute("data-request") for r in page.locator("[data-request]").all()]
         csrf = page.locator("input[name=csrf]").first.get_attribute("value")

@@ -96,8 +96,9 @@ class Deliver(ApiModel):
     )
     forge: Forge | None = Field(
         default=None,
-        description="github, gitlab or gitea. Default: inferred from the repository's host "
-        "(github.com, gitlab.com, or a host name that contains gitlab or gitea).",
+        description="github, gitlab or gitea (gitea also for Forgejo). Default: inferred from "
+        "the repository's host: github.com; gitlab.com or a host name that contains gitlab; "
+        "codeberg.org or a host name that contains gitea or forgejo.",
     )
     only_if: DeliverWhen = Field(
         default=DeliverWhen.SUCCEEDED,
