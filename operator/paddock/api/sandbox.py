@@ -70,7 +70,9 @@ class Storage(ApiModel):
 
     size: Quantity = Field(default="10Gi", description="Size of the workspace volume.")
     storage_class_name: str | None = Field(
-        default=None, description="StorageClass of the PVC; the cluster default when empty."
+        default=None,
+        description="StorageClass of the PVC. Empty: the operator's "
+        "(PADDOCK_SANDBOX_STORAGE_CLASS), else the cluster's default.",
     )
     volume_snapshot_class_name: str | None = Field(
         default=None,
@@ -193,10 +195,15 @@ class SandboxSpec(ApiModel):
         description="RuntimeClass of the pod, for a stronger isolation boundary (gVisor, Kata).",
     )
     node_selector: dict[str, str] = Field(
-        default_factory=dict, description="Node labels the pod must be scheduled on."
+        default_factory=dict,
+        description="Node labels the pod must be scheduled on. Empty: the operator's "
+        "(PADDOCK_SANDBOX_NODE_SELECTOR), if any.",
     )
     tolerations: list[Toleration] = Field(
-        default_factory=list, max_length=MAX_LIST, description="Tolerations of the pod."
+        default_factory=list,
+        max_length=MAX_LIST,
+        description="Tolerations of the pod. Empty: the operator's (PADDOCK_SANDBOX_TOLERATIONS), "
+        "if any.",
     )
     affinity: dict[str, Any] | None = Field(
         default=None,
