@@ -27,13 +27,14 @@ class OperatorSettings(BaseModel):
     )
     sandbox_node_selector: dict[str, str] = Field(
         default={},
-        description="Node labels of sandboxes whose spec names none, as KEY=VALUE[,KEY=VALUE]: "
-        "e.g. the node pool kept for agents.",
+        description="Node labels of sandboxes that place themselves in no way (no node "
+        "selector, tolerations or affinity of their own), as KEY=VALUE[,KEY=VALUE]: e.g. the "
+        "node pool kept for agents.",
     )
     sandbox_tolerations: list[Toleration] = Field(
         default=[],
-        description="Tolerations of sandboxes whose spec names none, as a JSON list as in a Pod "
-        'spec, e.g. [{"key": "agents", "operator": "Exists", "effect": "NoSchedule"}].',
+        description="Tolerations of the same sandboxes as sandbox_node_selector, as a JSON list "
+        'as in a Pod spec, e.g. [{"key": "agents", "operator": "Exists", "effect": "NoSchedule"}].',
     )
     sandbox_storage_class: str | None = Field(
         default=None,

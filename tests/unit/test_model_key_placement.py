@@ -25,8 +25,13 @@ NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 KEY = {"secretKeyRef": {"name": "llm", "key": "key"}}
 
 
-def _secret(name: str) -> dict[str, Any]:
-    return {"name": name, "secretKeyRef": {"name": "llm", "key": "key"}}
+def _secret(name: str, source: str = "llm") -> dict[str, Any]:
+    return {"name": name, "secretKeyRef": {"name": source, "key": "key"}}
+
+
+# The Secrets' values: "copy" holds the same key as "llm" (the modelKey's) under another name.
+VALUES = {("llm", "key"): "sk-model", ("copy", "key"): "sk-model", ("gh", "key"): "ghp",
+          ("npm", "key"): "npm"}  # fmt: skip
 
 
 def _run(**fields: Any) -> AgentRunSpec:
@@ -42,25 +47,51 @@ def _run(**fields: Any) -> AgentRunSpec:
         ({"secrets": [_secret("ANTHROPIC_API_KEY")]}, {}, True,
          ["the run's secret ANTHROPIC_API_KEY"]),
         ({"secrets": [_secret("OPENAI_API_KEY")]}, {}, True, ["the run's secret OPENAI_API_KEY"]),
+        ({"secrets": [_secret("openrouter_api_key")]}, {}, True,  # the case of a name aside
+         ["the run's secret openrouter_api_key"]),
         ({}, {"secrets": [_secret("GEMINI_API_KEY")]}, True,
          ["Workspace app's secret GEMINI_API_KEY"]),
-        ({}, {"secrets": [_secret("CLAUDE_CODE_OAUTH_TOKEN")]}, True,
-         ["Workspace app's secret CLAUDE_CODE_OAUTH_TOKEN"]),
-        ({}, {"secrets": [_secret("CODEX_API_KEY")]}, True,
-         ["Workspace app's secret CODEX_API_KEY"]),
+        ({}, {"secrets": [_secret("AWS_BEARER_TOKEN_BEDROCK")]}, True,
+         ["Workspace app's secret AWS_BEARER_TOKEN_BEDROCK"]),
         # Not a model key: another secret.
-        ({"secrets": [_secret("GITHUB_TOKEN")]}, {"secrets": [_secret("NPM_TOKEN")]}, False, []),
+        ({"secrets": [_secret("GITHUB_TOKEN", "gh")]}, {"secrets": [_secret("NPM_TOKEN", "npm")]},
+         False, []),
         ({"modelKey": KEY, "secrets": [_secret("ANTHROPIC_AUTH_TOKEN")]},
          {"secrets": [_secret("GOOGLE_API_KEY")]}, False,
          ["the run's modelKey, which no egress gateway holds",
           "the run's secret ANTHROPIC_AUTH_TOKEN", "Workspace app's secret GOOGLE_API_KEY"]),
+        # The modelKey's own Secret key, or its value, under any other name or as a header.
+        ({"modelKey": KEY, "secrets": [_secret("MODEL")]}, {}, True,
+         ["the run's secret MODEL, which holds the run's model key"]),
+        ({"modelKey": KEY, "secrets": [_secret("COPY", "copy")]}, {}, True,
+         ["the run's secret COPY, which holds the run's model key"]),
+        ({"modelKey": KEY}, {"skills": [{"name": "tools", "mcp": {
+            "url": "https://mcp.example/mcp",
+            "headers": [{"name": "X-Key", "secretKeyRef": {"name": "llm", "key": "key"}}]}}]},
+         True, ["Workspace app's Secret llm key key, which holds the run's model key"]),
     ],
 )  # fmt: skip
 def test_every_place_that_would_put_a_model_key_in_the_sandbox_is_named(
     run: dict[str, Any], workspace: dict[str, Any], routed: bool, found: list[str]
 ) -> None:
     spec, ws = _run(**run), WorkspaceSpec.model_validate(workspace)
-    assert model_keys.placements(spec, ws, "app", routed) == found
+    exposed = model_keys.exposures(spec, ws, "app", None)
+    assert model_keys.placements(spec, exposed, routed, VALUES) == found
+
+
+def test_the_secrets_a_sandboxs_pod_started_with_count_as_the_sandboxs() -> None:
+    """A Workspace whose key was taken out since: the pod still holds what it started with."""
+    pod = {"spec": {"containers": [{"name": "sandbox", "env": [
+        {"name": "HOME", "value": "/home/paddock"},
+        {"name": "ANTHROPIC_API_KEY", "valueFrom": {"secretKeyRef": {"name": "old", "key": "k"}}},
+        {"name": "PADDOCK_MCP_0_H0", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "key"}}},
+    ]}]}}  # fmt: skip
+    spec = _run(modelKey=KEY)
+    exposed = model_keys.exposures(spec, WorkspaceSpec(), "app", pod)
+    assert model_keys.placements(spec, exposed, True, VALUES) == [
+        "the sandbox's pod's env ANTHROPIC_API_KEY",
+        "the sandbox's pod's env PADDOCK_MCP_0_H0, which holds the run's model key",
+    ]
 
 
 def test_a_key_in_the_sandbox_is_refused_by_the_policy_or_by_the_operator_alone() -> None:
@@ -94,12 +125,17 @@ def test_a_run_under_a_refusing_policy_or_operator_ends_before_it_starts() -> No
         "metadata": {"name": "app", "namespace": "team-keys", "resourceVersion": "1"},
         "spec": {"secrets": [_secret("ANTHROPIC_API_KEY")]},
     }  # fmt: skip
-    for obj in (strict, lax, workspace):
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "box", "namespace": "team-keys", "resourceVersion": "1"},
+        "spec": {"containers": [{"name": "sandbox"}]},
+    }  # fmt: skip
+    for obj in (strict, lax, workspace, pod):
         CACHE.seen("ADDED", obj)
     try:
         under = {name: ReadySandbox("box", "box", "app", policy=PolicyChoice(name=name))
                  for name in ("strict", "lax")}  # fmt: skip
-        routed = _run(modelKey=KEY)
+        routed = _run()  # (no modelKey: no Secret's value is read)
         _, held = spending.may_start("team-keys", routed, under["strict"], True, NOW)
         assert held is not None
         assert held.reason == R.KEY_IN_SANDBOX_REFUSED
@@ -111,7 +147,7 @@ def test_a_run_under_a_refusing_policy_or_operator_ends_before_it_starts() -> No
         assert held.reason == R.KEY_IN_SANDBOX_REFUSED
         assert "PADDOCK_MODEL_KEY_IN_SANDBOX" in held.message
     finally:
-        for obj in (strict, lax, workspace):
+        for obj in (strict, lax, workspace, pod):
             CACHE.seen("DELETED", obj)
 
 

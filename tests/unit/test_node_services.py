@@ -60,6 +60,22 @@ def test_each_cluster_ip_port_goes_to_its_ready_endpoints_by_port_name() -> None
     ]
 
 
+def test_only_the_nodes_own_endpoints_and_numbered_ports_are_followed() -> None:
+    """kwok's simulated pods have addresses that lead nowhere; a slice port without a number
+    (every port) names no DNAT target: neither stops the rest."""
+    on_both = _slice(
+        "gateway",
+        [{"name": "proxy", "port": 8128}, {"name": "metrics"}],
+        {"addresses": ["10.245.0.5"], "nodeName": "paddock-node"},
+        {"addresses": ["10.244.0.9"], "nodeName": "paddock-kwok"},
+        {"addresses": ["192.0.2.2"]},  # on no node: the API server's, say
+    )
+    found = {r.port: r.endpoints for r in routes(SERVICES[:1], [on_both], "paddock-node")}
+    assert set(found) == {80, 3128}
+    assert found[3128] == (("10.245.0.5", 8128), ("192.0.2.2", 8128))
+    assert found[80] == ()
+
+
 def test_a_service_without_endpoints_is_listed_with_none_and_gets_no_rule() -> None:
     (lonely,) = routes([_service("team", "gateway", "10.0.0.20", PROXY)], [])
     assert lonely.endpoints == ()

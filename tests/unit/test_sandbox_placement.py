@@ -51,9 +51,15 @@ def test_what_the_sandbox_says_wins_field_by_field() -> None:
     assert spec.node_selector == {"gpu": "yes"}
     assert [t.key for t in spec.tolerations] == ["gpu"]
     assert spec.storage.storage_class_name == "slow"
-    partly = placed(_loaded(nodeSelector={"gpu": "yes"}), config).spec
-    assert partly is not None
-    assert partly.storage.storage_class_name == "fast"
+    # A sandbox that places itself in any way gets none of the operator's placement (half of
+    # it would select nodes it does not tolerate); its volume still gets the class.
+    for own in ({"nodeSelector": {"gpu": "yes"}}, {"tolerations": [{"key": "gpu"}]},
+                {"affinity": {"nodeAffinity": {}}}):  # fmt: skip
+        partly = placed(_loaded(**own), config).spec
+        assert partly is not None
+        assert partly.node_selector == own.get("nodeSelector", {})
+        assert [t.key for t in partly.tolerations] == [t["key"] for t in own.get("tolerations", [])]
+        assert partly.storage.storage_class_name == "fast"
 
 
 def test_without_a_placement_or_a_valid_spec_nothing_changes() -> None:

@@ -20,7 +20,7 @@ from paddock.agentruns.inputs import workspace_of
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec, RunPhase
 from paddock.api.budget import Budget
-from paddock.api.common import stored_status
+from paddock.api.common import SecretRef, stored_status
 from paddock.api.policy import KeyInSandbox, SandboxPolicySpec, SandboxPolicyStatus
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
@@ -97,8 +97,7 @@ def may_start(
     policy, found = policy_of(namespace, sandbox)
     refusing = policy is not None and policy.model_key.in_sandbox == KeyInSandbox.REFUSE
     if refusing or refuse_keys:
-        workspace = workspace_of(namespace, sandbox)
-        places = model_keys.placements(spec, workspace, sandbox.workspace, routed)
+        places = _key_places(namespace, spec, sandbox, routed)
         label = str(sandbox.policy.label) if refusing else None
         if (refused := model_keys.refusal(places, label, refuse_keys)) is not None:
             return None, Ending(RunPhase.FAILED, R.KEY_IN_SANDBOX_REFUSED, refused)
@@ -121,6 +120,21 @@ def may_start(
         if waiting:
             return budget, Wait(RunPhase.PENDING, C.WITHIN_BUDGET, R.BUDGET_EXHAUSTED, waiting)
     return budget, None
+
+
+def _key_places(
+    namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox, routed: bool
+) -> list[str]:
+    """Where the run's model key would be in its sandbox (gathered: the Workspace, the pod as
+    it started, and, with a modelKey, the values of every secret the sandbox gets)."""
+    pod = CACHE.get("Pod", namespace, sandbox.pod)
+    workspace = workspace_of(namespace, sandbox)
+    exposed = model_keys.exposures(spec, workspace, sandbox.workspace, pod)
+    values: dict[SecretRef, str] = {}
+    if spec.model_key is not None:
+        refs = [spec.model_key.secret_key_ref.pair, *(e.ref for e in exposed)]
+        values = kube.secret_values(namespace, list(dict.fromkeys(refs)))
+    return model_keys.placements(spec, exposed, routed, values)
 
 
 def day_ceilings(namespace: str, sandbox: ReadySandbox) -> Budget | None:

@@ -129,6 +129,32 @@ _URL_USERINFO = r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@"
 _URL_QUERY_CREDENTIAL = r"(?i)[?&;][^=&#]*(token|secret|passw|credential|auth|key|sig)[^=&#]*="
 
 
+CLONE_URL_MESSAGE = (
+    "the URL must be https://, http://, git://, file:// or a path: an ssh source (ssh://, "
+    "user@host:path, host:path) cannot be cloned (the sandbox has no ssh client, and secretRef "
+    "holds a token, not a key), nor a remote helper's (ext::, fd::)"
+)
+# What git clones without ssh or a remote helper: a URL of these schemes, or a path (one that
+# starts with / or ., or holds no colon; git reads anything else with a colon before any slash
+# as host:path, over ssh, and SCHEME::ADDRESS as a remote helper's).
+_CLONE_URL = r"^((https?|git|file)://|[/.]|[^:]*$)"
+
+
+def clone_url(url: str) -> str:
+    if not re.search(_CLONE_URL, url):
+        raise ValueError(CLONE_URL_MESSAGE)
+    return url
+
+
+def clone_url_rule(field: str) -> dict[str, str]:
+    """The CEL rule of ``clone_url`` on a model's ``field`` (reported at that field)."""
+    return cel(
+        cel_matches(_CLONE_URL).replace("self.", f"self.{field}.", 1),
+        CLONE_URL_MESSAGE,
+        f".{field}",
+    )
+
+
 def _no_credentials(url: str) -> str:
     if re.search(_URL_USERINFO, url) or re.search(_URL_QUERY_CREDENTIAL, url):
         raise ValueError(URL_CREDENTIALS_MESSAGE)

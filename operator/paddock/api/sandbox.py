@@ -196,14 +196,14 @@ class SandboxSpec(ApiModel):
     )
     node_selector: dict[str, str] = Field(
         default_factory=dict,
-        description="Node labels the pod must be scheduled on. Empty: the operator's "
-        "(PADDOCK_SANDBOX_NODE_SELECTOR), if any.",
+        description="Node labels the pod must be scheduled on. With none of nodeSelector, "
+        "tolerations and affinity set: the operator's (PADDOCK_SANDBOX_NODE_SELECTOR), if any.",
     )
     tolerations: list[Toleration] = Field(
         default_factory=list,
         max_length=MAX_LIST,
-        description="Tolerations of the pod. Empty: the operator's (PADDOCK_SANDBOX_TOLERATIONS), "
-        "if any.",
+        description="Tolerations of the pod. With none of nodeSelector, tolerations and affinity "
+        "set: the operator's (PADDOCK_SANDBOX_TOLERATIONS), if any.",
     )
     affinity: dict[str, Any] | None = Field(
         default=None,

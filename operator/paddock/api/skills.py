@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from paddock.api.common import (
     MAX_LIST,
@@ -15,6 +15,8 @@ from paddock.api.fields import (
     GitRef,
     UrlWithoutCredentials,
     WorkspacePath,
+    clone_url,
+    clone_url_rule,
 )
 
 
@@ -30,9 +32,11 @@ class AgentSkill(ApiModel):
 class GitSkill(ApiModel):
     """A skill fetched from a git repository (depth 1)."""
 
+    model_config = ConfigDict(json_schema_extra=validations(clone_url_rule("repo")))
+
     repo: UrlWithoutCredentials = Field(
-        description="Repository URL of the skill. Never carries credentials: a token comes "
-        "from secretRef."
+        description="Repository URL of the skill: https://, http://, git://, file:// or a path "
+        "(not ssh). Never carries credentials: a token comes from secretRef."
     )
     ref: GitRef | None = Field(default=None, description="Branch or tag; default branch.")
     into: WorkspacePath | None = Field(
@@ -43,6 +47,8 @@ class GitSkill(ApiModel):
     secret_ref: SecretKeySelector | None = Field(
         default=None, description="Secret key holding an access token for a private repository."
     )
+
+    _repo = field_validator("repo")(clone_url)
 
 
 HEADER_SOURCE_MESSAGE = "a header has either a value or a secretKeyRef, not both"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -33,7 +32,8 @@ from paddock.api.fields import (
     Duration,
     GitRef,
     UrlWithoutCredentials,
-    cel_matches,
+    clone_url,
+    clone_url_rule,
 )
 from paddock.api.skills import Plugin, Skill
 
@@ -61,25 +61,14 @@ CloneDepth = Annotated[
 ]
 
 
-SSH_MESSAGE = (
-    "the URL must be https://, http://, git:// or a path: an ssh source (ssh://, user@host:path) "
-    "cannot be cloned (the sandbox has no ssh client, and secretRef holds a token, not a key)"
-)
-_SSH = r"^[a-zA-Z0-9+.-]*ssh[a-zA-Z0-9+.-]*://|^[^/:]+@[^/:]+:"
-
-
 class GitSource(ApiModel):
     """A git repository cloned into /workspace before setup runs."""
 
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            cel("!" + cel_matches(_SSH).replace("self.", "self.url.", 1), SSH_MESSAGE, ".url")
-        )
-    )
+    model_config = ConfigDict(json_schema_extra=validations(clone_url_rule("url")))
 
     url: UrlWithoutCredentials = Field(
-        description="Repository URL (https://, http://, git:// or a path; not ssh). Never "
-        "carries credentials: a token comes from secretRef."
+        description="Repository URL: https://, http://, git://, file:// or a path (not ssh). "
+        "Never carries credentials: a token comes from secretRef."
     )
     ref: GitRef | None = Field(
         default=None,
@@ -98,12 +87,7 @@ class GitSource(ApiModel):
 
     _depth = field_validator("depth")(_check_depth)
 
-    @field_validator("url")
-    @classmethod
-    def _not_ssh(cls, url: str) -> str:
-        if re.search(_SSH, url):
-            raise ValueError(SSH_MESSAGE)
-        return url
+    _url = field_validator("url")(clone_url)
 
 
 class WorkspaceSource(ApiModel):

@@ -139,7 +139,8 @@ def _cluster() -> tuple[str, dict[str, str]]:
     if current_cluster_answers():
         kubeconfig = kubeconfig_files()
         print("dev: using the cluster of the current kubeconfig", file=sys.stderr)
-        local = Path(kubeconfig) == directory / "kubeconfig"
+        own = (directory / "kubeconfig").resolve()
+        local = any(Path(f).resolve() == own for f in kubeconfig.split(os.pathsep) if f)
         return kubeconfig, local_placement(directory) if local else {}
     print("dev: no cluster answers; starting the local one", file=sys.stderr)
     node_packages()
@@ -155,7 +156,8 @@ def run_dev(*, operator: bool = True) -> int:
     except (cluster.ClusterError, images.ImageError, subprocess.CalledProcessError) as exc:
         print(f"dev: the local cluster did not start: {exc}", file=sys.stderr)
         return 1
-    os.environ.update(placement)  # the operator's, started below
+    for name, value in placement.items():  # the operator's, started below (yours first)
+        os.environ.setdefault(name, value)
     # Said before anything that runs an agent is applied.
     print(_isolation(placement) + "\n", file=sys.stderr)
     kubectl = _kubectl()

@@ -541,7 +541,7 @@ def start(binaries: Binaries, state: ClusterState, kubectl: Kubectl) -> None:
         f"node {NODE_NAME} Ready",
     )  # fmt: skip
     network_policies.start(binaries, state, node, kubectl)
-    services.start(state, node, kubectl, sys.executable)
+    services.start(state, node, NODE_NAME, kubectl, sys.executable)
     _start_csi_node(binaries, state, node, kubectl)
     gateway.start(state, node, kubectl)
 

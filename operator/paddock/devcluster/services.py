@@ -62,8 +62,12 @@ class Route:
     endpoints: tuple[tuple[str, int], ...]
 
 
-def routes(services: list[dict[str, Any]], slices: list[dict[str, Any]]) -> list[Route]:
-    """Each IPv4 ClusterIP Service port with its ready endpoints, from the objects as JSON."""
+def routes(
+    services: list[dict[str, Any]], slices: list[dict[str, Any]], node: str = ""
+) -> list[Route]:
+    """Each IPv4 ClusterIP Service port with its ready endpoints, from the objects as JSON:
+    endpoints on ``node`` or on none (the API server's), not kwok's simulated pods, whose
+    addresses lead nowhere; a slice port without a number (every port) is not followed."""
     ready: dict[tuple[str, str, str, str], set[tuple[str, int]]] = {}
     for piece in slices:
         if piece.get("addressType") != "IPv4":
@@ -73,9 +77,13 @@ def routes(services: list[dict[str, Any]], slices: list[dict[str, Any]]) -> list
         if not service:
             continue
         for port in piece.get("ports") or []:
+            if not isinstance(port.get("port"), int):
+                continue
             key = (meta["namespace"], service, port.get("name") or "", port.get("protocol", "TCP"))
             for endpoint in piece.get("endpoints") or []:
                 if (endpoint.get("conditions") or {}).get("ready") is False:
+                    continue
+                if node and endpoint.get("nodeName") not in (None, node):
                     continue
                 for address in endpoint.get("addresses") or []:
                     ready.setdefault(key, set()).add((address, int(port["port"])))
@@ -135,6 +143,7 @@ class Follower:
         }
         self.changed = threading.Condition()
         self.version = 0
+        self.listed: set[str] = set()  # the kinds listed once at least
 
     def seen(self, kind: str, event: str, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
@@ -148,9 +157,10 @@ class Follower:
             self.changed.notify_all()
 
     def after(self, version: int) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
-        """Once the version is past ``version``: the version, the Services and the slices."""
+        """Once both kinds were listed and the version is past ``version``: the version, the
+        Services and the slices."""
         with self.changed:
-            self.changed.wait_for(lambda: self.version != version)
+            self.changed.wait_for(lambda: self.version != version and len(self.listed) == 2)
             services, slices = self.objects["services"], self.objects["slices"]
             return self.version, list(services.values()), list(slices.values())
 
@@ -159,6 +169,7 @@ class Follower:
             self.objects[kind] = {
                 (o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objs
             }
+            self.listed.add(kind)
             self.version += 1
             self.changed.notify_all()
 
@@ -186,12 +197,17 @@ def follow(kind: str, lister: Callable[..., Any], follower: Follower) -> None:
             threading.Event().wait(1)
 
 
-def apply(table: str, bridge: str, follower: Follower) -> None:
-    """Write the table whenever what it is made from changed."""
+def apply(table: str, bridge: str, node: str, follower: Follower) -> None:
+    """Write the table whenever what it is made from changed (what cannot be made into one is
+    said, and the table kept as it was)."""
     applied, seen = None, -1
     while True:
         seen, services, slices = follower.after(seen)
-        text = ruleset(table, bridge, routes(services, slices))
+        try:
+            text = ruleset(table, bridge, routes(services, slices, node))
+        except (KeyError, TypeError, ValueError) as exc:
+            log.error("the Services and EndpointSlices could not be read: %r", exc)
+            continue
         if text == applied:
             continue
         done = subprocess.run(["nft", "-f", "-"], input=text, capture_output=True, text=True)
@@ -207,6 +223,7 @@ def main() -> None:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--table", required=True)
     parser.add_argument("--bridge", required=True, help="the node's bridge: pods' packets")
+    parser.add_argument("--node", required=True, help="the node whose pods are endpoints")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     config.load_kube_config(args.kubeconfig)
@@ -218,7 +235,7 @@ def main() -> None:
     ):
         threading.Thread(target=follow, args=(kind, lister, follower), daemon=True).start()
     try:
-        apply(args.table, args.bridge, follower)
+        apply(args.table, args.bridge, args.node, follower)
     finally:
         remove_table(args.table)
 
@@ -253,7 +270,7 @@ def _rbac() -> str:
     return yaml.safe_dump_all([role, binding])
 
 
-def start(state: ClusterState, node: NodePlan, kubectl: Any, python: str) -> None:
+def start(state: ClusterState, node: NodePlan, node_name: str, kubectl: Any, python: str) -> None:
     """Run the proxy and wait until its table is in place (the ``kubernetes`` Service has its
     endpoint from the start, so the table is never empty for long)."""
     root: Path = node.root
@@ -265,7 +282,7 @@ def start(state: ClusterState, node: NodePlan, kubectl: Any, python: str) -> Non
     table = table_name(node)
     argv = [python, "-m", "paddock.devcluster.services",
             f"--kubeconfig={root / 'services.kubeconfig'}", f"--table={table}",
-            f"--bridge={node.bridge}"]  # fmt: skip
+            f"--bridge={node.bridge}", f"--node={node_name}"]  # fmt: skip
     process = spawn(state, COMPONENT, argv)
     wait_until(state, COMPONENT, process, lambda: table_exists(table), f"nftables table {table}")
 

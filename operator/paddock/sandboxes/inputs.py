@@ -73,16 +73,19 @@ class Blocked:
 
 
 def placed(loaded: Loaded[SandboxSpec], config: OperatorSettings) -> Loaded[SandboxSpec]:
-    """The spec with the operator's placement (node selector, tolerations, StorageClass) where
-    it names none of its own."""
+    """The spec with the operator's placement where it names none of its own: its node
+    selector and tolerations together, for a sandbox that names no node selector, tolerations
+    or affinity (one that names any placed itself: half of the operator's would leave it
+    selecting nodes it does not tolerate); its StorageClass, for a volume that names none."""
     spec = loaded.spec
     if spec is None:
         return loaded
     update: dict[str, Any] = {}
-    if not spec.node_selector and config.sandbox_node_selector:
-        update["node_selector"] = dict(config.sandbox_node_selector)
-    if not spec.tolerations and config.sandbox_tolerations:
-        update["tolerations"] = list(config.sandbox_tolerations)
+    if not (spec.node_selector or spec.tolerations or spec.affinity):
+        if config.sandbox_node_selector:
+            update["node_selector"] = dict(config.sandbox_node_selector)
+        if config.sandbox_tolerations:
+            update["tolerations"] = list(config.sandbox_tolerations)
     if not spec.storage.storage_class_name and config.sandbox_storage_class:
         storage = {"storage_class_name": config.sandbox_storage_class}
         update["storage"] = spec.storage.model_copy(update=storage)
