@@ -291,6 +291,10 @@ def test_the_approval_example_runs_end_to_end(
     commit = "git commit -am 'Fix a typo in the README'"
     with ScriptedModel([commit]) as model:
         fields = harness_fields(cluster, namespace, "box", "claude-code", model.url)
+        # The example's own modelKey, naming the test's Secret: without a gateway the harness
+        # gets the key in its environment (its ModelRoute condition says so).
+        del fields["secrets"]
+        run["spec"]["modelKey"]["secretKeyRef"] = {"name": "llm", "key": "key"}
         run["spec"] |= {"sandboxRef": {"name": "box"}, **fields}
         cluster.apply(run, namespace)
         status = _pending(cluster, namespace, name, 1)

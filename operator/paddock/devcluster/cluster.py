@@ -390,7 +390,7 @@ def status(directory: Path) -> dict[str, bool]:
 
 # Bumped when the control plane's flags change: a cluster started by an older revision is
 # restarted by the next ``up`` rather than reused.
-REVISION = 7
+REVISION = 8
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
