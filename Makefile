@@ -38,6 +38,10 @@ node-packages: ## Install the real node's Debian packages (containerd, runc, CNI
 helm: ## Build and cache the helm CLI through the Go module proxy (cold: several minutes)
 	hack/helm.sh
 
+.PHONY: gitops-health
+gitops-health: ## Build and cache the GitOps health checker the tests use (kstatus and Argo CD's Lua engine; Go module proxy)
+	hack/gitops-health.sh
+
 .PHONY: agent-clis
 agent-clis: ## Install and cache the pinned real agent CLIs the integration tests run (npm)
 	hack/agent-clis.sh
@@ -76,7 +80,7 @@ test: lint typecheck crds-check helm-lint test-prerequisites ## Everything CI ru
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 .PHONY: test-prerequisites
-test-prerequisites: node-packages browser agent-clis k8s-binaries ## What the suites need, installed or built where missing (idempotent; quick once done)
+test-prerequisites: node-packages browser agent-clis k8s-binaries gitops-health ## What the suites need, installed or built where missing (idempotent; quick once done)
 
 .PHONY: test-unit
 test-unit: install ## Unit tests (no cluster)

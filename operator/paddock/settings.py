@@ -224,6 +224,12 @@ class OperatorSettings(BaseModel):
     gateway_model_port: int = Field(
         default=3130, ge=1, le=65535, description="The port the gateway's model route listens on."
     )
+    run_start_grace_seconds: int = Field(
+        default=300,
+        ge=1,
+        description="How long a run may wait for a sandbox, pool, Secret or prompt that does "
+        "not exist before it reads Stalled (GitOps tools: Failed); it starts when they come.",
+    )
     model_key_in_sandbox: Literal["allow", "refuse"] = Field(
         default="allow",
         description="refuse: every run whose model key would be in its sandbox (a modelKey "

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import secrets
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from paddock.agentruns import decide, gating, host_asks, inputs, logstore, model_access, spending
@@ -73,8 +73,9 @@ class Execution(RunRecord):
         status, written = stored_status(AgentRunStatus, run), dict(run.get("status") or {})
         gateway = model_access.model_gateway(settings)  # where a run's model key is held
         refuse = settings.model_key_in_sandbox == "refuse"  # by the operator, in every sandbox
+        stall = timedelta(seconds=settings.run_start_grace_seconds)
         return cls(run, run_log, summary, cursor, status, written=written, gateway=gateway,
-                   refuse_keys=refuse)  # fmt: skip
+                   refuse_keys=refuse, stall_after=stall)  # fmt: skip
 
     # -- one step ------------------------------------------------------------------------------
 

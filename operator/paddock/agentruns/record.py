@@ -11,6 +11,7 @@ from typing import Any
 from paddock import metrics
 from paddock.agentruns import decide, inputs
 from paddock.agentruns.delivering import Outcome
+from paddock.api import health
 from paddock.api.agentrun import TERMINAL_PHASES, AgentRunStatus, RunPhase
 from paddock.api.common import ConditionStatus
 from paddock.api.conditions import Notice, get_condition, set_condition
@@ -24,7 +25,7 @@ from paddock.runs import events as ev
 from paddock.runs.events import Draft, RunSummary
 from paddock.runs.log import ConfigMapLog, RunLog
 from paddock.runs.scrubbing import Scrubber
-from paddock.times import utcnow
+from paddock.times import parse_time, utcnow
 
 Obj = dict[str, Any]
 
@@ -57,6 +58,7 @@ class RunRecord:
     notices: list[Notice] = field(default_factory=list)
     written: Obj = field(default_factory=dict)  # the status as last written
     held: list[Obj] = field(default_factory=list)  # events stamped, not yet in the log
+    stall_after: timedelta = health.STALL_AFTER  # waiting for what may never come, then stuck
 
     @property
     def namespace(self) -> str:
@@ -154,14 +156,21 @@ class RunRecord:
         if events and self.held:
             self._write(self.held, self.cursor)
             self.held = []
-        self.status.observed_generation = self.run["metadata"].get("generation")
+        meta, now = self.run["metadata"], utcnow()
+        self.status.observed_generation = meta.get("generation")
         self.status.log = self.log.where()  # (followers wait for it; a restart reads it)
         if events:
             decide.summarise(self.status, self.summary)
+        created = parse_time(meta.get("creationTimestamp"))
+        found = health.of_run(
+            self.status.phase, self.status.conditions, created, now, self.stall_after
+        )
+        self.status.conditions = health.with_health(
+            self.status.conditions, found, meta.get("generation"), now
+        )
         new = self.status.to_api()
         patch = {key: value for key, value in new.items() if self.written.get(key) != value}
         if patch:
-            meta = self.run["metadata"]
             stored = kube.patch_status("AgentRun", meta["namespace"], meta["name"], patch)
             self.written |= patch
             if stored is not None:  # the runs of its sandbox see it at once, not at its event

@@ -14,7 +14,7 @@ def set_condition(
     conditions: list[Condition],
     type_: ConditionType,
     status: bool | None,
-    reason: Reason,
+    reason: Reason | str,
     message: str,
     *,
     generation: int | None,

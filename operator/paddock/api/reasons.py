@@ -32,6 +32,9 @@ W = Severity.WARNING
 
 class ConditionType(StrEnum):
     READY = "Ready"
+    # Every kind: for GitOps tools (api/health.py)
+    RECONCILING = "Reconciling"
+    STALLED = "Stalled"
     # Workspace
     ALL_HARNESSES_SUPPORTED = "AllHarnessesSupported"
     # Sandbox

@@ -37,6 +37,7 @@ from paddock.sandboxes.owned import pruned
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write, scrubbed
 from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused, taken
+from paddock.sandboxes.reporting import with_health
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import decide_workspace, load_spec
 from paddock.settings import OperatorSettings
@@ -303,7 +304,7 @@ def _report(kind: str, body: Obj, plan: Plan) -> Outcome:
     """Write the plan's status (only what changed) once its writes are made."""
     meta = body["metadata"]
     namespace = meta["namespace"]
-    status = _changed(body.get("status") or {}, plan.status)
+    status = _changed(body.get("status") or {}, with_health(kind, body, plan.status))
     if status:
         stored = kube.patch_status(kind, namespace, meta["name"], status)
         if stored is not None:
