@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from support import gitops
 from support.kube import ROOT, Cluster
@@ -111,3 +113,30 @@ def test_every_kind_reads_to_gitops_tools_as_what_it_is(states: dict[str, Any]) 
         assert {c["observedGeneration"] for c in obj["status"]["conditions"]} == {generation}
     if os.environ.get("PADDOCK_RECORD_GITOPS"):  # to record them again after a change
         RECORDED.write_text(json.dumps(gitops.recordable(states), indent=1, sort_keys=True) + "\n")
+
+
+def test_what_a_repository_applies_does_not_drift_once_the_operator_has_reconciled_it(
+    cluster: Cluster, namespace: str, operator: Any, tmp_path: Path
+) -> None:
+    """Applied as Flux applies (server-side, a field manager of its own), reconciled by the
+    operator (the pool fills, the sandbox is set up), and compared again: nothing differs, so
+    a repository applied again and again applies nothing."""
+    manifests = [workspace("app"), _policy("valid"), POOL,
+                 sandbox("box", "app", policyRef={"name": "valid"})]  # fmt: skip
+    path = tmp_path / "repository.yaml"
+    path.write_text(yaml.safe_dump_all(manifests))
+    applied = ["--server-side", "--field-manager=gitops", "-n", namespace, "-f", str(path)]
+    cluster.kubectl("apply", *applied)
+    wait_for_phase(cluster, namespace, "box", "Ready")
+    wait_for(
+        lambda: (
+            (get(cluster, namespace, "sandboxpool", "warm") or {})
+            .get("status", {})
+            .get("readyReplicas")
+            == 1
+        ),
+        120,
+        what="the pool's member Ready",
+    )
+    diff = cluster.kubectl("diff", *applied, check=False)
+    assert diff.returncode == 0, diff.stdout + diff.stderr
