@@ -92,13 +92,25 @@ def states(cluster: Cluster, namespace: str, quick_stall: Any) -> dict[str, Any]
         ("sandboxpool", "warm"), ("agentrun", "done"), ("agentrun", "broken"),
         ("agentrun", "stranded"),
     ]:  # fmt: skip
-        obj = get(cluster, namespace, kind, name)
-        assert obj is not None, (kind, name)
+        obj = wait_for(lambda k=kind, n=name: _reported(cluster, namespace, k, n), 60,
+                       what=f"{kind} {name} reported on")  # fmt: skip
         found[f"{obj['kind']}/{name}"] = obj
     return found
 
 
-def test_every_kind_reads_to_gitops_tools_as_what_it_is(states: dict[str, Any]) -> None:
+def _reported(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+    """The object once the operator reported on its generation (a status without Stalled
+    is one from before)."""
+    obj = get(cluster, namespace, kind, name) or {}
+    status = obj.get("status") or {}
+    types = {c["type"] for c in status.get("conditions") or []}
+    seen = status.get("observedGeneration") == (obj.get("metadata") or {}).get("generation")
+    return obj if seen and "Stalled" in types else None
+
+
+def test_every_kind_reads_to_gitops_tools_as_what_it_is(
+    cluster: Cluster, namespace: str, states: dict[str, Any]
+) -> None:
     seen = gitops.check(list(states.values()))
     got = {key: (v["kstatus"], v["argo"]) for key, v in zip(states, seen, strict=True)}
     assert got == gitops.EXPECTED, json.dumps(seen, indent=2)
@@ -111,6 +123,16 @@ def test_every_kind_reads_to_gitops_tools_as_what_it_is(states: dict[str, Any]) 
         generation = obj["metadata"]["generation"]
         assert obj["status"]["observedGeneration"] == generation
         assert {c["observedGeneration"] for c in obj["status"]["conditions"]} == {generation}
+    # A finished run edited since (its time to live): it notes the new generation, and reads
+    # as it did.
+    merge_patch(cluster, namespace, "agentrun", "done", {"spec": {"ttlSecondsAfterFinished": 9000}})
+    edited = wait_for(
+        lambda: (r := get(cluster, namespace, "agentrun", "done") or {})
+        .get("status", {}).get("observedGeneration") == 2 and r,
+        30,
+        what="the edited run's generation noted",
+    )  # fmt: skip
+    assert [v["kstatus"] for v in gitops.check([edited])] == ["Current"]
     if os.environ.get("PADDOCK_RECORD_GITOPS"):  # to record them again after a change
         RECORDED.write_text(json.dumps(gitops.recordable(states), indent=1, sort_keys=True) + "\n")
 

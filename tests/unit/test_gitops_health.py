@@ -108,6 +108,19 @@ def test_a_run(
     assert _flags(health.of_run(phase, conditions, created, NOW)) == expected
 
 
+def test_a_run_that_got_what_it_waited_for_is_no_longer_stuck() -> None:
+    """Its Secret came, late: it waits now for its sandbox, which is being made (the Secret's
+    condition stays as it was until the run starts)."""
+    secret = _c("SecretsFound", False, "SecretNotFound").model_copy(
+        update={"last_transition_time": OLD}
+    )
+    sandbox = _c("SandboxReady", False, "SandboxCreated").model_copy(
+        update={"last_transition_time": NOW - timedelta(seconds=1)}
+    )
+    found = health.of_run("WaitingForSandbox", [secret, sandbox], OLD, NOW)
+    assert _flags(found) == (False, True, False, "SandboxCreated")
+
+
 def test_the_conditions_carry_the_generation_and_keep_the_kinds_own_ready() -> None:
     own = [_c("Ready", False, "PolicyInvalid", "fix the policy")]
     found = health.of_sandbox("Pending", own)

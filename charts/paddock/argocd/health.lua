@@ -15,15 +15,18 @@ end
 local conditions = {}
 if obj.status.conditions ~= nil then
   for _, condition in ipairs(obj.status.conditions) do
-    conditions[condition.type] = condition
+    if condition.type ~= nil then
+      conditions[condition.type] = condition
+    end
   end
 end
 local function said(condition)
   local reason = condition.reason or ""
-  if condition.message ~= nil and condition.message ~= "" then
-    return reason .. ": " .. condition.message
+  local message = condition.message or ""
+  if reason ~= "" and message ~= "" then
+    return reason .. ": " .. message
   end
-  return reason
+  return reason .. message
 end
 local stalled = conditions["Stalled"]
 if stalled ~= nil and stalled.status == "True" then
@@ -33,7 +36,8 @@ if stalled ~= nil and stalled.status == "True" then
 end
 if obj.kind == "Sandbox" and obj.status.phase == "Paused" then
   hs.status = "Suspended"
-  hs.message = "Paused: the pod is gone, the volume kept"
+  local ready = conditions["Ready"]
+  hs.message = ready ~= nil and said(ready) or "Paused"
   return hs
 end
 local reconciling = conditions["Reconciling"]

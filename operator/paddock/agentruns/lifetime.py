@@ -8,9 +8,10 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from paddock.api.agentrun import AgentRunSpec
+from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, AgentRunStatus
+from paddock.api.common import stored_status
 from paddock.kube import client as kube
-from paddock.kube.errors import ConflictError
+from paddock.kube.errors import ConflictError, KubeError
 from paddock.times import parse_time, utcnow
 
 log = logging.getLogger("paddock.runs")
@@ -59,3 +60,26 @@ def expire(
         log.info("run %s/%s deleted, %s after it finished (its time to live)",
                  meta["namespace"], meta["name"], at - completed_at)  # fmt: skip
     return None
+
+
+def observe_ended(run: Obj) -> None:
+    """A finished run whose spec changed since it ended (its time to live, a cancel that came
+    late, a repository's edit): its status says it saw that generation, every condition too,
+    so that a GitOps tool does not wait on it as not yet reconciled."""
+    status, generation = run.get("status") or {}, run["metadata"].get("generation")
+    if status.get("phase") not in TERMINAL_PHASES or generation is None:
+        return
+    if status.get("observedGeneration") == generation:
+        return
+    stored = stored_status(AgentRunStatus, run)
+    conditions = [
+        c.model_copy(update={"observed_generation": generation}) for c in stored.conditions
+    ]
+    patch = stored.model_copy(update={"observed_generation": generation, "conditions": conditions})
+    written = {"observedGeneration": generation, "conditions": patch.to_api()["conditions"]}
+    meta = run["metadata"]
+    try:
+        kube.patch_status("AgentRun", meta["namespace"], meta["name"], written)
+    except KubeError as exc:  # said; the run's next change tries again
+        log.warning("run %s/%s: its new generation could not be noted: %s",
+                    meta["namespace"], meta["name"], exc)  # fmt: skip

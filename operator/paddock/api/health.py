@@ -17,7 +17,7 @@ Secrets missing past ``STALL_AFTER``) are Failed, with the reason a person acts 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from paddock.api.common import Condition, ConditionStatus
 from paddock.api.conditions import get_condition, set_condition
@@ -28,22 +28,23 @@ from paddock.api.reasons import ConditionType as C
 # (PADDOCK_RUN_START_GRACE_SECONDS): what one GitOps apply creates together is there well before.
 STALL_AFTER = timedelta(minutes=5)
 
-# A Sandbox Pending or Failed for one of these cannot get further until its spec, its
-# Workspace or its policy is changed.
+# A Sandbox Pending for one of these cannot get further until its spec, its Workspace or its
+# policy is changed. (A part the API server refused is tried again, a quota or a webhook
+# may let it through: under way, unless the refusal failed the sandbox.)
 SANDBOX_STALLS = frozenset(
     {
         "InvalidSpec", "WorkspaceInvalid", "PolicyInvalid", "PolicyRequired", "PolicyDenied",
-        "ApprovalRequired", "WorkspaceTooLarge", "NameConflict", "PodRefused", "VolumeRefused",
-        "FilesRefused", "NetworkPolicyRefused",
+        "ApprovalRequired", "WorkspaceTooLarge", "NameConflict",
     }
 )  # fmt: skip
 # What a run waits for that may never come; past STALL_AFTER it cannot start.
 RUN_WAITS = frozenset(
     {
         "SandboxNotFound", "PoolNotFound", "SandboxInPool", "PoolInvalid", "SandboxInvalid",
-        "SecretNotFound", "PromptNotFound",
+        "SecretNotFound", "PromptNotFound", "PolicyNotFound",
     }
 )  # fmt: skip
+NEVER = datetime.min.replace(tzinfo=UTC)
 RUN_SUCCEEDED = "Succeeded"
 RUN_ENDED = frozenset({"Failed", "Cancelled", "TimedOut"})
 
@@ -119,15 +120,15 @@ def of_run(
     if phase in RUN_ENDED:
         reason, message = _reason(conditions, C.COMPLETE, str(phase))
         return Health(False, False, True, reason, message)
-    waiting = next(
-        (
-            c
-            for c in conditions
-            if c.type in (C.SECRETS_FOUND, C.PROMPT_FOUND, C.SANDBOX_READY)
-            and c.status != ConditionStatus.TRUE
-        ),
-        None,
-    )
+    # What it waits for now: of the things it waits for in turn, the one that changed last (an
+    # earlier one, once passed, stays as it was until the run starts).
+    waits = [
+        c
+        for c in conditions
+        if c.type in (C.SECRETS_FOUND, C.PROMPT_FOUND, C.SANDBOX_READY)
+        and c.status != ConditionStatus.TRUE
+    ]
+    waiting = max(waits, key=lambda c: c.last_transition_time or NEVER, default=None)
     if waiting is None or phase in ("Running", "AwaitingApproval"):
         return Health(
             False, True, False, str(phase or "Pending"), f"The run is {phase or 'Pending'}."

@@ -121,6 +121,8 @@ def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
     if type is not None:
         inputs.seen(type, dict(body))
         metrics.run_seen(type, dict(body), TERMINAL_PHASES)
+    if type == "MODIFIED":
+        lifetime.observe_ended(dict(body))
 
 
 @kopf.on.event("v1", "events")
