@@ -48,6 +48,14 @@ def quick_stall(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
     return request.getfixturevalue("operator")
 
 
+def _pool_ready(cluster: Cluster, namespace: str) -> None:
+    def ready() -> bool:
+        pool = get(cluster, namespace, "sandboxpool", "warm") or {}
+        return bool((pool.get("status") or {}).get("readyReplicas") == 1)
+
+    wait_for(ready, 120, what="the pool's member Ready")
+
+
 def _stalled(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
     found = get(cluster, namespace, "agentrun", name) or {}
     conditions = (found.get("status") or {}).get("conditions") or []
@@ -75,16 +83,7 @@ def states(cluster: Cluster, namespace: str, quick_stall: Any) -> dict[str, Any]
     wait_for_run(cluster, namespace, "done")
     wait_for_run(cluster, namespace, "broken")
     wait_for(lambda: _stalled(cluster, namespace, "stranded"), 60, what="a stranded run")
-    wait_for(
-        lambda: (
-            (get(cluster, namespace, "sandboxpool", "warm") or {})
-            .get("status", {})
-            .get("readyReplicas")
-            == 1
-        ),
-        120,
-        what="the pool's member Ready",
-    )
+    _pool_ready(cluster, namespace)
     found: dict[str, Any] = {}
     for kind, name in [
         ("workspace", "app"), ("sandboxpolicy", "valid"), ("sandboxpolicy", "ineffective"),
@@ -150,15 +149,6 @@ def test_what_a_repository_applies_does_not_drift_once_the_operator_has_reconcil
     applied = ["--server-side", "--field-manager=gitops", "-n", namespace, "-f", str(path)]
     cluster.kubectl("apply", *applied)
     wait_for_phase(cluster, namespace, "box", "Ready")
-    wait_for(
-        lambda: (
-            (get(cluster, namespace, "sandboxpool", "warm") or {})
-            .get("status", {})
-            .get("readyReplicas")
-            == 1
-        ),
-        120,
-        what="the pool's member Ready",
-    )
+    _pool_ready(cluster, namespace)
     diff = cluster.kubectl("diff", *applied, check=False)
     assert diff.returncode == 0, diff.stdout + diff.stderr
