@@ -46,15 +46,3 @@ def test_the_forge_is_built_only_when_asked_for(script: Path) -> None:
     assert (script / "forge").read_text() == "unset\n"  # what `paddock dev` asks: no forge
     binaries.ensure_binaries(forge=True)
     assert (script / "forge").read_text() == "1\n"
-
-
-def test_the_real_nodes_binaries_count_as_built_only_when_all_are_complete(script: Path) -> None:
-    found = binaries.ensure_binaries(real_node=False)
-    assert not found.node_built
-    parts = ["kubelet_bin", "local_path_bin", "network_policies_bin", "csi_node_bin"]
-    for part in parts:
-        (script / part).mkdir()
-        (script / part / ".complete").touch()
-    assert found.node_built
-    (script / "csi_node_bin" / ".complete").unlink()  # one still building
-    assert not found.node_built

@@ -33,17 +33,6 @@ class Binaries:
     gitea_dir: Path
 
     @property
-    def node_built(self) -> bool:
-        """Whether the real node's binaries (kubelet, storage, network policies) are built."""
-        parts = (
-            self.kubelet_dir,
-            self.local_path_dir,
-            self.network_policies_dir,
-            self.csi_node_dir,
-        )
-        return all((part / ".complete").is_file() for part in parts)
-
-    @property
     def kubelet(self) -> Path:
         return self.kubelet_dir / "kubelet"
 
