@@ -23,8 +23,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 .PHONY: k8s-binaries
-k8s-binaries: ## Build and cache the local control plane's binaries, and the forge the tests use (cold: many minutes)
-	PADDOCK_FORGE=1 hack/k8s-binaries.sh
+k8s-binaries: ## Build and cache the local control plane's binaries, and the forge and Flux the tests use (cold: many minutes)
+	PADDOCK_FORGE=1 PADDOCK_FLUX=1 hack/k8s-binaries.sh
 
 .PHONY: browser
 browser: ## Install Chromium from Debian's packages, the browser the console's tests drive (needs root)

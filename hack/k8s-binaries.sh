@@ -13,6 +13,9 @@
 #   $PADDOCK_CACHE/versitygw/<version>/versitygw   (the S3-compatible object store, POSIX backend)
 #   $PADDOCK_CACHE/gitea/<version>/gitea        (the git forge deliveries are tested against;
 #                                                only with PADDOCK_FORGE=1: `make dev` never starts it)
+#   $PADDOCK_CACHE/flux/<version>/{source-controller,kustomize-controller} and crds/
+#                                               (Flux, which the GitOps tests reconcile a forge's
+#                                                repository with; only with PADDOCK_FLUX=1)
 #
 # Idempotent (a component already built is skipped) and safe when two runs race (flock).
 # A cold build takes many minutes on two cores; progress goes to stderr.
@@ -27,6 +30,9 @@ LOCAL_PATH_VERSION="${PADDOCK_LOCAL_PATH_VERSION:-v0.0.30}"
 NETWORK_POLICIES_VERSION="${PADDOCK_NETWORK_POLICIES_VERSION:-v0.8.0}"
 VERSITYGW_VERSION="${PADDOCK_VERSITYGW_VERSION:-v1.8.0}"
 GITEA_VERSION="${PADDOCK_GITEA_VERSION:-v1.27.3}"
+# Flux's source-controller and kustomize-controller: the newest release whose modules need no
+# newer Go than this machine's (v1.10 needs Go 1.27).
+FLUX_VERSION="${PADDOCK_FLUX_VERSION:-v1.9.6}"
 CACHE="${PADDOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/paddock}"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -43,6 +49,7 @@ kubelet_dir="$CACHE/kubelet/$K8S_VERSION"
 local_path_dir="$CACHE/local-path-provisioner/$LOCAL_PATH_VERSION"
 versitygw_dir="$CACHE/versitygw/$VERSITYGW_VERSION"
 gitea_dir="$CACHE/gitea/$GITEA_VERSION"
+flux_dir="$CACHE/flux/$FLUX_VERSION"
 network_policies_source="$(cd "$(dirname "$0")" && pwd)/network-policies"
 network_policies_dir="$CACHE/network-policies/$NETWORK_POLICIES_VERSION-$(cat "$network_policies_source"/main.go \
   "$network_policies_source"/go.mod "$network_policies_source"/patch/*.go | sha256sum | cut -c1-8)-paddock.2"
@@ -282,6 +289,42 @@ build_gitea() {
   log "gitea $GITEA_VERSION: done"
 }
 
+# Flux's source-controller and kustomize-controller, and their CRDs. Each main module replaces
+# its api module with the directory next to it; go install refuses replace directives, so a
+# wrapper module requires both at the same release and repeats the others. source-controller
+# asks for github.com/fluxcd/pkg/artifact v0.18.3, which the module proxy here does not serve:
+# the wrapper takes v0.18.1, the patch release before it.
+build_flux() {
+  [ -f "$flux_dir/.complete" ] && { log "flux $FLUX_VERSION: cached"; return; }
+  log "flux $FLUX_VERSION: building source-controller and kustomize-controller (cold: 3-5 min)"
+  local work controller src module
+  work=$(mktemp -d); trap 'rm -rf "$work"; trap - RETURN' RETURN
+  mkdir -p "$flux_dir/crds"
+  for controller in source-controller kustomize-controller; do
+    module="github.com/fluxcd/$controller"
+    src="$(module_dir "$module@$FLUX_VERSION")"
+    mkdir -p "$work/$controller"
+    (
+      cd "$work/$controller"
+      go mod init "paddock.dev/flux-$controller-wrapper" 2>/dev/null
+      go mod edit -go=1.26.0 -require="$module@$FLUX_VERSION" -require="$module/api@$FLUX_VERSION"
+      # the main module's replace directives (one per line, or in a block) but a directory's
+      awk '/^replace \(/ { block = 1; next } block && /^\)/ { block = 0; next }
+           /^replace / { sub(/^replace /, ""); print; next } block && !/^[[:space:]]*(\/\/|$)/' \
+          "$src/go.mod" | grep -v '=> *\./' | while read -r old arrow new version; do
+        go mod edit -replace="$old=$new@$version"
+      done
+      if [ "$controller" = source-controller ]; then
+        go mod edit -replace=github.com/fluxcd/pkg/artifact=github.com/fluxcd/pkg/artifact@v0.18.1
+      fi
+      go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$flux_dir/$controller" "$module"
+    )
+    cp "$src"/config/crd/bases/*.yaml "$flux_dir/crds/"
+  done
+  touch "$flux_dir/.complete"
+  log "flux $FLUX_VERSION: done"
+}
+
 fetch_snapshot_crds() {
   [ -f "$snapshot_dir/.complete" ] && { log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: cached"; return; }
   log "VolumeSnapshot CRDs $SNAPSHOTTER_VERSION: fetching"
@@ -322,6 +365,11 @@ if [ "${PADDOCK_FORGE:-0}" = 1 ]; then
 else
   log "gitea: skipped (built with PADDOCK_FORGE=1, as the delivery tests ask)"
 fi
+if [ "${PADDOCK_FLUX:-0}" = 1 ]; then
+  timed flux build_flux
+else
+  log "flux: skipped (built with PADDOCK_FLUX=1, as the GitOps tests ask)"
+fi
 if [ ${#took[@]} -gt 0 ]; then
   log "built: $(IFS=,; echo "${took[*]}" | sed 's/,/, /g')"
 fi
@@ -338,3 +386,4 @@ echo "NETWORK_POLICIES_BIN=$network_policies_dir"
 echo "CSI_NODE_BIN=$csi_node_dir"
 echo "VERSITYGW_BIN=$versitygw_dir"
 echo "GITEA_BIN=$gitea_dir"
+echo "FLUX_BIN=$flux_dir"

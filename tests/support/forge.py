@@ -71,6 +71,27 @@ class ForgeClient:
             self.git("push", "-q", url, f"HEAD:refs/heads/{branch}", cwd=work)
         return url
 
+    def push(self, name: str, files: dict[str, str], branch: str = "main") -> str:
+        """A commit on ``branch`` of repository ``name`` that writes ``files``; its hash."""
+        url = f"{self.forge.url}/{self.forge.admin}/{name}.git"
+        with tempfile.TemporaryDirectory() as work:
+            self.git("clone", "-q", "-b", branch, url, ".", cwd=work)
+            for path, content in files.items():
+                (Path(work) / path).parent.mkdir(parents=True, exist_ok=True)
+                (Path(work) / path).write_text(content)
+            self.git("add", ".", cwd=work)
+            self.git("-c", "user.name=Tests", "-c", "user.email=t@forge.invalid", "commit",
+                     "-q", "-m", "a change", cwd=work)  # fmt: skip
+            self.git("push", "-q", url, f"HEAD:refs/heads/{branch}", cwd=work)
+            return self.git("rev-parse", "HEAD", cwd=work).strip()
+
+    def head(self, name: str, branch: str = "main") -> str:
+        """The commit ``branch`` of repository ``name`` is at, as git reads it (the branch list
+        of the API is brought up to date after a push, not with it)."""
+        url = f"{self.forge.url}/{self.forge.admin}/{name}.git"
+        listed = self.git("ls-remote", url, f"refs/heads/{branch}", cwd=tempfile.gettempdir())
+        return listed.split("\t", 1)[0]
+
     def git(self, *args: str, cwd: str | Path) -> str:
         pair = f"{self.forge.admin}:{self.forge.password}".encode()
         header = "Authorization: Basic " + base64.b64encode(pair).decode()

@@ -3,8 +3,8 @@ control plane (recorded in tests/data/gitops-objects.json), read as GitOps tools
 kstatus (sigs.k8s.io/cli-utils, Flux's health library) and the chart's Argo CD health script
 in Argo CD's Lua engine (gopher-lua), both built from their modules (hack/gitops-health).
 Also the states a recording does not hold: a generation the operator has not seen yet, a
-deletion, an object the operator has not reported on. And the chart's argocd-cm snippet is
-that script for each kind."""
+deletion, an object the operator has not reported on (the status its CRD defaults). And the
+chart's argocd-cm snippet is that script for each kind."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from paddock.api import KINDS
+from paddock.api.crd import render_crd
 from support import gitops
 from support.kube import ROOT
 
@@ -36,17 +37,27 @@ def test_an_unseen_generation_a_deletion_and_no_report_yet_are_under_way() -> No
     unseen["metadata"]["generation"] += 1
     deleted = copy.deepcopy(ready)
     deleted["metadata"]["deletionTimestamp"] = "2026-12-07T12:00:00Z"
+    # Not reported on yet: the API server gives it the status its CRD defaults (every kind's),
+    # which says no generation was observed; with no status at all kstatus would read Current.
     unreported = copy.deepcopy(RECORDED["AgentRun/done"])
-    del unreported["status"]
+    schema = render_crd(KINDS[4])["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    unreported["status"] = schema["properties"]["status"]["default"]
     seen = gitops.check([unseen, deleted, unreported])
     assert [(v["kstatus"], v["argo"]) for v in seen] == [
         ("InProgress", "Progressing"),
         ("Terminating", "Healthy"),  # Argo CD says deletion itself; the script its last state
-        # kstatus reads an object with no status as Current (nothing says otherwise): a
-        # documented limit (docs/gitops.md); Argo CD's check waits for the operator.
-        ("Current", "Progressing"),
+        ("InProgress", "Progressing"),
     ]
     assert "generation" in seen[0]["argoMessage"]
+    assert "observed generation is 0" in seen[2]["kstatusMessage"]
+
+
+def test_every_kind_defaults_a_status_that_observed_no_generation() -> None:
+    for kind in KINDS:
+        schema = render_crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        status = schema["properties"]["status"]
+        assert status["default"] == {"observedGeneration": 0}, kind.kind_info.kind
+        assert status["properties"]["observedGeneration"]["type"] == "integer"
 
 
 def test_the_argocd_snippet_is_the_script_for_each_kind() -> None:

@@ -89,6 +89,10 @@ def kind_schema(model: type[Resource]) -> dict[str, Any]:
     if info.max_name_length is not None:  # the one restriction a CRD may put on metadata
         name = {"type": "string", "maxLength": info.max_name_length}
         properties["metadata"]["properties"] = {"name": name}
+    # An object the operator has not reported on yet reads as not yet observed: without a
+    # status, kstatus (what Flux waits on) would read it as Current the moment it is applied.
+    # The API server fills this in when it reads an object without a status.
+    properties["status"]["default"] = {"observedGeneration": 0}
     schema["required"] = [name for name in schema.get("required", []) if name == "spec"]
     if not schema["required"]:
         del schema["required"]

@@ -73,6 +73,13 @@ def _cluster(args: argparse.Namespace) -> int:
             print(f"cluster images failed: {exc}", file=sys.stderr)
             return 1
         return 0
+    if args.action == "flux":
+        try:
+            cluster.start_flux(directory)
+        except cluster.ClusterError as exc:
+            print(f"cluster flux failed: {exc}", file=sys.stderr)
+            return 1
+        return 0
     if args.action.startswith("load-"):
         try:
             print(cluster.load_image(directory, args.action.removeprefix("load-")))
@@ -234,11 +241,22 @@ def _add_cluster(commands: Commands[argparse.ArgumentParser]) -> None:
     )
     cluster.add_argument(
         "action",
-        choices=["up", "down", "status", "images", "load-operator", "load-gateway", "load-sandbox"],
+        choices=[
+            "up",
+            "down",
+            "status",
+            "images",
+            "load-operator",
+            "load-gateway",
+            "load-sandbox",
+            "flux",
+        ],
         help="images: build every image the Helm chart deploys from this checkout, import them "
         "into the real node, and print HELM_VALUES=FILE, values that point the chart at them; "
         "load-operator, load-gateway: build one of them and import it; load-sandbox: likewise "
-        "the published sandbox image's content (Node.js and the agent CLIs)",
+        "the published sandbox image's content (Node.js and the agent CLIs); flux: start "
+        "Flux's source-controller and kustomize-controller on it (built the first time), as "
+        "the GitOps tests do",
     )
     cluster.add_argument(
         "--dir", help="state directory (default: $PADDOCK_CLUSTER_DIR or ~/.local/state/...)"

@@ -31,6 +31,7 @@ class Binaries:
     csi_node_dir: Path
     versitygw_dir: Path
     gitea_dir: Path
+    flux_dir: Path  # source-controller, kustomize-controller and crds/
 
     @property
     def kubelet(self) -> Path:
@@ -61,6 +62,10 @@ class Binaries:
         return self.gitea_dir / "gitea"
 
     @property
+    def flux_crds(self) -> Path:
+        return self.flux_dir / "crds"
+
+    @property
     def kube_apiserver(self) -> Path:
         return self.kubernetes / "kube-apiserver"
 
@@ -89,10 +94,11 @@ class Binaries:
         return self.kwok_dir / "crds" / "kwok.x-k8s.io_execs.yaml"
 
 
-def ensure_binaries(*, real_node: bool = True, forge: bool = False) -> Binaries:
+def ensure_binaries(*, real_node: bool = True, forge: bool = False, flux: bool = False) -> Binaries:
     """Build what is missing (the script's progress goes to stderr) and return the paths;
-    without ``real_node``, not the real node's binaries, and without ``forge``, not the forge
-    (which only the delivery tests start); their paths are returned all the same.
+    without ``real_node``, not the real node's binaries, without ``forge``, not the forge
+    (which only the delivery tests start), and without ``flux``, not Flux's controllers (which
+    only the GitOps tests start); their paths are returned all the same.
 
     The script is idempotent and returns at once when everything is cached.
     """
@@ -104,6 +110,7 @@ def ensure_binaries(*, real_node: bool = True, forge: bool = False) -> Binaries:
         os.environ
         | ({} if real_node else {"PADDOCK_REAL_NODE": "0"})
         | ({"PADDOCK_FORGE": "1"} if forge else {})
+        | ({"PADDOCK_FLUX": "1"} if flux else {})
     )
     output = subprocess.run(
         [str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True, env=env
@@ -121,4 +128,5 @@ def ensure_binaries(*, real_node: bool = True, forge: bool = False) -> Binaries:
         csi_node_dir=Path(paths["CSI_NODE_BIN"]),
         versitygw_dir=Path(paths["VERSITYGW_BIN"]),
         gitea_dir=Path(paths["GITEA_BIN"]),
+        flux_dir=Path(paths["FLUX_BIN"]),
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from paddock.devcluster import forge, images, local_snapshots, node, object_store
+from paddock.devcluster import flux, forge, images, local_snapshots, node, object_store
 from paddock.devcluster.binaries import Binaries, ensure_binaries
 from paddock.devcluster.certs import Pki, generate_pki
 from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
@@ -350,6 +350,15 @@ GATEWAY_CLUSTER_IP = "10.0.0.12"
 HELM_VALUES = "helm-values.yaml"
 
 
+def start_flux(directory: Path) -> None:
+    """Flux's source-controller and kustomize-controller on the running cluster (built the
+    first time: a few minutes), as the GitOps tests use them."""
+    state = ClusterState.load(directory)
+    if state is None:
+        raise ClusterError(f"no local cluster in {directory}")
+    flux.ensure(ensure_binaries(flux=True), state)
+
+
 def chart_values(directory: Path) -> Path:
     """Build every image the chart deploys (the operator's, which the console and the MCP
     server run too, the gateway's and the sandboxes'), import them into the real node, and
@@ -429,8 +438,9 @@ READY_WAIT_SECONDS = 60.0
 
 
 # Services tests stop on purpose and start again themselves (a forge out of reach, an object
-# store down): one of them down is no reason to start the whole cluster over.
-STOPPABLE = (forge.COMPONENT, object_store.COMPONENT)
+# store down), and those started on demand: one of them down is no reason to start the whole
+# cluster over.
+STOPPABLE = (forge.COMPONENT, object_store.COMPONENT, *flux.COMPONENTS)
 
 
 def _running(directory: Path) -> bool:

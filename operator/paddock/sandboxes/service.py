@@ -124,11 +124,12 @@ def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Ou
     meta = body["metadata"]
     with _one_at_a_time(meta["namespace"], meta["name"]):
         body = CACHE.freshest(body)
-        # A Sandbox with no status yet has had nothing made for it (or nothing that
-        # reported): its parts are taken to be missing, unless the watches showed them, and
-        # are not read. A create whose name is taken says otherwise; then the Sandbox is
-        # decided again from what the API server has.
-        return _reconcile_sandbox(body, config, retry, new=not body.get("status"))
+        # A Sandbox not reported on yet (its status only the schema's default) has had
+        # nothing made for it (or nothing that reported): its parts are taken to be missing,
+        # unless the watches showed them, and are not read. A create whose name is taken says
+        # otherwise; then the Sandbox is decided again from what the API server has.
+        reported = (body.get("status") or {}).get("observedGeneration")
+        return _reconcile_sandbox(body, config, retry, new=not reported)
 
 
 def _reconcile_sandbox(
