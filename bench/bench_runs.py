@@ -31,21 +31,23 @@ from typing import Any
 
 import yaml
 
-from paddock.agentruns import logs, logstore
+from paddock.agentruns import logstore
 from paddock.agentruns.execution import Execution
 from paddock.api.agentrun import TERMINAL_PHASES
+from paddock.client import logs
 from paddock.devcluster import cluster as local
 from paddock.devcluster import object_store
 from paddock.devcluster.binaries import ensure_binaries
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
-from paddock.render.names import SANDBOX_CONTAINER
+from paddock.objectstore import client as objectstore_client
 from paddock.runs import events as ev
 from paddock.runs.journal import BATCH_BYTES
 from paddock.runs.log import DATA_KEY, ConfigMapLog, chunk_selector, read_log
 from paddock.runs.objectlog import run_prefix
 from paddock.settings import OperatorSettings
 from paddock.times import parse_time
+from paddock.vocab.names import SANDBOX_CONTAINER
 
 EVENTS = 10_000
 LATENCY_RUNS = 20
@@ -168,7 +170,7 @@ def stored_bytes(run: dict[str, Any], settings: OperatorSettings) -> int:
     """Bytes the run's log takes where it is kept: ConfigMap data, or object sizes."""
     meta = run["metadata"]
     if settings.log_backend == "s3":
-        bucket = logstore.bucket(logstore.s3_config(settings))
+        bucket = objectstore_client.bucket(logstore.s3_config(settings))
         listed = bucket.listing(run_prefix(logstore.logs_prefix(settings), run))
         return sum(item.size for item in listed)
     chunks = kube.list_configmaps(meta["namespace"], chunk_selector(meta["uid"]))

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator, model_validat
 
 from paddock import __version__
 from paddock.api.sandbox import Toleration
-from paddock.render.network_policy import PRIVATE_V4, PRIVATE_V6
+from paddock.vocab.networks import PRIVATE_V4, PRIVATE_V6
 
 ENV_PREFIX = "PADDOCK_"
 

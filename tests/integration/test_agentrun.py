@@ -22,7 +22,7 @@ from paddock.devcluster.audit import requests
 from paddock.devcluster.cluster import audit_log, default_state_dir
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
-from paddock.render.names import HELD_BY_ANNOTATION
+from paddock.vocab.names import HELD_BY_ANNOTATION
 from support import identity
 from support.kube import ROOT, Cluster
 from support.runs import (

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from paddock.render import names
 from paddock.sandboxes import archives
 from paddock.sandboxes.archives import ArchiveStore
 from paddock.times import utcnow
+from paddock.vocab import names
 from support.kube import Cluster, object_store_in_use
 from support.objects import ObjectStore
 from support.waiting import wait_for

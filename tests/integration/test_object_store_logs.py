@@ -20,6 +20,7 @@ from paddock.agentruns import logstore
 from paddock.devcluster import object_store
 from paddock.devcluster.binaries import ensure_binaries
 from paddock.devcluster.cluster import ClusterState, default_state_dir
+from paddock.objectstore import client as objectstore_client
 from paddock.runs import objectlog
 from paddock.settings import OperatorSettings
 from support.helm import CHART, KUBE_VERSION, run_helm
@@ -277,7 +278,7 @@ def test_the_charts_s3_configuration_is_accepted_by_the_server(
     run = {"metadata": {"namespace": "chart", "name": "probe", "uid": "0000-probe"}}
     prefix = logstore.logs_prefix(settings)
     assert prefix == "tests/chart/runs"
-    log = objectlog.ObjectLog(run, logstore.bucket(logstore.s3_config(settings)), prefix)
+    log = objectlog.ObjectLog(run, objectstore_client.bucket(logstore.s3_config(settings)), prefix)
     log.load()
     log.append([{"seq": 0, "type": "output", "summary": "hi", "data": {}}], {"stdout": 3})
     events, cursor = objectlog.ObjectLog(run, log.bucket, prefix).load()

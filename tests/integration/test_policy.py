@@ -4,16 +4,22 @@ reaching its sandboxes from the watch, and the default and required settings."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from paddock.devcluster.audit import Request, each_request
+from paddock.devcluster.cluster import audit_log, default_state_dir
+from support import identity
 from support.kube import Cluster
 from support.runs import command_run, log_events, of_type, wait_for_run
 from support.sandboxes import (
@@ -22,6 +28,7 @@ from support.sandboxes import (
     get,
     posted,
     sandbox,
+    secret,
     status_of,
     wait_for_phase,
     wait_for_reason,
@@ -330,3 +337,37 @@ def test_policy_check_reads_a_policy_and_workspace_from_the_cluster(
     )  # fmt: skip
     assert missing.returncode == 2
     assert "SandboxPolicy nope not found" in missing.stderr
+
+
+def test_a_run_waiting_for_approval_reads_each_secret_once_a_step_and_execs_nothing(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    """Each step of the wait gathers the run's world once: each Secret the run and its
+    Workspace name is one read, the ConfigMap of nothing, and the sandbox's pod is not
+    exec'd into (what its secret env started with is asked once a pod, at the launch)."""
+    cluster.apply(secret("run-token", token="t-1"), namespace)
+    cluster.apply(secret("app-token", token="t-2"), namespace)
+    cluster.apply(policy("careful", allow=SETUP_ALLOWED, ask=["touch*"]), namespace)
+    env = [{"name": "APP_TOKEN", "secretKeyRef": {"name": "app-token", "key": "token"}}]
+    cluster.apply(workspace("app", secrets=env), namespace)
+    cluster.apply(sandbox("box", "app", policyRef={"name": "careful"}), namespace)
+    wait_for_phase(cluster, namespace, "box", "Ready")
+    secrets = [{"name": "TOKEN", "secretKeyRef": {"name": "run-token", "key": "token"}}]
+    cluster.apply(command_run("mark", "box", "touch marker-r7", secrets=secrets), namespace)
+    wait_for_run(cluster, namespace, "mark", ("AwaitingApproval",))
+    log, since = audit_log(default_state_dir()), time.time()
+    operator_user = f"system:serviceaccount:{identity.NAMESPACE}:{identity.ACCOUNT}"
+    mine = functools.partial(each_request, log, operator_user)
+
+    def steps() -> list[Request]:  # the wait's steps, each reading the run's own Secret
+        return [r for r in mine(since, time.time()) if r.resource == "secrets"
+                and r.name == "run-token" and r.namespace == namespace]  # fmt: skip
+
+    wait_for(lambda: len(steps()) >= 3, 60, what="three steps of the wait in the audit log")
+    until = steps()[2].received + 0.001  # up to and with the third step's read
+    asked = [r for r in mine(since, until) if r.namespace == namespace]
+    reads = Counter((r.verb, r.resource, r.name) for r in asked)
+    assert reads[("get", "secrets", "run-token")] == 3, reads
+    assert reads[("get", "secrets", "app-token")] <= 3, reads  # (the third step's may follow)
+    assert not [r for r in asked if r.resource == "pods/exec"], reads
+    assert not [r for r in asked if r.resource == "configmaps" and r.verb == "get"], reads

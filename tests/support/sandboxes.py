@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from paddock.render.names import GATE_CONTAINER
+from paddock.vocab.names import GATE_CONTAINER
 from support.kube import Cluster
 from support.waiting import wait_for
 

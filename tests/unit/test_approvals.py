@@ -9,7 +9,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from paddock.agentruns import decide, gating
-from paddock.agentruns.gating import Asking
+from paddock.agentruns.asking import (
+    KEPT_RESOLVED,
+    MAX_ASKED_CHARS,
+    MAX_PENDING,
+    TARGET_CHARS,
+    Answered,
+    Asking,
+    choices,
+    end_all,
+    request_of,
+)
 from paddock.api.approvals import Approval, ApprovalState, digest_of, visible
 from paddock.api.approvals import ApprovalChoice as Choice
 from paddock.api.policy import SandboxPolicySpec
@@ -36,7 +46,7 @@ def judge(
     approvals: list[Approval] | None = None,
     choices: dict[str, Choice] | None = None,
     now: datetime = T0,
-) -> gating.Answered:
+) -> Answered:
     # Each decision names the text of the request it decides, as every face does.
     digests = {a.id: str(a.digest) for a in approvals or []}
     named = {rid: (choice, digests.get(rid, "")) for rid, choice in (choices or {}).items()}
@@ -50,7 +60,7 @@ def test_an_ask_command_is_left_unanswered_and_recorded_as_pending() -> None:
     assert result.answers == {}  # the gate waits
     (approval,) = result.pending
     assert approval.id == f"10-1.{TOKEN}"
-    assert gating.request_of(approval) == "10-1"
+    assert request_of(approval) == "10-1"
     assert approval.target == "git push origin main"
     assert approval.rules == ["ask: git push *"]
     assert approval.requested_at == T0
@@ -148,7 +158,7 @@ def test_a_denied_part_is_denied_even_next_to_an_ask_part() -> None:
 
 
 def test_annotations_name_the_choices() -> None:
-    found = gating.choices(
+    found = choices(
         {
             "approval.paddock.dev/10-1": "approve:sha256:ab",
             "approval.paddock.dev/11-1": "approve-always:sha256:cd",
@@ -168,19 +178,19 @@ def test_annotations_name_the_choices() -> None:
 
 def test_the_run_ending_denies_what_is_pending() -> None:
     pending = judge({"10-1": "git push origin main"}).approvals
-    approvals, drafts = gating.end_all(pending, T0 + timedelta(minutes=1))
+    approvals, drafts = end_all(pending, T0 + timedelta(minutes=1))
     assert approvals[0].state == ApprovalState.DENIED
     assert [d.type for d in drafts] == [ev.APPROVAL_RESOLVED]
 
 
 def test_the_status_keeps_every_pending_and_the_newest_resolved() -> None:
     approvals: list[Approval] = []
-    for i in range(gating.KEPT_RESOLVED + 5):
+    for i in range(KEPT_RESOLVED + 5):
         rid = f"{i}-1"
         approvals = judge({rid: "git push x"}, approvals).approvals
         approvals = judge({rid: "git push x"}, approvals, {f"{rid}.{TOKEN}": Choice.DENY}).approvals
     approvals = judge({"99-1": "git push x"}, approvals).approvals
-    assert len(approvals) == gating.KEPT_RESOLVED + 1
+    assert len(approvals) == KEPT_RESOLVED + 1
     assert approvals[-1].id == f"99-1.{TOKEN}"
     assert approvals[-1].state == ApprovalState.PENDING
     assert approvals[0].id == f"5-1.{TOKEN}"
@@ -274,7 +284,7 @@ def test_a_pending_request_holds_its_whole_text_and_a_decided_one_an_abridged_re
     assert approval.digest == digest_of(LONG)
     decided = judge({"10-1": LONG}, [approval], {approval.id: Choice.DENY}).approvals[0]
     assert decided.state == ApprovalState.DENIED
-    assert len(decided.target) <= gating.TARGET_CHARS
+    assert len(decided.target) <= TARGET_CHARS
     assert "\n" not in decided.target
 
 
@@ -282,7 +292,7 @@ def test_a_pending_request_holds_its_whole_text_and_a_decided_one_an_abridged_re
     ("named", "allowed"),
     [
         (digest_of(LONG), True),  # the text that was shown: allowed
-        (digest_of(LONG[: gating.TARGET_CHARS]), False),  # what an abridged face showed
+        (digest_of(LONG[:TARGET_CHARS]), False),  # what an abridged face showed
         (digest_of("git push origin main"), False),  # other text
         ("", False),  # no text named (an annotation written by hand: approve)
     ],
@@ -299,13 +309,13 @@ def test_an_approval_allows_only_the_text_it_names(named: str, allowed: bool) ->
 
 
 def test_a_request_too_long_to_show_whole_is_denied_without_asking() -> None:
-    text = "git push origin " + "b" * gating.MAX_ASKED_CHARS
+    text = "git push origin " + "b" * MAX_ASKED_CHARS
     result = judge({"10-1": text})
     assert result.answers["10-1"].startswith("deny\n")
     (approval,) = result.approvals
     assert approval.state == ApprovalState.DENIED
     assert "shown whole" in str(approval.message)
-    assert len(approval.target) <= gating.TARGET_CHARS
+    assert len(approval.target) <= TARGET_CHARS
 
 
 @pytest.mark.parametrize(
@@ -350,9 +360,9 @@ def test_a_request_too_large_once_escaped_is_denied_without_asking() -> None:
 
 def test_a_run_holds_at_most_so_many_requests_waiting_for_a_person() -> None:
     approvals: list[Approval] = []
-    for i in range(gating.MAX_PENDING + 3):
+    for i in range(MAX_PENDING + 3):
         approvals = judge({f"{i}-1": f"git push origin b{i}"}, approvals).approvals
     states = [a.state for a in approvals]
-    assert states.count(ApprovalState.PENDING) == gating.MAX_PENDING
+    assert states.count(ApprovalState.PENDING) == MAX_PENDING
     assert states[-3:] == [ApprovalState.DENIED] * 3
     assert "already wait for a person" in str(approvals[-1].message)

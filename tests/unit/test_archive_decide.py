@@ -24,11 +24,11 @@ from test_snapshot_decide import (
     world,
 )
 
-from paddock.render import names
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.plan import Create, Delete, Plan, Transfer, TransferState
 from paddock.sandboxes.snapshots import Target, Unsupported, snapshot_target
+from paddock.vocab import names
 from support.pods import BOUND, ready_pod
 
 Obj = dict[str, Any]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paddock.sandboxes.network import ClusterAddresses, addresses_of
+from paddock.render.cluster_addresses import ClusterAddresses, addresses_of
 
 
 def _node(name: str, *addresses: tuple[str, str]) -> dict[str, Any]:

@@ -23,11 +23,12 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 OPERATOR = ROOT / "operator" / "paddock"
 
 # CamelCase names the docs quote that belong to other programs: Kubernetes, the kubelet and
-# CSI, S3, kopf, Claude Code's tools.
+# CSI, S3, kopf, Claude Code's tools, Flux.
 FOREIGN = {
     "ErrImagePull", "ExternalIP", "InternalIP", "KopfRunner", "NodePublishVolume",
     "RuntimeDefault", "SignatureDoesNotMatch", "WaitForFirstConsumer", "MultiEdit",
     "NotebookEdit", "WebFetch", "WebSearch", "AbortIncompleteMultipartUpload",
+    "HealthCheckFailed",
 }  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from paddock.agentruns import gating
+from paddock.agentruns.asking import Answered, Asking, allowing
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.common import SecretEnvVar
 from paddock.api.policy import SandboxPolicySpec
@@ -39,10 +40,10 @@ def request(command: str, tool: str = "Bash") -> bytes:
                        "tool_input": {"command": command}}).encode()  # fmt: skip
 
 
-NOBODY_ASKED = gating.Asking([], {}, datetime(2026, 12, 1, tzinfo=UTC), timedelta(minutes=15))
+NOBODY_ASKED = Asking([], {}, datetime(2026, 12, 1, tzinfo=UTC), timedelta(minutes=15))
 
 
-def answered(command: str) -> gating.Answered:
+def answered(command: str) -> Answered:
     return gating.answer(
         {"1-1": request(command)}, POLICY, {}, claude_code.request_of, NOBODY_ASKED
     )
@@ -236,7 +237,7 @@ def test_an_allow_names_the_text_paddocks_shell_may_run_for_gemini_only() -> Non
     gemini_raw = json.dumps({"tool_name": "run_shell_command",
                              "tool_input": {"command": " echo hello \n"}}).encode()  # fmt: skip
     allowed = gating.answer({"1-1": gemini_raw}, POLICY, {}, gemini.request_of, NOBODY_ASKED)
-    assert allowed.answers == {"1-1": gating.allowing("echo hello")}
+    assert allowed.answers == {"1-1": allowing("echo hello")}
     assert allowed.answers["1-1"] == "allow\nticket ZWNobyBoZWxsbw==\n"
     assert answered("echo hello").answers == {"1-1": "allow\n"}
 

@@ -18,8 +18,8 @@ from paddock.api.policy import SandboxPolicySpec
 from paddock.gateway.directory import Ask, Directory, sni_matches
 from paddock.gateway.helper import answer_access, answer_sni, serve
 from paddock.gateway.squid import SquidConfig, render_squid_conf
+from paddock.render.cluster_addresses import ClusterAddresses
 from paddock.render.network_policy import ClusterNetwork, Gateway, render_network_policy
-from paddock.sandboxes.network import ClusterAddresses
 from paddock.settings import OperatorSettings
 
 HOSTS = {"network": {"hosts": {"allow": ["github.com", "*.npmjs.org"]}}}

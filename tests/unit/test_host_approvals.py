@@ -10,6 +10,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 from paddock.agentruns import gating
+from paddock.agentruns.asking import Answered, Asking
 from paddock.agentruns.host_asks import HostAsks
 from paddock.api.approvals import ApprovalChoice, ApprovalState
 from paddock.api.policy import SandboxPolicySpec
@@ -23,12 +24,12 @@ POLICY = SandboxPolicySpec.model_validate(
 )
 
 
-def _asking(approvals: list | None = None, choices: dict | None = None) -> gating.Asking:  # type: ignore[type-arg]
-    return gating.Asking(approvals or [], choices or {}, NOW, timedelta(minutes=15),
+def _asking(approvals: list | None = None, choices: dict | None = None) -> Asking:  # type: ignore[type-arg]
+    return Asking(approvals or [], choices or {}, NOW, timedelta(minutes=15),
                          token=lambda: "ab12")  # fmt: skip
 
 
-def _answer(hosts: list[str], asking: gating.Asking) -> gating.Answered:
+def _answer(hosts: list[str], asking: Asking) -> Answered:
     return gating.answer({}, POLICY, {}, lambda _: None, asking, hosts)
 
 

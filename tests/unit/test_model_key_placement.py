@@ -7,17 +7,18 @@ plane in tests/integration/test_agentrun.py; the chart turns the setting on with
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from paddock.agentruns import spending
+from paddock.agentruns.asking import Asking
 from paddock.agentruns.sandbox import PolicyChoice, ReadySandbox
+from paddock.agentruns.start import Context, StartWorld, may_start
 from paddock.api.agentrun import AgentRunSpec
+from paddock.api.policy import SandboxPolicySpec
 from paddock.api.reasons import RunReason as R
 from paddock.api.workspace import WorkspaceSpec
-from paddock.kube.cache import CACHE
 from paddock.policy import model_keys
 from paddock.settings import OperatorSettings
 
@@ -109,46 +110,29 @@ def test_a_key_in_the_sandbox_is_refused_by_the_policy_or_by_the_operator_alone(
     assert "PADDOCK_MODEL_KEY_IN_SANDBOX=refuse" in by_operator
 
 
-def _policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "paddock.dev/v1alpha1", "kind": "SandboxPolicy",
-        "metadata": {"name": name, "namespace": "team-keys", "resourceVersion": "1"},
-        "spec": spec,
-    }  # fmt: skip
+def _under(name: str, refuse: str, refuse_keys: bool = False) -> Any:
+    """Whether a run without a modelKey (its key is in the Workspace's env) may start in a
+    sandbox of policy ``name`` whose modelKey.inSandbox is ``refuse``."""
+    policy = SandboxPolicySpec.model_validate({"modelKey": {"inSandbox": refuse}})
+    workspace = WorkspaceSpec.model_validate({"secrets": [_secret("ANTHROPIC_API_KEY")]})
+    pod = {"metadata": {"name": "box"}, "spec": {"containers": [{"name": "sandbox"}]}}
+    world = StartWorld("team-keys", workspace=workspace, policy=policy, pod=pod)
+    box = ReadySandbox("box", "box", "app", policy=PolicyChoice(name=name))
+    context = Context(Asking([], {}, NOW, timedelta(minutes=5)), NOW, True, refuse_keys)
+    return may_start(world, _run(), box, policy, context)[1]
 
 
 def test_a_run_under_a_refusing_policy_or_operator_ends_before_it_starts() -> None:
-    strict = _policy("strict", {"modelKey": {"inSandbox": "refuse"}})
-    lax = _policy("lax", {"modelKey": {"inSandbox": "allow"}})
-    workspace = {
-        "apiVersion": "paddock.dev/v1alpha1", "kind": "Workspace",
-        "metadata": {"name": "app", "namespace": "team-keys", "resourceVersion": "1"},
-        "spec": {"secrets": [_secret("ANTHROPIC_API_KEY")]},
-    }  # fmt: skip
-    pod = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "box", "namespace": "team-keys", "resourceVersion": "1"},
-        "spec": {"containers": [{"name": "sandbox"}]},
-    }  # fmt: skip
-    for obj in (strict, lax, workspace, pod):
-        CACHE.seen("ADDED", obj)
-    try:
-        under = {name: ReadySandbox("box", "box", "app", policy=PolicyChoice(name=name))
-                 for name in ("strict", "lax")}  # fmt: skip
-        routed = _run()  # (no modelKey: no Secret's value is read)
-        _, held = spending.may_start("team-keys", routed, under["strict"], True, NOW)
-        assert held is not None
-        assert held.reason == R.KEY_IN_SANDBOX_REFUSED
-        assert "Workspace app's secret ANTHROPIC_API_KEY" in held.message
-        # A policy that allows it yields to the operator's refusal, never the other way.
-        assert spending.may_start("team-keys", routed, under["lax"], True, NOW)[1] is None
-        _, held = spending.may_start("team-keys", routed, under["lax"], True, NOW, True)
-        assert held is not None
-        assert held.reason == R.KEY_IN_SANDBOX_REFUSED
-        assert "PADDOCK_MODEL_KEY_IN_SANDBOX" in held.message
-    finally:
-        for obj in (strict, lax, workspace, pod):
-            CACHE.seen("DELETED", obj)
+    held = _under("strict", "refuse")
+    assert held is not None
+    assert held.reason == R.KEY_IN_SANDBOX_REFUSED
+    assert "Workspace app's secret ANTHROPIC_API_KEY" in held.message
+    # A policy that allows it yields to the operator's refusal, never the other way.
+    assert _under("lax", "allow") is None
+    held = _under("lax", "allow", refuse_keys=True)
+    assert held is not None
+    assert held.reason == R.KEY_IN_SANDBOX_REFUSED
+    assert "PADDOCK_MODEL_KEY_IN_SANDBOX" in held.message
 
 
 def test_the_operator_allows_keys_in_sandboxes_unless_told() -> None:

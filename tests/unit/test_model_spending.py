@@ -9,14 +9,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from paddock.agentruns import spending
+from paddock.agentruns.asking import Asking
 from paddock.agentruns.sandbox import ReadySandbox
+from paddock.agentruns.start import Context, StartWorld, may_start
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.budget import Budget
+from paddock.api.policy import SandboxPolicySpec
 from paddock.api.reasons import RunReason as R
 from paddock.gateway.directory import Directory
 from paddock.gateway.meter import Meter
 from paddock.gateway.usage import Usage
-from paddock.kube.cache import CACHE
 from paddock.policy.budgets import ADMITTED, Spent
 from paddock.policy.choice import PolicyChoice
 from paddock.render.model_routes import Route
@@ -181,14 +183,23 @@ def _spec(**fields: Any) -> AgentRunSpec:
     )
 
 
+def _may_start(
+    spec: AgentRunSpec, box: ReadySandbox, routed: bool, now: datetime, policy: Any = None
+) -> tuple[Budget | None, Any]:
+    found = None if policy is None else SandboxPolicySpec.model_validate(policy["spec"])
+    world = StartWorld("team-daily", policy=found, policy_object=policy)
+    context = Context(Asking([], {}, now, timedelta(minutes=5)), now, routed)
+    return may_start(world, spec, box, found, context)
+
+
 def test_a_budget_nothing_would_count_ends_the_run_before_it_starts() -> None:
     box = ReadySandbox("box", "box", "app", policy=PolicyChoice())
-    budget, held = spending.may_start("team", _spec(budget={"tokens": 10}), box, False, NOW)
+    budget, held = _may_start(_spec(budget={"tokens": 10}), box, False, NOW)
     assert budget == Budget(tokens=10)
     assert held is not None
     assert held.reason == R.BUDGET_UNENFORCEABLE
     assert "it names no modelKey" in held.message
-    assert spending.may_start("team", _spec(), box, False, NOW) == (None, None)
+    assert _may_start(_spec(), box, False, NOW) == (None, None)
 
 
 def test_a_namespace_whose_day_is_spent_under_its_policy_keeps_new_runs_pending() -> None:
@@ -199,19 +210,15 @@ def test_a_namespace_whose_day_is_spent_under_its_policy_keeps_new_runs_pending(
         "status": {"dailyUsage": [{"namespace": "team-daily", "day": "2026-12-04",
                                    "inputTokens": 250, "outputTokens": 50}]},
     }  # fmt: skip
-    CACHE.seen("ADDED", policy)
-    try:
-        box = ReadySandbox("box", "box", "app", policy=PolicyChoice(name="metered"))
-        key = {"secretKeyRef": {"name": "llm", "key": "key"}}
-        budget, held = spending.may_start("team-daily", _spec(modelKey=key), box, True, NOW)
-        assert budget == Budget(tokens=1000)
-        assert held is not None
-        assert held.reason == R.BUDGET_EXHAUSTED
-        assert "tokens 300 of 300" in held.message
-        tomorrow = NOW + timedelta(days=1)
-        assert spending.may_start("team-daily", _spec(modelKey=key), box, True, tomorrow)[1] is None
-    finally:
-        CACHE.seen("DELETED", policy)
+    box = ReadySandbox("box", "box", "app", policy=PolicyChoice(name="metered"))
+    key = {"secretKeyRef": {"name": "llm", "key": "key"}}
+    budget, held = _may_start(_spec(modelKey=key), box, True, NOW, policy)
+    assert budget == Budget(tokens=1000)
+    assert held is not None
+    assert held.reason == R.BUDGET_EXHAUSTED
+    assert "tokens 300 of 300" in held.message
+    tomorrow = NOW + timedelta(days=1)
+    assert _may_start(_spec(modelKey=key), box, True, tomorrow, policy)[1] is None
 
 
 def test_a_replica_refuses_once_the_runs_status_says_every_replica_reached_a_ceiling() -> None:

@@ -138,7 +138,7 @@ def test_a_cli_without_object_store_keys_says_so_and_asks_no_other_credential_so
 ) -> None:
     """``paddock logs``/``exec`` read an S3 log with the keys they were given, never with the
     SDK's default chain (whose last resort is an instance-metadata address)."""
-    from paddock.agentruns import logs
+    from paddock.client import logs
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name, raising=False)

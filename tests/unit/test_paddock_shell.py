@@ -1,6 +1,6 @@
 """Paddock's shell (data/gate/shell.sh), with the real parts: the script run by the real dash
 (``/bin/sh``) and bash, the gate server and client by a real node, the tickets written by the
-operator's own answer (``gating.allowing``). The test's process stands for the CLI: it
+operator's own answer (``allowing``). The test's process stands for the CLI: it
 registers itself, then starts the shell as Gemini CLI does (``bash -c TEXT``, TEXT being the
 command in Gemini CLI's wrapping)."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from paddock.agentruns.gating import allowing
+from paddock.agentruns.asking import allowing
 from paddock.harness import gemini
 from paddock.render import gate_scripts as gs
 from support.gate_channel import Channel, outcome, prepared, request

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from paddock.agentruns.asking import Asking
 from paddock.agentruns.decide import Asked, Ending, Wait, gated
-from paddock.agentruns.gating import Asking
 from paddock.agentruns.sandbox import policy_of
 from paddock.api.approvals import ApprovalChoice
 from paddock.api.policy import Decision, SandboxPolicySpec

@@ -16,7 +16,6 @@ from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.harness import claude_code, codex, gemini, opencode
 from paddock.harness.base import WorkspaceContext
-from paddock.render import names
 from paddock.render.network_policy import (
     ClusterNetwork,
     render_baseline_network_policy,
@@ -25,6 +24,7 @@ from paddock.render.network_policy import (
 from paddock.render.projections import mcp_servers, render_projection
 from paddock.render.sandbox import SandboxInputs, render_sandbox
 from paddock.render.workspace_hash import workspace_hash
+from paddock.vocab import names
 from support.golden import assert_golden
 
 SECRET_VALUE = "ghp_this-is-a-secret-value-0123456789"

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from paddock.agentruns import decide
+from paddock.agentruns import decide, following
 from paddock.agentruns import sandbox as sandboxes
-from paddock.agentruns.decide import Ending, Progress, Wait
+from paddock.agentruns.decide import Ending, Wait
+from paddock.agentruns.following import Progress
 from paddock.agentruns.sandbox import ReadySandbox, Unusable, Verdict, Waiting
 from paddock.api.agentrun import AgentRunSpec
 from paddock.harness import HARNESSES
@@ -239,12 +240,12 @@ def test_the_abort_table(case: str) -> None:
 
 def test_the_kill_follows_the_term_after_the_grace() -> None:
     signalled: dict[str, datetime] = {}
-    assert decide.signal_to_send(signalled, NOW) == "TERM"
+    assert following.signal_to_send(signalled, NOW) == "TERM"
     signalled["TERM"] = NOW
-    assert decide.signal_to_send(signalled, NOW + timedelta(seconds=9)) is None
-    assert decide.signal_to_send(signalled, NOW + timedelta(seconds=10)) == "KILL"
+    assert following.signal_to_send(signalled, NOW + timedelta(seconds=9)) is None
+    assert following.signal_to_send(signalled, NOW + timedelta(seconds=10)) == "KILL"
     signalled["KILL"] = NOW + timedelta(seconds=10)
-    assert decide.signal_to_send(signalled, NOW + timedelta(seconds=60)) is None
+    assert following.signal_to_send(signalled, NOW + timedelta(seconds=60)) is None
 
 
 # -- while it runs and how it ends ----------------------------------------------------------
@@ -263,11 +264,11 @@ def follow(
     summary: RunSummary | None = None,
     gone: int = 0,
     abort: Ending | None = None,
-) -> decide.Followed:
+) -> following.Followed:
     run_spec = run_spec or spec()
     progress = Progress("box-pod", {}, summary or RunSummary(), decide.digest(NONCE), gone)
     parse = HARNESSES[run_spec.harness].parse_line
-    return decide.follow(run_spec, poll, parse, progress, abort)
+    return following.follow(run_spec, poll, parse, progress, abort)
 
 
 def done(code: int, nonce: str = NONCE, **fields: Any) -> Poll:

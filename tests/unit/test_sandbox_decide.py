@@ -14,13 +14,13 @@ from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.policy.choice import choose_policy
-from paddock.render import names
-from paddock.render.names import ACTIVITY_ANNOTATION
 from paddock.render.network_policy import ClusterNetwork, Gateway
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan
 from paddock.sandboxes.refusals import refused
+from paddock.vocab import names
+from paddock.vocab.names import ACTIVITY_ANNOTATION
 from support.pods import BOUND, PENDING_PVC, pod, ready_pod, running, terminated, unscheduled
 from support.pods import waiting as waiting_container
 

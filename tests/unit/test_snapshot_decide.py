@@ -10,7 +10,6 @@ from typing import Any
 
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
-from paddock.render import names
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.plan import Create, Delete, Loaded, Plan
@@ -23,6 +22,7 @@ from paddock.sandboxes.snapshots import (
     restore_source,
     snapshot_class,
 )
+from paddock.vocab import names
 from support.pods import BOUND, ready_pod
 
 Obj = dict[str, Any]

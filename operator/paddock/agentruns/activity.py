@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
-from paddock.render.names import ACTIVITY_ANNOTATION
 from paddock.times import format_time, parse_time
+from paddock.vocab.names import ACTIVITY_ANNOTATION
 
 EVERY = timedelta(seconds=30)  # how often a running run marks its sandbox
 

@@ -24,7 +24,8 @@ from paddock.agentruns.sandbox import same_thread
 from paddock.api.agentrun import TERMINAL_PHASES, AgentRunSpec, RunPhase
 from paddock.api.pool import SandboxPoolSpec, up_to_date
 from paddock.api.sandbox import SandboxSpec
-from paddock.render.names import (
+from paddock.times import format_time
+from paddock.vocab.names import (
     ACTIVITY_ANNOTATION,
     CLAIMED_FROM_LABEL,
     HELD_BY_ANNOTATION,
@@ -35,8 +36,7 @@ from paddock.render.names import (
     RUN_LABEL,
     THREAD_KEY_LABEL,
 )
-from paddock.render.ownership import controlled_by, controller_reference, owned_by
-from paddock.times import format_time
+from paddock.vocab.ownership import controlled_by, controller_reference, owned_by
 
 Obj = dict[str, Any]
 

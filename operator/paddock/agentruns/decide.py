@@ -1,23 +1,29 @@
 """Deciding each step of a run. Pure: what the service observed (the spec, the clock, the
-sandbox's verdict, a poll of the journal) in; what to do (wait, launch, append events, end)
-out. The lifecycle these functions spell out is in docs/runs.md."""
+sandbox's verdict) in; what to do (wait, launch, end) out: the waits and endings every step
+may come to, and how a run is summed up at its end. A running run's polls are decided in
+``following.py``; the start as a whole in ``start.py``. The lifecycle these functions spell
+out is in docs/runs.md."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
-from paddock.agentruns import gating
+from paddock.agentruns.asking import (
+    COMMAND_REQUEST,
+    Answered,
+    Asking,
+    ask_command,
+    not_approved,
+    request_of,
+)
 from paddock.agentruns.sandbox import ReadySandbox, Unusable, Verdict, Waiting
 from paddock.api.agentrun import (
     AgentRunSpec,
     AgentRunStatus,
     EventSummary,
-    Harness,
     RunPhase,
     RunResult,
 )
@@ -28,14 +34,8 @@ from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
 from paddock.policy.gate import Judged
-from paddock.render import run_scripts
 from paddock.runs import events as ev
-from paddock.runs import journal
 from paddock.runs.events import Draft, RunSummary
-
-KILL_GRACE_SECONDS = 10.0
-STDERR_LINES = 20
-WRAPPER_GONE_POLLS = 2  # polls without the wrapper or its record before the run is lost
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Asked:
     """A ``command`` run's command that needs a person's approval: the approval as it
     stands, and how the run ends when it was refused (None: pending, or approved)."""
 
-    answered: gating.Answered
+    answered: Answered
     ending: Ending | None
 
     @property
@@ -132,7 +132,7 @@ class Asked:
 
 
 def gated(
-    policy: SandboxPolicySpec | str | None, judged: Judged | None, asking: gating.Asking
+    policy: SandboxPolicySpec | str | None, judged: Judged | None, asking: Asking
 ) -> Wait | Ending | Asked | None:
     """Whether a ``command`` run may launch: its policy is had and allows the command, or a
     person approved it (a refused or expired approval ends the run)."""
@@ -142,13 +142,13 @@ def gated(
         return None
     if judged.decision == Decision.DENY:
         return Ending(RunPhase.FAILED, R.POLICY_DENIED, judged.message("The command"))
-    answered = gating.ask_command(judged, asking)
-    answer = answered.answers.get(gating.COMMAND_REQUEST)
+    answered = ask_command(judged, asking)
+    answer = answered.answers.get(COMMAND_REQUEST)
     if answer is None or answer.startswith("allow"):
         return Asked(answered, None)
-    approval = next(a for a in answered.approvals if gating.request_of(a) == gating.COMMAND_REQUEST)
+    approval = next(a for a in answered.approvals if request_of(a) == COMMAND_REQUEST)
     reason = R.APPROVAL_EXPIRED if approval.state == ApprovalState.EXPIRED else R.APPROVAL_DENIED
-    message = gating.not_approved(approval, judged.command)
+    message = not_approved(approval, judged.command)
     return Asked(answered, Ending(RunPhase.FAILED, reason, message[:1].upper() + message[1:]))
 
 
@@ -195,157 +195,6 @@ def gate_lost(pod: str, age: int | None) -> Ending:
         "be judged and were refused"
     )
     return Ending(RunPhase.FAILED, R.GATE_LOST, message)
-
-
-def signal_to_send(
-    signalled: dict[str, datetime], now: datetime, grace: float = KILL_GRACE_SECONDS
-) -> str | None:
-    """TERM first; KILL once the grace has passed since TERM; then nothing more."""
-    first = signalled.get("TERM")
-    if first is None:
-        return "TERM"
-    if (now - first).total_seconds() >= grace and "KILL" not in signalled:
-        return "KILL"
-    return None
-
-
-@dataclass(frozen=True)
-class Progress:
-    """How far the operator has followed a running run."""
-
-    pod: str
-    cursor: dict[str, int]
-    summary: RunSummary
-    expected_digest: str | None  # of the completion nonce, from the status
-    wrapper_gone_polls: int = 0
-    keep: int = 0  # bytes a cut line leaves for the next poll (the longest secret form)
-
-
-@dataclass(frozen=True)
-class Followed:
-    """What one poll of a running run adds up to."""
-
-    drafts: list[Draft]
-    cursor: dict[str, int]
-    poll_again_now: bool = False
-    ending: Ending | None = None
-    wrapper_gone_polls: int = 0
-
-
-def follow(
-    spec: AgentRunSpec,
-    poll: run_scripts.Poll,
-    parse: Callable[[str], list[Draft]],
-    progress: Progress,
-    abort_ending: Ending | None,
-) -> Followed:
-    """The events a poll brings, and whether the run has ended: completed with its own nonce
-    (once the journal is read to its end), or its wrapper gone without a record. A record
-    without the run's nonce is an agent's forgery: noted once, and otherwise ignored."""
-    if poll.missing:
-        message = (
-            f"the run's directory is gone from pod {progress.pod}: the pod was replaced while "
-            "the run was running"
-        )
-        return Followed([], progress.cursor, ending=sandbox_lost(message))
-    completion = poll.completion
-    final = completion is not None and genuine(completion.nonce, progress.expected_digest)
-    journals = {"stdout": poll.stdout, "files": poll.files}
-    summary = progress.summary
-    consumed = journal.consume(
-        parse, journals, progress.cursor, summary.session_id, final=final, keep=progress.keep
-    )
-    drafts, cursor = consumed.drafts, consumed.cursor
-    if consumed.more:
-        return Followed(drafts, cursor, poll_again_now=True)
-    if completion is not None and not final:
-        return Followed(drafts + ([] if _forgery_noted(summary) else [forged_event()]), cursor)
-    if completion is not None:
-        # The last poll's own events (an agent's final error, above all) count for the end.
-        after = _folded(summary, drafts)
-        ending = completed(spec, poll, completion.exit_code, after, abort_ending)
-        return Followed(drafts, cursor, ending=ending)
-    gone = 0 if poll.wrapper_alive else progress.wrapper_gone_polls + 1
-    if gone < WRAPPER_GONE_POLLS:  # the record is written before the wrapper exits
-        return Followed(drafts, cursor, wrapper_gone_polls=gone)
-    message = (
-        "the harness's wrapper ended without a completion record (killed, or the sandbox "
-        "container restarted)"
-    )
-    ending = Ending(RunPhase.FAILED, R.WRAPPER_LOST, message)
-    return Followed(drafts, cursor, ending=ending, wrapper_gone_polls=gone)
-
-
-def _folded(summary: RunSummary, drafts: list[Draft]) -> RunSummary:
-    """The summary as it will be once ``drafts`` are appended (their times do not matter)."""
-    folded = copy.deepcopy(summary)
-    first = folded.next_seq
-    folded.add_all([ev.stamp(d, first + i, _EPOCH) for i, d in enumerate(drafts)])
-    return folded
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def forged_event() -> Draft:
-    return Draft(
-        ev.ERROR,
-        "a completion record without the run's nonce was ignored",
-        {"reason": "ForgedCompletion"},
-    )
-
-
-def _forgery_noted(summary: RunSummary) -> bool:
-    return any(
-        e["type"] == ev.ERROR and e["data"].get("reason") == "ForgedCompletion"
-        for e in summary.last
-    )
-
-
-def completed(
-    spec: AgentRunSpec,
-    poll: run_scripts.Poll,
-    code: int,
-    summary: RunSummary,
-    abort_ending: Ending | None,
-) -> Ending:
-    """How a run whose harness exited ends: the changes it made, and its phase and message."""
-    changes = run_scripts.parse_changes(poll.changes)
-    drafts: tuple[Draft, ...] = ()
-    if changes or poll.diff:
-        files = [{"path": p, "status": s} for s, p in changes]
-        drafts = (
-            Draft(
-                ev.FILE_CHANGED,
-                f"{len(changes)} file(s) changed",
-                {"files": files, "diff": poll.diff},
-            ),
-        )
-    stderr = "\n".join(poll.stderr_tail.splitlines()[-STDERR_LINES:])
-    result = summary.result or {}
-    if abort_ending is not None:
-        phase, reason, message = abort_ending.phase, abort_ending.reason, abort_ending.message
-    elif code == 0 and not result.get("isError"):
-        phase, reason, message = RunPhase.SUCCEEDED, R.SUCCEEDED, f"{spec.harness} finished"
-    else:
-        phase, reason = RunPhase.FAILED, R.FAILED
-        why = failure_cause(spec, stderr, summary)
-        message = f"{spec.harness} exited with code {code}" + (f": {why}" if why else "")
-    return Ending(phase, reason, message, code, stderr, drafts)
-
-
-def failure_cause(spec: AgentRunSpec, stderr: str, summary: RunSummary) -> str:
-    """The likeliest reason a harness failed: an agent's own error event or error result
-    before its stderr (where CLIs also print warnings); a command's stderr."""
-    last_stderr = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-    if spec.harness == Harness.COMMAND:
-        return last_stderr
-    if summary.last_error:
-        return summary.last_error
-    result = summary.result or {}
-    if result.get("isError") and result.get("text"):
-        return str(result["text"])
-    return last_stderr
 
 
 def terminal_event(ending: Ending) -> Draft:

@@ -28,9 +28,9 @@ from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.kube.errors import KubeError
 from paddock.render import delivery as script
-from paddock.render.names import SANDBOX_CONTAINER
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
+from paddock.vocab.names import SANDBOX_CONTAINER
 
 log = logging.getLogger("paddock.runs")
 

@@ -24,8 +24,8 @@ from paddock.api.agentrun import TERMINAL_PHASES
 from paddock.api.reasons import RunReason as R
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
-from paddock.render.names import HELD_BY_ANNOTATION, HELD_BY_RUN_ANNOTATION
-from paddock.render.ownership import controlled_by
+from paddock.vocab.names import HELD_BY_ANNOTATION, HELD_BY_RUN_ANNOTATION
+from paddock.vocab.ownership import controlled_by
 
 Obj = dict[str, Any]
 EVER_HELD = {"everHeld": True}

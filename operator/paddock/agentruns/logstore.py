@@ -6,7 +6,6 @@ A run keeps the backend its status names (it started with it); a new run takes t
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any
 
 from paddock.api.agentrun import AgentRunStatus, LogBackend
@@ -16,7 +15,7 @@ from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
 from paddock.kube import client as kube
 from paddock.kube.errors import KubeError
-from paddock.objectstore.client import Bucket, S3Config, configured_store
+from paddock.objectstore.client import S3Config, bucket, configured_store
 from paddock.objectstore.errors import (
     ObjectStoreDeniedError,
     ObjectStoreError,
@@ -44,11 +43,6 @@ def s3_config(settings: OperatorSettings) -> S3Config:
             "(PADDOCK_S3_BUCKET) to reach it"
         )
     return config
-
-
-@functools.cache
-def bucket(config: S3Config) -> Bucket:
-    return Bucket(config)
 
 
 def backend_of(run: Obj, settings: OperatorSettings) -> LogBackend:

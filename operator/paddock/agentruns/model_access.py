@@ -67,14 +67,14 @@ def grant(
     now: datetime,
     budget: Budget | None = None,
     daily: Budget | None = None,
+    key: str = "",
 ) -> Access | Ending:
-    """The harness's access to its model: through the gateway's route (written now), else
-    the key; the run's end when its harness's provider is not one Paddock knows how to point
-    it at (an OpenCode model of another provider)."""
+    """The harness's access to its model, whose ``key`` is the value of the run's modelKey:
+    through the gateway's route (written now), else the key; the run's end when its harness's
+    provider is not one Paddock knows how to point it at (an OpenCode model of another
+    provider)."""
     if spec.model_key is None:
         return NONE
-    ref = spec.model_key.secret_key_ref.pair
-    key = kube.secret_values(str(run["metadata"]["namespace"]), [ref]).get(ref, "")
     provider = models.provider_of(spec)
     if not isinstance(provider, models.Provider):  # (a Provider is a str too)
         said = f"the run's modelKey cannot be given to its harness: {provider}"

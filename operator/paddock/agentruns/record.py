@@ -1,5 +1,7 @@
 """A run's durable record, as one step writes it: the events appended to its log (with the
-journal cursor they were read up to) and the status patched with only what changed."""
+journal cursor they were read up to) and the status patched with only what changed. It knows
+nothing of what a run does (its sandbox, its delivery): ``ending.py`` and ``execution.py``
+build on it."""
 
 from __future__ import annotations
 
@@ -9,39 +11,27 @@ from datetime import timedelta
 from typing import Any
 
 from paddock import metrics
-from paddock.agentruns import decide, inputs
-from paddock.agentruns.delivering import Outcome
+from paddock.agentruns import decide
 from paddock.api import health
 from paddock.api.agentrun import TERMINAL_PHASES, AgentRunStatus, RunPhase
 from paddock.api.common import ConditionStatus
 from paddock.api.conditions import Notice, get_condition, set_condition
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
-from paddock.api.reasons import Severity
 from paddock.kube import client as kube
 from paddock.kube.errors import ConflictError, KubeError
-from paddock.render.ownership import controlled_by
 from paddock.runs import events as ev
 from paddock.runs.events import Draft, RunSummary
 from paddock.runs.log import ConfigMapLog, RunLog
 from paddock.runs.scrubbing import Scrubber
 from paddock.times import parse_time, utcnow
+from paddock.vocab.ownership import controlled_by
 
 Obj = dict[str, Any]
 
 
 class LogNameTakenError(Exception):
     """A ConfigMap the run's log needs is held by another object."""
-
-
-# How long a delivery that failed for a reason that may pass (the forge out of reach) is tried
-# again, from its first failure (the Delivered condition's transition, so an operator restart
-# does not start the time again), before the run ends without it.
-DELIVERY_RETRY = timedelta(minutes=10)
-
-
-class DeliveryPendingError(Exception):
-    """The run's delivery failed for now: its step is tried again."""
 
 
 @dataclass
@@ -119,25 +109,6 @@ class RunRecord:
         if sandbox is not None:
             self.status.sandbox_name = sandbox
 
-    def _delivered(self, outcome: Outcome) -> list[Draft]:
-        """A delivery's outcome into the status (and an Event: for a delivery, or a Warning);
-        its event for the log. A failure that may pass is said, and raised to be tried again
-        until DELIVERY_RETRY after the first."""
-        if outcome.reason == R.DELIVERY_FAILED:
-            previous = get_condition(self.status.conditions, C.DELIVERED)
-            since = previous.last_transition_time if previous is not None else None
-            until = (since or utcnow()) + DELIVERY_RETRY
-            if utcnow() < until:
-                said = f"{outcome.message} Trying again until {until:%H:%M:%S} UTC."
-                self._condition(C.DELIVERED, False, R.DELIVERY_FAILED, said)
-                self._flush(events=False)
-                raise DeliveryPendingError(said)
-        self.status.delivery = outcome.delivery or self.status.delivery
-        self._condition(C.DELIVERED, outcome.delivered, outcome.reason, outcome.message)
-        if outcome.delivered or outcome.reason.severity == Severity.WARNING:
-            self.notices.append(Notice(outcome.reason, outcome.message))
-        return outcome.drafts
-
     def _condition(self, type_: C, value: bool, reason: R, message: str) -> None:
         self.status.conditions = set_condition(
             self.status.conditions,
@@ -173,8 +144,12 @@ class RunRecord:
         if patch:
             stored = kube.patch_status("AgentRun", meta["namespace"], meta["name"], patch)
             self.written |= patch
-            if stored is not None:  # the runs of its sandbox see it at once, not at its event
-                inputs.seen("MODIFIED", stored)
+            if stored is not None:
+                self._stored(stored)
+
+    def _stored(self, run: Obj) -> None:
+        """The run as the API server stored it after a write of its status (for a subclass
+        that keeps others informed)."""
 
     def _failed(self, reason: R, why: str) -> None:
         """Say that the operator cannot act for the run right now, where it still can."""

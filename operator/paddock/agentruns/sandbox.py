@@ -28,8 +28,8 @@ from paddock.api.reasons import RunReason as R
 from paddock.api.sandbox import Sandbox, SandboxPhase
 from paddock.api.workspace import WorkspaceStatus
 from paddock.policy.choice import PolicyChoice, choose_policy, from_label
-from paddock.render.names import MANAGED_BY, RUN_LABEL, THREAD_KEY_LABEL
-from paddock.render.ownership import controlled_by, owned_by
+from paddock.vocab.names import MANAGED_BY, RUN_LABEL, THREAD_KEY_LABEL
+from paddock.vocab.ownership import controlled_by, owned_by
 
 Obj = dict[str, Any]
 

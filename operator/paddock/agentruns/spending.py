@@ -1,7 +1,5 @@
-"""A run's budget, acted on: the ceilings it starts with (its own and its policy's, the
-stricter), whether it may start at all (its model must be reached through the gateway's model
-route, where the counting is; its namespace's day under the policy must not be spent), and,
-while it runs, what the gateway counted (its ``ModelUsage`` Events, as the operator's watch of
+"""A run's budget, acted on while it runs (whether it may start is ``start.may_start``'s): what
+the gateway counted (its ``ModelUsage`` Events, as the operator's watch of
 the gateway's Events delivers them), logged as ``usage`` events, added to the policy's day,
 and the run's end once it is past a ceiling.
 
@@ -15,29 +13,23 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from paddock.agentruns.decide import Ending, Wait
-from paddock.agentruns.inputs import workspace_of
+from paddock.agentruns.decide import Ending
 from paddock.agentruns.sandbox import ReadySandbox
-from paddock.api.agentrun import AgentRunSpec, RunPhase
+from paddock.api.agentrun import RunPhase
 from paddock.api.budget import Budget
-from paddock.api.common import SecretRef, stored_status
-from paddock.api.policy import KeyInSandbox, SandboxPolicySpec, SandboxPolicyStatus
-from paddock.api.reasons import ConditionType as C
+from paddock.api.common import stored_status
+from paddock.api.policy import SandboxPolicySpec, SandboxPolicyStatus
 from paddock.api.reasons import RunReason as R
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError
-from paddock.policy import budgets, model_keys
+from paddock.policy import budgets
 from paddock.policy.budgets import Spent
 from paddock.render.model_usage import read_usage
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
 Obj = dict[str, Any]
-UNENFORCEABLE = (
-    "the run has a budget ({whose}), which is counted at the egress gateway's model route, "
-    "but its model is not reached there: {why}"
-)
 
 
 class Metered:
@@ -68,79 +60,6 @@ class Metered:
 
 
 METERED = Metered()
-
-
-def policy_of(namespace: str, sandbox: ReadySandbox) -> tuple[SandboxPolicySpec | None, Obj | None]:
-    """The policy the run is held to, and its object (None for an inline policy)."""
-    choice = sandbox.policy
-    if choice.inline is not None:
-        return choice.inline, None
-    if choice.name is None:
-        return None, None
-    found = CACHE.get("SandboxPolicy", choice.namespace or namespace, choice.name)
-    if found is None:
-        return None, None
-    return SandboxPolicySpec.model_validate(found.get("spec") or {}), found
-
-
-def may_start(
-    namespace: str,
-    spec: AgentRunSpec,
-    sandbox: ReadySandbox,
-    routed: bool,
-    now: datetime,
-    refuse_keys: bool = False,
-) -> tuple[Budget | None, Wait | Ending | None]:
-    """The run's ceilings (None: it has none), and why it cannot start yet (its namespace's
-    day is spent under its policy) or at all (its model key would be in the sandbox where that
-    is refused, ``refuse_keys`` by the operator; a budget nothing would count), if so."""
-    policy, found = policy_of(namespace, sandbox)
-    refusing = policy is not None and policy.model_key.in_sandbox == KeyInSandbox.REFUSE
-    if refusing or refuse_keys:
-        places = _key_places(namespace, spec, sandbox, routed)
-        label = str(sandbox.policy.label) if refusing else None
-        if (refused := model_keys.refusal(places, label, refuse_keys)) is not None:
-            return None, Ending(RunPhase.FAILED, R.KEY_IN_SANDBOX_REFUSED, refused)
-    limits = policy.budget if policy is not None else None
-    budget = budgets.effective(spec.budget, limits)
-    daily = limits.per_namespace_daily if limits is not None else None
-    if (budget is not None or daily is not None) and not routed:
-        whose = "its own" if spec.budget is not None else f"policy {sandbox.policy.label}'s"
-        why = (
-            "it names no modelKey"
-            if spec.model_key is None
-            else "the operator knows of no egress gateway's model route"
-        )
-        said = UNENFORCEABLE.format(whose=whose, why=why)
-        return budget, Ending(RunPhase.FAILED, R.BUDGET_UNENFORCEABLE, said)
-    if daily is not None and found is not None:
-        status = stored_status(SandboxPolicyStatus, found)
-        today = budgets.spent_on(status.daily_usage or [], namespace, budgets.day_of(now))
-        waiting = budgets.exhausted(daily, today, namespace, str(sandbox.policy.label))
-        if waiting:
-            return budget, Wait(RunPhase.PENDING, C.WITHIN_BUDGET, R.BUDGET_EXHAUSTED, waiting)
-    return budget, None
-
-
-def _key_places(
-    namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox, routed: bool
-) -> list[str]:
-    """Where the run's model key would be in its sandbox (gathered: the Workspace, the pod as
-    it started, and, with a modelKey, the values of every secret the sandbox gets)."""
-    pod = CACHE.get("Pod", namespace, sandbox.pod)
-    workspace = workspace_of(namespace, sandbox)
-    exposed = model_keys.exposures(spec, workspace, sandbox.workspace, pod)
-    values: dict[SecretRef, str] = {}
-    if spec.model_key is not None:
-        refs = [spec.model_key.secret_key_ref.pair, *(e.ref for e in exposed)]
-        values = kube.secret_values(namespace, list(dict.fromkeys(refs)))
-    return model_keys.placements(spec, exposed, routed, values)
-
-
-def day_ceilings(namespace: str, sandbox: ReadySandbox) -> Budget | None:
-    """The ceilings of the run's namespace's day under its policy, if it has any."""
-    policy, _ = policy_of(namespace, sandbox)
-    return policy.budget.per_namespace_daily if policy and policy.budget else None
 
 
 def usage_draft(spent: Spent) -> Draft:
@@ -199,8 +118,14 @@ _LOCK = threading.Lock()
 def _add_to_day(namespace: str, sandbox: ReadySandbox, delta: Spent, now: datetime) -> None:
     """Add to the day's figures of the run's policy, if it keeps one: a write made only if
     the policy is still the version read (the policy's runs add to it concurrently)."""
-    policy, found = policy_of(namespace, sandbox)
-    if found is None or policy is None or policy.budget is None:
+    choice = sandbox.policy
+    if choice.inline is not None or choice.name is None:
+        return  # (an inline policy keeps no day)
+    found = CACHE.get("SandboxPolicy", choice.namespace or namespace, choice.name)
+    if found is None:
+        return
+    policy = SandboxPolicySpec.model_validate(found.get("spec") or {})
+    if policy.budget is None:
         return
     if policy.budget.per_namespace_daily is None:
         return

@@ -27,8 +27,8 @@ from paddock.api.pool import SandboxPoolSpec
 from paddock.api.reasons import RunReason as R
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
-from paddock.render.names import CLAIMED_FROM_LABEL, RUN_LABEL
 from paddock.times import utcnow
+from paddock.vocab.names import CLAIMED_FROM_LABEL, RUN_LABEL
 
 Obj = dict[str, Any]
 

@@ -1,5 +1,5 @@
 """The ``paddock`` command line: its parser and its commands that are not about runs,
-sandboxes, approvals or policies (each of those has its module here)."""
+sandboxes, approvals, policies or the local cluster (each of those has its module here)."""
 # PYTHON_ARGCOMPLETE_OK
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 from paddock import __version__
 from paddock.cli.approve import add_approvals
 from paddock.cli.complete import autocomplete
+from paddock.cli.local import add_local
 from paddock.cli.policy import add_policy
 from paddock.cli.runs import add_runs
 from paddock.gateway.run import add_gateway
@@ -51,60 +52,6 @@ def _operator(args: argparse.Namespace) -> int:
     )
 
 
-def _cluster(args: argparse.Namespace) -> int:
-    from paddock.devcluster import cluster, images
-
-    directory = Path(args.dir) if args.dir else cluster.default_state_dir()
-    if args.action == "up":
-        try:
-            kubeconfig = cluster.up(directory, real_node=args.real_node)
-        except cluster.ClusterError as exc:
-            print(f"cluster up failed: {exc}", file=sys.stderr)
-            return 1
-        print(f"export KUBECONFIG={kubeconfig}")
-        return 0
-    if args.action == "down":
-        cluster.down(directory)
-        return 0
-    if args.action == "images":
-        try:
-            print(f"HELM_VALUES={cluster.chart_values(directory)}")
-        except (cluster.ClusterError, images.ImageError) as exc:
-            print(f"cluster images failed: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    if args.action == "flux":
-        try:
-            cluster.start_flux(directory)
-        except cluster.ClusterError as exc:
-            print(f"cluster flux failed: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    if args.action.startswith("load-"):
-        try:
-            print(cluster.load_image(directory, args.action.removeprefix("load-")))
-        except (cluster.ClusterError, images.ImageError) as exc:
-            print(f"cluster {args.action} failed: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    report = cluster.status(directory)
-    if not report:
-        print(f"no local cluster in {directory}")
-        return 1
-    for component, healthy in report.items():
-        print(f"{component:24} {'running' if healthy else 'DOWN'}")
-    if all(report.values()):
-        print(f"export KUBECONFIG={directory / 'kubeconfig'}")
-        return 0
-    return 1
-
-
-def _dev(args: argparse.Namespace) -> int:
-    from paddock.devcluster.dev import run_dev
-
-    return run_dev(operator=not args.no_operator)
-
-
 def _mcp(args: argparse.Namespace) -> int:
     from paddock.kube.client import current_namespace, load_config
     from paddock.mcpserver import server
@@ -140,7 +87,7 @@ def _console(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from paddock.agentruns import logs
+    from paddock.client import logs
     from paddock.kube.client import current_namespace, load_config
     from paddock.runs import reader
 
@@ -169,13 +116,12 @@ def build_parser(prog: str = "paddock") -> argparse.ArgumentParser:
     for add in (
         _add_crds,
         _add_operator,
-        _add_cluster,
+        add_local,
         _add_logs,
         add_runs,
         _add_mcp,
         _add_console,
         _add_policy_and_approvals,
-        _add_dev,
         add_gateway,
     ):
         add(commands)
@@ -230,53 +176,6 @@ def _add_operator(commands: Commands[argparse.ArgumentParser]) -> None:
     operator.add_argument("--log-format", choices=["text", "json"], default="text")
     operator.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     operator.set_defaults(func=_operator)
-
-
-def _add_cluster(commands: Commands[argparse.ArgumentParser]) -> None:
-    cluster = commands.add_parser(
-        "cluster",
-        help="a local cluster for tests and development (no Docker needed): a control plane, "
-        "kwok's simulated node, and a real node where this machine can run one",
-        epilog="example: paddock cluster up --no-real-node",
-    )
-    cluster.add_argument(
-        "action",
-        choices=[
-            "up",
-            "down",
-            "status",
-            "images",
-            "load-operator",
-            "load-gateway",
-            "load-sandbox",
-            "flux",
-        ],
-        help="images: build every image the Helm chart deploys from this checkout, import them "
-        "into the real node, and print HELM_VALUES=FILE, values that point the chart at them; "
-        "load-operator, load-gateway: build one of them and import it; load-sandbox: likewise "
-        "the published sandbox image's content (Node.js and the agent CLIs); flux: start "
-        "Flux's source-controller and kustomize-controller on it (built the first time), as "
-        "the GitOps tests do",
-    )
-    cluster.add_argument(
-        "--dir", help="state directory (default: $PADDOCK_CLUSTER_DIR or ~/.local/state/...)"
-    )
-    real_node = cluster.add_mutually_exclusive_group()
-    real_node.add_argument(
-        "--real-node",
-        dest="real_node",
-        action="store_const",
-        const=True,
-        help="require the real node (containerd and a kubelet on this machine); fail without it",
-    )
-    real_node.add_argument(
-        "--no-real-node",
-        dest="real_node",
-        action="store_const",
-        const=False,
-        help="kwok's simulated node only",
-    )
-    cluster.set_defaults(func=_cluster, real_node=None)
 
 
 def _add_logs(commands: Commands[argparse.ArgumentParser]) -> None:
@@ -359,17 +258,6 @@ def _add_serving(parser: argparse.ArgumentParser, http: str, default: str | None
 def _add_policy_and_approvals(commands: Commands[argparse.ArgumentParser]) -> None:
     add_policy(commands)
     add_approvals(commands)
-
-
-def _add_dev(commands: Commands[argparse.ArgumentParser]) -> None:
-    dev = commands.add_parser(
-        "dev",
-        help="the main job: a cluster (the current one, else a local one), the CRDs, the "
-        "examples and the operator",
-        epilog="example: paddock dev --no-operator",
-    )
-    dev.add_argument("--no-operator", action="store_true", help="stop after applying the examples")
-    dev.set_defaults(func=_dev)
 
 
 def _parsed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from paddock import API_VERSION
-from paddock.agentruns import logs
 from paddock.api.agentrun import Harness
 from paddock.api.approvals import visible
+from paddock.client import logs
 from paddock.client.access import AGENTRUNS, CONFIGMAPS, Caller, RefusedError
 from paddock.client.common import Obj, as_they_change, get
 from paddock.kube import client as kube

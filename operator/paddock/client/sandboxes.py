@@ -22,7 +22,7 @@ from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.policy.engine import PartKind, evaluate
 from paddock.policy.gate import judge_capability
-from paddock.render import names
+from paddock.vocab import names
 
 FILE_TIMEOUT = 60.0
 

@@ -25,8 +25,8 @@ from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.policy.budgets import Spent
 from paddock.policy.choice import INLINE
 from paddock.policy.hosts import approved, judge_host, normal_host
-from paddock.render import names
-from paddock.render.ownership import controller_uid
+from paddock.vocab import names
+from paddock.vocab.ownership import controller_uid
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # namespace, name

@@ -28,9 +28,9 @@ from prometheus_client import Counter
 from paddock.gateway.directory import Ask, Decided, Directory, sni_matches
 from paddock.kube import watches
 from paddock.kube.errors import KubeError
-from paddock.render import names
+from paddock.render.cluster_addresses import API_SERVICE_LABEL, ClusterAddresses
 from paddock.render.model_routes import RUN_UID_LABEL
-from paddock.sandboxes.network import API_SERVICE_LABEL, ClusterAddresses
+from paddock.vocab import names
 
 Obj = dict[str, Any]
 

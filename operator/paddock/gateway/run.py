@@ -39,9 +39,9 @@ from paddock.gateway.prices import PriceTable, Unreadable, read_prices
 from paddock.gateway.routes import Routes
 from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
 from paddock.kube import client as kube
+from paddock.render.cluster_addresses import ClusterAddresses
 from paddock.render.model_routes import RUN_UID_LABEL
 from paddock.render.network_policy import ClusterNetwork
-from paddock.sandboxes.network import ClusterAddresses
 
 SHARED_MEMORY = Path("/dev/shm")  # noqa: S108  (where Linux keeps POSIX shared memory)
 

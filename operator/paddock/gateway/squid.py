@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from paddock.render.network_policy import PRIVATE_V4, PRIVATE_V6
+from paddock.vocab.networks import PRIVATE_V4, PRIVATE_V6
 
 # Never reached through the gateway, whatever a name resolves to: what the operator keeps
 # sandboxes from, plus this host and "this network".

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import kopf
 
 from paddock import GROUP, VERSION, metrics
-from paddock.agentruns import host_asks, inputs, lifetime, logstore, model_access, spending
+from paddock.agentruns import host_asks, in_pod, inputs, lifetime, logstore, model_access, spending
 from paddock.agentruns.execution import Execution
 from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
@@ -145,7 +145,7 @@ def run_deleted(
     pod = status.get("sandboxName")
     if status.get("phase") not in TERMINAL_PHASES and status.get("startedAt") and pod:
         try:
-            inputs.kill(meta["namespace"] or "", meta["uid"] or "", pod)
+            in_pod.kill(meta["namespace"] or "", meta["uid"] or "", pod)
         except Exception as exc:
             logger.warning(f"could not stop the run's processes: {_describe(exc)}")
     host_asks.ASKS.forget(meta["uid"] or "")

@@ -10,8 +10,8 @@ from typing import Any
 import kopf
 
 from paddock.handlers.references import Reference
-from paddock.render.ownership import controller_uid
 from paddock.sandboxes import service, shared
+from paddock.vocab.ownership import controller_uid
 
 
 @kopf.on.event("networkpolicies")

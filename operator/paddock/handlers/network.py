@@ -7,8 +7,8 @@ from typing import Any
 
 import kopf
 
+from paddock.render.cluster_addresses import API_SERVICE_LABEL
 from paddock.sandboxes import service
-from paddock.sandboxes.network import API_SERVICE_LABEL
 
 API_NAMESPACE = "default"  # where the API server publishes the Service kubernetes
 

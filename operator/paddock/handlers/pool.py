@@ -10,8 +10,8 @@ import kopf
 
 from paddock import GROUP, VERSION, metrics
 from paddock.handlers.reporting import report
-from paddock.render.names import CLAIMED_FROM_LABEL, POOL_LABEL
 from paddock.sandboxes import pool_service, service
+from paddock.vocab.names import CLAIMED_FROM_LABEL, POOL_LABEL
 
 Obj = dict[str, Any]
 

@@ -20,9 +20,9 @@ from paddock.handlers.fences import retire_unused
 from paddock.handlers.pool import member_seen
 from paddock.handlers.references import Reference, references_of
 from paddock.handlers.reporting import report
-from paddock.render.names import FILES_LABEL, SANDBOX_LABEL, WORKSPACE_LABEL
 from paddock.sandboxes import service, shared
 from paddock.settings import OperatorSettings
+from paddock.vocab.names import FILES_LABEL, SANDBOX_LABEL, WORKSPACE_LABEL
 
 # Timers are declared at import, before the startup handler runs: read the setting here.
 RESYNC_SECONDS = OperatorSettings.from_env().resync_seconds

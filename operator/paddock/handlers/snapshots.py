@@ -15,9 +15,9 @@ import kopf
 
 from paddock import metrics
 from paddock.handlers.reporting import report
-from paddock.render.names import SNAPSHOT_OF_LABEL, WORKSPACE_LABEL
 from paddock.sandboxes import service, workspace_snapshots
 from paddock.settings import OperatorSettings
+from paddock.vocab.names import SNAPSHOT_OF_LABEL, WORKSPACE_LABEL
 
 SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
 

@@ -19,11 +19,12 @@ from paddock.handlers.diffbase import CompactDiffBaseStorage
 from paddock.handlers.network import API_NAMESPACE
 from paddock.handlers.references import References
 from paddock.kube import client as kube
-from paddock.render import model_usage, names
-from paddock.render.names import MANAGED_BY, SANDBOX_LABEL, WORKSPACE_LABEL
+from paddock.render import model_usage
+from paddock.render.cluster_addresses import API_SERVICE_LABEL
 from paddock.sandboxes import service
-from paddock.sandboxes.network import API_SERVICE_LABEL
 from paddock.settings import OperatorSettings
+from paddock.vocab import names
+from paddock.vocab.names import MANAGED_BY, SANDBOX_LABEL, WORKSPACE_LABEL
 
 FINALIZER = f"{GROUP}/finalizer"
 

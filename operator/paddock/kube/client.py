@@ -7,12 +7,11 @@ raises ``paddock.kube.errors.KubeError`` (never the client's ``ApiException``).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from paddock.kube.errors import (
     NotFoundError,
     converting,
 )
+from paddock.vocab import secret_data
 
 Obj = dict[str, Any]
 
@@ -303,33 +303,21 @@ def _patch_status(
     )
 
 
-def _secrets(namespace: str, refs: list[tuple[str, str]]) -> dict[str, Obj | None]:
-    """Each Secret the references name, read once."""
-    return {name: get("Secret", namespace, name) for name in dict.fromkeys(n for n, _ in refs)}
+def read_secrets(namespace: str, names: Iterable[str]) -> dict[str, Obj | None]:
+    """Each Secret named, read once (None: not there)."""
+    return {name: get("Secret", namespace, name) for name in dict.fromkeys(names)}
 
 
 def missing_secret_keys(namespace: str, refs: list[tuple[str, str]]) -> list[str]:
     """``"secret/key"`` for each (Secret, key) reference that does not resolve. Reads the key
     names only; values are never decoded."""
-    secrets = _secrets(namespace, refs)
-    missing = []
-    for name, key in refs:
-        secret = secrets[name] or {}
-        if key not in (secret.get("data") or {}) | (secret.get("stringData") or {}):
-            missing.append(f"{name}/{key}")
-    return missing
+    return secret_data.missing_keys(read_secrets(namespace, (n for n, _ in refs)), refs)
 
 
 def secret_values(namespace: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """The decoded values of the (Secret, key) references that resolve. For passing API keys
     to a harness over exec stdin and for scrubbing them from events; never logged."""
-    secrets = _secrets(namespace, refs)
-    values: dict[tuple[str, str], str] = {}
-    for name, key in refs:
-        data = (secrets[name] or {}).get("data") or {}
-        if key in data:
-            values[(name, key)] = base64.b64decode(data[key]).decode(errors="replace")
-    return values
+    return secret_data.values(read_secrets(namespace, (n for n, _ in refs)), refs)
 
 
 @converting

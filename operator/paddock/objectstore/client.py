@@ -6,6 +6,7 @@ large ones (workspace archives, never held whole in memory). Errors come out as
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -224,3 +225,9 @@ def _said(exc: Exception) -> str:
 
 
 __all__ = ["Bucket", "Listed", "ObjectStoreError", "Reader", "S3Config", "Writer"]
+
+
+@functools.cache
+def bucket(config: S3Config) -> Bucket:
+    """One client per bucket and credentials, for the life of the process."""
+    return Bucket(config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paddock.render import names
+from paddock.vocab import names
 
 CONTROL_DIR = "/paddock/control"  # the sidecar's; read-only in the sandbox container
 GATE_DIR = "/paddock/gate"  # the sidecar's alone: the gate's pending requests

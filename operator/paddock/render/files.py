@@ -8,10 +8,10 @@ import json
 from typing import Any
 
 from paddock.api.workspace import WorkspaceSpec
-from paddock.render import names
 from paddock.render.init_scripts import ASKPASS_SCRIPT, CLONE_SCRIPT, render_project_script
 from paddock.render.projections import Projection
 from paddock.render.setup_script import render_setup_script
+from paddock.vocab import names
 
 SHELL_STARTUP_KEY = "shell-startup"
 SHELL_STARTUP_TEXT = "# Paddock: read-only in a sandbox (the policy judges what runs).\n"

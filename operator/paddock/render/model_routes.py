@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from paddock.api.budget import Budget
-from paddock.render.names import MANAGED_BY
 from paddock.times import format_time, parse_time
+from paddock.vocab.names import MANAGED_BY
 
 Obj = dict[str, Any]
 RUN_UID_LABEL = "paddock.dev/model-route-of"  # the run's uid: the gateway lists by this label

@@ -11,13 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddock.api.policy import Decision, SandboxPolicySpec
-from paddock.render import names
+from paddock.vocab import names
+from paddock.vocab.networks import PRIVATE_V4, PRIVATE_V6
 
-# "Internet" excludes what an agent must not reach by default: private and cluster-internal
-# ranges (pods, services, nodes) and link-local addresses, which hold the cloud metadata
-# service (169.254.169.254).
-PRIVATE_V4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16")
-PRIVATE_V6 = ("fc00::/7", "fe80::/10")
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 

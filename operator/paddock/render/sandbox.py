@@ -8,7 +8,6 @@ from typing import Any
 from paddock.api.common import SecretKeySelector
 from paddock.api.sandbox import SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
-from paddock.render import names
 from paddock.render.containers import (
     CONTAINER_SECURITY,
     CONTROL_DIR,
@@ -22,6 +21,7 @@ from paddock.render.init_scripts import (
 )
 from paddock.render.projections import Projection, render_projection
 from paddock.render.snapshot import is_archive, restore_size, snapshot_hash
+from paddock.vocab import names
 
 WORKSPACE_DIR = "/workspace"
 HOME_DIR = "/home/paddock"

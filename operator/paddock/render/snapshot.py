@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from paddock import API_VERSION
-from paddock.render import names
-from paddock.render.ownership import controller_reference
+from paddock.vocab import names
+from paddock.vocab.ownership import controller_reference
 
 Obj = dict[str, Any]
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"

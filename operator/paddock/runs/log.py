@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 from paddock import GROUP, metrics
 from paddock.api.agentrun import LogBackend, LogLocation
-from paddock.render.names import MANAGED_BY
-from paddock.render.ownership import controller_reference
 from paddock.runs.events import encode
+from paddock.vocab.names import MANAGED_BY
+from paddock.vocab.ownership import controller_reference
 
 CHUNK_LIMIT = 512 * 1024
 DATA_KEY = "events.jsonl"

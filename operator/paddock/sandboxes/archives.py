@@ -30,10 +30,10 @@ from paddock.kube import exec as kube_exec
 from paddock.kube.errors import KubeError
 from paddock.objectstore.client import Bucket, Listed
 from paddock.objectstore.errors import ObjectStoreError
-from paddock.render import names
-from paddock.render.names import SANDBOX_CONTAINER
 from paddock.sandboxes.plan import Transfer, TransferState
 from paddock.times import format_time, utcnow
+from paddock.vocab import names
+from paddock.vocab.names import SANDBOX_CONTAINER
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # namespace, name

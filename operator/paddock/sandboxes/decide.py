@@ -26,10 +26,8 @@ from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec, SandboxStatus, SandboxTimings
 from paddock.policy.gate import Judged, blocking, judge_setup
-from paddock.render import names
 from paddock.render.files import CONFIGMAP_LIMIT, configmap_size, render_files_configmap
 from paddock.render.network_policy import Gateway, through_gateway
-from paddock.render.ownership import owned_by
 from paddock.render.projections import Projection, render_projection
 from paddock.render.sandbox import SandboxInputs, render_sandbox_pod
 from paddock.render.snapshot import archive_restored, restored_from
@@ -48,6 +46,8 @@ from paddock.sandboxes.owned import (
 from paddock.sandboxes.plan import Create, Delete, Plan, Write
 from paddock.sandboxes.volume import plan_volume, take_snapshots, unpack_step, volume_hash
 from paddock.times import parse_time
+from paddock.vocab import names
+from paddock.vocab.ownership import owned_by
 
 Obj = dict[str, Any]
 M = TypeVar("M", bound=BaseModel)

@@ -20,8 +20,8 @@ from typing import Any
 
 from paddock import GROUP, VERSION
 from paddock.policy.choice import PolicyChoice
-from paddock.render import names
-from paddock.render.ownership import controller_uid
+from paddock.vocab import names
+from paddock.vocab.ownership import controller_uid
 
 Obj = dict[str, Any]
 Reference = tuple[str, str, str]  # (kind, namespace, name)

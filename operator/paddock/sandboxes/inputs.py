@@ -13,7 +13,6 @@ from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
 from paddock.policy.choice import PolicyChoice
-from paddock.render import names
 from paddock.render.network_policy import ClusterNetwork, through_gateway
 from paddock.render.sandbox import SandboxInputs
 from paddock.render.workspace_hash import workspace_hash
@@ -23,6 +22,7 @@ from paddock.sandboxes.plan import Loaded, TransferState
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import RETRY_MISSING, missing_secrets_message
 from paddock.settings import OperatorSettings
+from paddock.vocab import names
 
 Obj = dict[str, Any]
 M = TypeVar("M", bound=BaseModel)

@@ -13,8 +13,8 @@ from typing import Any
 
 from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase
-from paddock.render.names import GATE_CONTAINER
 from paddock.times import parse_time
+from paddock.vocab.names import GATE_CONTAINER
 
 Obj = dict[str, Any]
 

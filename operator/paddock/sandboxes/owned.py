@@ -8,13 +8,13 @@ from typing import Any
 
 from paddock import GROUP, VERSION
 from paddock.api.policy import SandboxPolicySpec
-from paddock.render import names
 from paddock.render.network_policy import render_baseline_network_policy, render_network_policy
-from paddock.render.ownership import controlled_by, owned_by
 from paddock.render.sandbox import SandboxInputs
 from paddock.sandboxes.fence import Owner, fence_name, fence_owner, namespace_owner
 from paddock.sandboxes.inputs import SandboxWorld
 from paddock.sandboxes.plan import Create, Delete, Patch, Write
+from paddock.vocab import names
+from paddock.vocab.ownership import controlled_by, owned_by
 
 Obj = dict[str, Any]
 RETRY_CONFLICT = 30.0  # seconds before looking again at a name another object holds

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from paddock.kube.cache import CACHE
-from paddock.render.names import CLAIMED_FROM_LABEL, POOL_LABEL
-from paddock.render.ownership import controlled_by
 from paddock.sandboxes import service
 from paddock.sandboxes.pools import decide_pool
 from paddock.sandboxes.service import Outcome
 from paddock.times import utcnow
+from paddock.vocab.names import CLAIMED_FROM_LABEL, POOL_LABEL
+from paddock.vocab.ownership import controlled_by
 
 Obj = dict[str, Any]
 

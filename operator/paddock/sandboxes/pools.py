@@ -27,9 +27,9 @@ from paddock.api.errors import describe
 from paddock.api.pool import SandboxPoolSpec, SandboxPoolStatus, up_to_date
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import PoolReason as R
-from paddock.render.names import HELD_BY_ANNOTATION, MANAGED_BY, POOL_LABEL, POOL_TEMPLATE_LABEL
-from paddock.render.ownership import owned_by
 from paddock.sandboxes.plan import Create, Delete, Plan, Write
+from paddock.vocab.names import HELD_BY_ANNOTATION, MANAGED_BY, POOL_LABEL, POOL_TEMPLATE_LABEL
+from paddock.vocab.ownership import owned_by
 
 Obj = dict[str, Any]
 MAX_CREATES = 20  # members made per reconcile: a pool of hundreds fills over a few

@@ -23,8 +23,7 @@ from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError, InvalidError, KubeError
 from paddock.objectstore.client import Bucket, configured_store
 from paddock.policy.choice import choose_policy
-from paddock.render import names
-from paddock.render.ownership import controller_uid
+from paddock.render.cluster_addresses import ClusterAddresses, cluster_network
 from paddock.render.snapshot import restored_from
 from paddock.runs.scrubbing import Scrubber
 from paddock.sandboxes import observe
@@ -32,7 +31,6 @@ from paddock.sandboxes.archives import ArchiveStore, Notify
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.fence import fence_name
 from paddock.sandboxes.inputs import SandboxWorld, placed
-from paddock.sandboxes.network import ClusterAddresses, cluster_network
 from paddock.sandboxes.owned import pruned
 from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write, scrubbed
 from paddock.sandboxes.policy import decide_policy
@@ -42,6 +40,8 @@ from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import decide_workspace, load_spec
 from paddock.settings import OperatorSettings
 from paddock.times import utcnow
+from paddock.vocab import names
+from paddock.vocab.ownership import controller_uid
 
 Obj = dict[str, Any]
 RETRY_REFUSED = 10.0  # seconds before the first retry of a refused write, doubling after

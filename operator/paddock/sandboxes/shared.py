@@ -9,9 +9,9 @@ from typing import Any
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError, KubeError
-from paddock.render import names
-from paddock.render.ownership import controlled_by
 from paddock.sandboxes.fence import shared_owner
+from paddock.vocab import names
+from paddock.vocab.ownership import controlled_by
 
 Obj = dict[str, Any]
 log = logging.getLogger("paddock.sandboxes")

@@ -12,11 +12,11 @@ from typing import Any
 from paddock.api.conditions import Notice
 from paddock.api.reasons import WorkspaceReason as R
 from paddock.api.workspace import WorkspaceSnapshot
-from paddock.render import names
 from paddock.render.snapshot import described, ready_to_use, restoring, snapshot_hash
 from paddock.sandboxes.plan import Delete
 from paddock.sandboxes.snapshots import taken_at
 from paddock.times import parse_time
+from paddock.vocab import names
 
 Obj = dict[str, Any]
 HashNow = Callable[[str | None], str | None]

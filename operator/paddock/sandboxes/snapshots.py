@@ -18,7 +18,6 @@ from typing import Any
 from paddock.api.fields import parse_duration
 from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxSpec, SnapshotWhen
-from paddock.render.names import SNAPSHOT_OF_LABEL, STORAGE_CLASS_ANNOTATION, snapshot_name
 from paddock.render.snapshot import (
     described,
     is_archive,
@@ -28,6 +27,7 @@ from paddock.render.snapshot import (
     snapshot_hash,
 )
 from paddock.times import parse_time
+from paddock.vocab.names import SNAPSHOT_OF_LABEL, STORAGE_CLASS_ANNOTATION, snapshot_name
 
 Obj = dict[str, Any]
 DEFAULT_STORAGE_CLASS = "storageclass.kubernetes.io/is-default-class"

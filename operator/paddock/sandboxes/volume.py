@@ -14,8 +14,6 @@ from paddock.api.conditions import get_condition, is_true
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SnapshotWhen
-from paddock.render import names
-from paddock.render.ownership import owned_by
 from paddock.render.sandbox import SandboxInputs, render_workspace_pvc
 from paddock.render.snapshot import archive_restored, restored_from, restoring
 from paddock.sandboxes.draft import StatusDraft
@@ -31,6 +29,8 @@ from paddock.sandboxes.snapshots import (
     snapshot_step,
     storage_class_of,
 )
+from paddock.vocab import names
+from paddock.vocab.ownership import owned_by
 
 Obj = dict[str, Any]
 RETRY_WANTED = 10.0  # seconds between looks at a fork's snapshot that is not ready

@@ -14,10 +14,10 @@ from paddock.api.errors import describe
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import WorkspaceReason as R
 from paddock.api.workspace import WorkspaceSpec, WorkspaceStatus
-from paddock.render.ownership import controlled_by
 from paddock.render.projections import render_projection
 from paddock.render.workspace_hash import workspace_hash
 from paddock.sandboxes.plan import Loaded, Plan
+from paddock.vocab.ownership import controlled_by
 
 Obj = dict[str, Any]
 RETRY_MISSING = 15.0  # seconds before looking again for a missing Workspace, policy or Secret

@@ -14,9 +14,7 @@ from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
 from paddock.kube.errors import ConflictError, KubeError
 from paddock.objectstore.errors import ObjectStoreError
-from paddock.render import names
 from paddock.render.files import render_files_configmap
-from paddock.render.ownership import controlled_by
 from paddock.render.projections import render_projection
 from paddock.render.snapshot import ARCHIVE_KIND, described
 from paddock.render.workspace_hash import workspace_hash
@@ -26,6 +24,8 @@ from paddock.sandboxes.snapshot_lifetime import Lifetime, decide_lifetime
 from paddock.sandboxes.workspace import load_spec, unused_files
 from paddock.settings import OperatorSettings
 from paddock.times import utcnow
+from paddock.vocab import names
+from paddock.vocab.ownership import controlled_by
 
 Obj = dict[str, Any]
 DELETE_RETRY = 30.0  # seconds before a refused snapshot delete is tried again

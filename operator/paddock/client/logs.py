@@ -17,10 +17,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from paddock.agentruns import logstore
 from paddock.api.agentrun import TERMINAL_PHASES, LogBackend
 from paddock.kube import client as kube
 from paddock.kube import watches
+from paddock.objectstore import client as objectstore
 from paddock.objectstore.client import GETS_AT_ONCE, S3Config
 from paddock.objectstore.errors import ObjectStoreError
 from paddock.runs import objectlog
@@ -166,7 +166,7 @@ class ObjectReader:
                 "set here: export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (keys that may "
                 "read that bucket)"
             )
-        self.bucket = logstore.bucket(
+        self.bucket = objectstore.bucket(
             S3Config(
                 bucket=bucket,
                 endpoint=where.get("endpoint"),
