@@ -169,8 +169,8 @@ def s3_settings() -> OperatorSettings:
 def stored_bytes(run: dict[str, Any], settings: OperatorSettings) -> int:
     """Bytes the run's log takes where it is kept: ConfigMap data, or object sizes."""
     meta = run["metadata"]
-    if settings.log_backend == "s3":
-        bucket = objectstore_client.bucket(logstore.s3_config(settings))
+    if settings.logs.backend == "s3":
+        bucket = objectstore_client.bucket(logstore.s3_config(settings.s3))
         listed = bucket.listing(run_prefix(logstore.logs_prefix(settings), run))
         return sum(item.size for item in listed)
     chunks = kube.list_configmaps(meta["namespace"], chunk_selector(meta["uid"]))
@@ -244,16 +244,16 @@ def follow_delay(namespace: str, lines: int, name: str = "ticks") -> list[float]
 def s3_env(settings: OperatorSettings) -> dict[str, str]:
     """An operator process's environment for these S3 settings, and this process's for
     reading the log back (the standard AWS variables, as ``paddock logs`` reads them)."""
-    assert settings.s3_access_key_id
-    assert settings.s3_secret_access_key
-    key = settings.s3_access_key_id.get_secret_value()
-    secret = settings.s3_secret_access_key.get_secret_value()
+    assert settings.s3.access_key_id
+    assert settings.s3.secret_access_key
+    key = settings.s3.access_key_id.get_secret_value()
+    secret = settings.s3.secret_access_key.get_secret_value()
     return {
         "PADDOCK_LOG_BACKEND": "s3",
-        "PADDOCK_S3_ENDPOINT": str(settings.s3_endpoint),
-        "PADDOCK_S3_BUCKET": str(settings.s3_bucket),
+        "PADDOCK_S3_ENDPOINT": str(settings.s3.endpoint),
+        "PADDOCK_S3_BUCKET": str(settings.s3.bucket),
         "PADDOCK_S3_PATH_STYLE": "true",
-        "PADDOCK_S3_PREFIX": settings.s3_prefix,
+        "PADDOCK_S3_PREFIX": settings.s3.prefix,
         "PADDOCK_S3_ACCESS_KEY_ID": key,
         "PADDOCK_S3_SECRET_ACCESS_KEY": secret,
         "AWS_ACCESS_KEY_ID": key,

@@ -278,7 +278,9 @@ def test_the_charts_s3_configuration_is_accepted_by_the_server(
     run = {"metadata": {"namespace": "chart", "name": "probe", "uid": "0000-probe"}}
     prefix = logstore.logs_prefix(settings)
     assert prefix == "tests/chart/runs"
-    log = objectlog.ObjectLog(run, objectstore_client.bucket(logstore.s3_config(settings)), prefix)
+    log = objectlog.ObjectLog(
+        run, objectstore_client.bucket(logstore.s3_config(settings.s3)), prefix
+    )
     log.load()
     log.append([{"seq": 0, "type": "output", "summary": "hi", "data": {}}], {"stdout": 3})
     events, cursor = objectlog.ObjectLog(run, log.bucket, prefix).load()

@@ -248,7 +248,7 @@ def test_the_gateway_settings_need_somewhere_to_let_sandboxes_reach() -> None:
     settings = OperatorSettings.from_env(
         {"PADDOCK_GATEWAY_PROXY": "http://gw:3128", "PADDOCK_GATEWAY_CIDRS": "192.0.2.9,192.0.2.10"}
     )
-    assert settings.gateway_cidrs == ["192.0.2.9", "192.0.2.10"]
+    assert settings.gateway.cidrs == ["192.0.2.9", "192.0.2.10"]
 
 
 def _node(name: str, *addresses: str) -> dict[str, Any]:

@@ -255,4 +255,4 @@ def test_the_model_route_setting_needs_the_gateway_and_its_namespace() -> None:
     with pytest.raises(ValidationError, match="gateway_model_url needs"):
         OperatorSettings.from_env(url | proxy)
     settings = OperatorSettings.from_env(url | proxy | {"PADDOCK_GATEWAY_NAMESPACE": "gw"})
-    assert settings.gateway_model_url == "http://gw:3130"
+    assert settings.gateway.model_url == "http://gw:3130"

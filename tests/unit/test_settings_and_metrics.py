@@ -17,8 +17,8 @@ def test_settings_come_from_paddock_env_vars() -> None:
         {"PADDOCK_METRICS_PORT": "9000", "PADDOCK_RESYNC_SECONDS": "5", "HOME": "/root"}
     )
     assert settings.metrics_port == 9000
-    assert settings.resync_seconds == 5
-    assert settings.log_backend == "configmap"
+    assert settings.tuning.resync_seconds == 5
+    assert settings.logs.backend == "configmap"
 
 
 @pytest.mark.parametrize(
@@ -50,8 +50,8 @@ def test_s3_settings_keep_the_secret_key_out_of_their_text() -> None:
             "PADDOCK_S3_SECRET_ACCESS_KEY": "never-printed-secret",
         }
     )
-    assert settings.s3_secret_access_key is not None
-    assert settings.s3_secret_access_key.get_secret_value() == "never-printed-secret"
+    assert settings.s3.secret_access_key is not None
+    assert settings.s3.secret_access_key.get_secret_value() == "never-printed-secret"
     assert "never-printed-secret" not in repr(settings) + str(settings)
 
 
@@ -109,13 +109,13 @@ def test_network_settings_read_comma_separated_values() -> None:
             "PADDOCK_DNS_POD_LABELS": "app=coredns,tier=dns",
         }
     )
-    assert settings.network_internal_cidrs == ["10.0.0.0/8", "fd00::/8"]
-    assert settings.dns_servers == ["169.254.20.10"]
-    assert settings.dns_pod_labels == {"app": "coredns", "tier": "dns"}
+    assert settings.network.internal_cidrs == ["10.0.0.0/8", "fd00::/8"]
+    assert settings.network.dns_servers == ["169.254.20.10"]
+    assert settings.network.dns_pod_labels == {"app": "coredns", "tier": "dns"}
     # Unset: the private and link-local ranges, and the usual labels of the cluster's DNS.
     default = OperatorSettings.from_env({})
-    assert "169.254.0.0/16" in default.network_internal_cidrs
-    assert default.dns_pod_labels == {"k8s-app": "kube-dns"}
+    assert "169.254.0.0/16" in default.network.internal_cidrs
+    assert default.network.dns_pod_labels == {"k8s-app": "kube-dns"}
 
 
 def test_network_settings_refuse_what_is_not_a_network() -> None:
@@ -123,3 +123,34 @@ def test_network_settings_refuse_what_is_not_a_network() -> None:
         OperatorSettings.from_env({"PADDOCK_DNS_SERVERS": "10.0.0.300"})
     with pytest.raises(ValidationError, match="KEY=VALUE"):
         OperatorSettings.from_env({"PADDOCK_DNS_POD_LABELS": "coredns"})
+
+
+# Every variable a platform team sets, by the name it always had.
+VARIABLES = (
+    "SANDBOX_IMAGE", "SANDBOX_NODE_SELECTOR", "SANDBOX_TOLERATIONS", "SANDBOX_STORAGE_CLASS",
+    "WORKER_LIMIT", "COALESCE_SECONDS", "REQUEST_TIMEOUT_SECONDS", "WATCH_SERVER_TIMEOUT_SECONDS",
+    "LOG_BACKEND", "LOG_KEEP_AFTER_DELETE", "S3_ENDPOINT", "S3_BUCKET", "S3_PREFIX", "S3_REGION",
+    "S3_PATH_STYLE", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_CA_FILE",
+    "THREAD_SANDBOX_IDLE_SECONDS", "RUN_TTL_SECONDS_AFTER_FINISHED", "METRICS_PORT",
+    "RESYNC_SECONDS", "SNAPSHOTS_KEPT", "SNAPSHOT_STORE", "ARCHIVE_TIMEOUT_SECONDS",
+    "RESTORE_TIMEOUT_SECONDS", "POLICY_DEFAULT", "POLICY_REQUIRED", "NETWORK_INTERNAL_CIDRS",
+    "DNS_SERVERS", "DNS_NAMESPACE", "DNS_POD_LABELS", "GATEWAY_PROXY", "GATEWAY_PORT",
+    "GATEWAY_NAMESPACE", "GATEWAY_POD_LABELS", "GATEWAY_CIDRS", "GATEWAY_MODEL_URL",
+    "GATEWAY_MODEL_PORT", "RUN_START_GRACE_SECONDS", "MODEL_KEY_IN_SANDBOX",
+)  # fmt: skip
+
+
+def test_settings_in_groups_keep_every_variables_name() -> None:
+    assert sorted(OperatorSettings.variables()) == sorted(VARIABLES)
+    settings = OperatorSettings.from_env(
+        {"PADDOCK_S3_BUCKET": "logs", "PADDOCK_GATEWAY_PORT": "3200", "PADDOCK_SNAPSHOTS_KEPT": "5",
+         "PADDOCK_DNS_NAMESPACE": "dns", "PADDOCK_WORKER_LIMIT": "7"}
+    )  # fmt: skip
+    assert (settings.s3.bucket, settings.gateway.port, settings.snapshots.kept) == ("logs", 3200, 5)
+    assert (settings.network.dns_namespace, settings.tuning.worker_limit) == ("dns", 7)
+
+
+def test_a_refused_setting_is_named_by_its_variable_not_its_place_in_a_group() -> None:
+    with pytest.raises(ValidationError) as refused:
+        OperatorSettings.from_env({"PADDOCK_GATEWAY_PORT": "0", "PADDOCK_S3_PREFIX": "a b"})
+    assert sorted(e["loc"] for e in refused.value.errors()) == [("gateway_port",), ("s3_prefix",)]

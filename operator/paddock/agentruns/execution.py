@@ -84,7 +84,7 @@ class Execution(RunEnding):
         run = kube.get("AgentRun", meta["namespace"], meta["name"]) or run
         run_log, summary, cursor = logstore.load_log(run, settings)
         status, written = stored_status(AgentRunStatus, run), dict(run.get("status") or {})
-        gateway = model_access.model_gateway(settings)  # where a run's model key is held
+        gateway = model_access.model_gateway(settings.gateway)  # where a run's model key is held
         refuse = settings.model_key_in_sandbox == "refuse"  # by the operator, in every sandbox
         stall = timedelta(seconds=settings.run_start_grace_seconds)
         return cls(run, run_log, summary, cursor, status, written=written, gateway=gateway,

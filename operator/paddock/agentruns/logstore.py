@@ -25,6 +25,7 @@ from paddock.runs.events import RunSummary
 from paddock.runs.log import ConfigMapLog, RunLog
 from paddock.runs.objectlog import ObjectLog, run_prefix
 from paddock.settings import OperatorSettings
+from paddock.settings.groups import S3Settings
 from paddock.times import utcnow
 
 Obj = dict[str, Any]
@@ -35,8 +36,8 @@ class LogStoreNotConfiguredError(ObjectStoreError):
     """A run's log is in an object store this operator has no settings for."""
 
 
-def s3_config(settings: OperatorSettings) -> S3Config:
-    config = configured_store(settings.s3_store())
+def s3_config(s3: S3Settings) -> S3Config:
+    config = configured_store(s3.store())
     if config is None:
         raise LogStoreNotConfiguredError(
             "this run's log is in an object store, and the operator has no s3_bucket setting "
@@ -47,7 +48,7 @@ def s3_config(settings: OperatorSettings) -> S3Config:
 
 def backend_of(run: Obj, settings: OperatorSettings) -> LogBackend:
     stored = ((run.get("status") or {}).get("log") or {}).get("backend")
-    return LogBackend(stored or settings.log_backend)
+    return LogBackend(stored or settings.logs.backend)
 
 
 def load_log(run: Obj, settings: OperatorSettings) -> tuple[RunLog, RunSummary, dict[str, int]]:
@@ -64,20 +65,20 @@ def load_log(run: Obj, settings: OperatorSettings) -> tuple[RunLog, RunSummary, 
 
 def open_log(run: Obj, settings: OperatorSettings) -> RunLog:
     if backend_of(run, settings) == LogBackend.S3:
-        return ObjectLog(run, bucket(s3_config(settings)), logs_prefix(settings))
+        return ObjectLog(run, bucket(s3_config(settings.s3)), logs_prefix(settings))
     return ConfigMapLog(run, kube)
 
 
 def logs_prefix(settings: OperatorSettings) -> str:
-    return f"{settings.s3_prefix.strip('/')}/{RUNS}".lstrip("/")
+    return f"{settings.s3.prefix.strip('/')}/{RUNS}".lstrip("/")
 
 
 def delete_log(run: Obj, settings: OperatorSettings) -> int:
     """Delete a deleted run's log objects (its ConfigMaps go by garbage collection) unless the
     settings keep them; how many were deleted. Raises ``ObjectStoreError`` for a retry."""
-    if backend_of(run, settings) != LogBackend.S3 or settings.log_keep_after_delete:
+    if backend_of(run, settings) != LogBackend.S3 or settings.logs.keep_after_delete:
         return 0
-    store = bucket(s3_config(settings))
+    store = bucket(s3_config(settings.s3))
     keys = [listed.key for listed in store.listing(run_prefix(logs_prefix(settings), run))]
     if keys:
         store.delete(keys)

@@ -22,7 +22,7 @@ from paddock.harness import models
 from paddock.kube import client as kube
 from paddock.render import model_routes
 from paddock.render.model_routes import RUN_UID_LABEL, Route
-from paddock.settings import OperatorSettings
+from paddock.settings.groups import GatewaySettings
 
 Obj = dict[str, Any]
 # A route outlives the run's own deadline by this much at most (the operator deletes it at the
@@ -38,10 +38,10 @@ class ModelGateway:
     namespace: str
 
 
-def model_gateway(config: OperatorSettings) -> ModelGateway | None:
-    if not config.gateway_model_url or not config.gateway_namespace:
+def model_gateway(gateway: GatewaySettings) -> ModelGateway | None:
+    if not gateway.model_url or not gateway.namespace:
         return None
-    return ModelGateway(config.gateway_model_url, config.gateway_namespace)
+    return ModelGateway(gateway.model_url, gateway.namespace)
 
 
 @dataclass(frozen=True)

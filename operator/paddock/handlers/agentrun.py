@@ -151,7 +151,7 @@ def run_deleted(
     host_asks.ASKS.forget(meta["uid"] or "")
     spending.METERED.forget(meta["uid"] or "")
     if (body.get("spec") or {}).get("modelKey"):
-        model_access.revoke(meta["uid"] or "", model_access.model_gateway(memo.config))
+        model_access.revoke(meta["uid"] or "", model_access.model_gateway(memo.config.gateway))
     try:
         deleted = logstore.delete_log(dict(body), memo.config)
     except logstore.LogStoreNotConfiguredError as exc:  # nothing to retry: say what is left

@@ -25,7 +25,7 @@ from paddock.settings import OperatorSettings
 from paddock.vocab.names import FILES_LABEL, SANDBOX_LABEL, WORKSPACE_LABEL
 
 # Timers are declared at import, before the startup handler runs: read the setting here.
-RESYNC_SECONDS = OperatorSettings.from_env().resync_seconds
+RESYNC_SECONDS = OperatorSettings.from_env().tuning.resync_seconds
 
 Obj = dict[str, Any]
 MESSAGE_LIMIT = 500

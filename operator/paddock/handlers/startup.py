@@ -54,20 +54,20 @@ def _queues(memo: kopf.Memo, config: OperatorSettings) -> None:
     each: two reconciles of one never make the same missing objects); the runs' threads."""
     memo.reconciles = ReconcileQueue[tuple[str, str]](
         lambda named, attempt: sandbox.reconcile_named(*named, config, attempt),
-        delay=config.coalesce_seconds,
-        workers=config.worker_limit,
+        delay=config.tuning.coalesce_seconds,
+        workers=config.tuning.worker_limit,
     )
     memo.pools = ReconcileQueue[tuple[str, str]](
         lambda named, attempt: pool.reconcile_pool_named(*named, attempt),
-        delay=config.coalesce_seconds,
+        delay=config.tuning.coalesce_seconds,
         workers=1,
     )
     memo.workspace_snapshots = ReconcileQueue[tuple[str, str]](
         lambda named, attempt: snapshots.workspace_snapshots_named(*named, config, attempt),
-        delay=config.coalesce_seconds,
+        delay=config.tuning.coalesce_seconds,
         workers=1,
     )
-    memo.run_threads = RunThreads(config.worker_limit)
+    memo.run_threads = RunThreads(config.tuning.worker_limit)
 
 
 @kopf.on.startup()
@@ -93,10 +93,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 
     # Watches end server-side and reconnect well before a load balancer cuts them silently;
     # the client timeout is the backstop for a connection that hangs without closing.
-    settings.watching.server_timeout = config.watch_server_timeout_seconds
-    settings.watching.client_timeout = config.watch_server_timeout_seconds + 30
+    settings.watching.server_timeout = config.tuning.watch_server_timeout_seconds
+    settings.watching.client_timeout = config.tuning.watch_server_timeout_seconds + 30
     settings.watching.connect_timeout = 30
-    settings.networking.request_timeout = config.request_timeout_seconds
+    settings.networking.request_timeout = config.tuning.request_timeout_seconds
     settings.networking.connect_timeout = 10
 
     # Server-side filters: the operator hears only of the objects its handlers are for, not of
@@ -119,8 +119,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 
     # kopf's per-object workers outlive their last event by its idle timeout (5 s): past this
     # many objects changing at once, the next ones' events wait for a worker to idle out.
-    settings.queueing.worker_limit = config.worker_limit
-    settings.execution.max_workers = config.worker_limit
+    settings.queueing.worker_limit = config.tuning.worker_limit
+    settings.execution.max_workers = config.tuning.worker_limit
 
     # kopf posts handler log records of this level and above as Kubernetes Events; Paddock posts
     # the events a person needs itself, so only warnings and errors go through kopf.

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from paddock.render.network_policy import ClusterNetwork, Gateway
-from paddock.settings import OperatorSettings
+from paddock.settings.groups import GatewaySettings, NetworkSettings
 
 Obj = dict[str, Any]
 Source = tuple[str, str, str]  # (kind, namespace, name) of a Node or EndpointSlice
@@ -85,27 +85,29 @@ class ClusterAddresses:
             self._by_source.clear()
 
 
-def cluster_network(config: OperatorSettings, addresses: frozenset[str]) -> ClusterNetwork:
+def cluster_network(
+    network: NetworkSettings, gateway: GatewaySettings, addresses: frozenset[str]
+) -> ClusterNetwork:
     return ClusterNetwork(
-        internal=tuple(config.network_internal_cidrs),
+        internal=tuple(network.internal_cidrs),
         addresses=addresses,
-        dns_namespace=config.dns_namespace,
-        dns_pod_labels=dict(config.dns_pod_labels),
-        dns_servers=tuple(config.dns_servers),
-        gateway=_gateway(config),
+        dns_namespace=network.dns_namespace,
+        dns_pod_labels=dict(network.dns_pod_labels),
+        dns_servers=tuple(network.dns_servers),
+        gateway=_gateway(gateway),
     )
 
 
-def _gateway(config: OperatorSettings) -> Gateway | None:
-    if not config.gateway_proxy:
+def _gateway(config: GatewaySettings) -> Gateway | None:
+    if not config.proxy:
         return None
-    model = urlsplit(config.gateway_model_url) if config.gateway_model_url else None
+    model = urlsplit(config.model_url) if config.model_url else None
     return Gateway(
-        proxy=config.gateway_proxy,
-        port=config.gateway_port,
-        model_port=config.gateway_model_port if model else None,
+        proxy=config.proxy,
+        port=config.port,
+        model_port=config.model_port if model else None,
         model_host=model.hostname if model else None,
-        cidrs=tuple(config.gateway_cidrs),
-        namespace=config.gateway_namespace,
-        pod_labels=dict(config.gateway_pod_labels),
+        cidrs=tuple(config.cidrs),
+        namespace=config.namespace,
+        pod_labels=dict(config.pod_labels),
     )

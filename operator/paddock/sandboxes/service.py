@@ -81,12 +81,12 @@ def forget_watched() -> None:
 def configure_archives(config: OperatorSettings, notify: Notify) -> None:
     """At start-up: snapshots may be archives when the settings allow them and name a bucket
     (``notify`` asks for a reconcile when a transfer ends)."""
-    store = configured_store(config.s3_store())
-    if config.snapshot_store == "volume" or store is None:
+    store = configured_store(config.s3.store())
+    if config.snapshots.store == "volume" or store is None:
         ARCHIVES.configure(None)
         return
-    prefix = config.s3_prefix.strip("/")
-    ARCHIVES.configure(Bucket(store), prefix, config.archive_timeout_seconds, notify)
+    prefix = config.s3.prefix.strip("/")
+    ARCHIVES.configure(Bucket(store), prefix, config.snapshots.archive_timeout_seconds, notify)
 
 
 def stop_archives() -> None:
@@ -141,9 +141,9 @@ def _reconcile_sandbox(
     world = replace(
         world,
         spec=placed(world.spec, config),
-        network=cluster_network(config, ADDRESSES.all()),
+        network=cluster_network(config.network, config.gateway, ADDRESSES.all()),
         snapshots=snapshot_cluster(namespace, workspace, config),
-        restore_timeout=config.restore_timeout_seconds,
+        restore_timeout=config.snapshots.restore_timeout_seconds,
         thread_idle_limit=config.thread_sandbox_idle_limit,
         transfer=ARCHIVES.state(body["metadata"]["uid"]),
     )
@@ -214,7 +214,7 @@ def snapshot_cluster(namespace: str, workspace: str, config: OperatorSettings) -
         tuple(CACHE.listed("VolumeSnapshotClass")),
         tuple(CACHE.listed("VolumeSnapshot", namespace)),
         archives,
-        config.snapshot_store if ARCHIVES.configured else "volume",
+        config.snapshots.store if ARCHIVES.configured else "volume",
     )
 
 

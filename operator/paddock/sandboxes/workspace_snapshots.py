@@ -56,7 +56,7 @@ def reconcile_workspace_snapshots(
             return None  # an invalid Workspace, or a snapshot not of Paddock's: none is stale
         return workspace_hash(spec, image)
 
-    lifetime = decide_lifetime(snapshots, hash_now, pvcs, utcnow(), config.snapshots_kept)
+    lifetime = decide_lifetime(snapshots, hash_now, pvcs, utcnow(), config.snapshots.kept)
     for orphan in orphans:
         meta = orphan["metadata"]
         lifetime.deletes.append(Delete(str(orphan["kind"]), meta["name"], meta.get("uid", "")))
