@@ -9,6 +9,7 @@ from typing import Any
 from paddock.client.access import Caller, MissingError
 from paddock.kube import client as kube
 from paddock.kube import watches
+from paddock.kube.follow import PERSON_PATIENCE, Listed, follow
 
 Obj = dict[str, Any]
 
@@ -33,30 +34,31 @@ def as_they_change(
     kind: str, namespace: str, check: Callable[[], None] | None = None
 ) -> Iterator[list[Obj]]:
     """Every ``kind`` object of the namespace, newest first: once listed, then again after each
-    change a watch brings (listed again only when the watch's version has expired). The caller
-    checks who may list and watch them first; ``check``, which raises once they may no more,
-    is called again each time a watch ends, at most RECHECK_SECONDS apart."""
+    change a watch brings (``kube.follow``: listed again only when the watch's version has
+    expired, or once the API server is back, within PERSON_PATIENCE). The caller checks who
+    may list and watch them first; ``check``, which raises once they may no more, is called
+    again each time a watch ends, at most RECHECK_SECONDS apart."""
     seconds = WATCH_SECONDS if check is None else RECHECK_SECONDS
-    version = ""
     current: dict[str, Obj] = {}
-    while True:
-        if not version:
-            items, version = watches.list_in_at(kind, namespace)
-            current = {o["metadata"]["uid"]: o for o in items}
-            yield newest_first(current.values())
-        try:
-            for change, seen in watches.watch_in(kind, namespace, version, seconds):
-                version = str(seen["metadata"]["resourceVersion"])
-                uid = seen["metadata"]["uid"]
-                if change == "DELETED":
-                    current.pop(uid, None)
-                else:
-                    current[uid] = seen
-                yield newest_first(current.values())
-        except watches.WatchExpiredError:
-            version = ""
+
+    def renewed() -> bool:
         if check is not None:
             check()
+        return True
+
+    for seen in follow(
+        lambda: watches.list_in_at(kind, namespace),
+        lambda version: watches.watch_in(kind, namespace, version, seconds),
+        renewed=renewed,
+        patience=PERSON_PATIENCE,
+    ):
+        if isinstance(seen, Listed):
+            current = {o["metadata"]["uid"]: o for o in seen.objects}
+        elif seen.type == "DELETED":
+            current.pop(seen.object["metadata"]["uid"], None)
+        else:
+            current[seen.object["metadata"]["uid"]] = seen.object
+        yield newest_first(current.values())
 
 
 def newest_first(objects: Iterable[Obj]) -> list[Obj]:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from paddock.api.agentrun import TERMINAL_PHASES, LogBackend
 from paddock.kube import client as kube
+from paddock.kube import follow as following
 from paddock.kube import watches
 from paddock.objectstore import client as objectstore
 from paddock.objectstore.client import GETS_AT_ONCE, S3Config
@@ -84,27 +85,39 @@ def _located(run: Obj, check: Callable[[], None]) -> Obj:
 
 
 def _changes(run: Obj, check: Callable[[], None]) -> Iterator[Obj]:
-    """The run each time it changes after ``run`` (a watch, renewed each time the server ends
-    it, with the run read again and ``check`` called then); ``RunNotFoundError`` when it is
-    deleted."""
+    """The run each time it changes after ``run`` (``kube.follow``: a watch of it, renewed
+    each time the server ends it, with ``check`` called then; the run read again when the
+    watch's version expired); ``RunNotFoundError`` when it is deleted."""
     meta = run["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
-    version = str(meta["resourceVersion"])
-    while True:
-        try:
-            for kind, seen in watches.watch_one(
-                "AgentRun", namespace, name, version, WATCH_SECONDS
-            ):
-                version = str(seen["metadata"]["resourceVersion"])
-                if kind == "DELETED" or seen["metadata"]["uid"] != uid:
-                    raise RunNotFoundError(f"AgentRun {name} was deleted")
-                yield seen
-        except watches.WatchExpiredError:
-            pass
+
+    def listing() -> tuple[list[Obj], str]:
+        found = _run(namespace, name, uid)
+        return [found], str(found["metadata"]["resourceVersion"])
+
+    for seen in following.follow(
+        listing,
+        lambda version: watches.watch_one("AgentRun", namespace, name, version, WATCH_SECONDS),
+        renewed=_going_on(check),
+        patience=following.PERSON_PATIENCE,
+        since=str(meta["resourceVersion"]),
+    ):
+        if isinstance(seen, following.Listed):
+            yield seen.objects[0]
+            continue
+        if seen.type == "DELETED" or seen.object["metadata"]["uid"] != uid:
+            raise RunNotFoundError(f"AgentRun {name} was deleted")
+        yield seen.object
+
+
+def _going_on(check: Callable[[], None]) -> Callable[[], bool]:
+    """Go on following once ``check`` passes (it raises once the reader may no more)."""
+
+    def renewed() -> bool:
         check()
-        run = _run(namespace, name, uid)
-        version = str(run["metadata"]["resourceVersion"])
-        yield run
+        return True
+
+    return renewed
 
 
 def reader_for(run: Obj) -> LogReader:
@@ -121,33 +134,35 @@ class ConfigMapReader:
         self.uid = str(run["metadata"]["uid"])
 
     def events(self, cursor: _Cursor, follow: bool) -> Iterator[Obj]:
+        """A listing, then (following) its watch (``kube.follow``), each chunk's new events
+        given once; a follower stops at the terminal event, or when the run ended without one
+        (its log could not be written)."""
         selector = chunk_selector(self.uid)
-        while True:  # a listing, then its watch; again when the watch's start has expired
-            configmaps, version = watches.list_configmaps_at(self.namespace, selector)
+        if not follow:
+            configmaps, _ = watches.list_configmaps_at(self.namespace, selector)
             yield from cursor.new(ordered_events(configmaps))
-            if not follow or cursor.ended:
-                return
-            try:
-                yield from self._watched(version, cursor)
-                return
-            except watches.WatchExpiredError:
-                continue
+            return
 
-    def _watched(self, version: str, cursor: _Cursor) -> Iterator[Obj]:
-        selector = chunk_selector(self.uid)
-        while True:
-            changes = watches.watch_configmaps(self.namespace, selector, version, WATCH_SECONDS)
-            for kind, configmap in changes:
-                version = configmap["metadata"]["resourceVersion"]
-                if kind == "DELETED":  # the log goes with its run
-                    _run(self.namespace, self.name, self.uid)
-                    continue
-                yield from cursor.new(events_of(configmap))
-                if cursor.ended:
-                    return
+        def renewed() -> bool:
             cursor.check()
-            if _ended(_run(self.namespace, self.name, self.uid)):
-                return  # ended without a last event (its log could not be written)
+            return not _ended(_run(self.namespace, self.name, self.uid))
+
+        for seen in following.follow(
+            lambda: watches.list_configmaps_at(self.namespace, selector),
+            lambda version: watches.watch_configmaps(
+                self.namespace, selector, version, WATCH_SECONDS
+            ),
+            renewed=renewed,
+            patience=following.PERSON_PATIENCE,
+        ):
+            if isinstance(seen, following.Listed):
+                yield from cursor.new(ordered_events(seen.objects))
+            elif seen.type == "DELETED":  # the log goes with its run
+                _run(self.namespace, self.name, self.uid)
+            else:
+                yield from cursor.new(events_of(seen.object))
+            if cursor.ended:
+                return
 
 
 class ObjectReader:

@@ -26,8 +26,8 @@ import prometheus_client
 from prometheus_client import Counter
 
 from paddock.gateway.directory import Ask, Decided, Directory, sni_matches
+from paddock.kube import follow as following
 from paddock.kube import watches
-from paddock.kube.errors import KubeError
 from paddock.render.cluster_addresses import API_SERVICE_LABEL, ClusterAddresses
 from paddock.render.model_routes import RUN_UID_LABEL
 from paddock.vocab import names
@@ -169,25 +169,29 @@ def _follow_one(
     changed: Callable[[str, str, Obj], object],
     listed: threading.Barrier,
 ) -> None:
-    """List, then watch; list again (forgetting what the last listing said) when the watch's
-    version expires, the API server cannot be reached, or anything else ends the watch."""
+    """List, then watch, for good (``kube.follow``: listed again when the watch's version
+    expires, or after a pause while the API server is away); anything else that ends it is
+    said, and it starts over: a watch thread that ended would freeze what the gateway knows."""
     first = True
+
+    def waited(exc: BaseException, pause: float) -> None:
+        print(f"paddock gateway: {kind} watch: {exc}; listing again in {pause:.0f} s",
+              file=sys.stderr, flush=True)  # fmt: skip
+
     while True:
         try:
-            items, version = watches.list_all_at(kind, selector)
-            relisted(kind, items)
-            if first:
-                listed.wait()
-                first = False
-            while True:
-                for event, obj in watches.watch_all(kind, selector, version, WATCH_SECONDS):
-                    if event in ("ADDED", "MODIFIED", "DELETED"):
-                        changed(kind, event, obj)
-                    version = str(obj["metadata"]["resourceVersion"])  # a bookmark's too
-        except (KubeError, watches.WatchExpiredError) as exc:
-            print(f"paddock gateway: {kind} watch: {exc}", file=sys.stderr, flush=True)
-            time.sleep(RETRY_SECONDS)
-        # Anything else too: a watch thread that ended would freeze what the gateway knows.
+            for seen in following.follow(
+                lambda: watches.list_all_at(kind, selector),
+                lambda version: watches.watch_all(kind, selector, version, WATCH_SECONDS),
+                waited=waited,
+            ):
+                if isinstance(seen, following.Changed):
+                    changed(kind, seen.type, seen.object)
+                    continue
+                relisted(kind, seen.objects)
+                if first:
+                    listed.wait()
+                    first = False
         except Exception as exc:
             said = f"{type(exc).__name__}: {exc}"
             print(f"paddock gateway: {kind} watch failed ({said}); listing again",
