@@ -1,5 +1,5 @@
 """Following objects as they change, the one way every follower does it (the console's live
-pages, ``paddock logs -f``, the MCP server's waits, the gateway's directory): a listing, then
+pages, ``paddock logs -f``, the gateway's directory and model routes): a listing, then
 a watch from the listing's version, renewed each time the server ends it, and a listing again
 when that version has expired (the caller is told it was listed again, so it forgets what the
 last listing said).
