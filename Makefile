@@ -16,10 +16,10 @@ TEST_WORKERS ?= 3
 .PHONY: install
 install: $(VENV)/.installed ## Create .venv and install Paddock with its development tools
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml devtools/pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./devtools
 	touch $@
 
 .PHONY: k8s-binaries
@@ -50,13 +50,13 @@ agent-clis: ## Install and cache the pinned real agent CLIs the integration test
 
 .PHONY: fmt
 fmt: install ## Format the code
-	$(BIN)/ruff format operator tests
-	$(BIN)/ruff check --fix operator tests
+	$(BIN)/ruff format operator devtools tests
+	$(BIN)/ruff check --fix operator devtools tests
 
 .PHONY: lint
 lint: install ## Lint: ruff, the layers (import-linter), the Dockerfile (hadolint), every manifest (kubeconform)
-	$(BIN)/ruff check operator tests bench
-	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/ruff check operator devtools tests bench
+	$(BIN)/ruff format --check operator devtools tests bench
 	$(BIN)/lint-imports
 	$(BIN)/hadolint Dockerfile images/sandbox/Dockerfile images/gateway/Dockerfile
 	PY=$(PY) hack/kubeconform.sh

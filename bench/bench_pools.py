@@ -36,13 +36,13 @@ from bench_runs import start_operator, wait
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # support/identity.py
 
 from paddock.api.agentrun import TERMINAL_PHASES
-from paddock.devcluster import cluster as local
-from paddock.devcluster.audit import Request, each_request
-from paddock.devcluster.binaries import ensure_binaries
 from paddock.kube import client as kube
 from paddock.runs import events as ev
 from paddock.runs.log import read_log
 from paddock.times import parse_time
+from paddock_dev import cluster as local
+from paddock_dev.audit import Request, each_request
+from paddock_dev.binaries import ensure_binaries
 from support import identity
 from support.kube import Cluster
 

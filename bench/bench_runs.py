@@ -35,9 +35,6 @@ from paddock.agentruns import logstore
 from paddock.agentruns.execution import Execution
 from paddock.api.agentrun import TERMINAL_PHASES
 from paddock.client import logs
-from paddock.devcluster import cluster as local
-from paddock.devcluster import object_store
-from paddock.devcluster.binaries import ensure_binaries
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.objectstore import client as objectstore_client
@@ -48,6 +45,9 @@ from paddock.runs.objectlog import run_prefix
 from paddock.settings import OperatorSettings
 from paddock.times import parse_time
 from paddock.vocab.names import SANDBOX_CONTAINER
+from paddock_dev import cluster as local
+from paddock_dev import object_store
+from paddock_dev.binaries import ensure_binaries
 
 EVENTS = 10_000
 LATENCY_RUNS = 20

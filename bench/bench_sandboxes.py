@@ -38,9 +38,6 @@ sys.path.insert(0, str(ROOT / "tests"))  # the operator's test identity (support
 
 from paddock.api.sandbox import SandboxSpec  # noqa: E402
 from paddock.api.workspace import WorkspaceSpec  # noqa: E402
-from paddock.devcluster import cluster as local  # noqa: E402
-from paddock.devcluster.audit import requests  # noqa: E402
-from paddock.devcluster.binaries import ensure_binaries  # noqa: E402
 from paddock.render.projections import render_projection  # noqa: E402
 from paddock.render.sandbox import (  # noqa: E402
     SandboxInputs,
@@ -48,6 +45,9 @@ from paddock.render.sandbox import (  # noqa: E402
     render_workspace_pvc,
 )
 from paddock.sandboxes.observe import pod_view  # noqa: E402
+from paddock_dev import cluster as local  # noqa: E402
+from paddock_dev.audit import requests  # noqa: E402
+from paddock_dev.binaries import ensure_binaries  # noqa: E402
 from support import identity  # noqa: E402
 from support.kube import Cluster  # noqa: E402
 

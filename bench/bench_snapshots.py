@@ -35,10 +35,10 @@ sys.path.insert(0, str(ROOT / "tests"))  # the operator's test identity (support
 from bench_runs import s3_env, s3_settings  # noqa: E402  (run as bench/bench_snapshots.py)
 from bench_sandboxes import Operator, wait  # noqa: E402
 
-from paddock.devcluster import cluster as local  # noqa: E402
-from paddock.devcluster import images, node  # noqa: E402
-from paddock.devcluster.binaries import ensure_binaries  # noqa: E402
 from paddock.kube import client as kube  # noqa: E402
+from paddock_dev import cluster as local  # noqa: E402
+from paddock_dev import images, node  # noqa: E402
+from paddock_dev.binaries import ensure_binaries  # noqa: E402
 from support import identity  # noqa: E402
 from support.kube import Cluster  # noqa: E402
 

@@ -47,7 +47,7 @@ render > "$work/chart-defaults.yaml"
 render --values charts/paddock/ci/all-toggles-values.yaml > "$work/chart-all-toggles.yaml"
 "$kubectl" kustomize config/default > "$work/config-default.yaml"
 
-"$PY" -m paddock.devcluster.schemas "$work/schemas" "$swagger" crds/*.yaml "$monitors" \
+"$PY" -m paddock_dev.schemas "$work/schemas" "$swagger" crds/*.yaml "$monitors" \
   "$work/chart-all-toggles.yaml"
 mapfile -t examples < <(ls examples/*.yaml | grep -v kustomization.yaml)
 # PADDOCK_KUBECONFORM_EXTRA: one more manifest file to check (the test of this check uses it).

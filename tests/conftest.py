@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from kopf.testing import KopfRunner
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster.processes import PORTS_VARIABLE
+from paddock_dev import cluster as local
+from paddock_dev.processes import PORTS_VARIABLE
 
 # The operator's handlers are imported once per session; they read this when imported. A short
 # resync keeps tests of idle timeouts and late-appearing objects quick.

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import node
+from paddock_dev import cluster as local
+from paddock_dev import node
 from support.kube import Cluster
 
 

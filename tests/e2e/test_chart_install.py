@@ -26,8 +26,8 @@ import pytest
 from playwright.sync_api import expect
 
 from paddock.api import KINDS
-from paddock.devcluster import cluster as local
-from paddock.devcluster import node
+from paddock_dev import cluster as local
+from paddock_dev import node
 from support import identity
 from support.browser import chromium, signed_in
 from support.harnesses import API_KEY

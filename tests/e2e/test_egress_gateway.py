@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import gateway, node
+from paddock_dev import cluster as local
+from paddock_dev import gateway, node
 from support.kube import Cluster
 from support.real_node import ON_NODE, local_cluster_plan
 from support.runs import OperatorProcess, command_run, log_events, of_type, wait_for_run

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 import yaml
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import gateway, node
-from paddock.devcluster.processes import ClusterState
 from paddock.render.model_routes import RUN_UID_LABEL
+from paddock_dev import cluster as local
+from paddock_dev import gateway, node
+from paddock_dev.processes import ClusterState
 from support import identity
 from support.gateways import HeldDownload, OwnGateway
 from support.harnesses import API_KEY, MODELS

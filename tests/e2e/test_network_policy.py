@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import images, network_policies, node
-from paddock.devcluster.node import NodePlan
-from paddock.devcluster.processes import ClusterState
+from paddock_dev import cluster as local
+from paddock_dev import images, network_policies, node
+from paddock_dev.node import NodePlan
+from paddock_dev.processes import ClusterState
 from support.kube import Cluster
 from support.sandboxes import get, sandbox, wait_for_phase, workspace
 from support.waiting import wait_for

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import images, network_policies, node
-from paddock.devcluster.node import NodePlan
-from paddock.devcluster.processes import ClusterState, alive, exited
+from paddock_dev import cluster as local
+from paddock_dev import images, network_policies, node
+from paddock_dev.node import NodePlan
+from paddock_dev.processes import ClusterState, alive, exited
 from support import git_server
 from support.helm import CHART, run_helm
 from support.kube import Cluster

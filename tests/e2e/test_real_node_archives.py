@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster import node
+from paddock_dev import node
 from support.kube import Cluster, object_store_in_use
 from support.objects import ObjectStore
 from support.real_node import exec_in, node_sandbox

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import node
+from paddock_dev import cluster as local
+from paddock_dev import node
 from support.kube import Cluster
 from support.model_server import ScriptedModel
 from support.real_node import ON_NODE

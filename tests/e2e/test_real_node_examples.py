@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import dev, images, node
+from paddock_dev import cluster as local
+from paddock_dev import dev, images, node
 from support import git_server
 from support.kube import ROOT, Cluster
 from support.model_server import ScriptedModel

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster import node
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
 from paddock.vocab.names import SANDBOX_CONTAINER
+from paddock_dev import node
 from support.kube import Cluster
 from support.real_node import exec_in, node_sandbox
 from support.sandboxes import wait_for_phase, workspace

@@ -35,9 +35,9 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import node
 from paddock.render.containers import GATE_UID
+from paddock_dev import cluster as local
+from paddock_dev import node
 from support import mcp_probe
 from support.harnesses import harness_fields
 from support.kube import Cluster

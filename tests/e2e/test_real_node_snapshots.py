@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster import node
+from paddock_dev import node
 from support.kube import Cluster
 from support.real_node import exec_in, node_sandbox
 from support.sandboxes import condition, get, setup_containers, status_of, wait_for_phase, workspace

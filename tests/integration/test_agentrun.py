@@ -18,11 +18,11 @@ from kopf.testing import KopfRunner
 from paddock.agentruns.holds import hold
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.reasons import RunReason
-from paddock.devcluster.audit import requests
-from paddock.devcluster.cluster import audit_log, default_state_dir
 from paddock.kube import client as kube
 from paddock.kube.cache import CACHE
 from paddock.vocab.names import HELD_BY_ANNOTATION
+from paddock_dev.audit import requests
+from paddock_dev.cluster import audit_log, default_state_dir
 from support import identity
 from support.kube import ROOT, Cluster
 from support.runs import (

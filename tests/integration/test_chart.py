@@ -18,10 +18,10 @@ import yaml
 
 from paddock.api import KINDS
 from paddock.api.admission import REFERENCES, policy_name
-from paddock.devcluster import cluster as local
 from paddock.gateway.prices import PriceTable, read_prices
 from paddock.gateway.usage import Usage
 from paddock.settings import OperatorSettings
+from paddock_dev import cluster as local
 from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import ROOT, Cluster
 from support.waiting import wait_for

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from paddock.devcluster import cluster as local
+from paddock_dev import cluster as local
 from support import scenarios
 from support.kube import Cluster
 from support.manifests import BadManifest, bad_manifests

@@ -16,8 +16,8 @@ from paddock.agentruns import delivering
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec, RunPhase
 from paddock.api.reasons import RunReason
-from paddock.devcluster import forge as local_forge
 from paddock.render.init_scripts import CLONE_SCRIPT
+from paddock_dev import forge as local_forge
 from support.forge import ForgeClient, forge_state, started
 from support.harnesses import harness_fields
 from support.kube import Cluster

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster import cluster as local
+from paddock_dev import cluster as local
 from support.kube import Cluster
 from support.sandboxes import (
     get,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from paddock.devcluster import binaries, object_store
-from paddock.devcluster import cluster as local
-from paddock.devcluster.processes import ESTABLISHED
+from paddock_dev import binaries, object_store
+from paddock_dev import cluster as local
+from paddock_dev.processes import ESTABLISHED
 from support.kube import Cluster, object_store_in_use
 from support.sandboxes import get
 from support.waiting import wait_for

@@ -1,5 +1,5 @@
 """The local cluster serves VolumeSnapshots for its kwok node's StorageClass: the real snapshot
-controller, and the local driver's snapshot side (``devcluster/local_snapshots.py``), through
+controller, and the local driver's snapshot side (``paddock_dev/local_snapshots.py``), through
 the standard API only: a snapshot of a claim becomes ready, a claim from it starts with its
 data, and deleting it removes the copy."""
 

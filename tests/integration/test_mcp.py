@@ -27,7 +27,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from paddock.api.approvals import digest_of
-from paddock.devcluster import certs
+from paddock_dev import certs
 from support import identity
 from support.kube import Cluster
 from support.model_server import Call, ScriptedModel

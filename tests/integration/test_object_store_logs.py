@@ -17,12 +17,12 @@ import pytest
 import yaml
 
 from paddock.agentruns import logstore
-from paddock.devcluster import object_store
-from paddock.devcluster.binaries import ensure_binaries
-from paddock.devcluster.cluster import ClusterState, default_state_dir
 from paddock.objectstore import client as objectstore_client
 from paddock.runs import objectlog
 from paddock.settings import OperatorSettings
+from paddock_dev import object_store
+from paddock_dev.binaries import ensure_binaries
+from paddock_dev.cluster import ClusterState, default_state_dir
 from support.helm import CHART, KUBE_VERSION, run_helm
 from support.kube import Cluster, object_store_in_use
 from support.objects import ObjectStore

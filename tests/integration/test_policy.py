@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster.audit import Request, each_request
-from paddock.devcluster.cluster import audit_log, default_state_dir
+from paddock_dev.audit import Request, each_request
+from paddock_dev.cluster import audit_log, default_state_dir
 from support import identity
 from support.kube import Cluster
 from support.runs import command_run, log_events, of_type, wait_for_run

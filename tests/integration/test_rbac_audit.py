@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from paddock.devcluster import cluster as local
+from paddock_dev import cluster as local
 from support import identity
 from support.kube import ROOT, Cluster
 from support.runs import command_run, configmap_prompt_run, wait_for_run

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from paddock.devcluster import audit
-from paddock.devcluster import cluster as local
+from paddock_dev import audit
+from paddock_dev import cluster as local
 from support import identity
 from support.kube import Cluster
 from support.sandboxes import sandbox, status_of, wait_for_phase, workspace

@@ -8,8 +8,8 @@ import datetime
 import json
 from typing import Any
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import flux
+from paddock_dev import cluster as local
+from paddock_dev import flux
 from support import forge
 from support.kube import Cluster
 from support.sandboxes import get

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import forge
-from paddock.devcluster.processes import ClusterState
+from paddock_dev import cluster as local
+from paddock_dev import forge
+from paddock_dev.processes import ClusterState
 
 
 def forge_state() -> ClusterState:

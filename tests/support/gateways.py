@@ -1,5 +1,5 @@
 """A gateway of a test's own, beside the local cluster's (which every real-node test shares):
-``paddock gateway`` run as ``devcluster.gateway`` runs the cluster's, on ports of this worker's
+``paddock gateway`` run as ``paddock_dev.gateway`` runs the cluster's, on ports of this worker's
 share, to SIGKILL and start again as a crashed gateway pod would be, without touching the
 gateway other tests use meanwhile."""
 
@@ -13,8 +13,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from paddock.devcluster import gateway
 from paddock.gateway.run import forget_shared_memory
+from paddock_dev import gateway
 from support.kube import Cluster
 from support.ports import free_ports
 from support.real_node import local_cluster_plan

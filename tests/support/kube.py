@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @contextmanager
 def _locked(name: str, mode: int) -> Iterator[None]:
     """A lock file beside the local cluster's state, shared by every test process."""
-    from paddock.devcluster import cluster as local
+    from paddock_dev import cluster as local
 
     directory = local.default_state_dir().parent
     directory.mkdir(parents=True, exist_ok=True)
@@ -125,7 +125,7 @@ class Cluster:
         wait_for(refused, 60, what="the admission policies to be in force")
 
     def wait_established(self, *crds: str) -> None:
-        from paddock.devcluster.processes import wait_established
+        from paddock_dev.processes import wait_established
 
         wait_established([self.kubectl_binary, f"--kubeconfig={self.kubeconfig}"], crds)
 

@@ -7,8 +7,8 @@ import base64
 import json
 from dataclasses import dataclass
 
-from paddock.devcluster import object_store
 from paddock.objectstore.client import Bucket, S3Config
+from paddock_dev import object_store
 from support.kube import Cluster
 
 

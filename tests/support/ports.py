@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from paddock.devcluster import processes
+from paddock_dev import processes
 
 CLUSTERS = range(10000, 20000)
 SERVERS = range(20000, 30000)  # below Kubernetes' NodePorts (30000-32767) too

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import images, node
-from paddock.devcluster.node import NodePlan
-from paddock.devcluster.processes import ClusterState
+from paddock_dev import cluster as local
+from paddock_dev import images, node
+from paddock_dev.node import NodePlan
+from paddock_dev.processes import ClusterState
 from support.kube import Cluster
 from support.sandboxes import sandbox
 

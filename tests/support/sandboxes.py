@@ -140,15 +140,15 @@ def ready_sandbox(cluster: Cluster, namespace: str, name: str, **spec: Any) -> d
 def kwok_pod_dir(namespace: str, pod: str) -> Path:
     """Where a kwok pod's processes run on this host: ``image-bin/`` holds what its image
     would (first on their PATH)."""
-    from paddock.devcluster import cluster as local
-    from paddock.devcluster.kwok_agent import pod_dir
+    from paddock_dev import cluster as local
+    from paddock_dev.kwok_agent import pod_dir
 
     return pod_dir(local.default_state_dir(), namespace, pod)
 
 
 def install_in_image(namespace: str, pod: str, name: str, script: str) -> None:
     """Put an executable ``name`` into a kwok pod's "image", ahead of the host's programs."""
-    from paddock.devcluster.kwok_agent import IMAGE_BIN
+    from paddock_dev.kwok_agent import IMAGE_BIN
 
     bin_dir = kwok_pod_dir(namespace, pod) / IMAGE_BIN
     bin_dir.mkdir(parents=True, exist_ok=True)

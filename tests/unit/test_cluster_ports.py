@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from paddock.devcluster.processes import (
+from paddock_dev.processes import (
     PORTS_VARIABLE,
     ClusterError,
     cluster_ports,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from paddock.devcluster.processes import ClusterState
+from paddock_dev.processes import ClusterState
 
 
 def test_a_component_recorded_from_a_stale_state_leaves_the_others_as_they_are_now(

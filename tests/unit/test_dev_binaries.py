@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from paddock.devcluster import binaries
+from paddock_dev import binaries
 
 KEYS = (
     "K8S_BIN", "ETCD_BIN", "KWOK_BIN", "SNAPSHOT_CRDS", "SNAPSHOT_CONTROLLER_BIN",

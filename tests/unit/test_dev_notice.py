@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paddock.devcluster.dev import isolation_notice
+from paddock_dev.dev import isolation_notice
 
 
 def node(name: str, *, fake: bool = False, taint: str | None = None) -> dict[str, Any]:

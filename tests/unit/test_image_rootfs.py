@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from paddock.devcluster.images import _tar_rootfs, _unmount_under
+from paddock_dev.images import _tar_rootfs, _unmount_under
 
 
 def _mounted_under(path: Path) -> list[str]:

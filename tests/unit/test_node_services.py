@@ -1,4 +1,4 @@
-"""The real node's Service ClusterIPs (devcluster/services.py), decided: each ClusterIP Service
+"""The real node's Service ClusterIPs (paddock_dev/services.py), decided: each ClusterIP Service
 port goes to its ready endpoints' addresses and ports (by the port's name, as kube-proxy
 matches them), and the table that says so is one the real nft accepts (``nft -c``: checked,
 not applied). The chart's pods reach each other and the API server through it on the real node
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from paddock.devcluster.services import Route, routes, ruleset
+from paddock_dev.services import Route, routes, ruleset
 
 
 def _service(namespace: str, name: str, address: str, *ports: dict[str, Any]) -> dict[str, Any]:

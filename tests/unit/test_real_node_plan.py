@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from paddock.devcluster import cluster as local
-from paddock.devcluster import node
-from paddock.devcluster.processes import ClusterError, ClusterState
+from paddock_dev import cluster as local
+from paddock_dev import node
+from paddock_dev.processes import ClusterError, ClusterState
 
 
 def test_turned_off_means_kwok_only_with_the_reason_said(

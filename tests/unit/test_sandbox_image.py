@@ -1,5 +1,5 @@
 """The published sandbox image (images/sandbox/Dockerfile) and the one the local cluster builds
-without Docker for its real node (devcluster/images.py) install the same things: the Debian
+without Docker for its real node (paddock_dev/images.py) install the same things: the Debian
 suite and packages, Node.js's version, the agent CLIs' pins, the user and the PATH.
 (tests/e2e/test_real_node_examples.py runs the local build and asks each CLI its version.)"""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import re
 
-from paddock.devcluster import images
-from paddock.devcluster.binaries import REPO_ROOT
+from paddock_dev import images
+from paddock_dev.binaries import REPO_ROOT
 
 DOCKERFILE = (REPO_ROOT / "images" / "sandbox" / "Dockerfile").read_text()
 # Instructions with their continuation lines joined, comments dropped.

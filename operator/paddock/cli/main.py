@@ -1,5 +1,6 @@
 """The ``paddock`` command line: its parser and its commands that are not about runs,
-sandboxes, approvals, policies or the local cluster (each of those has its module here)."""
+sandboxes, approvals or policies (each of those has its module here), and those other
+distributions add (the local cluster's, in a source checkout: devtools/)."""
 # PYTHON_ARGCOMPLETE_OK
 
 from __future__ import annotations
@@ -7,12 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from paddock import __version__
 from paddock.cli.approve import add_approvals
 from paddock.cli.complete import autocomplete
-from paddock.cli.local import add_local
 from paddock.cli.policy import add_policy
 from paddock.cli.runs import add_runs
 from paddock.gateway.run import add_gateway
@@ -116,7 +117,7 @@ def build_parser(prog: str = "paddock") -> argparse.ArgumentParser:
     for add in (
         _add_crds,
         _add_operator,
-        add_local,
+        _add_plugins,
         _add_logs,
         add_runs,
         _add_mcp,
@@ -129,6 +130,13 @@ def build_parser(prog: str = "paddock") -> argparse.ArgumentParser:
 
 
 Commands = argparse._SubParsersAction  # the type add_subparsers() returns
+
+
+def _add_plugins(commands: Commands[argparse.ArgumentParser]) -> None:
+    """The commands other installed distributions add (entry points ``paddock.commands``): in
+    a source checkout, paddock-dev's ``paddock cluster`` and ``paddock dev``."""
+    for plugin in entry_points(group="paddock.commands"):
+        plugin.load()(commands)
 
 
 def _add_crds(commands: Commands[argparse.ArgumentParser]) -> None:

@@ -15,8 +15,8 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from paddock.devcluster.binaries import Binaries
-from paddock.devcluster.processes import (
+from paddock_dev.binaries import Binaries
+from paddock_dev.processes import (
     ClusterError,
     ClusterState,
     alive,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paddock.devcluster.certs import Pki
+from paddock_dev.certs import Pki
 
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 15.0

@@ -20,17 +20,17 @@ from pathlib import Path
 
 import yaml
 
-from paddock.devcluster import flux, forge, images, local_snapshots, node, object_store
-from paddock.devcluster.binaries import Binaries, ensure_binaries
-from paddock.devcluster.certs import Pki, generate_pki
-from paddock.devcluster.kwok_agent import PROVISIONER, STORAGE_CLASS
-from paddock.devcluster.processes import (
+from paddock_dev import flux, forge, images, local_snapshots, node, object_store
+from paddock_dev.binaries import Binaries, ensure_binaries
+from paddock_dev.certs import Pki, generate_pki
+from paddock_dev.kwok_agent import PROVISIONER, STORAGE_CLASS
+from paddock_dev.processes import (
     ClusterError as ClusterError,  # re-exported: callers use cluster.ClusterError/State
 )
-from paddock.devcluster.processes import (
+from paddock_dev.processes import (
     ClusterState as ClusterState,
 )
-from paddock.devcluster.processes import (
+from paddock_dev.processes import (
     alive,
     free_ports,
     spawn,
@@ -288,7 +288,7 @@ def _control_plane_argv(
         "kwok-agent": [
             sys.executable,
             "-m",
-            "paddock.devcluster.kwok_agent",
+            "paddock_dev.kwok_agent",
             f"--kubeconfig={s.kubeconfig}",
             f"--node={NODE_NAME}",
             f"--root={s.directory}",

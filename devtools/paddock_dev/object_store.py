@@ -12,8 +12,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from paddock.devcluster.binaries import Binaries
-from paddock.devcluster.processes import ClusterState, spawn, terminate, wait_until
+from paddock_dev.binaries import Binaries
+from paddock_dev.processes import ClusterState, spawn, terminate, wait_until
 
 COMPONENT = "object-store"
 BUCKET = "paddock"

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from paddock.devcluster.binaries import REPO_ROOT
-from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
-from paddock.devcluster.processes import ClusterError, ClusterState, free_ports, spawn, wait_until
 from paddock.gateway.run import forget_shared_memory
+from paddock_dev.binaries import REPO_ROOT
+from paddock_dev.certs import client_kubeconfig, issue_client_cert
+from paddock_dev.processes import ClusterError, ClusterState, free_ports, spawn, wait_until
 
 if TYPE_CHECKING:
-    from paddock.devcluster.node import NodePlan
+    from paddock_dev.node import NodePlan
 
 COMPONENT = "gateway"
 RUN_AS = "proxy"  # Debian's user for Squid

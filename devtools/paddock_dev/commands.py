@@ -1,7 +1,7 @@
-"""The local cluster's commands, for a Paddock source checkout: ``paddock cluster`` (a control
-plane, kwok's simulated node and, where this machine can run one, a real node; the chart's
-images; Flux) and ``paddock dev`` (the main job: the cluster, the CRDs, the examples and the
-operator)."""
+"""The local cluster's commands, which this distribution adds to ``paddock`` (entry points
+``paddock.commands``): ``paddock cluster`` (a control plane, kwok's simulated node and, where
+this machine can run one, a real node; the chart's images; Flux) and ``paddock dev`` (the main
+job: the cluster, the CRDs, the examples and the operator)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from pathlib import Path
 Commands = argparse._SubParsersAction  # the type add_subparsers() returns
 
 
-def add_local(commands: Commands[argparse.ArgumentParser]) -> None:
+def add_commands(commands: Commands[argparse.ArgumentParser]) -> None:
     _add_cluster(commands)
     _add_dev(commands)
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from paddock.devcluster import cluster, images
+    from paddock_dev import cluster, images  # (loaded when the command runs: a second)
 
     directory = Path(args.dir) if args.dir else cluster.default_state_dir()
     if args.action == "up":
@@ -66,7 +66,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from paddock.devcluster.dev import run_dev
+    from paddock_dev.dev import run_dev
 
     return run_dev(operator=not args.no_operator)
 

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
-from paddock.devcluster.processes import ClusterError, ClusterState, spawn, wait_until
+from paddock_dev.certs import client_kubeconfig, issue_client_cert
+from paddock_dev.processes import ClusterError, ClusterState, spawn, wait_until
 
 if TYPE_CHECKING:
-    from paddock.devcluster.binaries import Binaries
-    from paddock.devcluster.node import NodePlan
+    from paddock_dev.binaries import Binaries
+    from paddock_dev.node import NodePlan
 
 COMPONENT = "network-policies"
 USER = "paddock:network-policies"

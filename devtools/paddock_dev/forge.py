@@ -15,8 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from paddock.devcluster.binaries import Binaries
-from paddock.devcluster.processes import (
+from paddock_dev.binaries import Binaries
+from paddock_dev.processes import (
     ClusterError,
     ClusterState,
     alive,

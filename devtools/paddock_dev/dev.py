@@ -23,10 +23,10 @@ from kubernetes import client
 
 from paddock import GROUP
 from paddock.api import KINDS
-from paddock.devcluster import cluster, images, node
-from paddock.devcluster.binaries import REPO_ROOT, ensure_binaries
-from paddock.devcluster.processes import ClusterState, wait_established
 from paddock.kube.client import kubeconfig_files, load_kubeconfig
+from paddock_dev import cluster, images, node
+from paddock_dev.binaries import REPO_ROOT, ensure_binaries
+from paddock_dev.processes import ClusterState, wait_established
 
 NEXT_STEPS = """
 Paddock is running. In another shell:

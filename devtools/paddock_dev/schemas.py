@@ -4,7 +4,7 @@ its openAPIV3Schema. Strict: an object takes only the fields its schema names, s
 key is an error. Written as kubeconform's ``{kind}-{group}-{version}.json`` files, with the
 Kubernetes definitions shared in ``_definitions.json``.
 
-    python -m paddock.devcluster.schemas OUT_DIR SWAGGER_JSON CRD_FILE...
+    python -m paddock_dev.schemas OUT_DIR SWAGGER_JSON CRD_FILE...
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ from typing import Any
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from paddock.devcluster import local_snapshots
-from paddock.devcluster.binaries import REPO_ROOT, cache_dir
+from paddock_dev import local_snapshots
+from paddock_dev.binaries import REPO_ROOT, cache_dir
 
 POD_UID = "PADDOCK_KWOK_POD_UID"
 log = logging.getLogger("paddock.kwok_agent")

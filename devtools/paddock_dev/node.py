@@ -39,10 +39,10 @@ from typing import Any
 
 import yaml
 
-from paddock.devcluster import gateway, images, local_snapshots, network_policies, services
-from paddock.devcluster.binaries import Binaries
-from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
-from paddock.devcluster.processes import (
+from paddock_dev import gateway, images, local_snapshots, network_policies, services
+from paddock_dev.binaries import Binaries
+from paddock_dev.certs import client_kubeconfig, issue_client_cert
+from paddock_dev.processes import (
     ClusterError,
     ClusterState,
     alive,

@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
-from paddock.devcluster.binaries import REPO_ROOT, cache_dir
+from paddock_dev.binaries import REPO_ROOT, cache_dir
 
 PAUSE_IMAGE = "localhost/paddock/pause:3.10"
 SANDBOX_IMAGE = "localhost/paddock/sandbox:bookworm"

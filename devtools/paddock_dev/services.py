@@ -34,11 +34,11 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from paddock.devcluster.certs import client_kubeconfig, issue_client_cert
-from paddock.devcluster.processes import ClusterState, spawn, wait_until
+from paddock_dev.certs import client_kubeconfig, issue_client_cert
+from paddock_dev.processes import ClusterState, spawn, wait_until
 
 if TYPE_CHECKING:
-    from paddock.devcluster.node import NodePlan
+    from paddock_dev.node import NodePlan
 
 COMPONENT = "services"
 USER = "paddock:services"
@@ -280,7 +280,7 @@ def start(state: ClusterState, node: NodePlan, node_name: str, kubectl: Any, pyt
     (root / "services.kubeconfig").write_text(client_kubeconfig(server, state.pki, USER, cert, key))
     kubectl("apply", "-f", "-", stdin=_rbac())
     table = table_name(node)
-    argv = [python, "-m", "paddock.devcluster.services",
+    argv = [python, "-m", "paddock_dev.services",
             f"--kubeconfig={root / 'services.kubeconfig'}", f"--table={table}",
             f"--bridge={node.bridge}", f"--node={node_name}"]  # fmt: skip
     process = spawn(state, COMPONENT, argv)
