@@ -34,3 +34,18 @@ def test_paddock_offers_the_cluster_commands_only_through_the_plugin(
     without = main.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert not {"cluster", "dev"} & set(without)
     assert {"run", "logs", "operator"} <= set(without)
+
+
+def test_a_plugin_that_does_not_load_takes_no_other_command_away(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Broken:
+        value = "gone.module:add"
+
+        def load(self) -> None:
+            raise ImportError("No module named 'gone'")
+
+    monkeypatch.setattr(main, "entry_points", lambda group: [Broken()])
+    commands = main.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {"run", "logs", "operator"} <= set(commands)
+    assert "commands of gone.module:add not loaded" in capsys.readouterr().err

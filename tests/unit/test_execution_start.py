@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
+from paddock import metrics
 from paddock.agentruns import execution, in_pod, model_access, observe
 from paddock.agentruns.execution import WAIT_SECONDS, Execution
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
 from paddock.agentruns.start import StartWorld
 from paddock.api.agentrun import AgentRunStatus, LogBackend, LogLocation
-from paddock.api.policy import SandboxPolicySpec
+from paddock.api.policy import Decision, SandboxPolicySpec
 from paddock.kube import client as kube
 from paddock.kube.exec import ExecResult
 from paddock.policy.choice import PolicyChoice
@@ -110,11 +111,15 @@ def test_a_launch_stores_the_digest_of_its_nonce_before_the_harness_can_start(
     assert types == [ev.SANDBOX_READY, ev.RUN_STARTED]  # written together, after the launch
 
 
-def test_a_denied_command_ends_the_run_without_touching_the_sandbox(
+def test_a_denied_command_ends_the_run_without_touching_the_sandbox_and_is_counted(
     monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Any]]
 ) -> None:
+    counted: list[Any] = []
+    monkeypatch.setattr(metrics, "policy_decided", lambda d, source: counted.append((d, source)))
     run, delay = _step(monkeypatch, _world("deny"))
     assert delay is None
     assert run.status.phase == "Failed"
-    assert run.sandbox is None
-    assert [name for name, _ in calls] == ["status"]
+    assert [name for name, _ in calls] == ["status"]  # nothing held, prepared or launched
+    types = [e["type"] for e in run.log.events]  # type: ignore[attr-defined]
+    assert types == [ev.SANDBOX_READY, ev.RUN_FAILED]  # the log names the sandbox that refused
+    assert counted == [([Decision.DENY], "command")]

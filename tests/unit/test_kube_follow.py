@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from paddock.kube.errors import ForbiddenError, KubeError
+from paddock.kube.errors import ForbiddenError, KubeError, NoClusterConfigError
 from paddock.kube.follow import Changed, Listed, follow
 from paddock.kube.watches import WatchExpiredError
 
@@ -81,8 +81,10 @@ def test_an_expired_version_is_listed_again() -> None:
 
 def test_an_api_server_away_is_waited_for_with_pauses_that_double_then_given_up() -> None:
     away = KubeError(503, "ServiceUnavailable", "etcd is restarting")
-    script = Script([([], "5"), away, OSError("refused"), ([], "8"), away, away, away],
-                    [KubeError(500, "InternalError", "x"), []])  # fmt: skip
+    refused = ConnectionRefusedError("refused")
+    script = Script(
+        [([], "5"), away, refused, ([], "8")], [KubeError(500, "InternalError", "x"), []]
+    )
     seen = _follow(script, 2)
     assert seen == [Listed([]), Listed([])]  # listed again once it was back
     assert script.slept == [1.0, 2.0, 4.0]
@@ -107,3 +109,41 @@ def test_the_follower_says_when_to_stop_each_time_a_watch_ends() -> None:
 
     assert _follow(script, 10, renewed=renewed) == [Listed([]), Changed("ADDED", _obj("a", "6"))]
     assert script.asked == ["list", "watch@5", "watch@6"]
+
+
+def test_the_follower_is_asked_again_after_every_end_of_a_watch_however_it_ended() -> None:
+    """A person's access is checked after an expired version and while the server is away,
+    not only after a watch the server ended: a live page never goes on unchecked."""
+    away = KubeError(503, "ServiceUnavailable", "x")
+    script = Script([([], "5"), ([], "7"), ([], "9")],
+                    [WatchExpiredError("too old"), away, [("ADDED", _obj("a", "10"))]])  # fmt: skip
+    renewals: list[int] = []
+
+    def renewed() -> bool:
+        renewals.append(len(script.asked))
+        return True
+
+    assert _follow(script, 4, renewed=renewed)[-1] == Changed("ADDED", _obj("a", "10"))
+    assert len(renewals) == 2  # after the expiry and after the pause
+
+
+def test_a_listing_alone_does_not_reset_the_patience() -> None:
+    """A server that lists but whose watches keep failing is given up after the patience."""
+    away = KubeError(503, "ServiceUnavailable", "watches fail")
+    script = Script([([], str(n)) for n in range(50)], [away] * 50)
+    with pytest.raises(KubeError, match="watches fail"):
+        _follow(script, 1000, patience=20.0)
+    assert sum(script.slept) >= 20.0
+
+
+def test_a_version_that_expires_again_at_once_is_waited_on() -> None:
+    script = Script([([], str(n)) for n in range(4)], [WatchExpiredError("too old")] * 4)
+    _follow(script, 4)
+    assert script.slept == [1.0, 2.0]  # not a tight loop of listings
+
+
+def test_no_configuration_is_not_a_server_away() -> None:
+    script = Script([NoClusterConfigError("no kubeconfig")], [])
+    with pytest.raises(NoClusterConfigError):
+        _follow(script, 1)
+    assert script.slept == []

@@ -87,26 +87,29 @@ def test_a_run_queued_behind_another_waits_unless_its_harness_was_launched_befor
 
 
 @pytest.mark.parametrize(
-    ("policy", "expected"),
+    ("policy", "expected", "counted"),
     [
-        (ALLOW, start.Launch),
-        (DENY, Ending),
-        (ASK, start.Approving),
-        ("SandboxPolicy team of Sandbox box is not found", Wait),
-        (None, start.Launch),
+        (ALLOW, start.Launch, Decision.ALLOW),
+        (DENY, start.Refused, Decision.DENY),
+        (ASK, start.Approving, Decision.ASK),
+        ("SandboxPolicy team of Sandbox box is not found", Wait, None),
+        (None, start.Launch, Decision.ALLOW),  # an unrestricted sandbox's: allowed, and counted
     ],
     ids=["allowed", "denied", "asked", "policy-gone", "no-policy"],
 )
-def test_a_command_runs_as_its_sandboxs_policy_says(policy: Any, expected: type) -> None:
+def test_a_command_runs_as_its_sandboxs_policy_says_and_is_counted_once(
+    policy: Any, expected: type, counted: Decision | None
+) -> None:
     decided = _decide(_world(policy=policy))
     assert isinstance(decided, expected)
-    if isinstance(decided, Ending):
-        assert decided.reason == R.POLICY_DENIED
+    assert getattr(decided, "judged", None) == counted
+    if isinstance(decided, start.Refused):
+        assert decided.ending.reason == R.POLICY_DENIED
+        assert decided.sandbox == BOX
     if isinstance(decided, Wait):
         assert decided.reason == R.POLICY_NOT_FOUND
     if isinstance(decided, start.Approving):
         assert decided.asked.pending
-        assert decided.judged == Decision.ASK  # counted the first time, not on each wait
 
 
 def test_an_agent_goes_on_to_its_gate_unless_its_policy_cannot_be_had() -> None:

@@ -154,3 +154,19 @@ def test_a_refused_setting_is_named_by_its_variable_not_its_place_in_a_group() -
     with pytest.raises(ValidationError) as refused:
         OperatorSettings.from_env({"PADDOCK_GATEWAY_PORT": "0", "PADDOCK_S3_PREFIX": "a b"})
     assert sorted(e["loc"] for e in refused.value.errors()) == [("gateway_port",), ("s3_prefix",)]
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"S3_BUCKET": "logs"},  # the key without its id: the group refuses, with all it was given
+        {"LOG_BACKEND": "s3", "S3_ACCESS_KEY_ID": "AKIA-id"},  # every setting refused at once
+    ],
+)
+def test_a_refusal_never_shows_the_secret_key(env: dict[str, str]) -> None:
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    given = {f"PADDOCK_{k}": v for k, v in env.items()} | {"PADDOCK_S3_SECRET_ACCESS_KEY": secret}
+    with pytest.raises(ValidationError) as refused:
+        OperatorSettings.from_env(given)
+    said = str(refused.value) + repr(refused.value.errors())
+    assert not any(secret[i : i + 8] in said for i in range(len(secret) - 8))

@@ -74,7 +74,7 @@ class Execution(RunEnding):
     gated: bool | None = None  # its harness goes through the gate (known once it is found)
     gate_after: str = ""  # the gate request the last poll ended at; the next goes on after it
     refuse_keys: bool = False  # the operator refuses model keys in sandboxes
-    started_with: tuple[str, list[str]] | None = None  # (pod, its secret env's values at start)
+    started_with: tuple[str, list[str]] | None = None  # (pod uid, its secret env's values)
 
     @classmethod
     def load(cls, run: Obj, settings: OperatorSettings) -> Execution:
@@ -163,6 +163,9 @@ class Execution(RunEnding):
             metrics.policy_decided([plan.judged], "command")
         if isinstance(plan, start.Approving):
             return self._approving(spec, plan.asked)
+        if isinstance(plan, start.Refused):
+            self._end(spec, plan.ending)
+            return None
         if not plan.launched:
             if plan.asked is not None:  # a person approved its command
                 self._approving(spec, plan.asked)
@@ -191,14 +194,18 @@ class Execution(RunEnding):
         return not self._poll().missing
 
     def _started(self, world: start.StartWorld) -> list[str]:
-        """The values of the sandbox's secret env as its pod started (an exec, once per pod:
-        they cannot change while it runs)."""
+        """The values of the sandbox's secret env as its pod started: an exec, once per pod
+        (by its uid: a pod made again has the same name), since they cannot change while it
+        runs; asked again while it cannot be asked."""
         assert self.sandbox is not None
         if not world.workspace.secret_refs():
             return []
-        if self.started_with is None or self.started_with[0] != self.sandbox.pod:
+        pod = str(((world.pod or {}).get("metadata") or {}).get("uid") or "")
+        if self.started_with is None or not pod or self.started_with[0] != pod:
             found = in_pod.started_secret_values(self.namespace, self.sandbox)
-            self.started_with = (self.sandbox.pod, found)
+            if found is None:
+                return []
+            self.started_with = (pod, found)
         return self.started_with[1]
 
     def _approving(self, spec: AgentRunSpec, asked: Asked) -> float | None:

@@ -31,15 +31,15 @@ def signal(namespace: str, pod: str, run_id: str, name: str) -> None:
     kube_exec.run(namespace, pod, SANDBOX_CONTAINER, run_scripts.signal_argv(run_id, name))
 
 
-def started_secret_values(namespace: str, sandbox: ReadySandbox) -> list[str]:
-    """The values of the sandbox container's secret env as it started (one exec); none where
+def started_secret_values(namespace: str, sandbox: ReadySandbox) -> list[str] | None:
+    """The values of the sandbox container's secret env as it started (one exec); None where
     it cannot be asked."""
     argv = run_scripts.started_secrets_argv()
     with contextlib.suppress(KubeError):
         done = kube_exec.run(namespace, sandbox.pod, SANDBOX_CONTAINER, argv)
         if done.exit_code == 0:
             return run_scripts.parse_started_secrets(done.stdout)
-    return []
+    return None
 
 
 def kill(namespace: str, run_uid: str, pod: str) -> None:

@@ -124,7 +124,7 @@ def scrubber_for(namespace: str, spec: AgentRunSpec, sandbox: ReadySandbox) -> S
     start, so its processes may still hold the old value)."""
     workspace_refs = workspace_of(namespace, sandbox).secret_refs()
     values = kube.secret_values(namespace, spec.secret_refs() + workspace_refs)
-    started = in_pod.started_secret_values(namespace, sandbox) if workspace_refs else []
+    started = (in_pod.started_secret_values(namespace, sandbox) or []) if workspace_refs else []
     return Scrubber([*values.values(), *started])
 
 

@@ -94,7 +94,17 @@ class Approving:
     judged: Decision | None = None  # the command's judgement, counted once
 
 
-Start = Wait | Ending | Approving | Launch
+@dataclass(frozen=True)
+class Refused:
+    """The policy refuses the command: the run ends so, in its sandbox (whose ``sandbox.ready``
+    the log says first)."""
+
+    sandbox: ReadySandbox
+    ending: Ending
+    judged: Decision | None = None  # counted
+
+
+Start = Wait | Ending | Approving | Refused | Launch
 
 
 def decide_start(world: StartWorld, run: Obj, spec: AgentRunSpec, context: Context) -> Start:
@@ -116,7 +126,7 @@ def decide_start(world: StartWorld, run: Obj, spec: AgentRunSpec, context: Conte
     if world.launched:
         return launch
     judged = None
-    if spec.command is not None and policy is not None:
+    if spec.command is not None and not isinstance(world.policy, str):  # (no policy: allowed)
         judged = judge_command(policy, spec.command, world.workspace.scripts)
     if spec.command is None and not isinstance(world.policy, str):
         gate = None  # an agent: its gate answers from the policy, once it runs
@@ -125,7 +135,9 @@ def decide_start(world: StartWorld, run: Obj, spec: AgentRunSpec, context: Conte
     counted = judged.decision if judged is not None and not context.asking.approvals else None
     if isinstance(gate, Asked) and (gate.pending or gate.ending is not None):
         return Approving(ready, gate, counted)
-    if isinstance(gate, Wait | Ending):
+    if isinstance(gate, Ending):
+        return Refused(ready, gate, counted)
+    if isinstance(gate, Wait):
         return gate
     asked = gate if isinstance(gate, Asked) else None
     return replace(launch, asked=asked, judged=counted)

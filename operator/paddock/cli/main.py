@@ -136,7 +136,12 @@ def _add_plugins(commands: Commands[argparse.ArgumentParser]) -> None:
     """The commands other installed distributions add (entry points ``paddock.commands``): in
     a source checkout, paddock-dev's ``paddock cluster`` and ``paddock dev``."""
     for plugin in entry_points(group="paddock.commands"):
-        plugin.load()(commands)
+        try:
+            add = plugin.load()
+        except Exception as exc:  # one broken distribution must not take every command away
+            print(f"paddock: commands of {plugin.value} not loaded: {exc}", file=sys.stderr)
+            continue
+        add(commands)
 
 
 def _add_crds(commands: Commands[argparse.ArgumentParser]) -> None:

@@ -23,7 +23,7 @@ from paddock.kube.watches import WatchExpiredError
 Obj = dict[str, Any]
 FIRST_PAUSE = 1.0
 LONGEST_PAUSE = 30.0
-AWAY_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
+AWAY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # How long a person's follower (a live page, ``paddock logs -f``) waits for an API server that
 # went away before it says so; the gateway waits for ever.
 PERSON_PATIENCE = 60.0
@@ -45,12 +45,13 @@ class Changed:
 
 
 def away(exc: BaseException) -> bool:
-    """Whether the error says the API server is away, not that it refused."""
+    """Whether the error says the API server is away (it cannot be reached, or answers 429 or
+    5xx), not that it refused or that this process cannot talk to any (no configuration)."""
     if isinstance(exc, KubeError):
         return exc.status in AWAY_STATUSES
     from urllib3.exceptions import HTTPError  # (the client library's transport)
 
-    return isinstance(exc, OSError | HTTPError)
+    return isinstance(exc, ConnectionError | TimeoutError | HTTPError)
 
 
 def follow(
@@ -65,25 +66,36 @@ def follow(
     clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[Listed | Changed]:
     """``listing()`` gives the objects and the version to watch from; ``watching(version)``
-    each change after it (and the server's bookmarks, which move the version on). Each time
-    the server ends a watch, ``renewed()`` says whether to go on (it may raise, to stop with a
-    reason). ``waited(error, pause)`` is told each pause while the API server is away.
-    ``since``: a version to watch from first, with no listing (the caller read the objects)."""
-    version, failing_since, pause = since, None, FIRST_PAUSE
+    each change after it (and the server's bookmarks, which move the version on). Each time a
+    watch ends, however it ended, ``renewed()`` says whether to go on (it may raise, to stop
+    with a reason). ``waited(error, pause)`` is told each pause while the API server is away.
+    ``since``: a version to watch from first, with no listing (the caller read the objects).
+
+    The patience is counted from the first failure since a watch last went well (brought a
+    change, or ran until the server ended it): a listing alone does not reset it. A version
+    that expires again at once is waited on too, as the server being away is."""
+    version, pause, expired = since, FIRST_PAUSE, 0
+    failing_since: float | None = None
+    first = True
     while True:
         try:
+            if not first and renewed is not None and not renewed():
+                return
+            first = False
             if not version:
                 objects, version = listing()
-                failing_since, pause = None, FIRST_PAUSE
                 yield Listed(objects)
             for change, obj in watching(version):
                 version = str(obj["metadata"]["resourceVersion"])  # a bookmark's too
                 if change != "BOOKMARK":
+                    failing_since, pause, expired = None, FIRST_PAUSE, 0
                     yield Changed(change, obj)
-            failing_since, pause = None, FIRST_PAUSE
+            failing_since, pause, expired = None, FIRST_PAUSE, 0
         except WatchExpiredError:
-            version = ""
-            continue
+            version, expired = "", expired + 1
+            if expired > 1:
+                sleep(pause)
+                pause = min(pause * 2, LONGEST_PAUSE)
         except Exception as exc:
             if not away(exc):
                 raise
@@ -95,6 +107,3 @@ def follow(
                 waited(exc, pause)
             sleep(pause)
             version, pause = "", min(pause * 2, LONGEST_PAUSE)
-            continue
-        if renewed is not None and not renewed():
-            return

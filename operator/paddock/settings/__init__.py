@@ -168,13 +168,27 @@ class OperatorSettings(BaseModel):
 
 def _flat(exc: ValidationError) -> ValidationError:
     """The same errors, each located by the flat name a person sets (``s3_bucket``), not by
-    its place in a group (``s3.bucket``)."""
+    its place in a group (``s3.bucket``), and never showing a secret setting's value."""
     by_place = {(group, field): flat for flat, (group, field) in FLAT.items()}
     errors = []
     for error in exc.errors():
         loc = tuple(error["loc"])
         flat = by_place.get((str(loc[0]), str(loc[1]))) if len(loc) >= 2 else None
         where = (flat, *loc[2:]) if flat else loc
-        errors.append({"type": error["type"], "loc": where, "input": error["input"],
+        shown = MASK if SECRET & {str(part) for part in loc} else _masked(error["input"])
+        errors.append({"type": error["type"], "loc": where, "input": shown,
                        **({"ctx": error["ctx"]} if "ctx" in error else {})})  # fmt: skip
     return ValidationError.from_exception_data(exc.title, errors)  # type: ignore[arg-type]
+
+
+MASK = "**********"
+# The secret settings, by their fields' and their flat names.
+SECRET = {"access_key_id", "secret_access_key", "s3_access_key_id", "s3_secret_access_key"}
+
+
+def _masked(value: Any) -> Any:
+    """``value`` with every secret setting in it masked (an error's input may be a whole
+    group, or every setting given)."""
+    if isinstance(value, dict):
+        return {k: MASK if k in SECRET else _masked(v) for k, v in value.items()}
+    return value
