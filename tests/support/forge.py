@@ -62,13 +62,7 @@ class ForgeClient:
         url = f"{self.forge.url}/{self.forge.admin}/{name}.git"
         with tempfile.TemporaryDirectory() as work:
             self.git("init", "-q", "-b", branch, cwd=work)
-            for path, content in files.items():
-                (Path(work) / path).parent.mkdir(parents=True, exist_ok=True)
-                (Path(work) / path).write_text(content)
-            self.git("add", ".", cwd=work)
-            self.git("-c", "user.name=Tests", "-c", "user.email=t@forge.invalid", "commit",
-                     "-q", "-m", "the base", cwd=work)  # fmt: skip
-            self.git("push", "-q", url, f"HEAD:refs/heads/{branch}", cwd=work)
+            self._commit(work, files, "the base", url, branch)
         return url
 
     def push(self, name: str, files: dict[str, str], branch: str = "main") -> str:
@@ -76,14 +70,19 @@ class ForgeClient:
         url = f"{self.forge.url}/{self.forge.admin}/{name}.git"
         with tempfile.TemporaryDirectory() as work:
             self.git("clone", "-q", "-b", branch, url, ".", cwd=work)
-            for path, content in files.items():
-                (Path(work) / path).parent.mkdir(parents=True, exist_ok=True)
-                (Path(work) / path).write_text(content)
-            self.git("add", ".", cwd=work)
-            self.git("-c", "user.name=Tests", "-c", "user.email=t@forge.invalid", "commit",
-                     "-q", "-m", "a change", cwd=work)  # fmt: skip
-            self.git("push", "-q", url, f"HEAD:refs/heads/{branch}", cwd=work)
-            return self.git("rev-parse", "HEAD", cwd=work).strip()
+            return self._commit(work, files, "a change", url, branch)
+
+    def _commit(self, work: str, files: dict[str, str], message: str, url: str, branch: str) -> str:
+        """Write ``files`` in the clone ``work``, commit them and push to ``branch``; the
+        commit's hash."""
+        for path, content in files.items():
+            (Path(work) / path).parent.mkdir(parents=True, exist_ok=True)
+            (Path(work) / path).write_text(content)
+        self.git("add", ".", cwd=work)
+        self.git("-c", "user.name=Tests", "-c", "user.email=t@forge.invalid", "commit",
+                 "-q", "-m", message, cwd=work)  # fmt: skip
+        self.git("push", "-q", url, f"HEAD:refs/heads/{branch}", cwd=work)
+        return self.git("rev-parse", "HEAD", cwd=work).strip()
 
     def head(self, name: str, branch: str = "main") -> str:
         """The commit ``branch`` of repository ``name`` is at, as git reads it (the branch list

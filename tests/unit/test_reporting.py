@@ -10,7 +10,7 @@ import pytest
 from paddock.handlers import sandbox
 from paddock.handlers.reporting import LastPosted
 from paddock.kube.errors import ForbiddenError
-from paddock.sandboxes.service import Outcome
+from paddock.sandboxes.writes import Outcome
 from paddock.settings import OperatorSettings
 
 

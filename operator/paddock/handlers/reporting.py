@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import kopf
 
-from paddock.sandboxes.service import Outcome
+from paddock.sandboxes.writes import Outcome
 
 
 class LastPosted:

@@ -21,6 +21,7 @@ from paddock.handlers.pool import member_seen
 from paddock.handlers.references import Reference, references_of
 from paddock.handlers.reporting import report
 from paddock.sandboxes import service, shared
+from paddock.sandboxes.writes import Outcome
 from paddock.settings import OperatorSettings
 from paddock.vocab.names import FILES_LABEL, SANDBOX_LABEL, WORKSPACE_LABEL
 
@@ -130,7 +131,7 @@ def _failed(namespace: str, name: str, exc: Exception) -> None:
     said = str(getattr(exc, "message", "") or exc)[:MESSAGE_LIMIT]
     message = f"The operator could not reconcile the Sandbox ({type(exc).__name__}: {said}); "
     message += "it tries again, with backoff."
-    report(body, service.Outcome([Notice(SandboxReason.RECONCILE_FAILED, message)]), retry=False)
+    report(body, Outcome([Notice(SandboxReason.RECONCILE_FAILED, message)]), retry=False)
 
 
 @kopf.on.event("configmaps", labels={WORKSPACE_LABEL: kopf.PRESENT, FILES_LABEL: kopf.PRESENT})

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from paddock.kube.cache import CACHE
-from paddock.sandboxes import service
 from paddock.sandboxes.pools import decide_pool
-from paddock.sandboxes.service import Outcome
+from paddock.sandboxes.writes import Outcome, apply_plan
 from paddock.times import utcnow
 from paddock.vocab.names import CLAIMED_FROM_LABEL, POOL_LABEL
 from paddock.vocab.ownership import controlled_by
@@ -47,7 +46,7 @@ def reconcile_pool(namespace: str, name: str) -> tuple[Obj, Outcome] | None:
     workspace_name = (template.get("workspaceRef") or {}).get("name") or ""
     workspace = CACHE.get("Workspace", namespace, workspace_name) if workspace_name else None
     plan = decide_pool(pool, members, claimed, workspace, utcnow())
-    return pool, service.apply_plan("SandboxPool", pool, plan)
+    return pool, apply_plan("SandboxPool", pool, plan)
 
 
 def pools_of(namespace: str, workspace: str | None = None) -> list[tuple[str, str]]:

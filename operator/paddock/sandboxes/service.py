@@ -4,16 +4,14 @@ at any time, as often as the handlers like; a second run creates nothing twice."
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from paddock import metrics
-from paddock.api.conditions import Notice
 from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
@@ -27,21 +25,19 @@ from paddock.render.cluster_addresses import ClusterAddresses, cluster_network
 from paddock.render.snapshot import restored_from
 from paddock.runs.scrubbing import Scrubber
 from paddock.sandboxes import observe
-from paddock.sandboxes.archives import ArchiveStore, Notify
+from paddock.sandboxes.archives import Notify
 from paddock.sandboxes.decide import decide_sandbox
 from paddock.sandboxes.fence import fence_name
 from paddock.sandboxes.inputs import SandboxWorld, placed
-from paddock.sandboxes.owned import pruned
-from paddock.sandboxes.plan import Create, Delete, Loaded, Patch, Plan, Transfer, Write, scrubbed
+from paddock.sandboxes.plan import Loaded, scrubbed
 from paddock.sandboxes.policy import decide_policy
 from paddock.sandboxes.refusals import refused, taken
-from paddock.sandboxes.reporting import with_health
 from paddock.sandboxes.snapshots import SnapshotCluster
 from paddock.sandboxes.workspace import decide_workspace, load_spec
+from paddock.sandboxes.writes import ARCHIVES, NameTakenError, Outcome, make_write, report_status
 from paddock.settings import OperatorSettings
 from paddock.times import utcnow
 from paddock.vocab import names
-from paddock.vocab.ownership import controller_uid
 
 Obj = dict[str, Any]
 RETRY_REFUSED = 10.0  # seconds before the first retry of a refused write, doubling after
@@ -49,16 +45,6 @@ MAX_RETRY_REFUSED = 600.0
 NAMESPACE_WAIT = 1.0  # seconds before looking again at a sandbox whose Namespace is unseen
 ADDRESSES = ClusterAddresses()
 log = logging.getLogger("paddock.sandboxes")
-ARCHIVES = ArchiveStore()  # the workspace archives in the object store, where configured
-
-
-@dataclass
-class Outcome:
-    """What the handler reports once the plan is applied: Events, and when to look again."""
-
-    notices: list[Notice] = field(default_factory=list)
-    retry_after: float | None = None
-    message: str = ""
 
 
 def watched(event_type: str | None, obj: Obj) -> Obj | None:
@@ -110,11 +96,11 @@ def reconcile_workspace(body: Obj, default_image: str) -> Outcome:
         kube.missing_secret_keys(meta["namespace"], spec.spec.secret_refs()) if spec.spec else []
     )
     plan = decide_workspace(body, spec, missing, default_image, utcnow())
-    return _report("Workspace", body, plan)
+    return report_status("Workspace", body, plan)
 
 
 def reconcile_policy(body: Obj) -> Outcome:
-    return _report("SandboxPolicy", body, decide_policy(body, utcnow()))
+    return report_status("SandboxPolicy", body, decide_policy(body, utcnow()))
 
 
 def reconcile_sandbox(body: Obj, config: OperatorSettings, retry: int = 0) -> Outcome:
@@ -154,7 +140,7 @@ def _reconcile_sandbox(
     plan = decide_sandbox(world, config.sandbox_image, utcnow())
     for write in plan.writes:
         try:
-            made = _write(body, write)
+            made = make_write(body, write)
             if not made and again:  # a name taken since the world was read: decide again
                 return _reconcile_sandbox(body, config, retry, new=False, again=False)
         except NameTakenError as exc:
@@ -173,15 +159,12 @@ def _reconcile_sandbox(
             break
     else:
         metrics.policy_decided(plan.policy_decisions, "setup")
-    return _report("Sandbox", body, scrubbed(plan, world.scrubber))
+    return report_status("Sandbox", body, scrubbed(plan, world.scrubber))
 
 
 # Striped: a bounded set of locks, one per Sandbox name's hash; two sandboxes that share one
 # wait for each other now and then, which costs little next to a reconcile's API calls.
 _LOCKS = tuple(threading.Lock() for _ in range(256))
-
-
-_SHARED_LOCKS = tuple(threading.Lock() for _ in range(64))  # taken inside a Sandbox's lock
 
 
 def _one_at_a_time(namespace: str, name: str) -> threading.Lock:
@@ -291,109 +274,3 @@ def _namespace_uid(namespace: str) -> str:
     """The uid of the Namespace as the watch shows it ("" before its first listing)."""
     found = CACHE.peek("Namespace", "", namespace)
     return str(found["metadata"].get("uid") or "") if found else ""
-
-
-def apply_plan(kind: str, body: Obj, plan: Plan) -> Outcome:
-    """Make a plan's writes for ``body`` (creates, deletes of what it controls), then write
-    its status."""
-    for write in plan.writes:
-        _write(body, write)
-    return _report(kind, body, plan)
-
-
-def _report(kind: str, body: Obj, plan: Plan) -> Outcome:
-    """Write the plan's status (only what changed) once its writes are made."""
-    meta = body["metadata"]
-    namespace = meta["namespace"]
-    status = _changed(body.get("status") or {}, with_health(kind, body, plan.status))
-    if status:
-        stored = kube.patch_status(kind, namespace, meta["name"], status)
-        if stored is not None:
-            CACHE.seen("MODIFIED", stored)  # the next reconcile starts from what it wrote
-    message = str(getattr(plan.status, "message", "") or "")
-    return Outcome(plan.notices, plan.retry_after, message)
-
-
-def _write(sandbox: Obj, write: Write) -> bool:
-    """Make the write; False for a create whose name is taken."""
-    namespace = sandbox["metadata"]["namespace"]
-    if isinstance(write, Transfer):
-        ARCHIVES.start(namespace, sandbox, write)
-    elif isinstance(write, Create | Patch) and _kind(write) in ("NetworkPolicy", "ConfigMap"):
-        # Shared by sandboxes that decide at once: one at a time, and not again. A name
-        # taken is read, so that the next decision knows whose it is.
-        kind, name = _kind(write), _name(write)
-        with _SHARED_LOCKS[hash((namespace, name)) % len(_SHARED_LOCKS)]:
-            known = CACHE.peek(kind, namespace, name)
-            if known is not None and _made_already(known, write):
-                return True
-            if not _write_once(namespace, write):
-                return _taken(namespace, write)
-    else:
-        return _write_once(namespace, write)
-    return True
-
-
-def _write_once(namespace: str, write: Write) -> bool:
-    if isinstance(write, Create):
-        made = kube.create(write.obj)
-        if made is None:
-            return False
-        CACHE.seen("ADDED", made)  # before its watch event: the next look sees it
-    elif isinstance(write, Patch):
-        CACHE.seen("MODIFIED", kube.patch(write.kind, namespace, write.name, write.body))
-    elif isinstance(write, Delete) and write.resource_version:
-        with contextlib.suppress(ConflictError):  # changed since (taken): not deleted
-            kube.delete(write.kind, namespace, write.name, write.uid, write.resource_version)
-    elif isinstance(write, Delete):
-        kube.delete(write.kind, namespace, write.name, write.uid)
-    return True
-
-
-class NameTakenError(Exception):
-    """A shared object's name is held by an object that is not the one it would be."""
-
-    def __init__(self, kind: str, name: str) -> None:
-        super().__init__(f"{kind} {name}")
-        self.kind, self.name = kind, name
-
-
-def _taken(namespace: str, write: Create | Patch) -> bool:
-    """A shared object's create found its name taken: True if by the object it would be
-    (another operator made it: kept, as its watch will show it), False if by none any more
-    (decide again); else ``NameTakenError``, since no watch would show that object."""
-    kind, name = _kind(write), _name(write)
-    found = kube.get(kind, namespace, name)
-    if found is None:
-        return False
-    if isinstance(write, Create) and controller_uid(found) == controller_uid(write.obj):
-        CACHE.seen("ADDED", found)
-        return True
-    raise NameTakenError(kind, name)
-
-
-def _kind(write: Create | Patch) -> str:
-    return str(write.obj["kind"]) if isinstance(write, Create) else write.kind
-
-
-def _name(write: Create | Patch) -> str:
-    return str(write.obj["metadata"]["name"]) if isinstance(write, Create) else write.name
-
-
-def _made_already(known: Obj, write: Create | Patch) -> bool:
-    """Whether another sandbox's reconcile made the write since this one read ``known``:
-    created it, or patched it to what this one wants."""
-    if isinstance(write, Create):
-        return True
-    return bool(pruned(known.get("spec")) == pruned(write.body.get("spec")))
-
-
-def _changed(old: Obj, status: BaseModel) -> Obj:
-    """The fields of the new status that differ from the stored one (a merge patch); a field
-    set to None on purpose is removed."""
-    new: Obj = status.model_dump(by_alias=True, exclude_none=True, mode="json")
-    for name in status.model_fields_set:
-        alias = type(status).model_fields[name].alias or name
-        if getattr(status, name) is None and old.get(alias) is not None:
-            new[alias] = None
-    return {key: value for key, value in new.items() if old.get(key) != value}

@@ -19,9 +19,9 @@ from paddock.render.projections import render_projection
 from paddock.render.snapshot import ARCHIVE_KIND, described
 from paddock.render.workspace_hash import workspace_hash
 from paddock.sandboxes.plan import Delete
-from paddock.sandboxes.service import ARCHIVES, Outcome
 from paddock.sandboxes.snapshot_lifetime import Lifetime, decide_lifetime
 from paddock.sandboxes.workspace import load_spec, unused_files
+from paddock.sandboxes.writes import ARCHIVES, Outcome
 from paddock.settings import OperatorSettings
 from paddock.times import utcnow
 from paddock.vocab import names
