@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import pytest
 from kopf.testing import KopfRunner
 
 from paddock_dev import cluster as local
+from paddock_dev import processes
 from paddock_dev.processes import PORTS_VARIABLE
 
 # The operator's handlers are imported once per session; they read this when imported. A short
@@ -48,9 +50,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """With workers, the first to need the cluster starts it; the controller, which outlives
-    them, stops it if it was not up before the run."""
+    them, stops it if it was not up before the run, and forgets the run."""
     config = session.config
-    if _parallel_controller(config) and not config.stash.get(_CLUSTER_WAS_UP, True):
+    if not _parallel_controller(config):
+        return
+    for run in local.default_state_dir().parent.glob(".test-run-*"):
+        run.unlink(missing_ok=True)
+    if not config.stash.get(_CLUSTER_WAS_UP, True):
         directory = local.default_state_dir()
         if local.is_up(directory):
             local.down(directory)
@@ -75,12 +81,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """The local control plane: reused when it is already up, else started (and then stopped
-    at the end of the run). The Paddock CRDs are installed."""
+    at the end of the run). The Paddock CRDs are installed.
+
+    Within one run the cluster is started at most once: the first worker to need it starts it
+    (or starts a broken one over), and every later worker attaches to it as it is. A part of
+    it that died meanwhile (its logs are said) then fails only the tests that use that part,
+    never every other worker's tests, as starting it over from under them would."""
     directory = local.default_state_dir()
+    run = _test_run(request.config)
     # Parallel workers ask at the same moment: one starts the cluster, the others wait.
     with across_workers():
-        started_here = not local.is_up(directory)
-        kubeconfig = local.up(directory)
+        if run is not None and run.exists() and _cluster_answers(directory):
+            _say_what_is_down(directory)
+            kubeconfig, started_here = directory / "kubeconfig", False
+        else:
+            started_here = not local.is_up(directory)
+            kubeconfig = local.up(directory)
+            if run is not None:
+                run.touch()
         binaries = local.ensure_binaries()
         handle = Cluster("local", kubeconfig, str(binaries.kubectl))
         handle.install_crds()
@@ -89,6 +107,39 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     yield handle
     if started_here and not hasattr(request.config, "workerinput"):
         local.down(directory)
+
+
+def _test_run(config: pytest.Config) -> Path | None:
+    """A file that says the cluster was started (or found up) in this run of the workers
+    (pytest-xdist gives them one run id); None without workers."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    return local.default_state_dir().parent / f".test-run-{workerinput['testrunuid']}"
+
+
+def _cluster_answers(directory: Path) -> bool:
+    """Whether the cluster's API server answers ready, within the minute ``up`` gives it (a
+    loaded machine answers slowly)."""
+    state = local.ClusterState.load(directory)
+    if state is None:
+        return False
+    try:
+        return bool(wait_for(lambda: local.api_ready(state), local.READY_WAIT_SECONDS,
+                             what="the local API server ready"))  # fmt: skip
+    except TimeoutError:
+        return False
+
+
+def _say_what_is_down(directory: Path) -> None:
+    state = local.ClusterState.load(directory)
+    down = [c for c, alive in local.status(directory).items() if not alive and c != "api"]
+    if state is None or not down:
+        return
+    for component in down:
+        tail = processes.tail(state.log(component))
+        print(f"cluster: {component} is down (attached as it is); the end of "
+              f"{state.log(component)}:\n{tail}", file=sys.stderr)  # fmt: skip
 
 
 @pytest.fixture(scope="session")
