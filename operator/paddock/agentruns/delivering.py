@@ -73,23 +73,6 @@ class _Capped:
         self._file.close()
 
 
-def undeliverable(run: Obj, spec: AgentRunSpec, sandbox: ReadySandbox) -> str | None:
-    """Why the run's work could never be delivered, said before its harness starts."""
-    if spec.deliver is None:
-        return None
-    namespace = run["metadata"]["namespace"]
-    source = inputs.workspace_of(namespace, sandbox).source
-    if source is None or source.git is None:
-        return (f"The run's work cannot be delivered: spec.deliver needs a git repository, and "
-                f"Workspace {sandbox.workspace} has no git source.")  # fmt: skip
-    try:
-        repos.repository(source.git.url, spec.deliver.forge)
-        _branch(run, spec.deliver, spec)
-    except DeliveryError as exc:
-        return f"The run's work cannot be delivered: {exc.message}."
-    return None
-
-
 def deliver(run: Obj, spec: AgentRunSpec, sandbox: ReadySandbox, phase: RunPhase) -> Outcome:
     """Deliver the run's work as ``spec.deliver`` says; the outcome, never an exception."""
     assert spec.deliver is not None

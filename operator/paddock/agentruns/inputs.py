@@ -91,10 +91,22 @@ def queued(run: Obj, spec: AgentRunSpec, sandbox: ReadySandbox) -> Wait | None:
 def command_policy(namespace: str, sandbox: ReadySandbox) -> SandboxPolicySpec | str | None:
     """The policy a run's command is checked against: None when the sandbox has none, a
     message when it cannot be had (deleted or made invalid since the sandbox was Ready)."""
+    return parsed_policy(sandbox, policy_object(namespace, sandbox))
+
+
+def policy_object(namespace: str, sandbox: ReadySandbox) -> Obj | None:
+    """The sandbox's SandboxPolicy as the watches show it (None: inline, none or not there)."""
+    choice = sandbox.policy
+    if choice.inline is not None or choice.name is None:
+        return None
+    return CACHE.get("SandboxPolicy", choice.namespace or namespace, choice.name)
+
+
+def parsed_policy(sandbox: ReadySandbox, found: Obj | None) -> SandboxPolicySpec | str | None:
+    """The sandbox's policy from its object ``found`` (see ``command_policy``)."""
     choice = sandbox.policy
     if choice.inline is not None or choice.name is None:
         return choice.inline
-    found = CACHE.get("SandboxPolicy", choice.namespace or namespace, choice.name)
     if found is None:
         return f"SandboxPolicy {choice.label} of Sandbox {sandbox.name} is not found"
     try:

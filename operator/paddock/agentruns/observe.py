@@ -45,14 +45,12 @@ def _of_sandbox(
     ready: ReadySandbox,
     launched: Callable[[ReadySandbox], bool],
 ) -> StartWorld:
-    namespace, choice = world.namespace, ready.policy
-    found_policy = None
-    if choice.inline is None and choice.name is not None:
-        found_policy = CACHE.get("SandboxPolicy", choice.namespace or namespace, choice.name)
+    namespace = world.namespace
+    found_policy = inputs.policy_object(namespace, ready)  # read once: parsed, and kept
     world = replace(
         world,
         workspace=inputs.workspace_of(namespace, ready),
-        policy=inputs.command_policy(namespace, ready),
+        policy=inputs.parsed_policy(ready, found_policy),
         policy_object=found_policy,
         pod=CACHE.get("Pod", namespace, ready.pod),
         queued=inputs.queued(run, spec, ready),
