@@ -106,7 +106,7 @@ bench: install ## Benchmarks against the local control plane, printed as ratios 
 	$(BIN)/python bench/bench_runs.py
 	$(BIN)/python bench/bench_sandboxes.py --sandboxes $(or $(SANDBOXES),200)
 	$(BIN)/python bench/bench_snapshots.py
-	$(BIN)/python bench/bench_pools.py --runs $(or $(POOL_RUNS),40) --rate $(or $(POOL_RATE),20)
+	$(BIN)/python bench/bench_pools.py --runs $(or $(POOL_RUNS),100) --rate $(or $(POOL_RATE),50)
 	$(BIN)/python bench/bench_gateway.py
 	$(BIN)/python bench/bench_model_route.py
 

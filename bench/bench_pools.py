@@ -1,13 +1,16 @@
 """Benchmark: runs taking sandboxes from a SandboxPool, against making their sandboxes, on the
 local control plane (kwok), with the operator running as its own process.
 
-- Fill: a pool of ``--runs`` (40) members from nothing to all Ready, in members Ready a second;
-  the baseline, the same number of Sandboxes of the same template applied directly.
-- Start: ``--runs`` command runs applied at ``--rate`` (20) a second naming the full pool
+- Fill: a pool of ``--pool`` (as many as ``--runs``) members from nothing to all Ready, in
+  members Ready a second; the baseline, the same number of Sandboxes of the same template
+  applied directly.
+- Start: ``--runs`` (100) command runs applied at ``--rate`` (50) a second naming the full pool
   (``poolRef``), and the same runs naming the template (``sandboxTemplate``, each makes its own
   sandbox) as the baseline: from apply to the sandbox assigned (the run's ``sandbox.ready``
   event) and to the harness started (``run.started``), p50, p90 and p99 of each, and their
-  ratios.
+  ratios; how many took a member (the rest made their own while the pool had none Ready);
+  and the refill: from the first run applied to the pool Ready again (its ``Ready``
+  condition's transition, to the second).
 - Writes: the operator's API writes for each run, from its apply to its harness started, by
   verb and resource, from the API server's audit log (the operator runs as a ServiceAccount,
   which the local cluster audits): to the run, its log, and the sandbox it took or made. The
@@ -73,6 +76,19 @@ def _ready_count(namespace: str, names: list[str]) -> int:
         ((kube.get("Sandbox", namespace, n) or {}).get("status") or {}).get("phase") == "Ready"
         for n in names
     )
+
+
+def refilled(namespace: str, since: float) -> float:
+    """Seconds from ``since`` (epoch) until the pool was full and Ready again."""
+    wait(lambda: _pool_ready(namespace) >= _pool_replicas(namespace), 600, "the pool to refill")
+    pool = kube.get("SandboxPool", namespace, "bench") or {}
+    ready = next(c for c in pool["status"]["conditions"] if c["type"] == "Ready")
+    return _epoch(ready["lastTransitionTime"]) - since
+
+
+def _pool_replicas(namespace: str) -> int:
+    pool = kube.get("SandboxPool", namespace, "bench") or {}
+    return int(pool["spec"]["replicas"])
 
 
 def fill(namespace: str, count: int) -> tuple[float, float]:
@@ -184,9 +200,11 @@ def _line(label: str, values: list[float], base: list[float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=40)
-    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--pool", type=int, help="the pool's replicas (default: --runs)")
     args = parser.parse_args()
+    args.pool = args.pool or args.runs
     directory = local.default_state_dir()
     started_here = not local.is_up(directory)
     kubeconfig = local.up(directory)
@@ -201,8 +219,9 @@ def main() -> int:
     try:
         _apply(namespace, {"apiVersion": "paddock.dev/v1alpha1", "kind": "Workspace",
                            "metadata": {"name": "bench"}, "spec": {"setup": ["true"]}})  # fmt: skip
-        pool_seconds, direct_seconds = fill(namespace, args.runs)
+        pool_seconds, direct_seconds = fill(namespace, args.pool)
         pooled = starts(namespace, "pooled", args.runs, args.rate, {"poolRef": {"name": "bench"}})
+        refill = refilled(namespace, min(r.applied for r in pooled))
         made = starts(namespace, "made", args.runs, args.rate, {"sandboxTemplate": TEMPLATE})
         time.sleep(2)  # the audit log is written asynchronously
         counted = {label: writes(local.audit_log(directory), runs)
@@ -214,6 +233,8 @@ def main() -> int:
         if started_here:
             local.down(directory)
     report(args, pool_seconds, direct_seconds, pooled, made, counted)
+    print(f"  refill: the pool of {args.pool} full and Ready again {refill:.0f} s after the first "
+          "run was applied")  # fmt: skip
     return 0
 
 
@@ -225,13 +246,14 @@ def report(
     made: list[Start],
     counted: dict[str, tuple[Counter[str], int]],
 ) -> None:
-    print(f"SandboxPool fill, {args.runs} sandboxes (local control plane, kwok)")
-    print(f"  sandboxes applied (baseline)    : {args.runs / direct_seconds:7.1f} Ready/s")
-    print(f"  a pool of {args.runs:<4}                 : {args.runs / pool_seconds:7.1f} Ready/s; "
+    print(f"SandboxPool fill, {args.pool} sandboxes (local control plane, kwok)")
+    print(f"  sandboxes applied (baseline)    : {args.pool / direct_seconds:7.1f} Ready/s")
+    print(f"  a pool of {args.pool:<4}                 : {args.pool / pool_seconds:7.1f} Ready/s; "
           f"ratio {direct_seconds / pool_seconds:.2f}")  # fmt: skip
     claimed = [r.taken for r in pooled].count("claimed")
-    print(f"Run start, {args.runs} runs at {args.rate:.0f}/s: poolRef ({claimed} took a member) "
-          "against sandboxTemplate (baseline)")  # fmt: skip
+    print(f"Run start, {args.runs} runs at {args.rate:.0f}/s: poolRef ({claimed} of {args.runs} "
+          f"took a member of the pool of {args.pool}) against sandboxTemplate "
+          "(baseline)")  # fmt: skip
     base_assigned = [r.assigned - r.applied for r in made]
     base_started = [r.started - r.applied for r in made]
     print(_line("apply -> sandbox, template", base_assigned, base_assigned))

@@ -13,6 +13,9 @@ Prints, each next to a baseline measured in the same run:
   baseline: zero);
 - time to delete them all.
 
+With ``--profile DIR``, the operator is sampled by py-spy from the apply to all Ready: a flame
+graph and collapsed stacks in DIR, and its top frames printed (``profiling.py``).
+
 Usage: ``make bench`` (200 sandboxes), ``python bench/bench_sandboxes.py --sandboxes 1000``.
 """
 
@@ -35,6 +38,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the operator's test identity (support/identity.py)
+
+from profiling import Profile  # noqa: E402
 
 from paddock.api.sandbox import SandboxSpec  # noqa: E402
 from paddock.api.workspace import WorkspaceSpec  # noqa: E402
@@ -103,7 +108,19 @@ def direct(cluster: Cluster, namespace: str, count: int) -> float:
     elapsed = time.monotonic() - start
     cluster.kubectl("delete", "pods,pvc", "--all", "-n", namespace, "--wait=false")
     wait(lambda: not items(cluster, namespace, "pods"), 900, "the direct pods gone")
+    # Their volumes too: the provisioner deletes them one by one, and the operator's sandboxes
+    # measured next would otherwise wait behind the deletes for volumes of their own.
+    wait(lambda: not _volumes_of(cluster, namespace), 900, "the direct volumes gone")
     return elapsed
+
+
+def _volumes_of(cluster: Cluster, namespace: str) -> list[str]:
+    out = cluster.kubectl("get", "pv", "-o", "json").stdout
+    return [
+        pv["metadata"]["name"]
+        for pv in json.loads(out)["items"]
+        if ((pv.get("spec") or {}).get("claimRef") or {}).get("namespace") == namespace
+    ]
 
 
 def _ready_pods(cluster: Cluster, namespace: str) -> int:
@@ -178,6 +195,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sandboxes", type=int, default=200)
     parser.add_argument("--idle-seconds", type=int, default=IDLE_SECONDS)
+    parser.add_argument("--profile", type=Path, help="sample the operator; flame graph here")
     args = parser.parse_args()
     count = args.sandboxes
     directory = local.default_state_dir()
@@ -224,9 +242,10 @@ def measure(
         rss0 = operator.rss_mib()[0]
         cpu0, t0 = operator.cpu_seconds(), time.time()
         start = time.monotonic()
-        apply(cluster, namespace, sandboxes(count))
-        each = wait(lambda: ready_seconds(cluster, namespace, count), 1800, "every sandbox")
-        to_ready = time.monotonic() - start
+        with Profile(operator.process.pid, args.profile, f"sandboxes-{count}") as profile:
+            apply(cluster, namespace, sandboxes(count))
+            each = wait(lambda: ready_seconds(cluster, namespace, count), 1800, "every sandbox")
+            to_ready = time.monotonic() - start
         cpu1, t1 = operator.cpu_seconds(), time.time()
         rss1 = operator.rss_mib()[0]
         pods = items(cluster, namespace, "pods")
@@ -256,6 +275,7 @@ def measure(
         "pod_bytes": _bytes_per_object(pods),
         "lifecycle": requests(audit, USER, t0, t1) + requests(audit, USER, t2, t3 + 1),
         "idle": requests(audit, USER, t1, t2),
+        "profile": profile.summary(),
     }
 
 
@@ -308,6 +328,8 @@ def report(count: int, floor: float, r: dict[str, Any], idle_seconds: int) -> No
         )
         print(f"  idle      requests: {named}")
     print(f"  delete    all gone in {r['to_gone']:.1f} s")
+    if r["profile"]:
+        print(r["profile"])
 
 
 if __name__ == "__main__":

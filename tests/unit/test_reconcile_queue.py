@@ -77,6 +77,51 @@ def test_an_event_during_a_reconcile_is_followed_by_another(
     assert recorder.wait_for(2) == ["a", "a"]
 
 
+def test_one_reconcile_of_a_key_runs_at_a_time_however_many_workers_are_free(
+    queues: list[ReconcileQueue[str]],
+) -> None:
+    running: dict[str, int] = {}
+    most: dict[str, int] = {}
+    lock = threading.Lock()
+    release = threading.Event()
+
+    def action(key: str, attempt: int) -> float | None:
+        with lock:
+            running[key] = running.get(key, 0) + 1
+            most[key] = max(most.get(key, 0), running[key])
+        release.wait(TIMEOUT)
+        with lock:
+            running[key] -= 1
+        return recorder(key, attempt)
+
+    recorder = Recorder()
+    queue = ReconcileQueue(action, delay=0, workers=4)
+    queues.append(queue)
+    queue.ask("a")
+    wait_for_running(queue, "a")
+    for _ in range(3):  # due at once, with three workers free: held until the first is done
+        queue.ask("a")
+    queue.ask("b")  # another key is not held up
+    deadline = time.monotonic() + TIMEOUT
+    while most.get("b") is None:
+        assert time.monotonic() < deadline, "b never ran beside a"
+        time.sleep(0.01)
+    assert queue.waiting() == 1  # "a", due, held back: still counted as waiting
+    release.set()
+    assert sorted(recorder.wait_for(3)) == ["a", "a", "b"]  # the three asks are one reconcile
+    assert most == {"a": 1, "b": 1}
+
+
+def wait_for_running(queue: ReconcileQueue[str], key: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        with queue._changed:
+            if key in queue._running:
+                return
+        assert time.monotonic() < deadline, f"{key} never started"
+        time.sleep(0.01)
+
+
 def test_a_reconcile_that_waits_runs_again_after_the_time_it_gave(
     queues: list[ReconcileQueue[str]],
 ) -> None:

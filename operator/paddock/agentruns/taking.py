@@ -106,18 +106,29 @@ def _pool(namespace: str, pool_name: str) -> Obj | sandboxes.Waiting:
 
 
 def _take(run: Obj, pool: Obj, sandboxes_here: list[Obj], body: Obj) -> Obj | None:
-    """Take a Ready member of the pool with the patch ``body``: the first whose write lands
-    (another run's write on the same member first makes this one's fail, and the next member
-    is tried)."""
+    """Take a Ready member of the pool with the patch ``body``: the first whose write lands.
+    A write refused because the member changed since the watch showed it is followed by a read
+    of the member as it is: taken by another run, the next one is tried; still free (its
+    status or another write moved it on), it is tried again at its new version. So a run makes
+    a sandbox of its own only when no member was free, not when the cache was behind."""
     namespace = run["metadata"]["namespace"]
     spec = SandboxPoolSpec.model_validate(pool.get("spec") or {})
     workspace = CACHE.get("Workspace", namespace, spec.template.workspace_ref.name)
     current = spec.template_hash(sandboxes.workspace_hash_of(workspace))
-    for member in claims.candidates(pool, sandboxes_here, current, run["metadata"]["uid"]):
-        meta = member["metadata"]
+    uid = run["metadata"]["uid"]
+    for member in claims.candidates(pool, sandboxes_here, current, uid):
+        name = member["metadata"]["name"]
         stored = kube.patch_if_unchanged(
-            "Sandbox", namespace, meta["name"], body, meta["resourceVersion"]
+            "Sandbox", namespace, name, body, member["metadata"]["resourceVersion"]
         )
+        if stored is None:
+            now = kube.get("Sandbox", namespace, name)
+            if now is None or not claims.candidates(pool, [now], current, uid):
+                continue  # taken, or gone: the next
+            CACHE.seen("MODIFIED", now)
+            stored = kube.patch_if_unchanged(
+                "Sandbox", namespace, name, body, now["metadata"]["resourceVersion"]
+            )
         if stored is not None:
             CACHE.seen("MODIFIED", stored)
             return stored

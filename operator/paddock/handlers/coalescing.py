@@ -5,8 +5,10 @@ container started and done, the pod running, Ready), and a Workspace or policy c
 every sandbox made from it. Reconciling once per event would decide, and often write, a status
 for each intermediate state. Instead an event asks for a reconcile of its key; a key asked for
 again while it waits is not queued twice; each runs ``delay`` seconds after it was first asked,
-on one of a bounded number of worker threads. A key asked for while its reconcile runs is
-queued again, so the last event is always followed by a reconcile that sees it. A reconcile
+on one of a bounded number of worker threads. One reconcile of a key runs at a time (as in
+controller-runtime's work queue): a key asked for while its reconcile runs is queued again,
+and runs once that one is done, so the last event is always followed by a reconcile that
+sees it, and two reconciles of one object never decide side by side. A reconcile
 that waits for something (a refused write, a missing Workspace) says after how long to look
 again, and is queued for then; one that fails (a bug) is tried again after 1, 2, 4 ... up to
 300 seconds. Each reconcile is told how many times in a row its key has had to wait.
@@ -42,6 +44,8 @@ class ReconcileQueue(Generic[K]):
         self._due: list[tuple[float, int, K, contextvars.Context]] = []
         self._waiting: dict[K, float] = {}  # when each queued key is due
         self._attempts: dict[K, int] = {}  # waits in a row, per key; only while it waits
+        self._running: set[K] = set()
+        self._after_running: dict[K, contextvars.Context] = {}  # due while its reconcile ran
         self._order = itertools.count()
         self._changed = threading.Condition()
         self._stopped = False
@@ -70,7 +74,7 @@ class ReconcileQueue(Generic[K]):
 
     def waiting(self) -> int:
         with self._changed:
-            return len(self._waiting)
+            return len(self._waiting.keys() | self._after_running.keys())
 
     def stop(self) -> None:
         """Let the running reconciles finish; drop the ones not started."""
@@ -79,6 +83,7 @@ class ReconcileQueue(Generic[K]):
             self._due.clear()
             self._waiting.clear()
             self._attempts.clear()
+            self._after_running.clear()
             self._changed.notify_all()
         for thread in self._threads:
             thread.join()
@@ -92,6 +97,10 @@ class ReconcileQueue(Generic[K]):
                     if self._waiting.get(key) != due:
                         continue  # replaced by an earlier entry, which has run
                     del self._waiting[key]  # asked again from now on: queued again
+                    if key in self._running:
+                        self._after_running[key] = context  # once the running one is done
+                        continue
+                    self._running.add(key)
                     return key, context
                 self._changed.wait(self._due[0][0] - now if self._due else None)
             return None
@@ -106,8 +115,13 @@ class ReconcileQueue(Generic[K]):
             except Exception:  # a bug in one reconcile must not stop the others
                 log.exception("reconcile of %s failed", key)
                 again = min(2.0**attempt, MAX_BACKOFF)
-            if again is not None:
-                with self._changed:
+            with self._changed:
+                self._running.discard(key)
+                asked = self._after_running.pop(key, None)
+                if again is not None:
                     self._attempts[key] = attempt + 1
+            if asked is not None:
+                self._push(key, 0.0, asked)
+            if again is not None:
                 # In the context of the handler that asked: a worker thread has none of kopf's.
                 self._push(key, again, context.copy())

@@ -1,9 +1,10 @@
 """SandboxPool: reconcile whenever it, one of its members (or a sandbox taken from it) or its
-Workspace changes, through the pool queue (one worker: two reconciles of a pool never make the
-same missing members)."""
+Workspace changes, through the pool queue (one reconcile of a pool at a time: two never make
+the same missing members). A run takes a member on its own threads, never behind a refill."""
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from typing import Any
 
 import kopf
@@ -39,11 +40,14 @@ def workspace_seen(memo: kopf.Memo, workspace: Obj) -> None:
         memo.pools.ask(named)
 
 
-def reconcile_pool_named(namespace: str, name: str, attempt: int = 0) -> float | None:
-    """Reconcile a pool (from the pool queue): the seconds after which to look again."""
+def reconcile_pool_named(
+    namespace: str, name: str, writers: Executor, at_once: int, attempt: int = 0
+) -> float | None:
+    """Reconcile a pool (from the pool queue), making up to ``at_once`` members together on
+    ``writers``: the seconds after which to look again."""
     del attempt
     with metrics.reconciling("SandboxPool"):
-        reconciled = pool_service.reconcile_pool(namespace, name)
+        reconciled = pool_service.reconcile_pool(namespace, name, writers, at_once)
     if reconciled is None:
         return None
     report(*reconciled, retry=False)

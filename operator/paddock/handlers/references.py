@@ -2,8 +2,8 @@
 the watch of Sandboxes, so that a change to any reaches its sandboxes at once, without a read,
 and a shared NetworkPolicy no Sandbox uses any more is known at once.
 
-Not a kopf index: kopf holds every object's worker until all indexes are filled, and with more
-objects than ``worker_limit`` workers the indexes are never filled.
+Not a kopf index: kopf holds every object's worker until all indexes are filled, and with a
+bound on its workers below the number of objects the indexes are never filled.
 """
 
 from __future__ import annotations

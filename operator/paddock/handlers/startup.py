@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -27,6 +28,7 @@ from paddock.vocab import names
 from paddock.vocab.names import MANAGED_BY, SANDBOX_LABEL, WORKSPACE_LABEL
 
 FINALIZER = f"{GROUP}/finalizer"
+POOL_WORKERS = 4  # pools reconciled at once: each is quick but for its creates (``pool_writes``)
 
 
 @kopf.on.login()
@@ -50,24 +52,35 @@ def in_cluster_server(env: Mapping[str, str], default: str) -> str:
 
 
 def _queues(memo: kopf.Memo, config: OperatorSettings) -> None:
-    """The reconcile queues: Sandboxes (many workers), pools and Workspaces' snapshots (one
-    each: two reconciles of one never make the same missing objects); the runs' threads."""
+    """The reconcile queues (one reconcile of a key at a time in each) and their threads.
+
+    - Sandboxes: ``worker_limit`` threads, each mid-request at most once.
+    - Pools: a few threads. A refill's creates go to ``pool_writes`` (``worker_limit``
+      threads every pool shares), so a refill makes as many members at once as the Sandbox
+      reconcile works on, and all pools together no more.
+    - Workspaces' snapshots: one thread (rare, and each takes its time in the object store).
+    - Runs: their own threads (``RunThreads``); a run takes a pool's member there, never
+      behind a refill."""
+    workers = config.tuning.worker_limit
     memo.reconciles = ReconcileQueue[tuple[str, str]](
         lambda named, attempt: sandbox.reconcile_named(*named, config, attempt),
         delay=config.tuning.coalesce_seconds,
-        workers=config.tuning.worker_limit,
+        workers=workers,
     )
+    memo.pool_writes = ThreadPoolExecutor(workers, "paddock-pool-write")
     memo.pools = ReconcileQueue[tuple[str, str]](
-        lambda named, attempt: pool.reconcile_pool_named(*named, attempt),
+        lambda named, attempt: pool.reconcile_pool_named(
+            *named, memo.pool_writes, workers, attempt
+        ),
         delay=config.tuning.coalesce_seconds,
-        workers=1,
+        workers=POOL_WORKERS,
     )
     memo.workspace_snapshots = ReconcileQueue[tuple[str, str]](
         lambda named, attempt: snapshots.workspace_snapshots_named(*named, config, attempt),
         delay=config.tuning.coalesce_seconds,
         workers=1,
     )
-    memo.run_threads = RunThreads(config.tuning.worker_limit)
+    memo.run_threads = RunThreads(workers)
 
 
 @kopf.on.startup()
@@ -117,15 +130,27 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     )
     settings.watching.field_selectors["v1", "events"] = model_usage.FIELD_SELECTOR
 
-    # kopf's per-object workers outlive their last event by its idle timeout (5 s): past this
-    # many objects changing at once, the next ones' events wait for a worker to idle out.
-    settings.queueing.worker_limit = config.tuning.worker_limit
-    settings.execution.max_workers = config.tuning.worker_limit
+    _bound_concurrency(settings, config)
 
     # kopf posts handler log records of this level and above as Kubernetes Events; Paddock posts
     # the events a person needs itself, so only warnings and errors go through kopf.
     settings.posting.level = logging.WARNING
     settings.posting.reporting_component = "paddock-operator"
+
+
+def _bound_concurrency(settings: kopf.OperatorSettings, config: OperatorSettings) -> None:
+    """Where concurrency is bounded, and why.
+
+    kopf's per-object workers are asyncio tasks (a task and a queue each, gone 5 s after the
+    object's last event): not bounded. Bounded, a burst of new objects would get a worker only
+    as others idled out (worker_limit / 5 s a second, whatever the API server could take), and
+    the watch of their kind would stall meanwhile. What costs is bounded: threads, and through
+    them the API connections (``kube.client.POOL_SIZE``), so requests in flight never outgrow
+    what the API server's priority and fairness hands out. The handlers' threads (they file
+    work: caches, queues), the Sandbox reconciles', a pool's creates, the runs' starting and
+    running steps: ``worker_limit`` each (``_queues``)."""
+    settings.queueing.worker_limit = None
+    settings.execution.max_workers = config.tuning.worker_limit
 
 
 @kopf.on.cleanup()
@@ -135,6 +160,9 @@ def stop(memo: kopf.Memo, **_: Any) -> None:
         reconciles = memo.get(queue)
         if reconciles is not None:
             reconciles.stop()
+    writers = memo.get("pool_writes")
+    if writers is not None:
+        writers.shutdown(wait=False, cancel_futures=True)
     server = memo.get("metrics_server")
     if server is not None:
         server.shutdown()

@@ -31,9 +31,10 @@ Obj = dict[str, Any]
 
 
 # Connections kept open to the API server: one per thread that may be mid-request (at the
-# default worker_limit, 20 each: kopf's handler threads, the reconcile queue's, the threads
-# of runs starting and of runs running), and a few for the transfers.
-POOL_SIZE = 96
+# default worker_limit, 20 each: kopf's handler threads, the Sandbox reconciles', a pool's
+# creates, the runs starting and the runs running; the pools' and snapshots' few), and a few
+# for the transfers.
+POOL_SIZE = 128
 # A 429 (the API server's priority and fairness turning a request away, before doing
 # anything) is sent again after the Retry-After the server gives, or after a backoff of
 # 0.25, 0.5, 1, 2, 4 s; after that, the caller sees the refusal. Nothing else is retried

@@ -1,14 +1,17 @@
 """Reconciling a SandboxPool: its members and Workspace as the watches show them, the plan
-``pools.decide_pool`` makes, its writes and status. One reconcile at a time (the pool queue
-has one worker), so that two never make the same missing members."""
+``pools.decide_pool`` makes, its writes (made together: a refill's members are created at
+once) and status. One reconcile of a pool at a time (the pool queue has one worker), so that
+two never make the same missing members."""
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
+from functools import partial
 from typing import Any
 
 from paddock.kube.cache import CACHE
 from paddock.sandboxes.pools import decide_pool
-from paddock.sandboxes.writes import Outcome, apply_plan
+from paddock.sandboxes.writes import Outcome, make_write, report_status
 from paddock.times import utcnow
 from paddock.vocab.names import CLAIMED_FROM_LABEL, POOL_LABEL
 from paddock.vocab.ownership import controlled_by
@@ -35,9 +38,12 @@ def members_of(pool: Obj, sandboxes: list[Obj]) -> tuple[list[Obj], int]:
     return members, claimed
 
 
-def reconcile_pool(namespace: str, name: str) -> tuple[Obj, Outcome] | None:
-    """The pool and what its reconcile did; None when the pool is gone (its unclaimed
-    members go with it, by garbage collection)."""
+def reconcile_pool(
+    namespace: str, name: str, writers: Executor, at_once: int
+) -> tuple[Obj, Outcome] | None:
+    """The pool and what its reconcile did, making up to ``at_once`` members together on
+    ``writers`` (threads every pool's reconcile shares); None when the pool is gone (its
+    unclaimed members go with it, by garbage collection)."""
     pool = CACHE.get("SandboxPool", namespace, name)
     if pool is None or pool["metadata"].get("deletionTimestamp"):
         return None
@@ -45,8 +51,9 @@ def reconcile_pool(namespace: str, name: str) -> tuple[Obj, Outcome] | None:
     template = (pool.get("spec") or {}).get("template") or {}
     workspace_name = (template.get("workspaceRef") or {}).get("name") or ""
     workspace = CACHE.get("Workspace", namespace, workspace_name) if workspace_name else None
-    plan = decide_pool(pool, members, claimed, workspace, utcnow())
-    return pool, apply_plan("SandboxPool", pool, plan)
+    plan = decide_pool(pool, members, claimed, workspace, utcnow(), at_once)
+    list(writers.map(partial(make_write, pool), plan.writes))  # each made; the first error
+    return pool, report_status("SandboxPool", pool, plan)
 
 
 def pools_of(namespace: str, workspace: str | None = None) -> list[tuple[str, str]]:

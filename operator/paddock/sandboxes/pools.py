@@ -32,7 +32,9 @@ from paddock.vocab.names import HELD_BY_ANNOTATION, MANAGED_BY, POOL_LABEL, POOL
 from paddock.vocab.ownership import owned_by
 
 Obj = dict[str, Any]
-MAX_CREATES = 20  # members made per reconcile: a pool of hundreds fills over a few
+# Members made per reconcile, at once, unless told otherwise: as many as the Sandbox
+# reconcile works on at once (``PADDOCK_WORKER_LIMIT``); the pool looks again at once for more.
+MAX_CREATES = 20
 
 
 def selector(pool: str) -> str:
@@ -104,10 +106,16 @@ def _deletes(members: list[Obj], spec: SandboxPoolSpec, current: str) -> list[Ob
 
 
 def decide_pool(
-    pool: Obj, members: list[Obj], claimed: int, workspace: Obj | None, now: datetime
+    pool: Obj,
+    members: list[Obj],
+    claimed: int,
+    workspace: Obj | None,
+    now: datetime,
+    at_once: int = MAX_CREATES,
 ) -> Plan:
     """The pool's writes and status. ``members`` are its unclaimed Sandboxes (those it
-    controls, not being deleted); ``claimed`` counts the sandboxes runs took from it."""
+    controls, not being deleted); ``claimed`` counts the sandboxes runs took from it. At most
+    ``at_once`` members are made; with more missing, the pool is reconciled again at once."""
     generation = pool["metadata"].get("generation")
     old = stored_status(SandboxPoolStatus, pool)
     status = SandboxPoolStatus(observed_generation=generation, conditions=old.conditions)
@@ -131,7 +139,7 @@ def decide_pool(
     fresh = _fresh(members, spec, current)
     missing = max(spec.replicas - len(fresh), 0)
     writes: list[Write] = [
-        Create(member(pool, spec, current)) for _ in range(min(missing, MAX_CREATES))
+        Create(member(pool, spec, current)) for _ in range(min(missing, at_once))
     ]
     writes += [Delete.unchanged(m) for m in gone]
     status.stale_replicas = len(members) - len(fresh)
@@ -148,7 +156,7 @@ def decide_pool(
         )
         plan = _said(status, old, False, R.FILLING, said, generation, now)
     plan.writes = writes
-    plan.retry_after = 1.0 if missing > MAX_CREATES else None
+    plan.retry_after = 0.0 if missing > at_once else None
     return plan
 
 

@@ -290,8 +290,9 @@ class Tuning(Group):
     worker_limit: int = Field(
         default=20,
         ge=1,
-        description="Most resources reconciled at once (kopf queueing); as many threads "
-        "reconcile, step runs starting, and, apart, runs running.",
+        description="Threads of each kind: kopf's handlers, the Sandbox reconciles, a "
+        "pool's creates, runs starting and, apart, runs running (kopf's per-object asyncio "
+        "workers are not bounded).",
     )
     coalesce_seconds: float = Field(
         default=0.5,
