@@ -51,7 +51,7 @@ from paddock.render.sandbox import (  # noqa: E402
 )
 from paddock.sandboxes.observe import pod_view  # noqa: E402
 from paddock_dev import cluster as local  # noqa: E402
-from paddock_dev.audit import requests  # noqa: E402
+from paddock_dev.audit import each_request, requests  # noqa: E402
 from paddock_dev.binaries import ensure_binaries  # noqa: E402
 from support import identity  # noqa: E402
 from support.kube import Cluster  # noqa: E402
@@ -274,6 +274,7 @@ def measure(
         "rss_ready": rss1,
         "pod_bytes": _bytes_per_object(pods),
         "lifecycle": requests(audit, USER, t0, t1) + requests(audit, USER, t2, t3 + 1),
+        "throttled": sum(r.code == 429 for r in each_request(audit, USER, t0, t3 + 1)),
         "idle": requests(audit, USER, t1, t2),
         "profile": profile.summary(),
     }
@@ -303,6 +304,8 @@ def report(count: int, floor: float, r: dict[str, Any], idle_seconds: int) -> No
         f"per sandbox p50 {p50:.1f} s, p99 {p99:.1f} s"
     )
     print(f"  lifecycle create -> Ready -> delete: {summarise(r['lifecycle'], count)}")
+    print(f"  throttled {r['throttled']} of the operator's requests answered 429 (priority and "
+          "fairness), each sent again after the Retry-After it gave")  # fmt: skip
     cpu = (r["cpu_create"] + r["cpu_delete"]) / count * 1000
     print(f"  cpu       {cpu:.1f} ms per sandbox (create and delete)")
     empty, ready = r["rss_empty"], r["rss_ready"]

@@ -19,6 +19,7 @@ class Request:
     name: str  # the object's ("" for a list, or a create by generateName)
     received: float  # epoch seconds
     namespace: str = ""  # the object's ("" for a cluster-scoped one or a list of all)
+    code: int = 0  # the response's status code (0: not answered yet)
 
 
 def requests(log: Path, username: str, since: float, until: float) -> Counter[tuple[str, str]]:
@@ -43,9 +44,11 @@ def each_request(log: Path, username: str, since: float, until: float) -> Iterat
                 resource = ref.get("resource", "") + (
                     "/" + ref["subresource"] if ref.get("subresource") else ""
                 )
+                code = int((entry.get("responseStatus") or {}).get("code") or 0)
                 yield Request(
-                    entry["verb"], resource, ref.get("name", ""), stamp, ref.get("namespace", "")
-                )
+                    entry["verb"], resource, ref.get("name", ""), stamp, ref.get("namespace", ""),
+                    code,
+                )  # fmt: skip
 
 
 def _epoch(stamp: str) -> float:

@@ -24,13 +24,18 @@ class Server:
     def __init__(self) -> None:
         self.answers: list[int] = []
         self.requests: list[str] = []
+        self.seen: list[tuple[str, str, str, str, Any]] = []  # method, path, type, auth, body
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
+                sent = self.rfile.read(length)
                 outer.requests.append(self.command)
+                outer.seen.append((
+                    self.command, self.path, self.headers.get("Content-Type") or "",
+                    self.headers.get("Authorization") or "", json.loads(sent) if sent else None,
+                ))  # fmt: skip
                 status = outer.answers.pop(0) if outer.answers else 0
                 if status == 429:
                     body: dict[str, Any] = {"kind": "Status", "code": 429, "message": "slow down"}
@@ -39,6 +44,9 @@ class Server:
                 elif status:
                     body = {"kind": "Status", "code": status, "message": "broken"}
                     self.send_response(status)
+                elif "?" in self.path:  # a listing
+                    body = {"kind": "ConfigMapList", "items": [CONFIGMAP]}
+                    self.send_response(200)
                 else:
                     body = CONFIGMAP
                     self.send_response(201 if self.command == "POST" else 200)
@@ -48,7 +56,7 @@ class Server:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = _answer  # noqa: N815 (the names http.server calls)
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer  # noqa: N815
 
             def log_message(self, *_: Any) -> None:
                 pass
@@ -65,6 +73,8 @@ def server() -> Iterator[Server]:
     saved = client.Configuration.get_default_copy()
     configuration = client.Configuration()
     configuration.host = served.url
+    configuration.api_key = {"authorization": "the-token"}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
     client.Configuration.set_default(configuration)
     kube._shared = None
     try:
@@ -106,3 +116,41 @@ def test_a_failed_write_is_not_sent_twice(server: Server) -> None:
         kube.create(CONFIGMAP)
     assert refused.value.status == 500
     assert server.requests == ["POST"]
+
+
+def test_each_call_is_the_request_kubectl_would_make(server: Server) -> None:
+    """Method, path, content type (a strategic merge for built-in kinds, a JSON merge for
+    Paddock's), the bearer token and the body, as the API server reads them."""
+    pod = {"metadata": {"labels": {"a": "b"}}}
+    kube.create(CONFIGMAP)
+    kube.patch("Pod", "t", "p", pod)
+    kube.patch_if_unchanged("Sandbox", "t", "s", {"metadata": {"labels": {"x": None}}}, "7")
+    kube.patch_status("AgentRun", "t", "r", {"phase": "Running"})
+    kube.delete("NetworkPolicy", "t", "n", uid="u1", version="9")
+    assert kube.list_configmaps("t", "paddock.dev/run=a b") == [CONFIGMAP]
+    auth = "Bearer the-token"
+    assert server.seen == [
+        ("POST", "/api/v1/namespaces/t/configmaps", "application/json", auth, CONFIGMAP),
+        ("PATCH", "/api/v1/namespaces/t/pods/p", "application/strategic-merge-patch+json",
+         auth, pod),
+        ("PATCH", "/apis/paddock.dev/v1alpha1/namespaces/t/sandboxes/s",
+         "application/merge-patch+json", auth,
+         {"metadata": {"labels": {"x": None}, "resourceVersion": "7"}}),
+        ("PATCH", "/apis/paddock.dev/v1alpha1/namespaces/t/agentruns/r/status",
+         "application/merge-patch+json", auth, {"status": {"phase": "Running"}}),
+        ("DELETE", "/apis/networking.k8s.io/v1/namespaces/t/networkpolicies/n",
+         "application/json", auth, {"preconditions": {"uid": "u1", "resourceVersion": "9"}}),
+        ("GET", "/api/v1/namespaces/t/configmaps?labelSelector=paddock.dev%2Frun%3Da+b", "",
+         auth, None),
+    ]  # fmt: skip
+
+
+def test_a_refusal_carries_the_servers_words(server: Server) -> None:
+    server.answers = [404]
+    assert kube.get("Sandbox", "t", "gone") is None
+    server.answers = [409]
+    assert kube.create(CONFIGMAP) is None  # a name taken
+    server.answers = [422]
+    with pytest.raises(KubeError) as refused:
+        kube.patch("Sandbox", "t", "s", {"spec": {}})
+    assert (refused.value.status, refused.value.message) == (422, "broken")

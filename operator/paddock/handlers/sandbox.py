@@ -9,6 +9,7 @@ Sandbox, to tell a change from a replay, which a level-based reconcile does not 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
@@ -32,25 +33,33 @@ Obj = dict[str, Any]
 MESSAGE_LIMIT = 500
 
 
+# The handlers of the watches that hear most (Sandboxes, their pods and PVCs) are coroutines:
+# they only file work (the cache, the queues) and never wait on the API, so they run on
+# kopf's event loop without a hop to a thread and back for every event. What does wait on
+# the API (deleting a fence no sandbox uses any more) goes to a thread.
+
+
 @kopf.on.event(GROUP, VERSION, "sandboxes")
-def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def sandbox_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     sandbox = dict(body)
     meta = sandbox["metadata"]
     named = (meta.get("namespace") or "", meta["name"])
     before = service.watched(type, sandbox)
     member_seen(memo, sandbox, before)
     if type == "DELETED":
-        retire_unused(memo.references.forget(named))
+        unused = memo.references.forget(named)
         service.sandbox_deleted(sandbox)
     else:
         references = references_of(sandbox, memo.config.policy_default)
-        retire_unused(memo.references.update(named, references))
+        unused = memo.references.update(named, references)
         # (A Sandbox the operator made is in the cache before its ADDED event: a pool's
         # member. It is reconciled all the same.)
         if type in (None, "ADDED") or before is None or _essence(before) != _essence(sandbox):
             memo.reconciles.ask(named)
     if type is not None:
         metrics.sandbox_seen(type, sandbox)
+    if unused:
+        await asyncio.to_thread(retire_unused, unused)
 
 
 def _essence(sandbox: Obj) -> tuple[Any, ...]:
@@ -87,7 +96,7 @@ def _reconcile(body: dict[str, Any], config: OperatorSettings, retry: int) -> No
 
 @kopf.on.event("pods", labels={SANDBOX_LABEL: kopf.PRESENT})
 @kopf.on.event("persistentvolumeclaims", labels={SANDBOX_LABEL: kopf.PRESENT})
-def sandbox_part_changed(
+async def sandbox_part_changed(
     type: str | None,
     body: kopf.Body,
     labels: kopf.Labels,

@@ -11,13 +11,21 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from paddock.kube.client import _CUSTOM, _core, _custom, _decode
+from paddock.kube.client import _CUSTOM, _decode
 from paddock.kube.client import _client as _shared_client
 from paddock.kube.errors import converted, converting
 
 Obj = dict[str, Any]
 API_SERVER_NAMESPACE = "default"  # where the API server publishes the Service kubernetes
 CONNECT_SECONDS = 10
+
+
+def _core() -> client.CoreV1Api:
+    return client.CoreV1Api(_shared_client())
+
+
+def _custom() -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(_shared_client())
 
 
 class WatchExpiredError(Exception):
