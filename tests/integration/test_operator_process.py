@@ -17,6 +17,7 @@ import yaml
 
 from support import identity
 from support.kube import ROOT, Cluster
+from support.runs import OperatorProcess
 from support.sandboxes import (
     assert_never_shown,
     get,
@@ -185,3 +186,30 @@ def _answers(url: str) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
+
+
+BURST = 40
+
+
+def test_a_burst_past_the_worker_limit_is_worked_without_waiting_for_workers_to_idle_out(
+    cluster: Cluster, namespace: str, as_operator: str
+) -> None:
+    """kopf's per-object workers are not bounded, its threads are: with one thread of each kind
+    (``PADDOCK_WORKER_LIMIT=1``) a burst of 40 SandboxPolicies all get their status. Were the
+    workers bounded too, one object at a time would get one, each kept 5 s after its object's
+    last event: the 40th would wait over three minutes, past this test's patience."""
+    policies = [
+        {"apiVersion": "paddock.dev/v1alpha1", "kind": "SandboxPolicy",
+         "metadata": {"name": f"p{i}"}, "spec": {"commands": {"default": "allow"}}}
+        for i in range(BURST)
+    ]  # fmt: skip
+    listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": policies})
+
+    def observed() -> int:
+        found = json.loads(cluster.kubectl("get", "sandboxpolicies", "-n", namespace,
+                                           "-o", "json").stdout)["items"]  # fmt: skip
+        return sum((p.get("status") or {}).get("observedGeneration") == 1 for p in found)
+
+    with OperatorProcess(namespace, as_operator, env={"PADDOCK_WORKER_LIMIT": "1"}):
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=listing)
+        wait_for(lambda: observed() == BURST, 90, what=f"all {BURST} policies observed")

@@ -95,15 +95,15 @@ class OperatorProcess:
     process's environment, so its settings, and the operator's identity), to SIGKILL and
     start again as a crash and a new pod would; killed when the block ends."""
 
-    def __init__(self, namespace: str, as_operator: str) -> None:
-        self.namespace, self.as_operator = namespace, as_operator
+    def __init__(self, namespace: str, as_operator: str, env: dict[str, str] | None = None) -> None:
+        self.namespace, self.as_operator, self.env = namespace, as_operator, env or {}
         self.process = self._start()
 
     def _start(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [sys.executable, "-m", "paddock.cli", "operator", "-n", self.namespace,
              "--liveness", ""],
-            env={**os.environ, "KUBECONFIG": self.as_operator},
+            env={**os.environ, **self.env, "KUBECONFIG": self.as_operator},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
 

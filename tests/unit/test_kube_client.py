@@ -23,6 +23,8 @@ class Server:
 
     def __init__(self) -> None:
         self.answers: list[int] = []
+        self.hanging = False  # answers wait for ``release`` (the test sets it)
+        self.release = threading.Event()
         self.requests: list[str] = []
         self.seen: list[tuple[str, str, str, str, Any]] = []  # method, path, type, auth, body
         outer = self
@@ -32,6 +34,8 @@ class Server:
                 length = int(self.headers.get("Content-Length") or 0)
                 sent = self.rfile.read(length)
                 outer.requests.append(self.command)
+                if outer.hanging:
+                    outer.release.wait(10)
                 outer.seen.append((
                     self.command, self.path, self.headers.get("Content-Type") or "",
                     self.headers.get("Authorization") or "", json.loads(sent) if sent else None,
@@ -154,3 +158,17 @@ def test_a_refusal_carries_the_servers_words(server: Server) -> None:
     with pytest.raises(KubeError) as refused:
         kube.patch("Sandbox", "t", "s", {"spec": {}})
     assert (refused.value.status, refused.value.message) == (422, "broken")
+
+
+def test_a_request_that_hangs_is_given_up_after_the_timeout(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection that never answers holds no thread (nor its key's reconcile) for ever."""
+    monkeypatch.setattr(kube, "REQUEST_TIMEOUT", (1.0, 0.3))
+    server.hanging = True
+    try:
+        with pytest.raises(Exception, match="timed out"):
+            kube.get("ConfigMap", "t", "a")
+    finally:
+        server.release.set()
+    assert server.requests == ["GET"]  # given up, not sent again

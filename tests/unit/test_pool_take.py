@@ -1,12 +1,15 @@
 """A run's take of a pool member when its write is refused (``taking._take``): the member is
 read as it is now, taken at its new version if still free, passed over if another run took
-it. The API writes are fakes here (the conditional patch and the read); the integration
-tests take members from a real pool on the real API server (test_pools.py)."""
+it; and a refill's creates, all finished before its reconcile ends. The API writes are fakes
+here (the conditional patch and the read); the integration tests take members from a real
+pool on the real API server (test_pools.py)."""
 
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ from test_pool_decisions import CURRENT, WORKSPACE, _member, _pool
 
 from paddock.agentruns import claims, taking
 from paddock.kube.cache import CACHE
+from paddock.sandboxes import pool_service
 from paddock.times import utcnow
 
 Obj = dict[str, Any]
@@ -107,3 +111,44 @@ def test_with_every_member_taken_by_others_the_take_finds_none(
     server = Server(member)
     server.patch_if_unchanged("Sandbox", "team", "py-a", claims.claim(OTHER, "py", utcnow()), "7")
     assert _take(server, monkeypatch, [member]) is None  # and the run makes its own
+
+
+def test_a_member_this_run_took_already_is_the_runs_not_a_second_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    member = _member("py-a")
+    server = Server(member, _member("py-b", at="2"))
+    meta = server.stored["py-a"]["metadata"]  # taken by this run before, its answer lost
+    meta["ownerReferences"] = [{"apiVersion": "paddock.dev/v1alpha1", "kind": "AgentRun",
+                                "name": "r1", "uid": "run-uid", "controller": True}]  # fmt: skip
+    meta["labels"] = {taking.RUN_LABEL: "run-uid"}
+    server.touch("py-a")
+    taken = _take(server, monkeypatch, [member])  # the watch still shows it free
+    assert taken is not None
+    assert taken["metadata"]["name"] == "py-a"
+    assert server.patches == [("py-a", "7")]  # read, not patched again; py-b left alone
+
+
+def test_a_refill_returns_only_once_every_create_has_finished_then_raises_the_first_error() -> None:
+    """A reconcile of the pool that followed while creates were in flight would not see them
+    and make them again."""
+    release = threading.Event()
+    finished: list[str] = []
+
+    def make_write(pool: Obj, write: str) -> bool:
+        if write == "refused":
+            raise RuntimeError("refused")
+        release.wait(5)
+        finished.append(write)
+        return True
+
+    with ThreadPoolExecutor(4) as writers:
+        original = pool_service.make_write
+        pool_service.make_write = make_write  # type: ignore[assignment]
+        try:
+            threading.Timer(0.2, release.set).start()
+            with pytest.raises(RuntimeError, match="refused"):
+                pool_service._write_all({}, ["refused", "a", "b", "c"], writers)  # type: ignore[list-item]
+        finally:
+            pool_service.make_write = original  # type: ignore[assignment]
+    assert sorted(finished) == ["a", "b", "c"]

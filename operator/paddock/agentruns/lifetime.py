@@ -62,15 +62,23 @@ def expire(
     return None
 
 
+def behind(run: Obj) -> bool:
+    """Whether the run finished and its spec changed since (``observe_ended`` writes)."""
+    status, generation = run.get("status") or {}, run["metadata"].get("generation")
+    return (
+        status.get("phase") in TERMINAL_PHASES
+        and generation is not None
+        and status.get("observedGeneration") != generation
+    )
+
+
 def observe_ended(run: Obj) -> None:
     """A finished run whose spec changed since it ended (its time to live, a cancel that came
     late, a repository's edit): its status says it saw that generation, every condition too,
     so that a GitOps tool does not wait on it as not yet reconciled."""
-    status, generation = run.get("status") or {}, run["metadata"].get("generation")
-    if status.get("phase") not in TERMINAL_PHASES or generation is None:
+    if not behind(run):
         return
-    if status.get("observedGeneration") == generation:
-        return
+    generation = run["metadata"]["generation"]
     stored = stored_status(AgentRunStatus, run)
     conditions = [
         c.model_copy(update={"observed_generation": generation}) for c in stored.conditions

@@ -109,8 +109,9 @@ def _take(run: Obj, pool: Obj, sandboxes_here: list[Obj], body: Obj) -> Obj | No
     """Take a Ready member of the pool with the patch ``body``: the first whose write lands.
     A write refused because the member changed since the watch showed it is followed by a read
     of the member as it is: taken by another run, the next one is tried; still free (its
-    status or another write moved it on), it is tried again at its new version. So a run makes
-    a sandbox of its own only when no member was free, not when the cache was behind."""
+    status or another write moved it on), it is tried again at its new version (once: refused
+    again, it is another run's by then); taken by this run, it is the run's. So a run makes a
+    sandbox of its own when every member it saw was taken, not when the cache was behind."""
     namespace = run["metadata"]["namespace"]
     spec = SandboxPoolSpec.model_validate(pool.get("spec") or {})
     workspace = CACHE.get("Workspace", namespace, spec.template.workspace_ref.name)
@@ -122,17 +123,27 @@ def _take(run: Obj, pool: Obj, sandboxes_here: list[Obj], body: Obj) -> Obj | No
             "Sandbox", namespace, name, body, member["metadata"]["resourceVersion"]
         )
         if stored is None:
-            now = kube.get("Sandbox", namespace, name)
-            if now is None or not claims.candidates(pool, [now], current, uid):
-                continue  # taken, or gone: the next
-            CACHE.seen("MODIFIED", now)
-            stored = kube.patch_if_unchanged(
-                "Sandbox", namespace, name, body, now["metadata"]["resourceVersion"]
-            )
+            stored = _again(run, pool, current, name, body)
         if stored is not None:
             CACHE.seen("MODIFIED", stored)
             return stored
     return None
+
+
+def _again(run: Obj, pool: Obj, current: str, name: str, body: Obj) -> Obj | None:
+    """A member whose take was refused, read as it is now: taken again at its new version if
+    it is still free; as it is if this run took it already; else None."""
+    namespace, uid = run["metadata"]["namespace"], run["metadata"]["uid"]
+    now = kube.get("Sandbox", namespace, name)
+    if now is None:
+        return None
+    if claims.taken(uid, [now]) is not None:
+        return now  # this run's own take, whose answer an earlier step lost
+    if not claims.candidates(pool, [now], current, uid):
+        return None  # another run's
+    CACHE.seen("MODIFIED", now)
+    version = now["metadata"]["resourceVersion"]
+    return kube.patch_if_unchanged("Sandbox", namespace, name, body, version)
 
 
 def _ready(

@@ -117,16 +117,18 @@ async def _keep(
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")
-def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+    """Filed (the runs' queues, metrics) on kopf's event loop; a finished run whose spec
+    changed since is written to on a thread."""
     if type is not None:
         inputs.seen(type, dict(body))
         metrics.run_seen(type, dict(body), TERMINAL_PHASES)
-    if type == "MODIFIED":
-        lifetime.observe_ended(dict(body))
+    if type == "MODIFIED" and lifetime.behind(dict(body)):
+        await asyncio.to_thread(lifetime.observe_ended, dict(body))
 
 
 @kopf.on.event("v1", "events")
-def gateway_said(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def gateway_said(type: str | None, body: kopf.Body, **_: Any) -> None:
     """What the egress gateway tells of a run: a host it asks about, what the run used at its
     model route (the only Events watched: the gateway's, by a server-side field selector set
     at start-up)."""

@@ -8,10 +8,11 @@ again while it waits is not queued twice; each runs ``delay`` seconds after it w
 on one of a bounded number of worker threads. One reconcile of a key runs at a time (as in
 controller-runtime's work queue): a key asked for while its reconcile runs is queued again,
 and runs once that one is done, so the last event is always followed by a reconcile that
-sees it, and two reconciles of one object never decide side by side. A reconcile
+sees it, and two reconciles of one key never decide side by side in the queue. A reconcile
 that waits for something (a refused write, a missing Workspace) says after how long to look
-again, and is queued for then; one that fails (a bug) is tried again after 1, 2, 4 ... up to
-300 seconds. Each reconcile is told how many times in a row its key has had to wait.
+again, and is queued for then (0: at once, more to do, not a wait); one that fails (a bug) is
+tried again after 1, 2, 4 ... up to 300 seconds. Each reconcile is told how many times in a
+row its key has had to wait.
 """
 
 from __future__ import annotations
@@ -110,16 +111,18 @@ class ReconcileQueue(Generic[K]):
             key, context = due
             with self._changed:
                 attempt = self._attempts.pop(key, 0)
+            again: float | None = None
             try:
                 again = context.run(self._action, key, attempt)
             except Exception:  # a bug in one reconcile must not stop the others
                 log.exception("reconcile of %s failed", key)
                 again = min(2.0**attempt, MAX_BACKOFF)
-            with self._changed:
-                self._running.discard(key)
-                asked = self._after_running.pop(key, None)
-                if again is not None:
-                    self._attempts[key] = attempt + 1
+            finally:
+                with self._changed:
+                    self._running.discard(key)
+                    asked = self._after_running.pop(key, None)
+                    if again:  # a wait; 0 is "more to do now" (a pool's next creates)
+                        self._attempts[key] = attempt + 1
             if asked is not None:
                 self._push(key, 0.0, asked)
             if again is not None:

@@ -15,7 +15,7 @@ from paddock.vocab.ownership import controller_uid
 
 
 @kopf.on.event("networkpolicies")
-def fence_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def fence_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     fence = dict(body)
     before = service.watched(type, fence)
     meta = fence["metadata"]
@@ -42,7 +42,7 @@ def _sandbox_owner(fence: dict[str, Any]) -> str | None:
 
 
 @kopf.on.event("namespaces")
-def namespace_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def namespace_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
     """Kept for the uid of the Namespace, which controls its shared fences."""
     service.watched(type, dict(body))
 

@@ -25,7 +25,9 @@ def _of_api_server(namespace: str | None, **_: Any) -> bool:
     labels={API_SERVICE_LABEL: "kubernetes"},
     when=_of_api_server,
 )
-def cluster_address_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def cluster_address_seen(
+    type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
     if service.cluster_address_seen(type, dict(body)):
         for named in memo.references.all():
             memo.reconciles.ask(named)

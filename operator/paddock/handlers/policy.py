@@ -34,7 +34,7 @@ def policy_changed(
 
 @kopf.on.event(GROUP, VERSION, "sandboxpolicies")
 @kopf.on.event(GROUP, VERSION, "workspaces")
-def made_from_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def made_from_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Kept for reconciles to read; a deleted Workspace or policy reaches its sandboxes at
     once (WorkspaceNotFound, PolicyNotFound), not at their next resync."""
     service.watched(type, dict(body))

@@ -18,7 +18,7 @@ Obj = dict[str, Any]
 
 
 @kopf.on.event(GROUP, VERSION, "sandboxpools")
-def pool_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def pool_seen(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     service.watched(type, dict(body))
     if type != "DELETED":
         memo.pools.ask((body["metadata"].get("namespace") or "", body["metadata"]["name"]))

@@ -33,10 +33,11 @@ Obj = dict[str, Any]
 MESSAGE_LIMIT = 500
 
 
-# The handlers of the watches that hear most (Sandboxes, their pods and PVCs) are coroutines:
-# they only file work (the cache, the queues) and never wait on the API, so they run on
-# kopf's event loop without a hop to a thread and back for every event. What does wait on
-# the API (deleting a fence no sandbox uses any more) goes to a thread.
+# Event handlers that only file work (the cache, the queues) are coroutines here and in the
+# other handler modules: they never wait on the API, so they run on kopf's event loop without
+# a hop to one of its threads and back for every event, and never queue behind a handler
+# that does wait (a Workspace's, a run's deletion). What does wait on the API (deleting a
+# fence no sandbox uses any more) goes to a thread.
 
 
 @kopf.on.event(GROUP, VERSION, "sandboxes")
@@ -144,7 +145,7 @@ def _failed(namespace: str, name: str, exc: Exception) -> None:
 
 
 @kopf.on.event("configmaps", labels={WORKSPACE_LABEL: kopf.PRESENT, FILES_LABEL: kopf.PRESENT})
-def files_seen(
+async def files_seen(
     type: str | None, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **_: Any
 ) -> None:
     """A Workspace's files ConfigMap: kept for reconciles to read; deleted, it is made again

@@ -23,7 +23,7 @@ SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
 
 
 @kopf.on.event(SNAPSHOT_GROUP, "v1", "volumesnapshots", labels={WORKSPACE_LABEL: kopf.PRESENT})
-def snapshot_seen(
+async def snapshot_seen(
     type: str | None,
     body: kopf.Body,
     labels: kopf.Labels,
@@ -39,7 +39,7 @@ def snapshot_seen(
 
 @kopf.on.event("storage.k8s.io", "v1", "storageclasses")
 @kopf.on.event(SNAPSHOT_GROUP, "v1", "volumesnapshotclasses")
-def snapshot_support_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def snapshot_support_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
     service.watched(type, dict(body))
 
 

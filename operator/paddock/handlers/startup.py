@@ -92,6 +92,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     service.forget_watched()  # filled again by the event handlers from their watches
     queues = {"Sandbox": memo.reconciles, "Workspace": memo.workspace_snapshots}
     service.configure_archives(config, lambda kind, *named: queues[kind].ask(named))
+    # A connection for each thread that may be mid-request: five kinds of ``worker_limit``
+    # (``_bound_concurrency``), the pools' and snapshots' few, the transfers and to_thread's.
+    kube.tune(5 * config.tuning.worker_limit + 28, config.tuning.request_timeout_seconds)
     kube.load_config()
     memo.metrics_server = None
     if config.metrics_port:
@@ -146,9 +149,10 @@ def _bound_concurrency(settings: kopf.OperatorSettings, config: OperatorSettings
     as others idled out (worker_limit / 5 s a second, whatever the API server could take), and
     the watch of their kind would stall meanwhile. What costs is bounded: threads, and through
     them the API connections (``kube.client.POOL_SIZE``), so requests in flight never outgrow
-    what the API server's priority and fairness hands out. The handlers' threads (they file
-    work: caches, queues), the Sandbox reconciles', a pool's creates, the runs' starting and
-    running steps: ``worker_limit`` each (``_queues``)."""
+    what the API server's priority and fairness hands out. The threads of the handlers that
+    wait on the API (the event handlers that only file work are coroutines, on the event
+    loop), the Sandbox reconciles', a pool's creates, the runs' starting and running steps:
+    ``worker_limit`` each (``_queues``)."""
     settings.queueing.worker_limit = None
     settings.execution.max_workers = config.tuning.worker_limit
 

@@ -26,7 +26,9 @@ class ObjectCache:
 
     def __init__(self, remembered_deletions: int = 10_000) -> None:
         self._objects: dict[Key, Obj] = {}
-        self._kinds: dict[str, set[Key]] = {}  # the keys of each kind, for listing
+        # The names of each kind in each namespace, for listing without a scan of every kind's
+        # objects in the cluster (a reconcile lists its namespace's, under the lock).
+        self._names: dict[tuple[str, str], set[str]] = {}
         # Objects a watch saw deleted, so that the events of a sandbox's parts going away
         # after it read nothing; the oldest are forgotten first.
         self._deleted: OrderedDict[Key, None] = OrderedDict()
@@ -48,7 +50,7 @@ class ObjectCache:
         with self._lock:
             if event_type == "DELETED":
                 self._objects.pop(key, None)
-                self._kinds.get(key[0], set()).discard(key)
+                self._names.get(key[:2], set()).discard(key[2])
                 self._deleted[key] = None
                 self._deleted.move_to_end(key)
                 while len(self._deleted) > self._remembered:
@@ -57,7 +59,7 @@ class ObjectCache:
                 known = self._objects.get(key)
                 if known is None or not _older(obj, known):
                     self._objects[key] = self._views.get(key[0], slim)(obj)
-                    self._kinds.setdefault(key[0], set()).add(key)
+                    self._names.setdefault(key[:2], set()).add(key[2])
                 self._deleted.pop(key, None)
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
@@ -79,8 +81,8 @@ class ObjectCache:
         """The objects of a kind a watch has shown, in one namespace (cluster-scoped: "");
         never asks the API server, so only for kinds that are watched."""
         with self._lock:
-            keys = [key for key in self._kinds.get(kind, ()) if key[1] == namespace]
-            return [self._objects[key] for key in sorted(keys)]
+            names = sorted(self._names.get((kind, namespace), ()))
+            return [self._objects[(kind, namespace, name)] for name in names]
 
     def freshest(self, obj: Obj) -> Obj:
         """``obj``, or the copy seen since if that is newer (a handler's body can predate a
@@ -93,7 +95,7 @@ class ObjectCache:
     def clear(self) -> None:
         with self._lock:
             self._objects.clear()
-            self._kinds.clear()
+            self._names.clear()
             self._deleted.clear()
 
 

@@ -31,11 +31,12 @@ from paddock.vocab import secret_data
 Obj = dict[str, Any]
 
 
-# Connections kept open to the API server: one per thread that may be mid-request (at the
-# default worker_limit, 20 each: kopf's handler threads, the Sandbox reconciles', a pool's
-# creates, the runs starting and the runs running; the pools' and snapshots' few), and a few
-# for the transfers.
+# Connections kept open to the API server (``tune`` sets them for the operator: one per
+# thread that may be mid-request), and the longest a request may take (connect, then each
+# read): a connection that hangs without closing must not hold its thread, or the reconcile
+# of its key, for ever.
 POOL_SIZE = 128
+REQUEST_TIMEOUT: tuple[float, float] = (10.0, 60.0)
 # A 429 (the API server's priority and fairness turning a request away, before doing
 # anything) is sent again after the Retry-After the server gives, or after a backoff of
 # 0.25, 0.5, 1, 2, 4 s; after that, the caller sees the refusal. Nothing else is retried
@@ -90,6 +91,14 @@ def load_config() -> None:
         load_kubeconfig()
     with _shared_lock:
         _shared = None  # the next call builds one from this configuration
+
+
+def tune(pool_size: int, request_timeout: float) -> None:
+    """Size the shared client's connections and bound its requests (before the first)."""
+    global _shared, POOL_SIZE, REQUEST_TIMEOUT
+    with _shared_lock:
+        POOL_SIZE, REQUEST_TIMEOUT = pool_size, (min(10.0, request_timeout), request_timeout)
+        _shared = None
 
 
 def _client() -> client.ApiClient:
@@ -186,7 +195,9 @@ def _request(
     queries = list((query or {}).items())
     api.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
     url = str(api.configuration.host) + path + (f"?{urlencode(queries)}" if queries else "")
-    response = api.call_api(method, url, header_params=headers, body=body)
+    response = api.call_api(
+        method, url, header_params=headers, body=body, _request_timeout=REQUEST_TIMEOUT
+    )
     body_bytes = response.read() or b"{}"
     if not 200 <= response.status <= 299:
         raise ApiException.from_response(http_resp=response, body=None, data=None)

@@ -5,12 +5,13 @@ two never make the same missing members."""
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
-from functools import partial
+import contextvars
+from concurrent.futures import Executor, wait
 from typing import Any
 
 from paddock.kube.cache import CACHE
-from paddock.sandboxes.pools import decide_pool
+from paddock.sandboxes.plan import Write
+from paddock.sandboxes.pools import PACED_SECONDS, decide_pool
 from paddock.sandboxes.writes import Outcome, make_write, report_status
 from paddock.times import utcnow
 from paddock.vocab.names import CLAIMED_FROM_LABEL, POOL_LABEL
@@ -52,8 +53,22 @@ def reconcile_pool(
     workspace_name = (template.get("workspaceRef") or {}).get("name") or ""
     workspace = CACHE.get("Workspace", namespace, workspace_name) if workspace_name else None
     plan = decide_pool(pool, members, claimed, workspace, utcnow(), at_once)
-    list(writers.map(partial(make_write, pool), plan.writes))  # each made; the first error
-    return pool, report_status("SandboxPool", pool, plan)
+    made = _write_all(pool, plan.writes, writers)
+    outcome = report_status("SandboxPool", pool, plan)
+    if outcome.retry_after == 0.0 and not all(made):  # a create that did not land: no rush
+        outcome.retry_after = PACED_SECONDS
+    return pool, outcome
+
+
+def _write_all(pool: Obj, writes: list[Write], writers: Executor) -> list[bool]:
+    """Each write made together on ``writers``, every one finished before this returns (a
+    reconcile that followed while some were in flight would not see them, and make them
+    again); then the first error, if any, is raised."""
+    futures = [
+        writers.submit(contextvars.copy_context().run, make_write, pool, write) for write in writes
+    ]
+    wait(futures)
+    return [future.result() for future in futures]
 
 
 def pools_of(namespace: str, workspace: str | None = None) -> list[tuple[str, str]]:

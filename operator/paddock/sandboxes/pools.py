@@ -35,6 +35,7 @@ Obj = dict[str, Any]
 # Members made per reconcile, at once, unless told otherwise: as many as the Sandbox
 # reconcile works on at once (``PADDOCK_WORKER_LIMIT``); the pool looks again at once for more.
 MAX_CREATES = 20
+PACED_SECONDS = 1.0  # the next round's wait when this one made no headway for sure
 
 
 def selector(pool: str) -> str:
@@ -156,7 +157,11 @@ def decide_pool(
         )
         plan = _said(status, old, False, R.FILLING, said, generation, now)
     plan.writes = writes
-    plan.retry_after = 0.0 if missing > at_once else None
+    # More to make: at once, unless members were deleted this round as no longer what the
+    # pool promises (a webhook that changes each new member would otherwise have the pool
+    # make and delete members as fast as the API server answers).
+    unfit = any(spec.unfit(m) is not None for m in members)
+    plan.retry_after = (PACED_SECONDS if unfit else 0.0) if missing > at_once else None
     return plan
 
 
