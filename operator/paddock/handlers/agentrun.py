@@ -28,11 +28,13 @@ T = TypeVar("T")
 
 class RunThreads:
     """The threads run steps take. A run's steps until its harness has started have threads
-    of their own: a new run's take and launch never wait behind the polls of running runs."""
+    of their own: a new run's take and launch never wait behind the polls of running runs.
+    Runs arrive in bursts (a pool's takers), each start a few short requests in a row: more
+    threads start runs than follow them (idle, a thread costs nothing)."""
 
-    def __init__(self, workers: int) -> None:
-        self.starting = ThreadPoolExecutor(workers, "paddock-run-start")
-        self.running = ThreadPoolExecutor(workers, "paddock-run")
+    def __init__(self, starting: int, running: int) -> None:
+        self.starting = ThreadPoolExecutor(starting, "paddock-run-start")
+        self.running = ThreadPoolExecutor(running, "paddock-run")
 
     async def call(self, execution: Execution | None, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a thread for the run's stage, in this context (as ``to_thread``)."""

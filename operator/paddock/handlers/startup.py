@@ -29,6 +29,7 @@ from paddock.vocab.names import MANAGED_BY, SANDBOX_LABEL, WORKSPACE_LABEL
 
 FINALIZER = f"{GROUP}/finalizer"
 POOL_WORKERS = 4  # pools reconciled at once: each is quick but for its creates (``pool_writes``)
+STARTING_RUNS = 3  # threads starting runs, per ``worker_limit`` (``RunThreads``)
 
 
 @kopf.on.login()
@@ -59,8 +60,8 @@ def _queues(memo: kopf.Memo, config: OperatorSettings) -> None:
       threads every pool shares), so a refill makes as many members at once as the Sandbox
       reconcile works on, and all pools together no more.
     - Workspaces' snapshots: one thread (rare, and each takes its time in the object store).
-    - Runs: their own threads (``RunThreads``); a run takes a pool's member there, never
-      behind a refill."""
+    - Runs: their own threads (``RunThreads``), three times ``worker_limit`` starting, as many
+      as it running; a run takes a pool's member there, never behind a refill."""
     workers = config.tuning.worker_limit
     memo.reconciles = ReconcileQueue[tuple[str, str]](
         lambda named, attempt: sandbox.reconcile_named(*named, config, attempt),
@@ -80,7 +81,7 @@ def _queues(memo: kopf.Memo, config: OperatorSettings) -> None:
         delay=config.tuning.coalesce_seconds,
         workers=1,
     )
-    memo.run_threads = RunThreads(workers)
+    memo.run_threads = RunThreads(starting=STARTING_RUNS * workers, running=workers)
 
 
 @kopf.on.startup()
@@ -92,9 +93,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     service.forget_watched()  # filled again by the event handlers from their watches
     queues = {"Sandbox": memo.reconciles, "Workspace": memo.workspace_snapshots}
     service.configure_archives(config, lambda kind, *named: queues[kind].ask(named))
-    # A connection for each thread that may be mid-request: five kinds of ``worker_limit``
-    # (``_bound_concurrency``), the pools' and snapshots' few, the transfers and to_thread's.
-    kube.tune(5 * config.tuning.worker_limit + 28, config.tuning.request_timeout_seconds)
+    # A connection for each thread that may be mid-request: ``worker_limit`` of each kind, three
+    # times that starting runs (``_bound_concurrency``), the pools' and snapshots' few, the
+    # transfers and to_thread's.
+    connections = (4 + STARTING_RUNS) * config.tuning.worker_limit + 28
+    kube.tune(connections, config.tuning.request_timeout_seconds)
     kube.load_config()
     memo.metrics_server = None
     if config.metrics_port:
@@ -151,8 +154,8 @@ def _bound_concurrency(settings: kopf.OperatorSettings, config: OperatorSettings
     them the API connections (``kube.client.POOL_SIZE``), so requests in flight never outgrow
     what the API server's priority and fairness hands out. The threads of the handlers that
     wait on the API (the event handlers that only file work are coroutines, on the event
-    loop), the Sandbox reconciles', a pool's creates, the runs' starting and running steps:
-    ``worker_limit`` each (``_queues``)."""
+    loop), the Sandbox reconciles', a pool's creates, the running runs' steps: ``worker_limit``
+    each; the starting runs' steps, three times that (``_queues``)."""
     settings.queueing.worker_limit = None
     settings.execution.max_workers = config.tuning.worker_limit
 

@@ -35,7 +35,7 @@ Obj = dict[str, Any]
 # thread that may be mid-request), and the longest a request may take (connect, then each
 # read): a connection that hangs without closing must not hold its thread, or the reconcile
 # of its key, for ever.
-POOL_SIZE = 128
+POOL_SIZE = 168
 REQUEST_TIMEOUT: tuple[float, float] = (10.0, 60.0)
 # A 429 (the API server's priority and fairness turning a request away, before doing
 # anything) is sent again after the Retry-After the server gives, or after a backoff of

@@ -1,7 +1,7 @@
 """Reconciling a SandboxPool: its members and Workspace as the watches show them, the plan
 ``pools.decide_pool`` makes, its writes (made together: a refill's members are created at
-once) and status. One reconcile of a pool at a time (the pool queue has one worker), so that
-two never make the same missing members."""
+once) and status. One reconcile of a pool at a time (the pool queue runs one of a key at a
+time), so that two never make the same missing members."""
 
 from __future__ import annotations
 

@@ -291,8 +291,8 @@ class Tuning(Group):
         default=20,
         ge=1,
         description="Threads of each kind: kopf's handlers, the Sandbox reconciles, a "
-        "pool's creates, runs starting and, apart, runs running (kopf's per-object asyncio "
-        "workers are not bounded).",
+        "pool's creates, runs running and, apart, three times as many starting runs (kopf's "
+        "per-object asyncio workers are not bounded).",
     )
     coalesce_seconds: float = Field(
         default=0.5,
