@@ -1,8 +1,8 @@
 """Kubernetes API access as plain dicts, in the API's own camelCase shape.
 
-Objects are read with ``_preload_content=False`` and decoded as JSON, so what the services see
-is exactly what ``kubectl get -o json`` shows, not the client's Python models. Every function
-raises ``paddock.kube.errors.KubeError`` (never the client's ``ApiException``).
+Requests go through the client's connection pool as JSON in and out (``_request``), so what the
+services see is exactly what ``kubectl get -o json`` shows, not the client's Python models.
+Every function raises ``paddock.kube.errors.KubeError`` (never the client's ``ApiException``).
 """
 
 from __future__ import annotations
@@ -126,11 +126,6 @@ def current_namespace() -> str:
         return str((context or {}).get("context", {}).get("namespace") or "default")
     except (config.ConfigException, OSError):
         return "default"
-
-
-def _decode(response: Any) -> Obj:
-    data: Obj = json.loads(response.data)
-    return data
 
 
 # Where each kind lives: its API path prefix (before ``/namespaces/...``) and plural.

@@ -11,13 +11,19 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from paddock.kube.client import _CUSTOM, _decode
+from paddock.kube.client import _CUSTOM
 from paddock.kube.client import _client as _shared_client
 from paddock.kube.errors import converted, converting
 
 Obj = dict[str, Any]
 API_SERVER_NAMESPACE = "default"  # where the API server publishes the Service kubernetes
 CONNECT_SECONDS = 10
+
+
+def _decode(response: Any) -> Obj:
+    """A listing read with ``_preload_content=False``, as JSON (not the client's models)."""
+    data: Obj = json.loads(response.data)
+    return data
 
 
 def _core() -> client.CoreV1Api:

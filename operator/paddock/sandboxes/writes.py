@@ -39,14 +39,6 @@ class Outcome:
 _SHARED_LOCKS = tuple(threading.Lock() for _ in range(64))  # taken inside a Sandbox's lock
 
 
-def apply_plan(kind: str, body: Obj, plan: Plan) -> Outcome:
-    """Make a plan's writes for ``body`` (creates, deletes of what it controls), then write
-    its status."""
-    for write in plan.writes:
-        make_write(body, write)
-    return report_status(kind, body, plan)
-
-
 def report_status(kind: str, body: Obj, plan: Plan) -> Outcome:
     """Write the plan's status (only what changed) once its writes are made."""
     meta = body["metadata"]
