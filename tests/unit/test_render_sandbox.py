@@ -183,7 +183,8 @@ def test_the_gate_sidecar_is_another_user_whose_volumes_the_agent_cannot_write(
     assert gate["securityContext"]["runAsUser"] not in (0, pod_user)
     assert gate["securityContext"]["readOnlyRootFilesystem"] is True
     gate_mounts = {m["mountPath"]: m for m in gate["volumeMounts"]}
-    assert set(gate_mounts) == {"/paddock/control", "/paddock/gate"}  # no workspace, no HOME
+    assert set(gate_mounts) == {"/paddock/control", "/paddock/gate", "/paddock/run"}
+    assert gate_mounts["/paddock/run"]["readOnly"] is True  # the journals it follows; no HOME
     assert not any("valueFrom" in e for e in gate["env"])  # and no secret
     main = spec["containers"][0]
     main_mounts = {m["mountPath"]: m for m in main["volumeMounts"]}

@@ -87,6 +87,14 @@ def abort(spec: AgentRunSpec, created: datetime | None, now: datetime) -> Ending
     return Ending(phase, reason, abort_message(phase, spec))
 
 
+def until_deadline(spec: AgentRunSpec, created: datetime | None, now: datetime) -> float | None:
+    """Seconds until the run times out (at least a tenth); None when it cannot be known."""
+    if created is None:
+        return None
+    left = (created + parse_duration(spec.timeout) - now).total_seconds()
+    return max(left, 0.1)
+
+
 def before_launch(
     namespace: str, missing_secrets: list[str], missing_prompt: str | None, verdict: Verdict | None
 ) -> Wait | Ending | ReadySandbox:

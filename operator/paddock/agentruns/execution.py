@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,7 +49,7 @@ from paddock.harness import HARNESSES
 from paddock.kube import client as kube
 from paddock.kube.errors import KubeError, NotFoundError
 from paddock.objectstore import errors as store
-from paddock.render import gate_scripts, run_scripts
+from paddock.render import run_scripts
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 from paddock.runs.scrubbing import Scrubber
@@ -58,7 +59,8 @@ from paddock.times import parse_time, utcnow
 log = logging.getLogger("paddock.runs")
 
 
-IDLE_POLL_SECONDS = 1.0
+IDLE_POLL_SECONDS = 1.0  # between exec polls (no stream), or while a run is being stopped
+QUIET_SECONDS = 10.0  # between steps of a streamed run with no news (its stream wakes it)
 WAIT_SECONDS = 2.0
 
 Obj = dict[str, Any]
@@ -72,7 +74,8 @@ class Execution(RunEnding):
     touched: datetime | None = None
     wrapper_gone_polls: int = 0
     gated: bool | None = None  # its harness goes through the gate (known once it is found)
-    gate_after: str = ""  # the gate request the last poll ended at; the next goes on after it
+    wake: Callable[[], None] = lambda: None  # steps the run at once (its daemon's)
+    observer: in_pod.Observer | None = None  # its stream, or exec polls (once it is prepared)
     refuse_keys: bool = False  # the operator refuses model keys in sandboxes
     started_with: tuple[str, list[str]] | None = None  # (pod uid, its secret env's values)
 
@@ -255,7 +258,7 @@ class Execution(RunEnding):
         if access.condition is not None:
             self._condition(C.MODEL_ROUTE, *access.condition)
         invocation = inputs.invocation(spec, world.policy, world.workspace, access.model_url)
-        unprepared = in_pod.prepare(self.namespace, sandbox, self.run_id, invocation)
+        unprepared = self._pod().prepare(sandbox, invocation, self.cursor)
         if unprepared:
             return decide.launch_failure(spec, sandbox.pod, 2, unprepared)
         nonce = secrets.token_hex(32)
@@ -276,6 +279,20 @@ class Execution(RunEnding):
         assert self.sandbox is not None
         return in_pod.poll(self.namespace, self.sandbox.pod, self.run_id, self.cursor)
 
+    def _pod(self) -> in_pod.Observer:
+        if self.observer is None:
+            self.observer = in_pod.Observer(self.namespace, self.run_id, self.wake)
+        return self.observer
+
+    def close(self) -> None:
+        """Close the run's stream (its daemon stops, or forgets this execution)."""
+        if self.observer is not None:
+            self.observer.close()
+
+    def _finish(self, spec: AgentRunSpec) -> None:
+        self.close()
+        super()._finish(spec)
+
     def _gate(self, spec: AgentRunSpec) -> tuple[dict[str, bytes], Ending | None]:
         """The requests the gate waits on, from the sandbox's sidecar, and the run's end when
         the gate's server stopped (its commands are refused: the harness is killed)."""
@@ -284,8 +301,7 @@ class Execution(RunEnding):
             self.gated = inputs.is_gated(spec, self.sandbox)
         if not self.gated:
             return {}, None
-        gate = in_pod.poll_gate(self.namespace, self.sandbox, self.run_id, self.gate_after)
-        self.gate_after = gate_scripts.cursor(gate)
+        gate = self._pod().gate(self.sandbox)
         if not gate.server_stopped:
             return gate.requests, None
         in_pod.kill(self.namespace, self.run_id, self.sandbox.pod)
@@ -306,7 +322,7 @@ class Execution(RunEnding):
             self._signal(abort, now)
         self.touched = keep_active(self.namespace, self.sandbox.name, now, self.touched)
         try:
-            poll = self._poll()
+            poll = self._pod().poll(self.sandbox.pod, self.cursor)
         except NotFoundError:
             message = f"the sandbox pod {self.sandbox.pod} is gone; the run's process with it"
             self._end(spec, decide.sandbox_lost(message))
@@ -327,12 +343,20 @@ class Execution(RunEnding):
         if drafts or followed.cursor != self.cursor:
             self._append(drafts, followed.cursor)
         self._flush()
+        self._pod().stored(self.cursor)
         if answered is not None:
-            in_pod.send_answers(self.namespace, self.sandbox, self.run_id, answered)
+            self._pod().answer(self.sandbox, answered)
         if ending is not None:
             self._end(spec, ending)
             return None
-        return 0 if followed.poll_again_now else IDLE_POLL_SECONDS
+        if followed.poll_again_now:
+            return 0
+        pending = answered is not None and bool(answered.pending)  # (an approval may time out)
+        polled = self._pod().by_exec or not self._pod().streaming
+        if polled or abort or pending:
+            return IDLE_POLL_SECONDS
+        created = parse_time(self.run["metadata"].get("creationTimestamp"))
+        return min(QUIET_SECONDS, decide.until_deadline(spec, created, now) or QUIET_SECONDS)
 
     def _asking(self, spec: AgentRunSpec, now: datetime) -> Asking:
         return Asking(

@@ -1,18 +1,24 @@
-"""Every call a run makes into its sandbox's pod, each an exec: into the sandbox container
-(launch the harness, poll its journals, signal or kill it, the secret env it started with)
-or into the gate sidecar (prepare the run's control files, poll the gate's requests, answer
-them, close the gate). What each runs is ``render/run_scripts`` and ``render/gate_scripts``;
-this module only calls and reads the answer."""
+"""Every call a run makes into its sandbox's pod: one long-lived stream into the gate sidecar,
+which prepares the run (its control files, the gate's server) and then follows it
+(``feed.py``), and execs for the rest: into the sandbox container (launch the harness, signal
+or kill it, the secret env it started with, and a poll of its journals where the stream cannot
+say) or into the sidecar (close the gate; the gate's requests and answers where there is no
+stream). What each runs is ``render/run_scripts`` and ``render/gate_scripts``; this module only
+calls and reads the answer."""
 
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import Callable, Mapping
 
 from paddock import metrics
 from paddock.agentruns.asking import Answered
+from paddock.agentruns.feed import Feed
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.harness import Invocation
 from paddock.kube import exec as kube_exec
+from paddock.kube.channel import open_channel
 from paddock.kube.errors import KubeError
 from paddock.render import gate_scripts, run_scripts
 from paddock.render.gate_scripts import GatePoll
@@ -47,22 +53,11 @@ def kill(namespace: str, run_uid: str, pod: str) -> None:
     signal(namespace, pod, run_uid, "KILL")
 
 
-def prepare(namespace: str, sandbox: ReadySandbox, run_id: str, invocation: Invocation) -> str:
-    """Write the run's control files (its harness script among them) in the sandbox's
-    sidecar, and start the gate's server for a gated run; what went wrong, or ''."""
-    files = {**invocation.files, "harness": invocation.script}
-    argv = gate_scripts.prepare_argv(run_id, gated=invocation.gated)
-    payload = gate_scripts.prepare_payload(files, gated=invocation.gated)
-    try:
-        result = kube_exec.run(namespace, sandbox.pod, GATE_CONTAINER, argv, stdin=payload)
-    except KubeError as exc:
-        return (
-            f"its sidecar {GATE_CONTAINER} cannot be reached ({exc.message}); a sandbox pod "
-            "made by an operator older than the sidecar has none: pause and resume the Sandbox"
-        )
-    if result.exit_code == 0:
-        return ""
-    return f"its sidecar could not prepare it (exit {result.exit_code}): {result.stderr[-500:]}"
+def _unreachable(exc: KubeError) -> str:
+    return (
+        f"its sidecar {GATE_CONTAINER} cannot be reached ({exc.message}); a sandbox pod "
+        "made by an operator older than the sidecar has none: pause and resume the Sandbox"
+    )
 
 
 def poll(namespace: str, pod: str, run_id: str, cursor: dict[str, int]) -> run_scripts.Poll:
@@ -92,13 +87,107 @@ def close_gate(namespace: str, sandbox: ReadySandbox, run_id: str) -> None:
 
 
 def send_answers(namespace: str, sandbox: ReadySandbox, run_id: str, answered: Answered) -> None:
-    """Give the gate its answers, through the sandbox's sidecar."""
-    if not answered.answers:
-        return
+    """Give the gate its answers, by an exec into the sandbox's sidecar."""
     payload = gate_scripts.answer_payload(answered.answers)
     result = kube_exec.run(
         namespace, sandbox.pod, GATE_CONTAINER, gate_scripts.answer_argv(run_id), stdin=payload
     )
     if result.exit_code != 0:  # the step is retried, and the requests come again
         raise RuntimeError(f"answering the gate exited {result.exit_code}: {result.stderr}")
-    metrics.policy_decided(answered.decisions, "harness")
+
+
+PREPARE_SECONDS = 60.0  # the longest a prepare may take before the run's launch fails
+SILENCE_SECONDS = 30.0  # a stream that says nothing this long is lost (the follower beats at 10)
+REFOLLOW_SECONDS = 30.0  # after a stream could not be opened again, the run is polled this long
+
+
+class Observer:
+    """How the operator sees a running run: through its stream while there is one, by exec
+    polls while there is not (a pod made by an older operator, a stream lost and not yet opened
+    again, a stale wrapper beat the sandbox itself must confirm). A lost stream is opened again
+    from the log's cursor, at most every ``REFOLLOW_SECONDS`` while that fails."""
+
+    def __init__(self, namespace: str, run_id: str, wake: Callable[[], None]) -> None:
+        self.namespace, self.run_id, self.wake = namespace, run_id, wake
+        self.feed: Feed | None = None
+        self.retry_at = 0.0
+        self.gate_after = ""  # an exec poll of the gate goes on after this request
+        self.by_exec = False  # the last poll was an exec's: the next is due soon, not woken
+
+    def prepare(
+        self, sandbox: ReadySandbox, invocation: Invocation, cursor: Mapping[str, int]
+    ) -> str:
+        """Prepare the run on the exec that then follows it; what went wrong, or ''."""
+        self.close()
+        files = {**invocation.files, "harness": invocation.script}
+        argv = gate_scripts.prepare_argv(self.run_id, gated=invocation.gated, follow=True)
+        payload = gate_scripts.prepare_payload(files, gated=invocation.gated)
+        feed = Feed(cursor, self.wake)
+        try:
+            feed.channel = open_channel(self.namespace, sandbox.pod, GATE_CONTAINER, argv,
+                                        feed.line, feed.ended, first=payload,
+                                        silence=SILENCE_SECONDS)  # fmt: skip
+        except KubeError as exc:
+            return _unreachable(exc)
+        if feed.wait_prepared(PREPARE_SECONDS):
+            self.feed = feed
+            return ""
+        feed.close()
+        return f"its sidecar could not prepare it (exit {feed.exit_code}): {feed.stderr[-500:]}"
+
+    @property
+    def streaming(self) -> bool:
+        return self.feed is not None and self.feed.following
+
+    def poll(self, pod: str, cursor: Mapping[str, int]) -> run_scripts.Poll:
+        """What the run's journals hold past ``cursor``, and whether its harness is done."""
+        said = self._feed(pod, cursor)
+        found = said.poll(cursor) if said is not None else None
+        self.by_exec = found is None
+        return found if found is not None else poll(self.namespace, pod, self.run_id, dict(cursor))
+
+    def gate(self, sandbox: ReadySandbox) -> GatePoll:
+        """The gate's server's state and the requests waiting."""
+        said = self.feed.gate() if self.streaming and self.feed is not None else None
+        if said is not None:
+            return said
+        found = poll_gate(self.namespace, sandbox, self.run_id, self.gate_after)
+        self.gate_after = gate_scripts.cursor(found)
+        return found
+
+    def answer(self, sandbox: ReadySandbox, answered: Answered) -> None:
+        """Give the gate its answers: on the stream, else by exec."""
+        if not answered.answers:
+            return
+        if not (self.streaming and self.feed is not None and self.feed.answer(answered.answers)):
+            send_answers(self.namespace, sandbox, self.run_id, answered)
+        metrics.policy_decided(answered.decisions, "harness")
+
+    def stored(self, cursor: Mapping[str, int]) -> None:
+        """The log is stored up to ``cursor``."""
+        if self.feed is not None:
+            self.feed.ack(cursor)
+
+    def close(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
+
+    def _feed(self, pod: str, cursor: Mapping[str, int]) -> Feed | None:
+        """The run's stream, opened again from ``cursor`` when it was lost (and it is time)."""
+        if self.streaming:
+            return self.feed
+        now = time.monotonic()
+        if now < self.retry_at:
+            return None
+        self.close()
+        self.retry_at = now + REFOLLOW_SECONDS
+        feed = Feed(cursor, self.wake)
+        argv = gate_scripts.follow_argv(self.run_id, cursor)
+        try:
+            feed.channel = open_channel(self.namespace, pod, GATE_CONTAINER, argv, feed.line,
+                                        feed.ended, silence=SILENCE_SECONDS)  # fmt: skip
+        except KubeError:
+            return None
+        self.feed = feed
+        return feed

@@ -23,7 +23,12 @@ from paddock.api.reasons import RunReason
 from paddock.runs import events as ev
 
 MAX_BACKOFF_SECONDS = 30.0
+STEP_GAP_SECONDS = 0.2  # a run's steps at most this often, however much its stream says
 T = TypeVar("T")
+# The running runs' daemons, by run uid: wake one to step its run at once.
+WAKERS: dict[str, Callable[[], None]] = {}
+# What a person or a spec may have changed of each run (generation, annotations), as last seen.
+ASKED: dict[str, tuple[object, str]] = {}
 
 
 class RunThreads:
@@ -62,34 +67,103 @@ async def run_daemon(
     if (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
         await _keep(body, memo, stopped, logger)
         return
+    loop, news = asyncio.get_running_loop(), asyncio.Event()
+    uid = str(body["metadata"]["uid"])
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(news.set)
+
+    WAKERS[uid] = wake
+    try:
+        ended, completed_at = await _drive(body, memo, stopped, logger, news, wake)
+    finally:
+        WAKERS.pop(uid, None)
+    if ended:
+        await _keep(body, memo, stopped, logger, completed_at)
+
+
+async def _drive(
+    body: kopf.Body,
+    memo: kopf.Memo,
+    stopped: kopf.DaemonStopped,
+    logger: Any,
+    news: asyncio.Event,
+    wake: Callable[[], None],
+) -> tuple[bool, datetime | None]:
+    """Step the run until it ends (True, and when) or the daemon stops (False). A
+    step is due when its delay has passed or the run has news (its stream said something, it
+    changed, the gateway told of it), at most every STEP_GAP_SECONDS."""
     execution: Execution | None = None
-    backoff = 1.0
-    while not stopped:
-        snapshot = copy.deepcopy(dict(body))
-        try:
-            if execution is None:
-                execution = await memo.run_threads.call(None, Execution.load, snapshot, memo.config)
-            delay = await memo.run_threads.call(execution, execution.step, snapshot)
-            backoff = 1.0
-        except LogUnreadableError as exc:
-            logger.warning(f"run log unreadable, retrying in {backoff:.0f}s: {exc}")
-            kopf.event(body, type=exc.notice.type, reason=exc.notice.reason, message=str(exc))
-            execution, delay = None, backoff
-            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-        except Exception as exc:
-            logger.warning(f"run step failed, retrying in {backoff:.0f}s: {_describe(exc)}")
+    backoff, last = 1.0, 0.0
+    try:
+        while not stopped:
+            news.clear()
+            last = loop_time()
+            snapshot = copy.deepcopy(dict(body))
+            try:
+                if execution is None:
+                    execution = await memo.run_threads.call(
+                        None, Execution.load, snapshot, memo.config
+                    )
+                    execution.wake = wake
+                delay = await memo.run_threads.call(execution, execution.step, snapshot)
+                backoff = 1.0
+            except LogUnreadableError as exc:
+                logger.warning(f"run log unreadable, retrying in {backoff:.0f}s: {exc}")
+                kopf.event(body, type=exc.notice.type, reason=exc.notice.reason, message=str(exc))
+                _forget(execution)
+                execution = None
+                delay, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
+            except Exception as exc:
+                logger.warning(f"run step failed, retrying in {backoff:.0f}s: {_describe(exc)}")
+                if execution is not None:
+                    _post(body, execution)
+                _forget(execution)
+                execution = None
+                delay, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
             if execution is not None:
                 _post(body, execution)
-            execution, delay = None, backoff
-            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-        if execution is not None:
-            _post(body, execution)
-        if delay is None:
-            ended = execution.status.completed_at if execution is not None else None
-            await _keep(body, memo, stopped, logger, ended)
-            return
-        if delay > 0:
-            await stopped.wait(delay)
+            if delay is None:
+                return True, execution.status.completed_at if execution is not None else None
+            if delay > 0:
+                await _until(stopped, news, delay)
+                gap = STEP_GAP_SECONDS - (loop_time() - last)
+                if gap > 0 and not stopped:
+                    await stopped.wait(gap)
+        return False, None
+    finally:
+        _forget(execution)
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
+def _forget(execution: Execution | None) -> None:
+    """Close what an execution holds open (its stream): it is made again from durable state."""
+    if execution is not None:
+        execution.close()
+
+
+async def _until(stopped: kopf.DaemonStopped, news: asyncio.Event, delay: float) -> None:
+    """Wait ``delay`` seconds, or until the run has news, or until the daemon stops."""
+
+    async def stop() -> None:
+        await stopped.wait(delay)
+
+    waits = [asyncio.ensure_future(stop()), asyncio.ensure_future(news.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+
+
+def wake_run(uid: str) -> None:
+    """Step the run at once (it changed, or the gateway told of it)."""
+    wake = WAKERS.get(uid)
+    if wake is not None:
+        wake()
 
 
 async def _keep(
@@ -125,6 +199,13 @@ async def run_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
     if type is not None:
         inputs.seen(type, dict(body))
         metrics.run_seen(type, dict(body), TERMINAL_PHASES)
+    meta = body.get("metadata") or {}
+    asked = (meta.get("generation"), str(meta.get("annotations") or {}))
+    if type == "MODIFIED" and ASKED.get(str(meta.get("uid"))) != asked:
+        wake_run(str(meta.get("uid")))  # cancelled, or a person's answer: at once
+    ASKED[str(meta.get("uid"))] = asked
+    if type == "DELETED":
+        ASKED.pop(str(meta.get("uid")), None)
     if type == "MODIFIED" and lifetime.behind(dict(body)):
         await asyncio.to_thread(lifetime.observe_ended, dict(body))
 
@@ -136,6 +217,7 @@ async def gateway_said(type: str | None, body: kopf.Body, **_: Any) -> None:
     at start-up)."""
     host_asks.ASKS.seen(type, dict(body))
     spending.METERED.seen(type, dict(body))
+    wake_run(str((body.get("involvedObject") or {}).get("uid")))
 
 
 @kopf.on.delete(GROUP, VERSION, "agentruns")

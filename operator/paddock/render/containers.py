@@ -9,6 +9,7 @@ from paddock.vocab import names
 
 CONTROL_DIR = "/paddock/control"  # the sidecar's; read-only in the sandbox container
 GATE_DIR = "/paddock/gate"  # the sidecar's alone: the gate's pending requests
+RUN_DIR = "/paddock/run"  # the run journals: the sandbox container's; read-only in the sidecar
 GATE_UID = 1001  # the sidecar's user: not the agent's, so the agent cannot signal it
 GATE_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}}
 
@@ -32,8 +33,9 @@ def mount(volume: str, path: str, *, read_only: bool = False) -> dict[str, Any]:
 def gate_container(image: str) -> dict[str, Any]:
     """The sidecar (a native one: an init container that runs as long as the pod): kept
     alive, as another user than the agent's, with no workspace, HOME or secret. The operator
-    execs into it to write a run's control files and start and ask the gate's server
-    (``render/gate_scripts.py``)."""
+    execs into it to write a run's control files and start the gate's server, and follows
+    the run from there (``render/gate_scripts.py``): it reads the run's journals, which the
+    sandbox's user writes group-readable for it (the pod's fsGroup is one of its groups)."""
     return {
         "name": names.GATE_CONTAINER,
         "image": image,
@@ -45,8 +47,13 @@ def gate_container(image: str) -> dict[str, Any]:
             {"name": "HOME", "value": GATE_DIR},
             {"name": "PADDOCK_CONTROL_DIR", "value": CONTROL_DIR},
             {"name": "PADDOCK_GATE_DIR", "value": GATE_DIR},
+            {"name": "PADDOCK_RUN_DIR", "value": RUN_DIR},
         ],
-        "volumeMounts": [mount("control", CONTROL_DIR), mount("gate", GATE_DIR)],
+        "volumeMounts": [
+            mount("control", CONTROL_DIR),
+            mount("gate", GATE_DIR),
+            mount("run", RUN_DIR, read_only=True),
+        ],
         "securityContext": {
             **CONTAINER_SECURITY,
             "capabilities": {"drop": ["ALL"]},

@@ -32,6 +32,14 @@ PREPARE = r"""set -eu
 umask 022
 control=$PADDOCK_CONTROL_DIR/runs/$1
 private=$PADDOCK_GATE_DIR/runs/$1
+run=$1 then=${3:-}
+prepared() {
+  echo prepared
+  # The same exec goes on as the run's follower (a pod whose sidecar does not mount the runs,
+  # made by an older operator, has its runs polled instead).
+  [ "$then" = follow ] && [ -n "${PADDOCK_RUN_DIR:-}" ] || exit 0
+  exec node "$private/follow.mjs" "$PADDOCK_RUN_DIR/$run" "$private" 0 0 launch
+}
 # A second prepare (the operator stopped before the launch) starts over.
 if [ -f "$private/server.pid" ]; then kill "$(cat "$private/server.pid")" 2>/dev/null || true; fi
 rm -rf "$control" "$private"
@@ -50,12 +58,12 @@ while IFS=' ' read -r key name value; do
     end) break ;;
   esac
 done
-[ "$2" = gated ] || { echo prepared; exit 0; }
+[ "$2" = gated ] || prepared
 setsid node "$private/server.mjs" "$control/gate.sock" "$private/requests" "$private/heartbeat" \
   > "$private/server.log" 2>&1 < /dev/null &
 printf '%s\n' "$!" > "$private/server.pid"
 for _ in $(seq 100); do
-  if [ -f "$private/heartbeat" ]; then echo prepared; exit 0; fi
+  if [ -f "$private/heartbeat" ]; then prepared; fi
   kill -0 "$(cat "$private/server.pid")" 2>/dev/null || break
   sleep 0.1
 done
@@ -107,8 +115,17 @@ while IFS=' ' read -r id value; do
 done
 """
 
+# The follower of a run its operator follows again (the stream broke, or the operator restarted),
+# from the offsets its log is stored up to; "unfollowed" where it cannot be (the run was
+# prepared by an older operator, or its pod's sidecar does not mount the runs).
+FOLLOW = r"""private=$PADDOCK_GATE_DIR/runs/$1
+if [ -z "${PADDOCK_RUN_DIR:-}" ] || [ ! -f "$private/follow.mjs" ]; then echo unfollowed; exit 0; fi
+exec node "$private/follow.mjs" "$PADDOCK_RUN_DIR/$1" "$private" "$2" "$3" run
+"""
+
 CLOSE = r"""private=$PADDOCK_GATE_DIR/runs/$1
 pid=$(cat "$private/server.pid" 2>/dev/null) && kill "$pid" 2>/dev/null
+pid=$(cat "$private/follower.pid" 2>/dev/null) && kill "$pid" 2>/dev/null
 rm -rf "$private" "$PADDOCK_CONTROL_DIR/runs/$1"
 exit 0
 """
@@ -118,6 +135,8 @@ POLL = POLL.replace("MAX_REQUESTS", str(MAX_REQUESTS))
 REQUEST_ID = re.compile(r"^[0-9]+-[0-9]+$")
 STALE_SECONDS = 15  # a server that has not beaten for this long is taken to be stopped
 SERVER = "server.mjs"
+FOLLOWER = "follow.mjs"  # the run's follower, in the sidecar's own directory of the run
+UNFOLLOWED = "unfollowed"
 CLIENT = "gate.mjs"  # the gate client, in the run's control directory
 SHELL = "bin/bash"  # Paddock's shell, for a CLI that runs commands through the bash on its PATH
 GATE_HOOK = "bin/gate-hook"  # ... and the hook it runs, by this name (data/gate/shell.sh)
@@ -144,8 +163,15 @@ def paddock_shell(harness: str, hook: str) -> dict[str, str]:
     return {SHELL: _data("shell.sh").replace("HARNESS", harness), GATE_HOOK: program}
 
 
-def prepare_argv(run_id: str, *, gated: bool) -> list[str]:
-    return ["bash", "-c", PREPARE, "paddock-prepare", run_id, "gated" if gated else "open"]
+def prepare_argv(run_id: str, *, gated: bool, follow: bool = False) -> list[str]:
+    """``follow``: the exec goes on as the run's follower once it has prepared the run."""
+    then = "follow" if follow else "exit"
+    return ["bash", "-c", PREPARE, "paddock-prepare", run_id, "gated" if gated else "open", then]
+
+
+def follow_argv(run_id: str, cursor: Mapping[str, int]) -> list[str]:
+    offsets = [str(cursor.get("stdout", 0)), str(cursor.get("files", 0))]
+    return ["bash", "-c", FOLLOW, "paddock-follow", run_id, *offsets]
 
 
 def prepare_payload(files: Mapping[str, str], *, gated: bool) -> str:
@@ -153,6 +179,7 @@ def prepare_payload(files: Mapping[str, str], *, gated: bool) -> str:
     and for a gated run the gate client beside them and the server in the sidecar's own
     directory."""
     lines = [f"file {name} {_b64(text)}" for name, text in files.items()]
+    lines.append(f"private {FOLLOWER} {_b64(_data(FOLLOWER))}")
     if gated:
         lines.append(f"file {CLIENT} {_b64(gate_client())}")
         lines.append(f"private {SERVER} {_b64(gate_server())}")

@@ -54,7 +54,9 @@ if [ -z "$whole" ] || [ -z "$nonce" ]; then
   exit 2
 fi
 mkdir -p "$PADDOCK_RUN_DIR"
-if ! mkdir -m 700 "$run" 2>/dev/null; then
+# Readable by the sidecar's user (the pod's fsGroup is one of its groups), which follows the
+# run from there; by nobody else.
+if ! mkdir -m 750 "$run" 2>/dev/null; then
   echo "already-started"
   exit 0
 fi
@@ -74,6 +76,7 @@ WRAPPER = r"""set -u
 run=$1
 IFS= read -r nonce
 exec </dev/null
+umask 022  # the journals are the sidecar's to read too
 finish() {
   rm -rf "$run/exit" "$run/exit.tmp"
   printf '%s %s\n' "$1" "$nonce" > "$run/exit.tmp"
@@ -255,18 +258,30 @@ def parse_poll(output: str) -> Poll:
             poll.stdout = raw
         elif key == "files":
             poll.files = raw
-        elif key == "exit":
-            poll.completion = parse_completion(raw.decode(errors="replace"))
-            poll.malformed_completion = poll.completion is None
-        elif key == "stderr":
-            poll.stderr_tail = _whole_lines(raw, STDERR_BYTES, keep_end=True)
-        elif key == "changes":
-            poll.changes = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
-        elif key == "diff":
-            poll.diff = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
+        elif key in ("exit", "stderr", "changes", "diff"):
+            _read_into(poll, key, raw)
         else:
             poll.extra[key] = value
     return poll
+
+
+def read_finish(poll: Poll, finish: Mapping[str, str]) -> None:
+    """The wrapper's record and what it left when the harness ended (``exit``, ``stderr``,
+    ``changes``, ``diff``, each in base64, as the follower sends them) into ``poll``."""
+    for key in ("exit", "stderr", "changes", "diff"):
+        _read_into(poll, key, base64.b64decode(finish.get(key) or ""))
+
+
+def _read_into(poll: Poll, key: str, raw: bytes) -> None:
+    if key == "exit":
+        poll.completion = parse_completion(raw.decode(errors="replace"))
+        poll.malformed_completion = poll.completion is None
+    elif key == "stderr":
+        poll.stderr_tail = _whole_lines(raw, STDERR_BYTES, keep_end=True)
+    elif key == "changes":
+        poll.changes = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
+    elif key == "diff":
+        poll.diff = _whole_lines(raw, CHANGES_BYTES, keep_end=False)
 
 
 def _whole_lines(raw: bytes, limit: int, *, keep_end: bool) -> str:

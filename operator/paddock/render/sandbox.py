@@ -12,6 +12,7 @@ from paddock.render.containers import (
     CONTAINER_SECURITY,
     CONTROL_DIR,
     KEEP_ALIVE,
+    RUN_DIR,
     gate_container,
     mount,
 )
@@ -25,7 +26,6 @@ from paddock.vocab import names
 
 WORKSPACE_DIR = "/workspace"
 HOME_DIR = "/home/paddock"
-RUN_DIR = "/paddock/run"
 FILES_DIR = "/paddock/files"
 SANDBOX_UID = 1000
 # The shell's startup files in the sandbox's HOME, mounted read-only (empty but for a comment):

@@ -1,0 +1,216 @@
+"""What the run's follower in its sandbox's sidecar pushes (``data/gate/follow.mjs``), kept for
+the run's steps: the journals' bytes past the log's cursor, the completion record once every
+byte before it came, the wrapper's and the gate server's liveness, and the gate's waiting
+requests; and what goes back on the same stream (acks of the stored log, the gate's answers).
+
+The frames are the sandbox's word, as an exec poll's output was: nothing in them is trusted
+beyond what ``following.follow`` checks (the completion's nonce above all). A feed that cannot
+say (its stream was lost, or the follower refused a journal) answers None, and the run is
+polled by exec for that step, as before streams; a stale wrapper beat is checked that way too,
+in the sandbox container itself."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from paddock.render import gate_scripts, run_scripts
+from paddock.render.gate_scripts import GatePoll
+from paddock.runs import journal
+
+JOURNALS = ("stdout", "files")
+STALE_SECONDS = 5  # the follower's own threshold: a wrapper beat older is checked by exec
+
+
+@dataclass
+class _State:
+    base: dict[str, int]
+    data: dict[str, bytearray] = field(default_factory=lambda: {j: bytearray() for j in JOURNALS})
+    exit: dict[str, str] | None = None
+    ends: dict[str, int] = field(default_factory=dict)
+    wrapper_age: int | None = -1  # -1: not told yet
+    server_age: int | None = -1
+    requests: dict[str, bytes] = field(default_factory=dict)
+    prepared: bool = False
+    missing: bool = False
+    lost: str = ""  # why the feed cannot say (empty while it can)
+    broken: bool = False  # a frame out of order: the feed no longer says, it is opened again
+
+
+class Feed:
+    """One run's stream. ``wake()`` is called (on the stream's thread) whenever a frame adds
+    something, for the run's daemon to step at once."""
+
+    def __init__(self, cursor: Mapping[str, int], wake: Callable[[], None]) -> None:
+        self._lock = threading.Lock()
+        self._state = _State({j: int(cursor.get(j, 0)) for j in JOURNALS})
+        self._wake = wake
+        self._ended = threading.Event()
+        self._said = threading.Event()  # "prepared" or the end
+        self.exit_code: int | None = None
+        self.stderr = ""
+        self.channel: _Sender | None = None
+        self.opened = time.monotonic()
+
+    # -- the stream's side ---------------------------------------------------------------------
+
+    def line(self, raw: bytes) -> None:
+        if raw in (gate_scripts.PREPARED.encode(), gate_scripts.UNFOLLOWED.encode()):
+            with self._lock:
+                self._state.prepared = True
+                if raw == gate_scripts.UNFOLLOWED.encode():
+                    self._state.lost = "the run's follower cannot run in this pod"
+            self._said.set()
+            return
+        try:
+            frame = json.loads(raw)
+        except ValueError:
+            return
+        if isinstance(frame, dict):
+            with self._lock:
+                _apply(self._state, frame)
+            self._wake()
+
+    def ended(self, exit_code: int | None, stderr: str) -> None:
+        self.exit_code, self.stderr = exit_code, stderr
+        with self._lock:
+            self._state.lost = self._state.lost or (
+                "the follower's stream ended" if exit_code is not None else "its stream was lost"
+            )
+        self._ended.set()
+        self._said.set()
+        self._wake()
+
+    # -- the run's side ------------------------------------------------------------------------
+
+    def wait_prepared(self, timeout: float) -> bool:
+        """Whether the follower's exec prepared the run (False: it ended without, or said
+        nothing in ``timeout`` seconds)."""
+        self._said.wait(timeout)
+        with self._lock:
+            return self._state.prepared
+
+    @property
+    def following(self) -> bool:
+        """Whether the feed can still say what the run does."""
+        with self._lock:
+            return not self._state.lost and not self._state.broken
+
+    @property
+    def why_not(self) -> str:
+        with self._lock:
+            return self._state.lost or ("a frame came out of order" if self._state.broken else "")
+
+    def poll(self, cursor: Mapping[str, int]) -> run_scripts.Poll | None:
+        """What an exec poll from ``cursor`` would see, from the frames; None where the feed
+        cannot say (it is lost, or the wrapper's beat is stale: the sandbox itself is asked)."""
+        with self._lock:
+            state = self._state
+            if state.lost or state.broken:
+                return None
+            if state.missing:
+                return run_scripts.Poll(missing=True)
+            if state.wrapper_age is None or state.wrapper_age > STALE_SECONDS:
+                return None
+            poll = run_scripts.Poll(wrapper_alive=True)
+            for name in JOURNALS:
+                if cursor.get(name, 0) != state.base[name]:
+                    return None  # (acked past what the feed holds: cannot happen)
+                held = bytes(state.data[name][: journal.POLL_BYTES])
+                setattr(poll, name, held)
+            whole = all(
+                state.base[j] + len(state.data[j]) >= state.ends.get(j, 0) for j in JOURNALS
+            )
+            if state.exit is not None and whole:
+                run_scripts.read_finish(poll, state.exit)
+            return poll
+
+    def gate(self) -> GatePoll | None:
+        """The gate's server and its waiting requests; None where the feed cannot say."""
+        with self._lock:
+            state = self._state
+            if state.lost or state.broken:
+                return None
+            age = 0 if state.server_age == -1 else state.server_age  # (not told yet: it beat)
+            return GatePoll(server_age=age, requests=dict(state.requests))
+
+    def ack(self, cursor: Mapping[str, int]) -> None:
+        """The log is stored up to ``cursor``: what the feed held before it goes, and the
+        follower may send past it."""
+        with self._lock:
+            for name in JOURNALS:
+                at = int(cursor.get(name, 0))
+                gone = at - self._state.base[name]
+                if gone > 0:
+                    del self._state.data[name][:gone]
+                    self._state.base[name] = at
+        if self.channel is not None:
+            self.channel.send(f"ack {cursor.get('stdout', 0)} {cursor.get('files', 0)}\n")
+
+    def answer(self, answers: Mapping[str, str]) -> bool:
+        """Send the gate its answers; those requests no longer wait. False when the stream is
+        gone (they are sent by exec)."""
+        lines = "".join(
+            f"answer {i} {base64.b64encode(text.encode()).decode()}\n"
+            for i, text in answers.items()
+            if gate_scripts.REQUEST_ID.match(i)
+        )
+        if self.channel is None or not self.channel.send(lines):
+            return False
+        with self._lock:
+            for request_id in answers:
+                self._state.requests.pop(request_id, None)
+        return True
+
+    def close(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+
+
+class _Sender(Protocol):
+    """What a feed needs of its channel (``kube.channel.Channel``)."""
+
+    def send(self, text: str) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def _apply(state: _State, frame: dict[str, object]) -> None:
+    """One frame into the state (pure but for the state)."""
+    kind = frame.get("k")
+    if kind == "j":
+        name, at = str(frame.get("j")), frame.get("at")
+        if name not in JOURNALS or not isinstance(at, int):
+            return
+        data = base64.b64decode(str(frame.get("b") or ""))
+        end = state.base[name] + len(state.data[name])
+        if at > end:  # bytes were skipped: this feed no longer says, it is opened again
+            state.broken = True
+        elif at + len(data) > end:
+            state.data[name].extend(data[end - at :])
+    elif kind == "exit":
+        state.exit = {k: str(frame.get(k) or "") for k in ("exit", "stderr", "changes", "diff")}
+        ends = frame.get("ends")
+        if isinstance(ends, dict):
+            state.ends = {j: int(ends[j]) for j in JOURNALS if isinstance(ends.get(j), int)}
+    elif kind == "wrapper":
+        age = frame.get("age")
+        state.wrapper_age = age if isinstance(age, int) else None
+    elif kind == "server":
+        age = frame.get("age")
+        state.server_age = age if isinstance(age, int) else None
+    elif kind == "gate":
+        request_id = str(frame.get("id"))
+        if gate_scripts.REQUEST_ID.match(request_id):
+            state.requests[request_id] = base64.b64decode(str(frame.get("b") or ""))
+    elif kind == "done":
+        state.requests.pop(str(frame.get("id")), None)
+    elif kind == "missing":
+        state.missing = True
+    elif kind == "refused":
+        state.lost = f"the follower refused to read: {frame.get('why')}"
