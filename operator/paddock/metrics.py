@@ -70,6 +70,20 @@ LOG_BYTES = Counter(
     ["backend"],
 )
 
+POD_CALLS = Counter(
+    "paddock_agentrun_pod_calls_total",
+    "Calls runs made into their sandboxes' pods through the API server, by kind: a command that "
+    "runs and ends (exec), or a run's long-lived stream opened (stream).",
+    ["kind"],
+)
+for _kind in ("exec", "stream"):
+    POD_CALLS.labels(_kind)
+
+
+def pod_called(kind: str) -> None:
+    POD_CALLS.labels(kind).inc()
+
+
 POLICY_SOURCES = ("setup", "command", "harness")  # paddock exec and MCP exec are command runs
 POLICY_DECISIONS = Counter(
     "paddock_policy_decisions_total",

@@ -66,7 +66,9 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     monkeypatch.setattr(kube, "patch_status", patch_status)
     monkeypatch.setattr(in_pod, "launch", launch)
     monkeypatch.setattr(
-        in_pod.Observer, "prepare", lambda _, sandbox, *a: done.append(("prepare", sandbox.pod)) or ""
+        in_pod.Observer,
+        "prepare",
+        lambda _, sandbox, *a: done.append(("prepare", sandbox.pod)) or "",
     )
     monkeypatch.setattr(in_pod, "started_secret_values", lambda *a: done.append(("exec", a)))
     monkeypatch.setattr(execution, "hold", lambda run, sandbox: done.append(("hold", sandbox.name)))

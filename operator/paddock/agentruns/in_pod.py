@@ -26,15 +26,29 @@ from paddock.runs import journal
 from paddock.vocab.names import GATE_CONTAINER, SANDBOX_CONTAINER
 
 
+def _exec(
+    namespace: str, pod: str, container: str, argv: list[str], stdin: str | None = None
+) -> kube_exec.ExecResult:
+    metrics.pod_called("exec")
+    return kube_exec.run(namespace, pod, container, argv, stdin=stdin)
+
+
+def _stream(namespace: str, pod: str, argv: list[str], feed: Feed, first: str = "") -> None:
+    """Open the run's stream into the sidecar for ``feed``."""
+    metrics.pod_called("stream")
+    feed.channel = open_channel(namespace, pod, GATE_CONTAINER, argv, feed.line, feed.ended,
+                                first=first, silence=SILENCE_SECONDS)  # fmt: skip
+
+
 def launch(namespace: str, pod: str, run_id: str, payload: str) -> kube_exec.ExecResult:
     """Start the run's harness (its wrapper reads the nonce, env and prompt on stdin)."""
     argv = run_scripts.launch_argv(run_id)
-    return kube_exec.run(namespace, pod, SANDBOX_CONTAINER, argv, stdin=payload)
+    return _exec(namespace, pod, SANDBOX_CONTAINER, argv, stdin=payload)
 
 
 def signal(namespace: str, pod: str, run_id: str, name: str) -> None:
     """Send the run's harness's process group ``SIG<name>``."""
-    kube_exec.run(namespace, pod, SANDBOX_CONTAINER, run_scripts.signal_argv(run_id, name))
+    _exec(namespace, pod, SANDBOX_CONTAINER, run_scripts.signal_argv(run_id, name))
 
 
 def started_secret_values(namespace: str, sandbox: ReadySandbox) -> list[str] | None:
@@ -42,7 +56,7 @@ def started_secret_values(namespace: str, sandbox: ReadySandbox) -> list[str] | 
     it cannot be asked."""
     argv = run_scripts.started_secrets_argv()
     with contextlib.suppress(KubeError):
-        done = kube_exec.run(namespace, sandbox.pod, SANDBOX_CONTAINER, argv)
+        done = _exec(namespace, sandbox.pod, SANDBOX_CONTAINER, argv)
         if done.exit_code == 0:
             return run_scripts.parse_started_secrets(done.stdout)
     return None
@@ -65,7 +79,7 @@ def poll(namespace: str, pod: str, run_id: str, cursor: dict[str, int]) -> run_s
     argv = run_scripts.poll_argv(
         run_id, cursor.get("stdout", 0), cursor.get("files", 0), journal.POLL_BYTES
     )
-    result = kube_exec.run(namespace, pod, SANDBOX_CONTAINER, argv)
+    result = _exec(namespace, pod, SANDBOX_CONTAINER, argv)
     if result.exit_code != 0:
         raise RuntimeError(f"poll exited {result.exit_code}: {result.stderr.strip()[-500:]}")
     return run_scripts.parse_poll(result.stdout)
@@ -74,7 +88,7 @@ def poll(namespace: str, pod: str, run_id: str, cursor: dict[str, int]) -> run_s
 def poll_gate(namespace: str, sandbox: ReadySandbox, run_id: str, after: str) -> GatePoll:
     """The gate's server's state and the requests waiting, from the sandbox's sidecar."""
     argv = gate_scripts.poll_argv(run_id, after)
-    result = kube_exec.run(namespace, sandbox.pod, GATE_CONTAINER, argv)
+    result = _exec(namespace, sandbox.pod, GATE_CONTAINER, argv)
     if result.exit_code != 0:
         raise RuntimeError(f"gate poll exited {result.exit_code}: {result.stderr[-500:]}")
     return gate_scripts.parse_poll(result.stdout)
@@ -83,13 +97,13 @@ def poll_gate(namespace: str, sandbox: ReadySandbox, run_id: str, after: str) ->
 def close_gate(namespace: str, sandbox: ReadySandbox, run_id: str) -> None:
     """Stop the run's gate server and remove its control files (the run ended)."""
     with contextlib.suppress(KubeError):
-        kube_exec.run(namespace, sandbox.pod, GATE_CONTAINER, gate_scripts.close_argv(run_id))
+        _exec(namespace, sandbox.pod, GATE_CONTAINER, gate_scripts.close_argv(run_id))
 
 
 def send_answers(namespace: str, sandbox: ReadySandbox, run_id: str, answered: Answered) -> None:
     """Give the gate its answers, by an exec into the sandbox's sidecar."""
     payload = gate_scripts.answer_payload(answered.answers)
-    result = kube_exec.run(
+    result = _exec(
         namespace, sandbox.pod, GATE_CONTAINER, gate_scripts.answer_argv(run_id), stdin=payload
     )
     if result.exit_code != 0:  # the step is retried, and the requests come again
@@ -124,9 +138,7 @@ class Observer:
         payload = gate_scripts.prepare_payload(files, gated=invocation.gated)
         feed = Feed(cursor, self.wake)
         try:
-            feed.channel = open_channel(self.namespace, sandbox.pod, GATE_CONTAINER, argv,
-                                        feed.line, feed.ended, first=payload,
-                                        silence=SILENCE_SECONDS)  # fmt: skip
+            _stream(self.namespace, sandbox.pod, argv, feed, payload)
         except KubeError as exc:
             return _unreachable(exc)
         if feed.wait_prepared(PREPARE_SECONDS):
@@ -185,8 +197,7 @@ class Observer:
         feed = Feed(cursor, self.wake)
         argv = gate_scripts.follow_argv(self.run_id, cursor)
         try:
-            feed.channel = open_channel(self.namespace, pod, GATE_CONTAINER, argv, feed.line,
-                                        feed.ended, silence=SILENCE_SECONDS)  # fmt: skip
+            _stream(self.namespace, pod, argv, feed)
         except KubeError:
             return None
         self.feed = feed
