@@ -104,6 +104,7 @@ differential: install ## The policy engine against the real bash and dash, on ma
 .PHONY: bench
 bench: install ## Benchmarks against the local control plane, printed as ratios to a baseline
 	$(BIN)/python bench/bench_runs.py
+	$(BIN)/python bench/bench_following.py --runs $(or $(QUIET_RUNS),40)
 	$(BIN)/python bench/bench_sandboxes.py --sandboxes $(or $(SANDBOXES),200)
 	$(BIN)/python bench/bench_snapshots.py
 	$(BIN)/python bench/bench_pools.py --runs $(or $(POOL_RUNS),100) --rate $(or $(POOL_RATE),50)

@@ -6,8 +6,8 @@ Prints events per second and API writes per event for
 - the baseline: the same events appended straight to a ConfigMap log, in the batches the run
   uses (the log's own ceiling on this API server), and
 - the run: a ``command`` run printing 10,000 lines, driven by the same ``Execution`` the
-  operator's daemon steps (in this process, so its writes can be counted), through exec polls
-  of the journal in a kwok sandbox,
+  operator's daemon steps (in this process, so its writes can be counted), through the run's
+  stream from a kwok sandbox,
 
 and the run's rate as a ratio of the baseline's; the same run with its log in the local S3
 server (versitygw), its events per second and bytes stored as ratios to the ConfigMap log's;
@@ -193,13 +193,16 @@ def full_run(
         return original(kind, namespace, name, status)
 
     kube.patch_status = counting_patch
+    news = threading.Event()  # as the daemon does: a step when the run's stream says something
+    execution.wake = news.set
     start = time.perf_counter()
     try:
         while True:
+            news.clear()
             delay = execution.step(run)
             if delay is None:
                 break
-            time.sleep(delay)
+            news.wait(delay)
     finally:
         kube.patch_status = original
     elapsed = time.perf_counter() - start
