@@ -194,7 +194,7 @@ def full_run(
 
     kube.patch_status = counting_patch
     news = threading.Event()  # as the daemon does: a step when the run's stream says something
-    execution.wake = news.set
+    execution.wake = lambda urgent: news.set()
     start = time.perf_counter()
     try:
         while True:

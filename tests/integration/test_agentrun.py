@@ -236,7 +236,13 @@ def test_a_policy_that_keeps_model_keys_out_refuses_a_run_with_one_in_the_sandbo
 
 def test_an_agent_cannot_forge_completion(cluster: Cluster, namespace: str, operator: Any) -> None:
     ready_sandbox(cluster, namespace, "box")
-    forge = 'echo "0 forged" > "$PADDOCK_RUN/exit"; echo forged; sleep 3; exit 1'
+    # Its wrapper's beat faked too (its file list can no longer be written, and is dated in
+    # the future): the forged record is read again in the sandbox, where the real one comes.
+    forge = (
+        'echo "0 forged" > "$PADDOCK_RUN/exit"; rm -f "$PADDOCK_RUN/snapshot.new"; '
+        'mkdir "$PADDOCK_RUN/snapshot.new"; touch -d 2100-01-01 "$PADDOCK_RUN/snapshot"; '
+        "echo forged; sleep 3; exit 1"
+    )
     cluster.apply(command_run("forger", "box", forge), namespace)
     status = wait_for_run(cluster, namespace, "forger")
     assert status["phase"] == "Failed"

@@ -43,7 +43,7 @@ class Sent:
 
 
 def test_frames_in_order_make_the_poll_and_an_overlap_is_taken_once() -> None:
-    feed = Feed({"stdout": 10, "files": 0}, lambda: None)
+    feed = Feed({"stdout": 10, "files": 0}, lambda urgent: None)
     feed.line(_journal("stdout", 10, b"one\n"))
     feed.line(_journal("stdout", 12, b"e\ntwo\n"))  # sent again in part: the rest is new
     poll = feed.poll({"stdout": 10, "files": 0})
@@ -53,14 +53,14 @@ def test_frames_in_order_make_the_poll_and_an_overlap_is_taken_once() -> None:
 
 
 def test_a_gap_in_a_journal_stops_the_feed_saying_anything() -> None:
-    feed = Feed({}, lambda: None)
+    feed = Feed({}, lambda urgent: None)
     feed.line(_journal("stdout", 5, b"late\n"))
     assert feed.poll({}) is None
     assert not feed.following
 
 
 def test_the_completion_waits_for_every_journal_byte_before_it() -> None:
-    feed = Feed({}, lambda: None)
+    feed = Feed({}, lambda urgent: None)
     record = base64.b64encode(f"0 {NONCE}\n".encode()).decode()
     feed.line(_frame(k="exit", exit=record, ends={"stdout": 4, "files": 0}))
     poll = feed.poll({})
@@ -74,11 +74,11 @@ def test_the_completion_waits_for_every_journal_byte_before_it() -> None:
 
 
 def test_a_stale_wrapper_beat_or_a_lost_stream_is_asked_of_the_sandbox_itself() -> None:
-    feed = Feed({}, lambda: None)
-    feed.line(_frame(k="wrapper", age=9))
+    feed = Feed({}, lambda urgent: None)
+    feed.line(_frame(k="wrapper", stale=True))
     assert feed.poll({}) is None
     assert feed.following
-    feed.line(_frame(k="wrapper", age=0))
+    feed.line(_frame(k="wrapper", stale=False))
     assert feed.poll({}) is not None
     feed.ended(None, "")
     assert feed.poll({}) is None
@@ -86,7 +86,7 @@ def test_a_stale_wrapper_beat_or_a_lost_stream_is_asked_of_the_sandbox_itself() 
 
 
 def test_an_ack_lets_the_held_bytes_go_and_tells_the_follower() -> None:
-    feed, sent = Feed({}, lambda: None), Sent()
+    feed, sent = Feed({}, lambda urgent: None), Sent()
     feed.channel = sent
     feed.line(_journal("stdout", 0, b"a\nb\n"))
     feed.ack({"stdout": 2, "files": 0})
@@ -97,16 +97,16 @@ def test_an_ack_lets_the_held_bytes_go_and_tells_the_follower() -> None:
 
 
 def test_an_answered_request_no_longer_waits_and_only_the_servers_ids_are_sent() -> None:
-    feed, sent = Feed({}, lambda: None), Sent()
+    feed, sent = Feed({}, lambda urgent: None), Sent()
     feed.channel = sent
     feed.line(_frame(k="gate", id="1-1", b=base64.b64encode(b"{}").decode()))
     feed.line(_frame(k="gate", id="../x", b=""))
-    gate = feed.gate()
+    gate = feed.gate("")
     assert gate is not None
     assert list(gate.requests) == ["1-1"]
     assert feed.answer({"1-1": "allow", "../x": "allow"})
     assert sent.lines == [f"answer 1-1 {base64.b64encode(b'allow').decode()}\n"]
-    gate = feed.gate()
+    gate = feed.gate("")
     assert gate is not None
     assert gate.requests == {}
 
@@ -234,3 +234,80 @@ def test_a_later_follower_of_the_run_stops_the_one_before(run_dirs: tuple[Path, 
             second.process.kill()
     finally:
         first.process.kill()
+
+
+def test_a_completion_record_written_again_is_sent_again(run_dirs: tuple[Path, Path]) -> None:
+    """The agent may write a record before the wrapper does: the wrapper's is sent too."""
+    run, private = run_dirs
+    (run / "exit").write_text("0 forged\n")
+    follower = Follower(run, private)
+    try:
+        follower.frames(lambda f: f.get("k") == "exit")
+        (run / "exit").write_text(f"1 {NONCE}\n")
+        got = follower.frames(lambda f: f.get("k") == "exit")
+        assert base64.b64decode(got[-1]["exit"]) == f"1 {NONCE}\n".encode()
+    finally:
+        follower.process.kill()
+
+
+def test_the_run_directory_swapped_for_a_link_is_still_read_where_it_was(
+    run_dirs: tuple[Path, Path],
+) -> None:
+    run, private = run_dirs
+    (run / "stdout").write_bytes(b"one\n")
+    follower = Follower(run, private)
+    try:
+        follower.frames(lambda f: f.get("j") == "stdout")
+        elsewhere = private / "elsewhere"
+        elsewhere.mkdir()
+        (elsewhere / "stdout").write_bytes(b"one\nnot the run's\n")
+        run.rename(run.with_name("moved"))
+        run.symlink_to(elsewhere)
+        with run.with_name("moved").joinpath("stdout").open("ab") as out:
+            out.write(b"two\n")
+        got = follower.frames(lambda f: f.get("j") == "stdout")
+        assert _journal_bytes(got, "stdout") == b"two\n"  # the directory it opened, moved
+    finally:
+        follower.process.kill()
+
+
+def test_a_run_directory_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    real, private = tmp_path / "real", tmp_path / "private"
+    real.mkdir()
+    private.mkdir()
+    (real / "stdout").write_bytes(b"x\n")
+    (tmp_path / "run").symlink_to(real)
+    follower = Follower(tmp_path / "run", private)
+    try:
+        got = follower.frames(lambda f: f.get("k") == "refused")
+        assert _journal_bytes(got, "stdout") == b""
+    finally:
+        follower.process.kill()
+
+
+def test_at_most_sixteen_gate_requests_wait_sent_at_a_time(run_dirs: tuple[Path, Path]) -> None:
+    """An agent's flood of requests reaches the operator as fast as it answers them, no
+    faster (16 waiting at once, 16 a second)."""
+    run, private = run_dirs
+    requests = private / "requests"
+    requests.mkdir()
+    for i in range(20):
+        (requests / f"1-{i:02d}.req").write_text("{}")
+    follower = Follower(run, private)
+    try:
+        sent = [0]
+
+        def sixteenth(frame: dict[str, Any]) -> bool:
+            sent[0] += frame.get("k") == "gate"
+            return sent[0] == 16
+
+        got = follower.frames(sixteenth)
+        assert [f["id"] for f in got if f.get("k") == "gate"] == [f"1-{i:02d}" for i in range(16)]
+        (requests / "1-00.ans").write_text("allow")  # one answered: one more may wait
+        got = follower.frames(lambda f: f.get("k") == "gate")
+        assert [(f["k"], f["id"]) for f in got if f.get("id")] == [
+            ("done", "1-00"),
+            ("gate", "1-16"),
+        ]
+    finally:
+        follower.process.kill()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,7 +35,7 @@ from paddock.agentruns import (
 )
 from paddock.agentruns.activity import keep_active
 from paddock.agentruns.asking import Answered, Asking, choices
-from paddock.agentruns.decide import Asked, Ending, Wait
+from paddock.agentruns.decide import Asked, Ending, Wait, genuine
 from paddock.agentruns.ending import DeliveryPendingError, RunEnding
 from paddock.agentruns.following import Progress
 from paddock.agentruns.holds import hold
@@ -59,8 +60,6 @@ from paddock.times import parse_time, utcnow
 log = logging.getLogger("paddock.runs")
 
 
-IDLE_POLL_SECONDS = 1.0  # between exec polls (no stream), or while a run is being stopped
-QUIET_SECONDS = 10.0  # between steps of a streamed run with no news (its stream wakes it)
 WAIT_SECONDS = 2.0
 
 Obj = dict[str, Any]
@@ -74,7 +73,8 @@ class Execution(RunEnding):
     touched: datetime | None = None
     wrapper_gone_polls: int = 0
     gated: bool | None = None  # its harness goes through the gate (known once it is found)
-    wake: Callable[[], None] = lambda: None  # steps the run at once (its daemon's)
+    wake: Callable[[bool], None] = lambda urgent: None  # steps the run (its daemon's)
+    appended_at: float = 0.0  # when (monotonic) a step last appended journal events
     observer: in_pod.Observer | None = None  # its stream, or exec polls (once it is prepared)
     refuse_keys: bool = False  # the operator refuses model keys in sandboxes
     started_with: tuple[str, list[str]] | None = None  # (pod uid, its secret env's values)
@@ -287,7 +287,7 @@ class Execution(RunEnding):
     def close(self) -> None:
         """Close the run's stream (its daemon stops, or forgets this execution)."""
         if self.observer is not None:
-            self.observer.close()
+            self.observer.close(shut=True)
 
     def _finish(self, spec: AgentRunSpec) -> None:
         self.close()
@@ -321,8 +321,9 @@ class Execution(RunEnding):
         if abort is not None:
             self._signal(abort, now)
         self.touched = keep_active(self.namespace, self.sandbox.name, now, self.touched)
+        digest = self.status.completion_digest
         try:
-            poll = self._pod().poll(self.sandbox.pod, self.cursor)
+            poll = self._pod().poll(self.sandbox.pod, self.cursor, lambda n: genuine(n, digest))
         except NotFoundError:
             message = f"the sandbox pod {self.sandbox.pod} is gone; the run's process with it"
             self._end(spec, decide.sandbox_lost(message))
@@ -333,7 +334,8 @@ class Execution(RunEnding):
         followed = following.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
         self.wrapper_gone_polls = followed.wrapper_gone_polls
         requests, lost = self._gate(spec)
-        ending = lost or followed.ending  # a gate lost ends the run so, whatever else
+        killed = abort if following.killed_long_ago(self.signalled, now) else None  # no record
+        ending = lost or followed.ending or killed  # a gate lost ends the run so, whatever else
         asking, hosts = self._asking(spec, now), host_asks.ASKS.of_run(self.run_id)
         answered = inputs.judge_gate(self.namespace, spec, self.sandbox, requests, asking, hosts)
         drafts = used + followed.drafts
@@ -342,6 +344,7 @@ class Execution(RunEnding):
             self._approvals(spec, answered)
         if drafts or followed.cursor != self.cursor:
             self._append(drafts, followed.cursor)
+            self.appended_at = time.monotonic()
         self._flush()
         self._pod().stored(self.cursor)
         if answered is not None:
@@ -349,14 +352,11 @@ class Execution(RunEnding):
         if ending is not None:
             self._end(spec, ending)
             return None
-        if followed.poll_again_now:
-            return 0
         pending = answered is not None and bool(answered.pending)  # (an approval may time out)
         polled = self._pod().by_exec or not self._pod().streaming
-        if polled or abort or pending:
-            return IDLE_POLL_SECONDS
         created = parse_time(self.run["metadata"].get("creationTimestamp"))
-        return min(QUIET_SECONDS, decide.until_deadline(spec, created, now) or QUIET_SECONDS)
+        deadline = decide.until_deadline(spec, created, now)
+        return following.next_step(followed, polled or bool(abort) or pending, deadline)
 
     def _asking(self, spec: AgentRunSpec, now: datetime) -> Asking:
         return Asking(

@@ -7,14 +7,18 @@ The frames are the sandbox's word, as an exec poll's output was: nothing in them
 beyond what ``following.follow`` checks (the completion's nonce above all). A feed that cannot
 say (its stream was lost, or the follower refused a journal) answers None, and the run is
 polled by exec for that step, as before streams; a stale wrapper beat is checked that way too,
-in the sandbox container itself."""
+in the sandbox container itself, and so is a completion record without the run's nonce (the
+agent may write one: the exec poll reads the record there is now).
+
+A frame wakes the run's step only when it brings something new: journal bytes (not urgent:
+the step may wait to batch them into one log write), or anything else (urgent: a gate request
+waits for its answer)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -24,7 +28,6 @@ from paddock.render.gate_scripts import GatePoll
 from paddock.runs import journal
 
 JOURNALS = ("stdout", "files")
-STALE_SECONDS = 5  # the follower's own threshold: a wrapper beat older is checked by exec
 
 
 @dataclass
@@ -33,8 +36,8 @@ class _State:
     data: dict[str, bytearray] = field(default_factory=lambda: {j: bytearray() for j in JOURNALS})
     exit: dict[str, str] | None = None
     ends: dict[str, int] = field(default_factory=dict)
-    wrapper_age: int | None = -1  # -1: not told yet
-    server_age: int | None = -1
+    wrapper_stale: bool = False  # (not told yet: it was launched a moment ago)
+    server_stale: bool = False  # (not told yet: the prepare waited for its first beat)
     requests: dict[str, bytes] = field(default_factory=dict)
     prepared: bool = False
     missing: bool = False
@@ -43,10 +46,11 @@ class _State:
 
 
 class Feed:
-    """One run's stream. ``wake()`` is called (on the stream's thread) whenever a frame adds
-    something, for the run's daemon to step at once."""
+    """One run's stream. ``wake(urgent)`` is called (on the stream's thread) whenever a frame
+    adds something, for the run's daemon to step; not while ``quiet`` (the run is polled by
+    exec meanwhile, at its own pace)."""
 
-    def __init__(self, cursor: Mapping[str, int], wake: Callable[[], None]) -> None:
+    def __init__(self, cursor: Mapping[str, int], wake: Callable[[bool], None]) -> None:
         self._lock = threading.Lock()
         self._state = _State({j: int(cursor.get(j, 0)) for j in JOURNALS})
         self._wake = wake
@@ -55,7 +59,8 @@ class Feed:
         self.exit_code: int | None = None
         self.stderr = ""
         self.channel: _Sender | None = None
-        self.opened = time.monotonic()
+        self.quiet = False
+        self.unfollowable = False  # the pod said it cannot run the follower
 
     # -- the stream's side ---------------------------------------------------------------------
 
@@ -65,16 +70,19 @@ class Feed:
                 self._state.prepared = True
                 if raw == gate_scripts.UNFOLLOWED.encode():
                     self._state.lost = "the run's follower cannot run in this pod"
+                    self.unfollowable = True
             self._said.set()
             return
         try:
             frame = json.loads(raw)
         except ValueError:
             return
-        if isinstance(frame, dict):
-            with self._lock:
-                _apply(self._state, frame)
-            self._wake()
+        if not isinstance(frame, dict):
+            return
+        with self._lock:
+            news = _apply(self._state, frame)
+        if news is not None and not self.quiet:
+            self._wake(news)
 
     def ended(self, exit_code: int | None, stderr: str) -> None:
         self.exit_code, self.stderr = exit_code, stderr
@@ -84,7 +92,7 @@ class Feed:
             )
         self._ended.set()
         self._said.set()
-        self._wake()
+        self._wake(True)
 
     # -- the run's side ------------------------------------------------------------------------
 
@@ -115,7 +123,7 @@ class Feed:
                 return None
             if state.missing:
                 return run_scripts.Poll(missing=True)
-            if state.wrapper_age is None or state.wrapper_age > STALE_SECONDS:
+            if state.wrapper_stale:
                 return None
             poll = run_scripts.Poll(wrapper_alive=True)
             for name in JOURNALS:
@@ -130,14 +138,17 @@ class Feed:
                 run_scripts.read_finish(poll, state.exit)
             return poll
 
-    def gate(self) -> GatePoll | None:
-        """The gate's server and its waiting requests; None where the feed cannot say."""
+    def gate(self, after: str) -> GatePoll | None:
+        """The gate's server and the requests waiting, at most ``MAX_REQUESTS``: those after
+        ``after`` first (as an exec poll brings them); None where the feed cannot say."""
         with self._lock:
             state = self._state
             if state.lost or state.broken:
                 return None
-            age = 0 if state.server_age == -1 else state.server_age  # (not told yet: it beat)
-            return GatePoll(server_age=age, requests=dict(state.requests))
+            ids = sorted(state.requests)
+            turn = [i for i in ids if i > after] + [i for i in ids if i <= after]
+            waiting = {i: state.requests[i] for i in turn[: gate_scripts.MAX_REQUESTS]}
+            return GatePoll(server_age=None if state.server_stale else 0, requests=waiting)
 
     def ack(self, cursor: Mapping[str, int]) -> None:
         """The log is stored up to ``cursor``: what the feed held before it goes, and the
@@ -180,30 +191,39 @@ class _Sender(Protocol):
     def close(self) -> None: ...
 
 
-def _apply(state: _State, frame: dict[str, object]) -> None:
-    """One frame into the state (pure but for the state)."""
+def _apply(state: _State, frame: dict[str, object]) -> bool | None:
+    """One frame into the state (pure but for the state): None when it brought nothing new,
+    else whether the run's step is urgent (False: journal bytes only)."""
     kind = frame.get("k")
     if kind == "j":
         name, at = str(frame.get("j")), frame.get("at")
         if name not in JOURNALS or not isinstance(at, int):
-            return
+            return None
         data = base64.b64decode(str(frame.get("b") or ""))
         end = state.base[name] + len(state.data[name])
         if at > end:  # bytes were skipped: this feed no longer says, it is opened again
             state.broken = True
-        elif at + len(data) > end:
-            state.data[name].extend(data[end - at :])
-    elif kind == "exit":
+            return True
+        if at + len(data) <= end:
+            return None
+        state.data[name].extend(data[end - at :])
+        whole = b"\n" in data or len(state.data[name]) >= journal.POLL_BYTES
+        return False if whole else None  # (a part of a line waits for its end)
+    if kind in ("wrapper", "server"):
+        stale = frame.get("stale") is True
+        before = state.wrapper_stale if kind == "wrapper" else state.server_stale
+        if kind == "wrapper":
+            state.wrapper_stale = stale
+        else:
+            state.server_stale = stale
+        return True if stale != before else None
+    if kind == "beat":
+        return None
+    if kind == "exit":
         state.exit = {k: str(frame.get(k) or "") for k in ("exit", "stderr", "changes", "diff")}
         ends = frame.get("ends")
         if isinstance(ends, dict):
             state.ends = {j: int(ends[j]) for j in JOURNALS if isinstance(ends.get(j), int)}
-    elif kind == "wrapper":
-        age = frame.get("age")
-        state.wrapper_age = age if isinstance(age, int) else None
-    elif kind == "server":
-        age = frame.get("age")
-        state.server_age = age if isinstance(age, int) else None
     elif kind == "gate":
         request_id = str(frame.get("id"))
         if gate_scripts.REQUEST_ID.match(request_id):
@@ -214,3 +234,6 @@ def _apply(state: _State, frame: dict[str, object]) -> None:
         state.missing = True
     elif kind == "refused":
         state.lost = f"the follower refused to read: {frame.get('why')}"
+    else:
+        return None
+    return True

@@ -34,6 +34,31 @@ def signal_to_send(
     return None
 
 
+IDLE_POLL_SECONDS = 1.0  # between exec polls (no stream), or while a run is being stopped
+QUIET_SECONDS = 10.0  # between steps of a streamed run with no news (its stream wakes it)
+
+
+def next_step(followed: Followed, soon: bool, to_deadline: float | None) -> float:
+    """Seconds until a running run's next step if nothing wakes it first: at once while more
+    waits; a second while it is polled by exec, being stopped or waiting for a person (an
+    approval times out); else when its deadline comes, QUIET_SECONDS at most."""
+    if followed.poll_again_now:
+        return 0
+    if soon:
+        return IDLE_POLL_SECONDS
+    return min(QUIET_SECONDS, to_deadline or QUIET_SECONDS)
+
+
+def killed_long_ago(
+    signalled: dict[str, datetime], now: datetime, grace: float = KILL_GRACE_SECONDS
+) -> bool:
+    """Whether the harness was sent KILL over ``grace`` ago: a run aborted then ends whatever
+    its sandbox says (an agent that hid its wrapper's record, or faked its beat, has nothing
+    left to wait for)."""
+    killed = signalled.get("KILL")
+    return killed is not None and (now - killed).total_seconds() >= grace
+
+
 @dataclass(frozen=True)
 class Progress:
     """How far the operator has followed a running run."""

@@ -121,12 +121,14 @@ class Observer:
     again, a stale wrapper beat the sandbox itself must confirm). A lost stream is opened again
     from the log's cursor, at most every ``REFOLLOW_SECONDS`` while that fails."""
 
-    def __init__(self, namespace: str, run_id: str, wake: Callable[[], None]) -> None:
+    def __init__(self, namespace: str, run_id: str, wake: Callable[[bool], None]) -> None:
         self.namespace, self.run_id, self.wake = namespace, run_id, wake
         self.feed: Feed | None = None
         self.retry_at = 0.0
-        self.gate_after = ""  # an exec poll of the gate goes on after this request
+        self.gate_after = ""  # the gate's requests go on after this one (fair to each)
         self.by_exec = False  # the last poll was an exec's: the next is due soon, not woken
+        self.unfollowable = False  # this pod cannot run the run's follower: polled for good
+        self.shut = False  # the execution is done with: nothing is opened again
 
     def prepare(
         self, sandbox: ReadySandbox, invocation: Invocation, cursor: Mapping[str, int]
@@ -141,7 +143,7 @@ class Observer:
             _stream(self.namespace, sandbox.pod, argv, feed, payload)
         except KubeError as exc:
             return _unreachable(exc)
-        if feed.wait_prepared(PREPARE_SECONDS):
+        if feed.wait_prepared(PREPARE_SECONDS) and not self.shut:
             self.feed = feed
             return ""
         feed.close()
@@ -151,19 +153,27 @@ class Observer:
     def streaming(self) -> bool:
         return self.feed is not None and self.feed.following
 
-    def poll(self, pod: str, cursor: Mapping[str, int]) -> run_scripts.Poll:
-        """What the run's journals hold past ``cursor``, and whether its harness is done."""
+    def poll(
+        self, pod: str, cursor: Mapping[str, int], genuine: Callable[[str], bool]
+    ) -> run_scripts.Poll:
+        """What the run's journals hold past ``cursor``, and whether its harness is done. A
+        completion record the stream brings without the run's nonce (``genuine``) is read
+        again in the sandbox: the record there now may be the wrapper's."""
         said = self._feed(pod, cursor)
         found = said.poll(cursor) if said is not None else None
+        if found is not None and found.completion is not None:
+            found = found if genuine(found.completion.nonce) else None
         self.by_exec = found is None
+        if said is not None:
+            said.quiet = self.by_exec  # (polled at its own pace meanwhile)
         return found if found is not None else poll(self.namespace, pod, self.run_id, dict(cursor))
 
     def gate(self, sandbox: ReadySandbox) -> GatePoll:
         """The gate's server's state and the requests waiting."""
-        said = self.feed.gate() if self.streaming and self.feed is not None else None
-        if said is not None:
-            return said
-        found = poll_gate(self.namespace, sandbox, self.run_id, self.gate_after)
+        feed = self.feed if self.streaming else None
+        found = feed.gate(self.gate_after) if feed is not None else None
+        if found is None:
+            found = poll_gate(self.namespace, sandbox, self.run_id, self.gate_after)
         self.gate_after = gate_scripts.cursor(found)
         return found
 
@@ -180,7 +190,9 @@ class Observer:
         if self.feed is not None:
             self.feed.ack(cursor)
 
-    def close(self) -> None:
+    def close(self, *, shut: bool = False) -> None:
+        """Close the run's stream; ``shut``: for good (the execution is done with)."""
+        self.shut = self.shut or shut
         if self.feed is not None:
             self.feed.close()
             self.feed = None
@@ -189,8 +201,10 @@ class Observer:
         """The run's stream, opened again from ``cursor`` when it was lost (and it is time)."""
         if self.streaming:
             return self.feed
+        if self.feed is not None and self.feed.unfollowable:
+            self.unfollowable = True
         now = time.monotonic()
-        if now < self.retry_at:
+        if now < self.retry_at or self.unfollowable or self.shut:
             return None
         self.close()
         self.retry_at = now + REFOLLOW_SECONDS
@@ -199,6 +213,9 @@ class Observer:
         try:
             _stream(self.namespace, pod, argv, feed)
         except KubeError:
+            return None
+        if self.shut:
+            feed.close()
             return None
         self.feed = feed
         return feed

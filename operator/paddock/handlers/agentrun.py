@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -24,9 +25,10 @@ from paddock.runs import events as ev
 
 MAX_BACKOFF_SECONDS = 30.0
 STEP_GAP_SECONDS = 0.2  # a run's steps at most this often, however much its stream says
+WRITE_GAP_SECONDS = 1.0  # journal bytes alone are appended at most this often (``News``)
 T = TypeVar("T")
 # The running runs' daemons, by run uid: wake one to step its run at once.
-WAKERS: dict[str, Callable[[], None]] = {}
+WAKERS: dict[str, Callable[[bool], None]] = {}
 # What a person or a spec may have changed of each run (generation, annotations), as last seen.
 ASKED: dict[str, tuple[object, str]] = {}
 
@@ -67,15 +69,10 @@ async def run_daemon(
     if (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
         await _keep(body, memo, stopped, logger)
         return
-    loop, news = asyncio.get_running_loop(), asyncio.Event()
-    uid = str(body["metadata"]["uid"])
-
-    def wake() -> None:
-        loop.call_soon_threadsafe(news.set)
-
-    WAKERS[uid] = wake
+    uid, news = str(body["metadata"]["uid"]), News(asyncio.get_running_loop())
+    WAKERS[uid] = news.wake
     try:
-        ended, completed_at = await _drive(body, memo, stopped, logger, news, wake)
+        ended, completed_at = await _drive(body, memo, stopped, logger, news)
     finally:
         WAKERS.pop(uid, None)
     if ended:
@@ -87,12 +84,11 @@ async def _drive(
     memo: kopf.Memo,
     stopped: kopf.DaemonStopped,
     logger: Any,
-    news: asyncio.Event,
-    wake: Callable[[], None],
+    news: News,
 ) -> tuple[bool, datetime | None]:
-    """Step the run until it ends (True, and when) or the daemon stops (False). A
-    step is due when its delay has passed or the run has news (its stream said something, it
-    changed, the gateway told of it), at most every STEP_GAP_SECONDS."""
+    """Step the run until it ends (True, and when) or the daemon stops (False). A step is
+    due when its delay has passed or the run has news (``News``), at most every
+    STEP_GAP_SECONDS."""
     execution: Execution | None = None
     backoff, last = 1.0, 0.0
     try:
@@ -105,7 +101,7 @@ async def _drive(
                     execution = await memo.run_threads.call(
                         None, Execution.load, snapshot, memo.config
                     )
-                    execution.wake = wake
+                    execution.wake = news.wake
                 delay = await memo.run_threads.call(execution, execution.step, snapshot)
                 backoff = 1.0
             except LogUnreadableError as exc:
@@ -126,13 +122,43 @@ async def _drive(
             if delay is None:
                 return True, execution.status.completed_at if execution is not None else None
             if delay > 0:
-                await _until(stopped, news, delay)
+                await news.wait(stopped, delay, execution.appended_at if execution else 0.0)
                 gap = STEP_GAP_SECONDS - (loop_time() - last)
                 if gap > 0 and not stopped:
                     await stopped.wait(gap)
         return False, None
     finally:
         _forget(execution)
+
+
+class News:
+    """What makes a running run's step due before its delay: its stream said something, it
+    changed (cancelled, a person's answer), the gateway told of it. All of it is urgent but
+    journal bytes alone: those wait until WRITE_GAP_SECONDS after the step that last appended
+    journal events, so that a run printing steadily writes its log about once a second,
+    while a line after a quiet spell is written at once."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop, self._any, self._urgent = loop, asyncio.Event(), asyncio.Event()
+
+    def wake(self, urgent: bool = True) -> None:
+        """From any thread."""
+        self._loop.call_soon_threadsafe(self._set, urgent)
+
+    def _set(self, urgent: bool) -> None:
+        self._any.set()
+        if urgent:
+            self._urgent.set()
+
+    def clear(self) -> None:
+        self._any.clear()
+        self._urgent.clear()
+
+    async def wait(self, stopped: kopf.DaemonStopped, delay: float, appended_at: float) -> None:
+        await _until(stopped, self._any, delay)
+        hold = WRITE_GAP_SECONDS - (time.monotonic() - appended_at)
+        if self._any.is_set() and not self._urgent.is_set() and hold > 0 and not stopped:
+            await _until(stopped, self._urgent, hold)
 
 
 def loop_time() -> float:
@@ -163,7 +189,7 @@ def wake_run(uid: str) -> None:
     """Step the run at once (it changed, or the gateway told of it)."""
     wake = WAKERS.get(uid)
     if wake is not None:
-        wake()
+        wake(True)
 
 
 async def _keep(

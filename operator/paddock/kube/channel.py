@@ -65,10 +65,12 @@ class Channel:
         return True
 
     def close(self) -> None:
-        """Close the connection (the command sees its stdin end); ``on_end`` follows."""
+        """Close the connection (the command sees its stdin end); ``on_end`` follows. It never
+        waits: the socket is shut down, not closed with a handshake (whose answer could take
+        seconds, and this may be called on the event loop)."""
         self._closed.set()
         with contextlib.suppress(WebSocketException, OSError):
-            self._connection.close()
+            self._socket.abort()
 
     def _read(self) -> None:
         pending, stderr, status = bytearray(), bytearray(), bytearray()
@@ -99,7 +101,9 @@ class Channel:
         except Exception:  # a bug in a handler: the channel ends, and says so
             log.exception("exec channel %s failed", self._thread.name)
         finally:
-            self.close()
+            self._closed.set()
+            with contextlib.suppress(WebSocketException, OSError):
+                self._connection.close(timeout=1)  # (only this thread reads the socket)
             self._api.close()
             self._on_end(_exit_code(status), stderr.decode(errors="replace"))
 
@@ -134,7 +138,10 @@ def open_channel(
             binary=True,
         )
         if first:
-            connection.write_stdin(first.encode())
+            # A command may end without reading it all (a refusal): what it said and its exit
+            # code are read all the same.
+            with contextlib.suppress(WebSocketException, OSError):
+                connection.write_stdin(first.encode())
     except BaseException:
         api.close()
         raise

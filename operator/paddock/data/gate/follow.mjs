@@ -9,22 +9,29 @@
 // or the pod lost it). Frames
 // go out on stdout, one JSON object a line:
 //   {"k":"j","j":"stdout"|"files","at":N,"b":B64}  journal bytes from offset N, in order
-//   {"k":"exit","exit":B64,"stderr":B64,"changes":B64,"diff":B64,"ends":{...}}  once the
-//       wrapper wrote its record and every journal byte up to its end ("ends") was sent
-//   {"k":"wrapper","age":S}  seconds since the wrapper last beat (it rewrites its file list
-//       each tick); sent when it turns stale or fresh, and with each beat
-//   {"k":"server","age":S|null}  the gate server's heartbeat age, null once it has stopped
-//   {"k":"gate","id":ID,"b":B64} a request waiting for an answer; {"k":"done","id":ID} once not
+//   {"k":"exit","exit":B64,"stderr":B64,"changes":B64,"diff":B64,"ends":{...}}  once a
+//       completion record is there and every journal byte up to its end ("ends") was sent;
+//       again whenever the record changes (the agent may write one before the wrapper does)
+//   {"k":"wrapper","stale":BOOL}  whether the wrapper last beat (it rewrites its file list
+//       each tick) over STALE_S seconds ago, or at a time to come; sent when it flips, and
+//       with each beat
+//   {"k":"server","stale":BOOL}  whether the gate server has stopped or not beaten for
+//       SERVER_STALE_S; sent as the wrapper's
+//   {"k":"gate","id":ID,"b":B64} a request waiting for an answer, at most GATE_AT_ONCE sent
+//       and waiting at a time, and GATE_AT_ONCE a second; {"k":"done","id":ID} once not
 //   {"k":"missing"}  the run's directory is gone (the pod's run volume is new)
 //   {"k":"refused","why":TEXT}  a journal is not one the follower reads (see below)
 //   {"k":"beat"}  every BEAT_MS, so that the operator can tell a quiet run from a lost stream
+// Only a frame that brings something new wakes the operator's step (a beat does not).
 // Lines come in on stdin: "ack STDOUT FILES" (the operator stored the log up to there: the
 // follower sends at most WINDOW bytes past it) and "answer ID B64" (written for the gate
 // server, which answers the connection the request came on). At the end of stdin it exits.
 //
 // The run's directory is the agent's: every byte read from it is the agent's word, and only
-// the wrapper's completion record, with the run's nonce, ends a run. A journal is read only
-// if it is a regular file that is not the sidecar's own (by owner or group), opened without
+// the wrapper's completion record, with the run's nonce, ends a run. The directory is opened
+// once, as a directory and not through a link, and its files are read through that
+// descriptor (a directory swapped for a link later changes nothing); a file is read only if it
+// is a regular file that is not the sidecar's own (by owner or group), opened without
 // following a link: the agent cannot make the follower send the sidecar's files.
 import fs from "node:fs";
 import path from "node:path";
@@ -34,8 +41,10 @@ const WINDOW = 1024 * 1024; // bytes sent past the last ack, at most
 const CHUNK = 256 * 1024; // bytes of a journal in one frame, at most
 const BEAT_MS = 10000;
 const CHECK_MS = 1000; // liveness, and a net under the directory watches
-const SETTLE_MS = 5; // changes that come together are sent together
+const SETTLE_MS = 20; // changes that come together are sent together (ticks at most this often)
 const STALE_S = 5; // a wrapper that has not beaten for this long is reported stale
+const SERVER_STALE_S = 15;
+const GATE_AT_ONCE = 16;
 const TAILS = { exit: [256, false], stderr: [4096, true], changes: [65536, false], diff: [65536, false] };
 const ID = /^[0-9]+-[0-9]+$/;
 const uid = process.getuid();
@@ -47,10 +56,12 @@ const journals = {
   files: { sent: Number(filesAt) || 0, acked: Number(filesAt) || 0 },
 };
 const gate = new Set(); // ids of the requests sent and still waiting
+const gateSent = []; // when the last requests were sent (ms)
 let seen = expect === "run"; // the run's directory was there
-let ended = false; // the exit frame was sent
+let dirFd = null; // the run's directory, opened once
+let exitSent = ""; // the completion record's identity (inode, size, time) last sent
 let wrapperStale = null;
-let serverAge;
+let serverStale = null;
 let refused = "";
 let scheduled = null;
 let blocked = false; // stdout is full: frames wait for its drain
@@ -63,11 +74,34 @@ function own(stat) {
   return uid !== 0 && (stat.uid === uid || stat.gid === gid);
 }
 
+function inRun(name) {
+  return `/proc/self/fd/${dirFd}/${name}`;
+}
+
+// Opens the run's directory once it is there: a directory, not a link, not the sidecar's.
+function openRun() {
+  if (dirFd !== null) return true;
+  let fd;
+  try {
+    fd = fs.openSync(runDir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+  } catch (error) {
+    if (error.code !== "ENOENT") refused ||= `the run's directory: ${error.code}`;
+    return false;
+  }
+  if (own(fs.fstatSync(fd))) {
+    fs.closeSync(fd);
+    refused ||= "the run's directory is not the sandbox user's";
+    return false;
+  }
+  dirFd = fd;
+  return true;
+}
+
 // Bytes [start, start + max) of the run's file NAME; null if it is not there.
 function read(name, start, max, fromEnd = false) {
   let fd;
   try {
-    fd = fs.openSync(path.join(runDir, name), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    fd = fs.openSync(inRun(name), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch (error) {
     if (error.code === "ENOENT") return null;
     refused ||= `${name}: ${error.code}`;
@@ -89,9 +123,21 @@ function read(name, start, max, fromEnd = false) {
   }
 }
 
+// Seconds since FILE was last written; null if it is not there, Infinity if written at a time
+// to come (an agent's touch -d: never a beat).
 function age(file) {
   try {
-    return Math.max(0, (Date.now() - fs.statSync(file).mtimeMs) / 1000);
+    const seconds = (Date.now() - fs.lstatSync(file).mtimeMs) / 1000;
+    return seconds < -1 ? Infinity : Math.max(seconds, 0);
+  } catch {
+    return null;
+  }
+}
+
+function pid(file) {
+  try {
+    const value = Number(fs.readFileSync(file, "utf8").trim());
+    return Number.isSafeInteger(value) && value > 1 ? value : null;
   } catch {
     return null;
   }
@@ -119,7 +165,14 @@ function sendJournals() {
 }
 
 function sendExit() {
-  if (ended || !fs.existsSync(path.join(runDir, "exit"))) return;
+  let stat;
+  try {
+    stat = fs.lstatSync(inRun("exit"));
+  } catch {
+    return;
+  }
+  const identity = `${stat.ino} ${stat.size} ${stat.mtimeMs}`;
+  if (identity === exitSent) return;
   const frame = { k: "exit", ends: {} };
   for (const [name, [max, fromEnd]] of Object.entries(TAILS)) {
     const got = read(name, 0, max, fromEnd);
@@ -130,30 +183,31 @@ function sendExit() {
     if (got && journal.sent < got.size) return; // the journals' last bytes first
     frame.ends[name] = journal.sent;
   }
-  ended = true;
+  exitSent = identity;
   say(frame);
 }
 
 function sendWrapper(always) {
-  // The wrapper rewrites its list of the workspace's files each tick: its last write is its beat.
-  const ages = [age(path.join(runDir, "snapshot")), age(runDir)].filter((a) => a !== null);
-  const last = ages.length ? Math.min(...ages) : null;
-  const stale = last === null || last > STALE_S;
-  if (always || stale !== wrapperStale) say({ k: "wrapper", age: last === null ? null : Math.floor(last) });
+  // The wrapper rewrites its list of the workspace's files each tick: its last write is its beat
+  // (the directory's own time, until the first list is written).
+  const ages = [age(inRun("snapshot")), age(inRun("."))].filter((a) => a !== null);
+  const stale = !ages.length || Math.min(...ages) > STALE_S;
+  if (always || stale !== wrapperStale) say({ k: "wrapper", stale });
   wrapperStale = stale;
 }
 
 function sendServer(always) {
+  const server = pid(path.join(privateDir, "server.pid"));
+  if (server === null) return; // not gated
   let alive = false;
   try {
-    process.kill(Number(fs.readFileSync(path.join(privateDir, "server.pid"), "utf8")), 0);
+    process.kill(server, 0);
     alive = true;
   } catch {}
-  if (!alive && !fs.existsSync(path.join(privateDir, "server.pid"))) return; // not gated
   const beat = alive ? age(path.join(privateDir, "heartbeat")) : null;
-  const now = beat === null ? null : Math.floor(beat);
-  if (always || (now === null) !== (serverAge === null) || serverAge === undefined) say({ k: "server", age: now });
-  serverAge = now;
+  const stale = beat === null || beat > SERVER_STALE_S;
+  if (always || stale !== serverStale) say({ k: "server", stale });
+  serverStale = stale;
 }
 
 function sendGate() {
@@ -168,8 +222,14 @@ function sendGate() {
     .filter((n) => n.endsWith(".req") && !files.has(`${n.slice(0, -4)}.ans`))
     .map((n) => n.slice(0, -4))
     .filter((id) => ID.test(id));
+  const now = Date.now();
+  while (gateSent.length && gateSent[0] < now - 1000) gateSent.shift();
   for (const id of waiting) {
     if (gate.has(id)) continue;
+    if (gate.size >= GATE_AT_ONCE || gateSent.length >= GATE_AT_ONCE) {
+      scheduled ||= setTimeout(tick, 1000 / GATE_AT_ONCE);
+      break;
+    }
     let body;
     try {
       body = fs.readFileSync(path.join(requests, `${id}.req`));
@@ -177,11 +237,12 @@ function sendGate() {
       continue; // withdrawn meanwhile
     }
     gate.add(id);
+    gateSent.push(now);
     say({ k: "gate", id, b: body.toString("base64") });
   }
-  const now = new Set(waiting);
+  const still = new Set(waiting);
   for (const id of gate) {
-    if (!now.has(id)) {
+    if (!still.has(id)) {
       gate.delete(id);
       say({ k: "done", id });
     }
@@ -189,23 +250,27 @@ function sendGate() {
 }
 
 let watching = null;
+function gone() {
+  if (dirFd !== null) return fs.fstatSync(dirFd).nlink === 0; // removed (the pod's volume is new)
+  return seen && !fs.existsSync(runDir);
+}
+
 function tick(always = false) {
   scheduled = null;
-  if (!fs.existsSync(runDir)) {
-    if (seen) {
-      say({ k: "missing" });
-      process.exit(0);
-    }
-  } else {
+  if (gone()) {
+    say({ k: "missing" });
+    process.exit(0);
+  }
+  if (openRun()) {
     seen = true;
-    watching ||= watch(runDir);
+    watching ||= watch(inRun("."));
     const whole = sendJournals();
     if (whole) sendExit();
     sendWrapper(always);
-    if (refused) {
-      say({ k: "refused", why: refused });
-      process.exit(0);
-    }
+  }
+  if (refused) {
+    say({ k: "refused", why: refused });
+    process.exit(0);
   }
   sendServer(always);
   sendGate();
@@ -245,8 +310,9 @@ function received(line) {
 // One follower a run: a later one (the operator's stream broke, or the operator restarted)
 // stops the one before.
 const pidFile = path.join(privateDir, "follower.pid");
+const before = pid(pidFile);
 try {
-  process.kill(Number(fs.readFileSync(pidFile, "utf8")), "SIGTERM");
+  if (before !== null && before !== process.pid) process.kill(before, "SIGTERM");
 } catch {}
 fs.writeFileSync(pidFile, `${process.pid}\n`);
 
