@@ -37,6 +37,7 @@ from paddock.api.agentrun import TERMINAL_PHASES
 from paddock.client import logs
 from paddock.kube import client as kube
 from paddock.kube import exec as kube_exec
+from paddock.kube import watches
 from paddock.objectstore import client as objectstore_client
 from paddock.runs import events as ev
 from paddock.runs.journal import BATCH_BYTES
@@ -232,10 +233,13 @@ def harness_start(namespace: str, runs: int) -> tuple[list[float], list[float]]:
     return seconds, floor
 
 
-def follow_delay(namespace: str, lines: int, name: str = "ticks") -> list[float]:
+def follow_delay(
+    namespace: str, lines: int, name: str = "ticks", every: float = 0.3
+) -> list[float]:
     """Seconds from a line printed in the sandbox (its text is the time it was printed) to
-    the event reaching a follower (``paddock logs --follow``'s generator, in this process)."""
-    script = f"for i in $(seq 1 {lines}); do date +%s.%N; sleep 0.3; done"
+    the event reaching a follower (``paddock logs --follow``'s generator, in this process),
+    for lines printed ``every`` seconds."""
+    script = f"for i in $(seq 1 {lines}); do date +%s.%N; sleep {every}; done"
     make_run(namespace, name, script)
     seconds = []
     for event in logs.events(namespace, name, follow=True):
@@ -281,7 +285,7 @@ def _watch_floor(namespace: str, writes: int) -> list[float]:
 
     def watch() -> None:
         version = stored["metadata"]["resourceVersion"]
-        for _, seen in kube.watch_configmaps(namespace, selector, version, 60):
+        for _, seen in watches.watch_configmaps(namespace, selector, version, 60):
             delays.append(time.time() - float(seen["data"]["at"]))
             if len(delays) == writes + 1:
                 return
@@ -336,6 +340,7 @@ def main() -> int:
         try:
             start, start_floor = harness_start(namespace, LATENCY_RUNS)
             follow = follow_delay(namespace, LATENCY_RUNS)
+            sporadic = follow_delay(namespace, LATENCY_RUNS, "sporadic", every=1.5)
             follow_floor = _watch_floor(namespace, LATENCY_RUNS)
         finally:
             operator.terminate()
@@ -387,6 +392,11 @@ def main() -> int:
         f"  event printed -> logs --follow : {p50(follow):6.2f} s (p99 {max(follow):.2f} s); "
         f"floor, write -> watch: {p50(follow_floor):.3f} s; "
         f"ratio {p50(follow) / p50(follow_floor):.1f}"
+    )
+    print(
+        f"  the same, lines 1.5 s apart    : {p50(sporadic):6.2f} s (p99 {max(sporadic):.2f} s); "
+        f"ratio {p50(sporadic) / p50(follow_floor):.1f} (lines 0.3 s apart are written to the "
+        "log together, about once a second)"
     )
     print(
         f"  the same, log in s3            : {p50(follow_s3):6.2f} s (p99 {max(follow_s3):.2f} s); "

@@ -60,6 +60,7 @@ class Feed:
         self.stderr = ""
         self.channel: _Sender | None = None
         self.quiet = False
+        self._acked = (self._state.base["stdout"], self._state.base["files"])
         self.unfollowable = False  # the pod said it cannot run the follower
 
     # -- the stream's side ---------------------------------------------------------------------
@@ -160,8 +161,10 @@ class Feed:
                 if gone > 0:
                     del self._state.data[name][:gone]
                     self._state.base[name] = at
-        if self.channel is not None:
-            self.channel.send(f"ack {cursor.get('stdout', 0)} {cursor.get('files', 0)}\n")
+        acked = (int(cursor.get("stdout", 0)), int(cursor.get("files", 0)))
+        if self.channel is not None and acked != self._acked:
+            self._acked = acked
+            self.channel.send(f"ack {acked[0]} {acked[1]}\n")
 
     def answer(self, answers: Mapping[str, str]) -> bool:
         """Send the gate its answers; those requests no longer wait. False when the stream is
