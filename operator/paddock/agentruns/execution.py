@@ -334,8 +334,7 @@ class Execution(RunEnding):
         followed = following.follow(spec, poll, HARNESSES[spec.harness].parse_line, progress, abort)
         self.wrapper_gone_polls = followed.wrapper_gone_polls
         requests, lost = self._gate(spec)
-        killed = abort if following.killed_long_ago(self.signalled, now) else None  # no record
-        ending = lost or followed.ending or killed  # a gate lost ends the run so, whatever else
+        ending = lost or followed.ending  # a gate lost ends the run so, whatever else
         asking, hosts = self._asking(spec, now), host_asks.ASKS.of_run(self.run_id)
         answered = inputs.judge_gate(self.namespace, spec, self.sandbox, requests, asking, hosts)
         drafts = used + followed.drafts

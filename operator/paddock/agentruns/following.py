@@ -49,16 +49,6 @@ def next_step(followed: Followed, soon: bool, to_deadline: float | None) -> floa
     return min(QUIET_SECONDS, to_deadline or QUIET_SECONDS)
 
 
-def killed_long_ago(
-    signalled: dict[str, datetime], now: datetime, grace: float = KILL_GRACE_SECONDS
-) -> bool:
-    """Whether the harness was sent KILL over ``grace`` ago: a run aborted then ends whatever
-    its sandbox says (an agent that hid its wrapper's record, or faked its beat, has nothing
-    left to wait for)."""
-    killed = signalled.get("KILL")
-    return killed is not None and (now - killed).total_seconds() >= grace
-
-
 @dataclass(frozen=True)
 class Progress:
     """How far the operator has followed a running run."""

@@ -157,12 +157,13 @@ class Observer:
         self, pod: str, cursor: Mapping[str, int], genuine: Callable[[str], bool]
     ) -> run_scripts.Poll:
         """What the run's journals hold past ``cursor``, and whether its harness is done. A
-        completion record the stream brings without the run's nonce (``genuine``) is read
-        again in the sandbox: the record there now may be the wrapper's."""
+        completion record the stream brings without the run's nonce (``genuine``), or not one
+        at all, is read again in the sandbox: the record there now may be the wrapper's."""
         said = self._feed(pod, cursor)
         found = said.poll(cursor) if said is not None else None
-        if found is not None and found.completion is not None:
-            found = found if genuine(found.completion.nonce) else None
+        if found is not None and (found.completion is not None or found.malformed_completion):
+            real = found.completion is not None and genuine(found.completion.nonce)
+            found = found if real else None
         self.by_exec = found is None
         if said is not None:
             said.quiet = self.by_exec  # (polled at its own pace meanwhile)

@@ -12,11 +12,14 @@ container's, and its processes cannot be signalled by it.
   mode 755: Paddock's shell). For a gated run it then starts the
   gate server (``data/gate/server.mjs``), listening on ``gate.sock`` there, with its pending
   requests in ``gate/runs/<run uid>/requests``; it returns once the server listens.
-- ``poll`` (one exec per tick of a gated run) returns whether the server runs and how many
-  seconds ago it last beat (a stopped one no longer does), and the requests waiting for an
-  answer, those after the cursor first.
-- ``answer`` (one exec) writes the operator's answers, which the server sends back on the
-  connection each request came on, and on that connection only.
+  With ``follow``, the same exec then goes on as the run's follower (``data/gate/follow.mjs``),
+  the run's stream (``agentruns/feed.py``); ``follow`` (one exec) starts it again where a
+  stream was lost, from the log's offsets.
+- ``poll`` (one exec per tick of a gated run that has no stream) returns whether the server
+  runs and how many seconds ago it last beat (a stopped one no longer does), and the
+  requests waiting for an answer, those after the cursor first.
+- ``answer`` (one exec, where there is no stream) writes the operator's answers, which the
+  server sends back on the connection each request came on, and on that connection only.
 - ``close`` (one exec, when the run ends) stops the server and removes the run's files.
 """
 

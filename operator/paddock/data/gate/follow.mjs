@@ -17,8 +17,8 @@
 //       with each beat
 //   {"k":"server","stale":BOOL}  whether the gate server has stopped or not beaten for
 //       SERVER_STALE_S; sent as the wrapper's
-//   {"k":"gate","id":ID,"b":B64} a request waiting for an answer, at most GATE_AT_ONCE sent
-//       and waiting at a time, and GATE_AT_ONCE a second; {"k":"done","id":ID} once not
+//   {"k":"gate","id":ID,"b":B64} a request waiting for an answer, GATE_PER_SECOND a second
+//       at most (the server lets 64 wait); {"k":"done","id":ID} once it no longer waits
 //   {"k":"missing"}  the run's directory is gone (the pod's run volume is new)
 //   {"k":"refused","why":TEXT}  a journal is not one the follower reads (see below)
 //   {"k":"beat"}  every BEAT_MS, so that the operator can tell a quiet run from a lost stream
@@ -44,7 +44,7 @@ const CHECK_MS = 1000; // liveness, and a net under the directory watches
 const SETTLE_MS = 20; // changes that come together are sent together (ticks at most this often)
 const STALE_S = 5; // a wrapper that has not beaten for this long is reported stale
 const SERVER_STALE_S = 15;
-const GATE_AT_ONCE = 16;
+const GATE_PER_SECOND = 16;
 const TAILS = { exit: [256, false], stderr: [4096, true], changes: [65536, false], diff: [65536, false] };
 const ID = /^[0-9]+-[0-9]+$/;
 const uid = process.getuid();
@@ -190,8 +190,8 @@ function sendExit() {
 function sendWrapper(always) {
   // The wrapper rewrites its list of the workspace's files each tick: its last write is its beat
   // (the directory's own time, until the first list is written).
-  const ages = [age(inRun("snapshot")), age(inRun("."))].filter((a) => a !== null);
-  const stale = !ages.length || Math.min(...ages) > STALE_S;
+  const last = age(inRun("snapshot")) ?? age(inRun("."));
+  const stale = last === null || last > STALE_S;
   if (always || stale !== wrapperStale) say({ k: "wrapper", stale });
   wrapperStale = stale;
 }
@@ -226,8 +226,8 @@ function sendGate() {
   while (gateSent.length && gateSent[0] < now - 1000) gateSent.shift();
   for (const id of waiting) {
     if (gate.has(id)) continue;
-    if (gate.size >= GATE_AT_ONCE || gateSent.length >= GATE_AT_ONCE) {
-      scheduled ||= setTimeout(tick, 1000 / GATE_AT_ONCE);
+    if (gateSent.length >= GATE_PER_SECOND) {
+      scheduled ||= setTimeout(tick, gateSent[0] + 1000 - now); // when the oldest is a second old
       break;
     }
     let body;
