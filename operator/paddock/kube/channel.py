@@ -9,21 +9,18 @@ sends a beat more often), and closed."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
-from kubernetes.stream import stream
 from websocket import ABNF, WebSocketException
 
 from paddock.kube.errors import converting
+from paddock.kube.exec import STATUS, STDERR, STDERR_KEPT, STDOUT, binary, exit_code
 
 log = logging.getLogger("paddock.kube")
-STDOUT, STDERR, STATUS = 1, 2, 3  # the exec protocol's channels from the container
-STDERR_KEPT = 4096
 LONGEST_LINE = 4 * 1024 * 1024  # a line longer than this ends the channel (never read whole)
 
 
@@ -105,7 +102,8 @@ class Channel:
             with contextlib.suppress(WebSocketException, OSError):
                 self._connection.close(timeout=1)  # (only this thread reads the socket)
             self._api.close()
-            self._on_end(_exit_code(status), stderr.decode(errors="replace"))
+            told = exit_code(status) if status else None  # (None: the end was never told)
+            self._on_end(told, stderr.decode(errors="replace"))
 
 
 @converting
@@ -122,21 +120,9 @@ def open_channel(
 ) -> Channel:
     """Start ``argv`` in the container and write ``first`` to its stdin. Raises ``KubeError``
     (``NotFoundError`` for a pod that is gone) when the pod cannot be reached."""
-    api = client.ApiClient()  # stream() swaps the request method of the client it is given
+    api = client.ApiClient()
     try:
-        connection = stream(
-            client.CoreV1Api(api).connect_get_namespaced_pod_exec,
-            pod,
-            namespace,
-            container=container,
-            command=argv,
-            stdin=True,
-            stdout=True,
-            stderr=True,
-            tty=False,
-            _preload_content=False,
-            binary=True,
-        )
+        connection = binary(client.CoreV1Api(api), namespace, pod, container, argv, stdin=True)
         if first:
             # A command may end without reading it all (a refusal): what it said and its exit
             # code are read all the same.
@@ -146,19 +132,3 @@ def open_channel(
         api.close()
         raise
     return Channel(connection, api, on_line, on_end, silence, f"paddock-exec-{pod}")
-
-
-def _exit_code(status: bytes | bytearray) -> int | None:
-    """0 for a Success status, the ExitCode cause's number for a failure, -1 for another
-    failure, None when the command's end was never told (the connection was lost)."""
-    try:
-        said = json.loads(status) if status else None
-    except ValueError:
-        return -1
-    if not isinstance(said, dict):
-        return None
-    if said.get("status") == "Success":
-        return 0
-    causes = (said.get("details") or {}).get("causes") or []
-    codes = [c.get("message", "") for c in causes if c.get("reason") == "ExitCode"]
-    return int(codes[0]) if codes and codes[0].isdigit() else -1

@@ -111,7 +111,7 @@ def stream_out(
     held whole in memory). ``TimeoutError`` when it runs longer than ``timeout_seconds``."""
     api = client.CoreV1Api(client.ApiClient())
     try:
-        frames = _Frames(_binary(api, namespace, pod, container, argv, stdin=False), sink)
+        frames = _Frames(binary(api, namespace, pod, container, argv, stdin=False), sink)
         return frames.until_done(time.monotonic() + timeout_seconds, argv, timeout_seconds)
     finally:
         api.api_client.close()
@@ -131,7 +131,7 @@ def stream_in(
     example ``head -c SIZE | ...``)."""
     api = client.CoreV1Api(client.ApiClient())
     try:
-        connection = _binary(api, namespace, pod, container, argv, stdin=True)
+        connection = binary(api, namespace, pod, container, argv, stdin=True)
         frames = _Frames(connection, None)
         deadline = time.monotonic() + timeout_seconds
         while chunk := source.read(STREAM_CHUNK):
@@ -144,9 +144,11 @@ def stream_in(
         api.api_client.close()
 
 
-def _binary(
+def binary(
     api: client.CoreV1Api, namespace: str, pod: str, container: str, argv: list[str], stdin: bool
 ) -> Any:
+    """An exec connection in the binary protocol, not yet read (``stream()`` swaps the request
+    method of the client ``api`` has: give it one of its own)."""
     return stream(
         api.connect_get_namespaced_pod_exec,
         pod,
@@ -219,13 +221,20 @@ class _Frames:
             self._status.extend(data)
 
     def _exit_code(self) -> int:
-        """0 for a Success status, the ExitCode cause's number for a failure, else -1."""
-        try:
-            status = json.loads(self._status or b"{}")
-        except ValueError:
-            return -1
-        if status.get("status") == "Success":
-            return 0
-        causes = (status.get("details") or {}).get("causes") or []
-        codes = [c.get("message", "") for c in causes if c.get("reason") == "ExitCode"]
-        return int(codes[0]) if codes and codes[0].isdigit() else -1
+        return exit_code(self._status)
+
+
+def exit_code(status: bytes | bytearray) -> int:
+    """From the exec protocol's status channel: 0 for a Success status, the ExitCode cause's
+    number for a failure, else -1."""
+    try:
+        said = json.loads(status or b"{}")
+    except ValueError:
+        return -1
+    if not isinstance(said, dict):
+        return -1
+    if said.get("status") == "Success":
+        return 0
+    causes = (said.get("details") or {}).get("causes") or []
+    codes = [c.get("message", "") for c in causes if c.get("reason") == "ExitCode"]
+    return int(codes[0]) if codes and codes[0].isdigit() else -1
