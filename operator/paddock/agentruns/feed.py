@@ -54,7 +54,6 @@ class Feed:
         self._lock = threading.Lock()
         self._state = _State({j: int(cursor.get(j, 0)) for j in JOURNALS})
         self._wake = wake
-        self._ended = threading.Event()
         self._said = threading.Event()  # "prepared" or the end
         self.exit_code: int | None = None
         self.stderr = ""
@@ -91,7 +90,6 @@ class Feed:
             self._state.lost = self._state.lost or (
                 "the follower's stream ended" if exit_code is not None else "its stream was lost"
             )
-        self._ended.set()
         self._said.set()
         self._wake(True)
 
@@ -109,11 +107,6 @@ class Feed:
         """Whether the feed can still say what the run does."""
         with self._lock:
             return not self._state.lost and not self._state.broken
-
-    @property
-    def why_not(self) -> str:
-        with self._lock:
-            return self._state.lost or ("a frame came out of order" if self._state.broken else "")
 
     def poll(self, cursor: Mapping[str, int]) -> run_scripts.Poll | None:
         """What an exec poll from ``cursor`` would see, from the frames; None where the feed
