@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 from paddock.api.workspace import ParallelGroup, SetupCommand
+from paddock.render.init_scripts import SCRUB_FUNCTIONS
 from paddock.render.setup_script import render_setup_script
+from paddock.runs.scrubbing import variants
 from support.waiting import wait_for
 
 Step = str | SetupCommand | ParallelGroup
@@ -191,7 +195,54 @@ def test_a_failing_step_that_prints_secrets_reports_them_masked(tmp_path: Path) 
     for line in PEM.splitlines()[1:3]:
         assert line not in result.termination
     assert "tok-0123456789" not in result.termination
-    assert "tok-0123456789" in result.stdout  # the container's own log is the user's
+    assert "tok-0123456789" not in result.stdout
+
+
+def test_the_container_log_masks_secrets_as_the_run_log_does(tmp_path: Path) -> None:
+    """The container log is readable by whoever may read pod logs (the built-in ``view``
+    role): a step's output, a parallel group's and the failure report come out masked in
+    every form the run log masks (whole, a PEM key's lines, URL-encoded, base64 at any
+    alignment), and the other output and the exit code as they were."""
+    token = "s3cret/token+value=1"
+    steps: list[Step] = [
+        'echo "plain $TOKEN"; printf "%s" "$KEY" | sed -n 3p',
+        'echo "url $ENCODED"',
+        ParallelGroup(parallel=['printf "x%s" "$TOKEN" | base64 -w0; echo', "echo untouched"]),
+        "printf 'no newline at the end %s' \"$TOKEN\"; exit 4",
+    ]
+    encoded = quote(token, safe="")  # not a secret env: masked as a form of TOKEN
+    result = run_setup(
+        tmp_path, steps, PADDOCK_SECRET_ENV="TOKEN KEY", TOKEN=token, KEY=PEM, ENCODED=encoded
+    )
+    assert result.code == 4
+    assert encoded not in result.stdout
+    assert token not in result.stdout
+    assert PEM.splitlines()[2] not in result.stdout
+    assert "plain [redacted]" in result.stdout
+    assert "url [redacted]" in result.stdout
+    assert base64.b64encode(f"x{token}".encode()).decode()[4:20] not in result.stdout
+    assert "[1] untouched" in result.stdout
+    assert "no newline at the end [redacted]" in result.stdout
+    assert "setup step failed" in result.stdout + result.termination
+
+
+def test_the_scripts_masked_forms_are_the_run_logs(tmp_path: Path) -> None:
+    """The forms a script masks, worked out by bash from its env, are exactly those the
+    operator's scrubber masks in the run log (``scrubbing.variants``)."""
+    values = [
+        "tok-0123456789", "abc", "short", "with space and+plus/slash?", "é-ünïcode-válue",
+        PEM, "  padded-secret-value \n", "line-one-long-enough\r\nline-two-long-enough",
+    ]  # fmt: skip
+    env = {f"S{i}": value for i, value in enumerate(values)}
+    listed = subprocess.run(
+        ["bash", "-c", SCRUB_FUNCTIONS + 'printf "%s\\0" "${_paddock_forms[@]}"'],
+        env={**os.environ, **env, "PADDOCK_SECRET_ENV": " ".join(env)},
+        capture_output=True,
+        check=True,
+    ).stdout
+    forms = [form.decode() for form in listed.split(b"\0")[:-1]]
+    assert set(forms) == set().union(*(variants(value) for value in values))
+    assert [len(form) for form in forms] == sorted(map(len, forms), reverse=True)
 
 
 def test_without_secret_env_the_report_is_the_output_as_printed(tmp_path: Path) -> None:

@@ -15,10 +15,13 @@ from paddock.runs.scrubbing import MIN_PART, MIN_WHOLE, SECRET_MASK
 
 SECRET_ENV_VAR = "PADDOCK_SECRET_ENV"  # noqa: S105  (a variable name, not a secret)
 
-# Bash functions for a script that copies output into its termination message (which anyone
-# who may read the pod sees): the values of the container's secret env, as they were when the
-# script started, are masked in that text, whole and line by line (a PEM key's lines). The
-# operator masks what it copies again, in every encoding its scrubber knows.
+# Bash functions for a script whose output anyone who may read the pod sees (its termination
+# message, a setup step's container log): the values of the container's secret env, as they
+# were when the script started, are masked in the forms the run log masks them in (``runs.
+# scrubbing.variants``: whole, trimmed, line by line, URL-encoded, base64 at any alignment),
+# longest first. The forms are worked out once, at the start (``base64`` forks, nothing else);
+# ``_paddock_mask_lines`` then masks a stream line by line without a fork. The operator masks
+# what it copies again.
 SCRUB_FUNCTIONS = (
     r"""
 _paddock_secrets=()
@@ -30,19 +33,75 @@ _paddock_trim() { # text -> text without surrounding blanks (and a CR)
   s=${s#"${s%%[![:space:]]*}"}
   printf '%s' "${s%"${s##*[![:space:]]}"}"
 }
-_paddock_scrub() { # stdin -> stdout, secret values masked
-  local text value line
-  text=$(cat; printf x); text=${text%x}
-  for value in "${_paddock_secrets[@]}"; do
-    for line in "$value" "$(_paddock_trim "$value")"; do
-      [ "${#line}" -ge MIN_WHOLE ] && text=${text//"$line"/MASK}
-    done
-    while IFS= read -r line || [ -n "$line" ]; do
-      line=$(_paddock_trim "$line")
-      [ "${#line}" -ge MIN_PART ] && text=${text//"$line"/MASK}
-    done <<< "$value"
+_paddock_quote() { # text [plus] -> URL-encoded (every byte but A-Za-z0-9_.-~; plus: " " is +)
+  local LC_ALL=C s=$1 out="" c i
+  for (( i = 0; i < ${#s}; i++ )); do
+    c=${s:i:1}
+    case $c in
+      [A-Za-z0-9_.~-]) out+=$c ;;
+      " ") if [ -n "${2:-}" ]; then out+=+; else out+=%20; fi ;;
+      *) printf -v c '%%%02X' "'$c"; out+=$c ;;
+    esac
   done
+  printf '%s' "$out"
+}
+_paddock_forms=()
+_paddock_form() { # a form of a secret, masked when long enough
+  [ "${#1}" -ge "$2" ] || return 0
+  local form
+  for form in "${_paddock_forms[@]}"; do [ "$form" = "$1" ] && return 0; done
+  _paddock_forms+=("$1")
+}
+_paddock_encoded() { # form -> its URL encodings and base64 cores, at every alignment
+  local LC_ALL=C offset start end text
+  _paddock_form "$(_paddock_quote "$1")" MIN_PART
+  _paddock_form "$(_paddock_quote "$1" plus)" MIN_PART
+  command -v base64 > /dev/null || return 0
+  for offset in 0 1 2; do
+    start=$(( (8 * offset + 5) / 6 ))
+    end=$(( (8 * (offset + $(printf '%s' "$1" | wc -c)) ) / 6 ))
+    text=$({ head -c "$offset" /dev/zero; printf '%s' "$1"; } | base64 -w0)
+    _paddock_form "${text:start:end-start}" MIN_PART
+    text=${text//+/-}; text=${text//\//_}
+    _paddock_form "${text:start:end-start}" MIN_PART
+  done
+}
+for _paddock_value in "${_paddock_secrets[@]}"; do
+  _paddock_base=("$_paddock_value" "$(_paddock_trim "$_paddock_value")")
+  for _paddock_line in "${_paddock_base[@]}"; do _paddock_form "$_paddock_line" MIN_WHOLE; done
+  _paddock_line=${_paddock_value%$'\n'}
+  if [[ ${_paddock_line%$'\r'} == *[$'\n\r']* ]]; then  # more than one line: each one too
+    while IFS= read -r _paddock_line || [ -n "$_paddock_line" ]; do
+      _paddock_line=$(_paddock_trim "$_paddock_line")
+      [ "${#_paddock_line}" -ge MIN_PART ] && _paddock_base+=("$_paddock_line")
+    done <<< "$_paddock_value"
+  fi
+  for _paddock_line in "${_paddock_base[@]:2}"; do _paddock_form "$_paddock_line" MIN_PART; done
+  for _paddock_line in "${_paddock_base[@]}"; do
+    [ -n "$_paddock_line" ] && _paddock_encoded "$_paddock_line"
+  done
+done
+# Longest first, so that a value masks whole before a part of it could.
+for (( _paddock_i = 1; _paddock_i < ${#_paddock_forms[@]}; _paddock_i++ )); do
+  _paddock_line=${_paddock_forms[_paddock_i]}
+  for (( _paddock_j = _paddock_i; _paddock_j > 0; _paddock_j-- )); do
+    [ "${#_paddock_forms[_paddock_j-1]}" -lt "${#_paddock_line}" ] || break
+    _paddock_forms[_paddock_j]=${_paddock_forms[_paddock_j-1]}
+  done
+  _paddock_forms[_paddock_j]=$_paddock_line
+done
+_paddock_scrub() { # stdin -> stdout, secret values masked
+  local text form
+  text=$(cat; printf x); text=${text%x}
+  for form in "${_paddock_forms[@]}"; do text=${text//"$form"/MASK}; done
   printf '%s' "$text"
+}
+_paddock_mask_lines() { # stdin -> stdout, line by line as it comes, secret values masked
+  local line form end
+  while IFS= read -r line; end=$?; [ "$end" -eq 0 ] || [ -n "$line" ]; do
+    for form in "${_paddock_forms[@]}"; do line=${line//"$form"/MASK}; done
+    if [ "$end" -eq 0 ]; then printf '%s\n' "$line"; else printf '%s' "$line"; fi
+  done
 }
 """.replace("MIN_WHOLE", str(MIN_WHOLE))
     .replace("MIN_PART", str(MIN_PART))

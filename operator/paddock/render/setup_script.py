@@ -9,7 +9,8 @@ by a watchdog. The first failure stops setup and writes
     <the last lines of the step's output>
 
 to the termination log (``/dev/termination-log``), where Kubernetes shows it as the init
-container's termination message.
+container's termination message. The secret env's values are masked there and in the
+container's log, in the forms the run log masks them in.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ set -u
 """
     + SCRUB_FUNCTIONS
     + r"""
+# Where there are secrets, the container log (which whoever may read the pod's logs reads:
+# the built-in `view` role does) is this script's output masked line by line as it comes.
+if [ "${1:-}" != --masked ] && [ "${#_paddock_forms[@]}" -gt 0 ]; then
+  "$BASH" "$0" --masked 2>&1 | _paddock_mask_lines
+  exit "${PIPESTATUS[0]}"
+fi
 _paddock_term="${PADDOCK_TERMINATION_LOG:-/dev/termination-log}"
 _paddock_tmp="$(mktemp -d)"
 mkfifo "$_paddock_tmp/never"
