@@ -7,6 +7,7 @@ the bucket gives a clear RestoreFailed and a cold start, not a broken sandbox.""
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from support.sandboxes import (
     condition,
     events_for,
     get,
+    secret,
     setup_containers,
     status_of,
     wait_for_phase,
@@ -29,6 +31,8 @@ from support.waiting import wait_for
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
 SETUP = ["echo ran >> setup-runs.txt", "mkdir -p build && echo artefact > build/out.txt"]
+TOKEN = "tok-archived-0123456789"
+TOKEN_ENV = {"name": "TOKEN", "secretKeyRef": {"name": "creds", "key": "token"}}
 
 
 @pytest.fixture(autouse=True)
@@ -58,9 +62,12 @@ def _archived(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | N
     return status if condition(status, "SnapshotReady")["status"] == "True" else None
 
 
-def _first_archived(cluster: Cluster, namespace: str, first: dict[str, Any]) -> dict[str, Any]:
-    """The Workspace "app" and the sandbox ``first`` of it applied: its status once archived."""
-    cluster.apply(workspace("app", setup=SETUP), namespace)
+def _first_archived(
+    cluster: Cluster, namespace: str, first: dict[str, Any], app: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The Workspace "app" (``app``, or one that runs SETUP) and the sandbox ``first`` of it
+    applied: its status once archived."""
+    cluster.apply(app or workspace("app", setup=SETUP), namespace)
     cluster.apply(first, namespace)
     name = first["metadata"]["name"]
     return wait_for(lambda: _archived(cluster, namespace, name), 180, what=f"{name} archived")
@@ -81,10 +88,17 @@ def _keys(cluster: Cluster, folder: str) -> list[str]:
 def test_an_archive_is_taken_after_setup_and_restored_into_the_next_sandbox(
     cluster: Cluster, namespace: str, archives: str, operator: Any
 ) -> None:
-    first = _first_archived(cluster, namespace, node_sandbox("first", node.STORAGE_CLASS))
+    """...and a secret value a process of the sandbox wrote into a file is masked in the
+    archive (stored and restored), its file's size and everything else as it was."""
+    cluster.apply(secret("creds", token=TOKEN), namespace)
+    leak = 'printf "before %s after\\n" "$TOKEN" > leaked.txt'
+    setup = workspace("app", setup=[*SETUP, leak], secrets=[TOKEN_ENV])
+    first = _first_archived(cluster, namespace, node_sandbox("first", node.STORAGE_CLASS), setup)
     name = first["snapshot"]
     assert "archive" in condition(first, "SnapshotReady")["message"]
     assert _keys(cluster, archives) == [f"{archives}{name}.json", f"{archives}{name}.tar.gz"]
+    stored, _ = ObjectStore.of(cluster).bucket_client().get(f"{archives}{name}.tar.gz")
+    assert TOKEN.encode() not in gzip.decompress(stored)
     listed = wait_for(
         lambda: status_of(cluster, namespace, "workspace", "app").get("snapshots") or None,
         30,
@@ -104,6 +118,8 @@ def test_an_archive_is_taken_after_setup_and_restored_into_the_next_sandbox(
     assert exec_in(cluster, namespace, "second", "cat setup-runs.txt build/out.txt") == (
         "ran\nartefact\n"
     )
+    masked = f"before {'*' * len(TOKEN)} after\n"
+    assert exec_in(cluster, namespace, "second", "cat leaked.txt") == masked
     owner = exec_in(cluster, namespace, "second", "stat -c %u build/out.txt; touch build/new")
     assert owner == "1000\n"  # the sandbox user's, and writable
     pvc = get(cluster, namespace, "pvc", "second-workspace") or {}

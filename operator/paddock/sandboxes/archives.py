@@ -1,7 +1,9 @@
 """Workspace archives in the object store: portable snapshots, for volumes no VolumeSnapshot
 can be taken of. Taking one streams ``tar`` of the volume's files out of the sandbox's pod
 (the operator's exec) into a multipart upload; restoring one streams it back into ``tar -x``
-in the new sandbox's pod before it is Ready. Neither touches the operator's disk.
+in the new sandbox's pod before it is Ready. Neither touches the operator's disk. On its way to
+the store an archive's secret values are masked (``archive_masking``): those of the sandbox's
+Workspace and of the runs that ran in it.
 
 An archive is two objects under ``PREFIX/snapshots/NAMESPACE/WORKSPACE/``: ``NAME.tar.gz`` and
 ``NAME.json``, its manifest (the snapshot-shaped object the decisions read), written last: an
@@ -30,6 +32,7 @@ from paddock.kube import exec as kube_exec
 from paddock.kube.errors import KubeError
 from paddock.objectstore.client import Bucket, Listed
 from paddock.objectstore.errors import ObjectStoreError
+from paddock.sandboxes.archive_masking import MaskingSink, masked_forms
 from paddock.sandboxes.plan import Transfer, TransferState
 from paddock.times import format_time, utcnow
 from paddock.vocab import names
@@ -38,6 +41,7 @@ from paddock.vocab.names import SANDBOX_CONTAINER
 Obj = dict[str, Any]
 Key = tuple[str, str]  # namespace, name
 Notify = Callable[[str, str, str], None]  # kind ("Sandbox", "Workspace"), namespace, name
+Secrets = Callable[[str, str], list[str]]  # namespace, sandbox -> the values its files may hold
 log = logging.getLogger("paddock.archives")
 
 SNAPSHOTS = "snapshots"
@@ -73,6 +77,7 @@ class ArchiveStore:
         self._prefix = ""
         self._timeout = 1800.0
         self._notify: Notify = lambda kind, namespace, name: None
+        self._secrets: Secrets = lambda namespace, sandbox: []
         self._index: dict[Key, dict[str, Obj]] = {}  # per Workspace, by archive name
         self._refused: dict[Key, float] = {}  # when a listing of a Workspace's was refused
         self._transfers: dict[str, tuple[TransferState, Obj]] = {}  # per Sandbox uid
@@ -85,12 +90,15 @@ class ArchiveStore:
         prefix: str = "",
         timeout: float = 0,
         notify: Notify | None = None,
+        secrets: Secrets | None = None,
     ) -> None:
-        """Start afresh with ``bucket`` (None: no archives; snapshots are VolumeSnapshots)."""
+        """Start afresh with ``bucket`` (None: no archives; snapshots are VolumeSnapshots).
+        ``secrets``: the secret values a sandbox's files may hold, masked in its archives."""
         self.stop()
         with self._lock:
             self._bucket, self._prefix, self._timeout = bucket, prefix.strip("/"), timeout
             self._notify = notify or (lambda kind, namespace, name: None)
+            self._secrets = secrets or (lambda namespace, sandbox: [])
             self._index.clear()
             self._refused.clear()
             self._transfers.clear()
@@ -223,10 +231,10 @@ class ArchiveStore:
         error: str | None = None
         try:
             if transfer.action == "take":
-                archive = self._take(namespace, transfer)
+                archive = self._take(namespace, sandbox, transfer)
             else:
                 self._unpack(namespace, sandbox, transfer)
-        except (KubeError, ObjectStoreError, TimeoutError, OSError) as exc:
+        except (KubeError, ObjectStoreError, TimeoutError, OSError, ValueError) as exc:
             error = str(getattr(exc, "message", "") or exc)
             log.warning("%s of archive %s failed: %s", transfer.action, _name(archive), error)
         except Exception as exc:  # a bug: said on the Sandbox, never a transfer left running
@@ -241,13 +249,16 @@ class ArchiveStore:
         self._notify("Sandbox", namespace, sandbox)
         self._notify("Workspace", namespace, workspace)
 
-    def _take(self, namespace: str, transfer: Transfer) -> Obj:
-        """Archive the volume into the bucket, then its manifest; the stored archive."""
+    def _take(self, namespace: str, sandbox: str, transfer: Transfer) -> Obj:
+        """Archive the volume into the bucket, its secret values masked, then its manifest;
+        the stored archive."""
         assert self._bucket is not None
         data = self._data_key(transfer.archive)
         started = time.monotonic()
+        forms = masked_forms(self._secrets(namespace, sandbox))
         try:
-            with self._bucket.writer(data) as sink:
+            with self._bucket.writer(data) as bucket:
+                sink = MaskingSink(forms, bucket) if forms else bucket
                 out = kube_exec.stream_out(
                     namespace,
                     transfer.pod,
@@ -258,6 +269,8 @@ class ArchiveStore:
                 )
                 if out.exit_code not in ARCHIVED:
                     raise OSError(f"tar exited with {out.exit_code}: {out.stderr.strip()[-300:]}")
+                if isinstance(sink, MaskingSink):
+                    sink.close()
         except BaseException:
             with contextlib.suppress(ObjectStoreError):  # no manifest: it is not there anyway
                 self._bucket.delete([data])

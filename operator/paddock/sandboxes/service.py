@@ -4,6 +4,7 @@ at any time, as often as the handlers like; a second run creates nothing twice."
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import replace
@@ -12,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from paddock import metrics
+from paddock.api.agentrun import AgentRunSpec
 from paddock.api.errors import describe
 from paddock.api.policy import SandboxPolicySpec
 from paddock.api.sandbox import SandboxSpec
@@ -72,7 +74,25 @@ def configure_archives(config: OperatorSettings, notify: Notify) -> None:
         ARCHIVES.configure(None)
         return
     prefix = config.s3.prefix.strip("/")
-    ARCHIVES.configure(Bucket(store), prefix, config.snapshots.archive_timeout_seconds, notify)
+    timeout = config.snapshots.archive_timeout_seconds
+    ARCHIVES.configure(Bucket(store), prefix, timeout, notify, archived_secrets)
+
+
+def archived_secrets(namespace: str, sandbox: str) -> list[str]:
+    """The secret values a sandbox's files may hold, masked in its archives: its Workspace's
+    and those of the runs in the namespace that ran in it."""
+    refs: list[tuple[str, str]] = []
+    found = CACHE.get("Sandbox", namespace, sandbox)
+    with contextlib.suppress(ValidationError):
+        if found is not None:
+            workspace_name = SandboxSpec.model_validate(found.get("spec") or {}).workspace_ref.name
+            workspace = CACHE.get("Workspace", namespace, workspace_name)
+            refs += WorkspaceSpec.model_validate((workspace or {}).get("spec") or {}).secret_refs()
+    for run in CACHE.listed("AgentRun", namespace):
+        if (run.get("status") or {}).get("sandboxName") == sandbox:
+            with contextlib.suppress(ValidationError):
+                refs += AgentRunSpec.model_validate(run.get("spec") or {}).secret_refs()
+    return list(kube.secret_values(namespace, refs).values())
 
 
 def stop_archives() -> None:
