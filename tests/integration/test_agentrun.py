@@ -346,6 +346,26 @@ def test_reuse_thread_runs_in_the_same_sandbox(
     outputs = of_type(log_events(cluster, namespace, "second"), "output")
     assert [e["data"]["text"] for e in outputs] == ["remembered"]
 
+    # The template's resources change: the thread moves to a new sandbox, and says so.
+    template["resources"] = {"requests": {"cpu": "50m"}}
+    cluster.apply(threaded("third", "cat mark.txt 2>/dev/null || echo fresh"), namespace)
+    third = wait_for_run(cluster, namespace, "third")
+    assert third["phase"] == "Succeeded"
+    assert third["sandboxName"] not in (first["sandboxName"], "")
+    moved = wait_for(
+        lambda: [
+            e for e in events_for(cluster, namespace, "third") if e["reason"] == "ThreadMoved"
+        ],
+        30,
+        what="the run's ThreadMoved Event",
+    )
+    assert len(moved) == 1
+    assert "(resources)" in moved[0]["message"]
+    assert f"from Sandbox {first['sandboxName']}" in moved[0]["message"]
+    outputs = of_type(log_events(cluster, namespace, "third"), "output")
+    assert [e["data"]["text"] for e in outputs] == ["fresh"]
+    assert get(cluster, namespace, "sandbox", first["sandboxName"]) is not None  # left
+
 
 def _busy_with(cluster: Cluster, namespace: str, name: str, holder: str) -> dict[str, Any]:
     """The run's status once it waits, reason SandboxBusy, for the run ``holder``."""

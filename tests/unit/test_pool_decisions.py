@@ -221,7 +221,7 @@ def _thread_run(name: str, at: str, phase: str | None = None, thread: str = "t1"
 
 def test_a_threads_take_gives_the_member_the_threads_key_and_no_owner() -> None:
     run = _thread_run("r1", "1")
-    body = claims.thread_claim(run, "py", "k1", datetime(2026, 12, 4, 9, 30, tzinfo=UTC))
+    body = claims.thread_claim(run, "py", "k1", "t1", datetime(2026, 12, 4, 9, 30, tzinfo=UTC))
     labels = body["metadata"]["labels"]
     assert labels["paddock.dev/thread-key"] == "k1"
     assert labels["paddock.dev/pool"] is None

@@ -165,6 +165,53 @@ def test_a_thread_finds_one_sandbox_per_workspace_hash() -> None:
     )
 
 
+TEMPLATE_CHANGES = {
+    "runtimeClassName": {"runtimeClassName": "gvisor"},
+    "resources": {"resources": {"limits": {"cpu": "2"}}},
+    "storage": {"storage": {"size": "20Gi"}},
+    "nodeSelector": {"nodeSelector": {"disk": "ssd"}},
+    "lifecycle": {"lifecycle": {"idleTimeout": "1h"}},
+    "image": {"image": "python:3.12"},
+}
+
+
+@pytest.mark.parametrize("field", TEMPLATE_CHANGES)
+def test_a_changed_template_moves_the_thread_and_the_run_says_what_changed(field: str) -> None:
+    """Every field of the template is in the thread's key: a change moves the thread to a new
+    sandbox, and the run's wait names the old sandbox and the field."""
+    old_spec = template_spec(threadId="t1")
+    new_spec = template_spec(threadId="t1", sandboxTemplate={
+        **old_spec.sandbox_template.to_api(), **TEMPLATE_CHANGES[field]})  # fmt: skip
+    old_name = sandboxes.sandbox_name(RUN, old_spec, "hash-a")
+    new_name = sandboxes.sandbox_name(RUN, new_spec, "hash-a")
+    assert isinstance(old_name, str)
+    assert isinstance(new_name, str)
+    assert old_name != new_name
+    made = sandboxes.judge(RUN, old_spec, old_name, None, "hash-a").create
+    assert made is not None
+    made["metadata"]["creationTimestamp"] = "2026-12-07T10:00:00Z"
+    other_thread = sandboxes.judge(RUN, template_spec(threadId="t2"), "x", None, "hash-a").create
+    before = sandboxes.moved_from("team", new_spec, new_name, [made, other_thread])
+    assert before is made
+    verdict = sandboxes.judge(RUN, new_spec, new_name, None, "hash-a", before)
+    assert isinstance(verdict.state, Waiting)
+    assert verdict.state.reason == "ThreadMoved"
+    assert f"({field})" in verdict.state.message
+    assert f"from Sandbox {old_name}" in verdict.state.message
+    assert verdict.create is not None
+    assert sandboxes.moved_from("team", old_spec, old_name, [made]) is None  # its own
+
+
+def test_a_changed_workspace_moves_the_thread_and_the_run_says_so() -> None:
+    run_spec = template_spec(threadId="t1")
+    made = sandboxes.judge(RUN, run_spec, "thread-a", None, "hash-a").create
+    assert made is not None
+    made["status"] = {"workspaceHash": "hash-a"}
+    verdict = sandboxes.judge(RUN, run_spec, "thread-b", None, "hash-b", made)
+    assert isinstance(verdict.state, Waiting)
+    assert "(the Workspace)" in verdict.state.message
+
+
 # -- before the harness starts --------------------------------------------------------------
 
 BEFORE = {

@@ -35,6 +35,7 @@ from paddock.vocab.names import (
     POOL_TEMPLATE_LABEL,
     RUN_LABEL,
     THREAD_KEY_LABEL,
+    THREAD_LABEL,
 )
 from paddock.vocab.ownership import controlled_by, controller_reference, owned_by
 
@@ -153,12 +154,13 @@ def claim(run: Obj, pool: str, now: datetime) -> Obj:
                          "ownerReferences": [controller_reference(run)]}}  # fmt: skip
 
 
-def thread_claim(run: Obj, pool: str, key: str, now: datetime) -> Obj:
+def thread_claim(run: Obj, pool: str, key: str, thread: str, now: datetime) -> Obj:
     """The patch that takes a member for the thread ``key`` (sent as ``claim``'s is): the
-    thread's key instead of an owner, so that it outlives the run; the run that took it named
-    in its run label."""
+    thread's key and label instead of an owner, so that it outlives the run; the run that took
+    it named in its run label."""
     body = claim(run, pool, now)
     body["metadata"]["labels"][THREAD_KEY_LABEL] = key
+    body["metadata"]["labels"][THREAD_LABEL] = thread
     body["metadata"]["ownerReferences"] = None
     return body
 

@@ -61,7 +61,10 @@ def find_sandbox(run: Obj, spec: AgentRunSpec) -> Verdict:
         taken = taking.for_thread(run, spec, workspace_hash, pool)
         if taken is not None:
             return taken
-    verdict = sandboxes.judge(run, spec, name, found, workspace_hash)
+    before = None
+    if found is None and spec.effective_reuse == Reuse.THREAD:
+        before = sandboxes.moved_from(namespace, spec, name, CACHE.listed("Sandbox", namespace))
+    verdict = sandboxes.judge(run, spec, name, found, workspace_hash, before)
     if verdict.create is not None:
         kube.create(verdict.create)
     if verdict.touch:

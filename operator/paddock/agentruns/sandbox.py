@@ -2,9 +2,10 @@
 service reads the objects and makes the writes a verdict asks for.
 
 ``reuse: thread`` finds the thread's sandbox again by a key hashed from the namespace, the
-thread, the Workspace's hash, the policy and the image, so a changed Workspace or image gets a
-fresh sandbox instead of a stale one. ``reuse: none`` makes a sandbox owned by the run, removed
-when the run ends.
+thread, the Workspace's hash and the whole template (image, policy, runtime class, resources,
+storage, placement, lifecycle), so a changed Workspace or template moves the thread to a fresh
+sandbox instead of leaving it in a stale one; the run that makes it says what changed.
+``reuse: none`` makes a sandbox owned by the run, removed when the run ends.
 
 One run at a time uses a sandbox, and one at a time runs of a thread: a run whose sandbox (or
 thread) another run holds waits, and runs waiting for the same sandbox start in the order
@@ -28,7 +29,12 @@ from paddock.api.reasons import RunReason as R
 from paddock.api.sandbox import Sandbox, SandboxPhase
 from paddock.api.workspace import WorkspaceStatus
 from paddock.policy.choice import PolicyChoice, choose_policy, from_label
-from paddock.vocab.names import MANAGED_BY, RUN_LABEL, THREAD_KEY_LABEL
+from paddock.vocab.names import (
+    MANAGED_BY,
+    RUN_LABEL,
+    THREAD_KEY_LABEL,
+    THREAD_LABEL,
+)
 from paddock.vocab.ownership import controlled_by, owned_by
 
 Obj = dict[str, Any]
@@ -71,21 +77,49 @@ class Verdict:
 
 
 def thread_key(namespace: str, spec: AgentRunSpec, workspace_hash: str) -> str:
+    """The thread's sandbox's key: everything it is made from. Every field of the template is
+    in it, so that no change to how a sandbox is made leaves the thread in the old one."""
     template = spec.sandbox_template
     assert template is not None
-    policy = template.policy.model_dump(mode="json") if template.policy else None
-    material = json.dumps(
-        [
-            namespace,
-            spec.thread_id,
-            workspace_hash,
-            template.policy_ref.name if template.policy_ref else None,
-            policy,
-            template.image,
-        ],
-        sort_keys=True,
+    material = [namespace, spec.thread_id, workspace_hash, template.to_api()]
+    return _digest(material)
+
+
+def thread_label(namespace: str, thread_id: str | None) -> str:
+    """The thread alone (its sandboxes whatever they were made from)."""
+    return _digest([namespace, thread_id])
+
+
+def _digest(material: list[Any]) -> str:
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def moved_from(namespace: str, spec: AgentRunSpec, name: str, sandboxes: list[Obj]) -> Obj | None:
+    """The sandbox the thread was in before its template or Workspace changed: the newest of
+    the thread's others in ``sandboxes`` (the namespace's), if any."""
+    label = thread_label(namespace, spec.thread_id)
+    before = [
+        sandbox
+        for sandbox in sandboxes
+        if (sandbox["metadata"].get("labels") or {}).get(THREAD_LABEL) == label
+        and sandbox["metadata"]["name"] != name
+        and not sandbox["metadata"].get("deletionTimestamp")
+    ]
+    return max(before, key=lambda s: str(s["metadata"].get("creationTimestamp", "")), default=None)
+
+
+def moved_message(before: Obj, spec: AgentRunSpec, name: str, workspace_hash: str) -> str:
+    """What the run says when it moves its thread from the sandbox ``before`` to ``name``."""
+    assert spec.sandbox_template is not None
+    was, now = before.get("spec") or {}, spec.sandbox_template.to_api()
+    changed = sorted(k for k in {*was, *now} if was.get(k) != now.get(k))
+    if (before.get("status") or {}).get("workspaceHash", workspace_hash) != workspace_hash:
+        changed.append("the Workspace")
+    what = ", ".join(changed) or "what its sandbox is made from"
+    return (
+        f"the thread's sandbox template changed ({what}): the thread moves from Sandbox "
+        f"{before['metadata']['name']} (left as it is) to a new Sandbox {name}; waiting for Ready"
     )
-    return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
 def workspace_hash_of(workspace: Obj | None) -> str:
@@ -130,20 +164,30 @@ def template_sandbox(run: Obj, spec: AgentRunSpec, name: str, workspace_hash: st
     labels[RUN_LABEL] = meta["uid"]  # the run that made it
     if spec.effective_reuse == Reuse.THREAD:
         labels[THREAD_KEY_LABEL] = thread_key(meta["namespace"], spec, workspace_hash)
+        labels[THREAD_LABEL] = thread_label(meta["namespace"], spec.thread_id)
         return sandbox
     return owned_by(sandbox, run)
 
 
 def judge(
-    run: Obj, spec: AgentRunSpec, name: str, found: Obj | None, workspace_hash: str
+    run: Obj,
+    spec: AgentRunSpec,
+    name: str,
+    found: Obj | None,
+    workspace_hash: str,
+    before: Obj | None = None,
 ) -> Verdict:
-    """The verdict on the Sandbox ``name`` as found (None: it does not exist)."""
+    """The verdict on the Sandbox ``name`` as found (None: it does not exist). ``before``: the
+    thread's sandbox before its template changed, which a new one replaces."""
     namespace = run["metadata"]["namespace"]
     if found is None:
         if spec.sandbox_ref is not None:
             message = f"Sandbox {name} not found in namespace {namespace}"
             return Verdict(Waiting(name, R.SANDBOX_NOT_FOUND, message))
         created = template_sandbox(run, spec, name, workspace_hash)
+        if before is not None:
+            message = moved_message(before, spec, name, workspace_hash)
+            return Verdict(Waiting(name, R.THREAD_MOVED, message), create=created)
         message = f"created Sandbox {name}; waiting for Ready"
         return Verdict(Waiting(name, R.SANDBOX_CREATED, message), create=created)
     pool = _pool_controlling(found)

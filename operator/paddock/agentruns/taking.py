@@ -84,7 +84,9 @@ def for_thread(
                 f"{spec.thread_id}, to take the thread's sandbox from SandboxPool {pool_name}"
             )
             return Verdict(sandboxes.Waiting(None, R.SANDBOX_BUSY, said))
-        body = claims.thread_claim(run, pool_name, key, utcnow())
+        body = claims.thread_claim(
+            run, pool_name, key, sandboxes.thread_label(namespace, spec.thread_id), utcnow()
+        )
         mine = _take(run, pool, sandboxes_here, body)
     if mine is None:
         return None

@@ -140,6 +140,7 @@ class RunReason(Reason):
     POOL_INVALID = "PoolInvalid", W
     SANDBOX_INVALID = "SandboxInvalid", W
     SANDBOX_CREATED = "SandboxCreated"
+    THREAD_MOVED = "ThreadMoved"
     SANDBOX_NOT_READY = "SandboxNotReady"
     SANDBOX_PAUSED = "SandboxPaused"
     SANDBOX_RESUMING = "SandboxResuming"
