@@ -139,6 +139,22 @@ UNREADABLE = {
         ),
         "an MCP header",
     ),
+    "a credential route's header": (
+        workspace(
+            "routed",
+            routes=[
+                {
+                    "name": "api",
+                    "url": "https://api.example.com",
+                    "headers": [
+                        {"name": "X-Api-Key", "secretKeyRef": {"name": "team-api", "key": "key"}}
+                    ],
+                    "allow": [{"methods": ["GET"], "paths": ["/**"]}],
+                }
+            ],
+        ),
+        "a header of a route",
+    ),
 }
 
 

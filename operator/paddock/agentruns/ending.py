@@ -9,7 +9,15 @@ import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
 
-from paddock.agentruns import decide, host_asks, in_pod, inputs, model_access, spending
+from paddock.agentruns import (
+    credential_access,
+    decide,
+    host_asks,
+    in_pod,
+    inputs,
+    model_access,
+    spending,
+)
 from paddock.agentruns.asking import end_all
 from paddock.agentruns.decide import Ending
 from paddock.agentruns.delivering import Outcome, deliver
@@ -71,6 +79,7 @@ class RunEnding(RunRecord):
             if self.sandbox is not None and self.status.completion_digest is not None:
                 in_pod.kill(self.namespace, self.run_id, self.sandbox.pod)
             model_access.revoke(self.run_id, self.gateway, spec.model_key is not None)
+            credential_access.revoke(self.run_id, self.gateway, self._routed())
             let_go(self.run, self.status.sandbox_name)
             inputs.remove_own_sandbox(self.run, spec, self.status.sandbox_name)
         self._write_status(ending.phase, message, reason=ending.reason)
@@ -83,6 +92,11 @@ class RunEnding(RunRecord):
         )
         self._flush(events=False)
 
+    def _routed(self) -> bool:
+        return any(
+            c.type == C.CREDENTIAL_ROUTES and c.status == "True" for c in self.status.conditions
+        )
+
     def _finish(self, spec: AgentRunSpec) -> None:
         """Remove the run's own sandbox, then write the final status: the last act, since a
         terminal phase is what ends the daemon."""
@@ -90,6 +104,7 @@ class RunEnding(RunRecord):
         assert terminal is not None
         data = terminal["data"]
         model_access.revoke(self.run_id, self.gateway, spec.model_key is not None)
+        credential_access.revoke(self.run_id, self.gateway, self._routed())
         host_asks.ASKS.forget(self.run_id)
         spending.METERED.forget(self.run_id)
         let_go(self.run, self.status.sandbox_name)

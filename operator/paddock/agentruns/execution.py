@@ -22,6 +22,7 @@ from typing import Any
 
 from paddock import metrics
 from paddock.agentruns import (
+    credential_access,
     decide,
     following,
     host_asks,
@@ -250,13 +251,18 @@ class Execution(RunEnding):
         held = hold(self.run, sandbox)
         if held is not None:
             return held
-        key = start.model_key(world, spec)
         access = model_access.grant(self.run, spec, sandbox, self.gateway, utcnow(), plan.budget,
-                                    plan.daily, key)  # fmt: skip
+                                    plan.daily, start.model_key(world, spec))  # fmt: skip
         if isinstance(access, Ending):
             return access
         if access.condition is not None:
             self._condition(C.MODEL_ROUTE, *access.condition)
+        routes = credential_access.grant(self.run, spec, sandbox, world.workspace, self.gateway,
+                                         utcnow(), start.route_values(world))  # fmt: skip
+        if isinstance(routes, Ending):
+            return routes
+        if routes.condition is not None:
+            self._condition(C.CREDENTIAL_ROUTES, *routes.condition)
         invocation = inputs.invocation(spec, world.policy, world.workspace, access.model_url)
         unprepared = self._pod().prepare(sandbox, invocation, self.cursor)
         if unprepared:
@@ -266,6 +272,7 @@ class Execution(RunEnding):
         self._running(spec, sandbox, now)
         self._flush(events=False)  # the digest is stored before a harness can end
         env = {e.name: e.value or "" for e in spec.env} | invocation.env | plan.env | access.env
+        env |= routes.env
         payload = run_scripts.launch_payload(nonce, env, start.prompt(world, spec))
         result = in_pod.launch(self.namespace, sandbox.pod, self.run_id, payload)
         if result.exit_code == 0:

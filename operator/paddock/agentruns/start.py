@@ -16,7 +16,7 @@ from paddock.agentruns.decide import Asked, Ending, Wait
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
 from paddock.api.agentrun import AgentRunSpec, RunPhase
 from paddock.api.budget import Budget
-from paddock.api.common import Condition, ConditionStatus, stored_status
+from paddock.api.common import Condition, ConditionStatus, SecretRef, stored_status
 from paddock.api.conditions import get_condition
 from paddock.api.policy import Decision, KeyInSandbox, SandboxPolicySpec, SandboxPolicyStatus
 from paddock.api.reasons import ConditionType as C
@@ -177,6 +177,11 @@ def model_key(world: StartWorld, spec: AgentRunSpec) -> str:
         return ""
     pair = spec.model_key.secret_key_ref.pair
     return secret_data.values(world.secrets, [pair]).get(pair, "")
+
+
+def route_values(world: StartWorld) -> dict[SecretRef, str]:
+    """The values of the Secrets the Workspace's credential routes name (the gateway's)."""
+    return secret_data.values(world.secrets, world.workspace.route_refs())
 
 
 def scrubbed_values(world: StartWorld, spec: AgentRunSpec) -> list[str]:

@@ -155,6 +155,16 @@ _MCP_HEADER_SECRETS = {
     "reason": "Forbidden",
 }
 
+# A credential route's header Secret: the gateway sends its value wherever the route goes.
+_ROUTE_HEADER_SECRETS = {
+    "expression": f"variables.specUnchanged || {_anywhere(_SECRETS)} || "
+    "!has(object.spec.routes) || object.spec.routes"
+    ".all(r, r.headers.all(h, "
+    f"!has(h.secretKeyRef) || {_allowed(_SECRETS, 'h.secretKeyRef.name')}))",
+    "message": "a header of a route refers to a Secret you may not get: an object may only "
+    "refer to what its author may read",
+    "reason": "Forbidden",
+}
 
 _APPROVALS = f"'{APPROVAL_ANNOTATION}'"
 _APPROVAL_VARIABLES = [
@@ -221,7 +231,7 @@ def render_policies() -> list[Obj]:
             "validations": [_reference_check(ref) for ref in references],
         }
         if resource == "workspaces":
-            spec["validations"].append(_MCP_HEADER_SECRETS)
+            spec["validations"] += [_MCP_HEADER_SECRETS, _ROUTE_HEADER_SECRETS]
         if resource == "agentruns":
             spec["variables"] += _APPROVAL_VARIABLES
             spec["validations"] += _APPROVAL_CHECKS

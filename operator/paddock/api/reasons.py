@@ -53,6 +53,7 @@ class ConditionType(StrEnum):
     COMPLETE = "Complete"
     AWAITING_APPROVAL = "AwaitingApproval"
     MODEL_ROUTE = "ModelRoute"
+    CREDENTIAL_ROUTES = "CredentialRoutes"
     WITHIN_BUDGET = "WithinBudget"
     DELIVERED = "Delivered"
     # SandboxPolicy
@@ -174,6 +175,8 @@ class RunReason(Reason):
     KEY_IN_SANDBOX = "KeyInSandbox", W
     KEY_IN_SANDBOX_REFUSED = "KeyInSandboxRefused", W
     MODEL_UNROUTABLE = "ModelUnroutable", W
+    # The Workspace's credential routes
+    ROUTES_UNSERVED = "NoGateway", W
     # Budgets
     WITHIN_BUDGET = "WithinBudget"
     BUDGET_EXHAUSTED = "BudgetExhausted", W

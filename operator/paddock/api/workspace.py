@@ -35,7 +35,7 @@ from paddock.api.fields import (
     clone_url,
     clone_url_rule,
 )
-from paddock.api.skills import Plugin, Skill
+from paddock.api.skills import McpHeader, Plugin, Skill
 
 # --- source ------------------------------------------------------------------------------------
 
@@ -156,6 +156,63 @@ SetupStep = Annotated[
 ]
 
 
+# --- credential routes -------------------------------------------------------------------------
+
+ROUTE_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$"
+ROUTE_PATH_PATTERN = r"^/([-A-Za-z0-9._~!$&'()+,;=:@%*]|/)*$"
+ROUTE_PATH_MESSAGE = (
+    "a path pattern starts with / and holds a URL path's characters; * matches within one "
+    "segment, ** any number of them"
+)
+HttpMethod = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
+
+class RouteRule(ApiModel):
+    """Requests a credential route lets through: one of these methods, to a path matching one
+    of these patterns (under the route's URL)."""
+
+    methods: list[HttpMethod] = Field(min_length=1, max_length=6, description="HTTP methods.")
+    paths: list[Annotated[str, Field(max_length=1024, pattern=ROUTE_PATH_PATTERN)]] = Field(
+        min_length=1,
+        max_length=MAX_LIST,
+        description="Path patterns under the route's URL, each starting with /: * matches "
+        "within one segment, ** any number of segments (/repos/** matches /repos/a/b).",
+    )
+
+
+class HttpRoute(ApiModel):
+    """An HTTP API a run reaches with a secret it never holds: through the egress gateway,
+    which adds the headers (their values from Secrets) to the requests its rules let through.
+    The run gets the route's URL in PADDOCK_ROUTE_<NAME> (upper case, - as _), a URL of the
+    gateway with a token of the run's that works only from its sandbox's pod and dies with
+    the run. Without a gateway the route is not there (the run's CredentialRoutes condition
+    says so): its secrets never go into the sandbox."""
+
+    name: str = Field(
+        max_length=32,
+        pattern=ROUTE_NAME_PATTERN,
+        description="Name of the route: lower case letters, digits and -, starting with a "
+        "letter. Its URL is in the run's PADDOCK_ROUTE_<NAME>.",
+    )
+    url: UrlWithoutCredentials = Field(
+        pattern=r"^https?://[^/?#]+(/[^?#]*)?$",
+        description="Where the route goes (http:// or https://, a path and no query): a "
+        "request to the route's URL + /PATH goes to this URL + /PATH. Its host must be one the "
+        "sandbox's SandboxPolicy allows (network.hosts), as for any request.",
+    )
+    headers: list[McpHeader] = Field(
+        min_length=1,
+        max_length=16,
+        description="Headers the gateway adds to each request (any the request carries of the "
+        "same name, and its Authorization, Cookie and Proxy-Authorization, are dropped).",
+    )
+    allow: list[RouteRule] = Field(
+        min_length=1,
+        max_length=MAX_LIST,
+        description="What passes; anything else is refused, and nothing of it is forwarded.",
+    )
+
+
 class WorkspaceSpec(ApiModel):
     """What goes into a sandbox of this workspace."""
 
@@ -204,6 +261,13 @@ class WorkspaceSpec(ApiModel):
     skills: list[Skill] = Field(
         default_factory=list, max_length=MAX_LIST, description="Skills and MCP servers."
     )
+    routes: list[HttpRoute] = Field(
+        default_factory=list,
+        max_length=16,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        description="HTTP APIs runs reach through the egress gateway, which holds their "
+        "secret headers: the sandbox never holds them.",
+    )
     plugins: list[Plugin] = Field(
         default_factory=list,
         max_length=MAX_LIST,
@@ -223,7 +287,19 @@ class WorkspaceSpec(ApiModel):
                 refs.append(skill.git.secret_ref.pair)
             if skill.mcp:
                 refs += [h.secret_key_ref.pair for h in skill.mcp.headers if h.secret_key_ref]
-        return refs
+        return refs + self.route_refs()
+
+    def route_refs(self) -> list[SecretRef]:
+        """The (Secret, key) pairs of the routes' headers: the gateway's, never the sandbox's."""
+        return [h.secret_key_ref.pair for r in self.routes for h in r.headers if h.secret_key_ref]
+
+    @field_validator("routes")
+    @classmethod
+    def _unique_route_names(cls, routes: list[HttpRoute]) -> list[HttpRoute]:
+        names = [route.name for route in routes]
+        if len(set(names)) != len(names):
+            raise ValueError("each route needs a name of its own")
+        return routes
 
 
 class WorkspaceSnapshot(ApiModel):

@@ -127,9 +127,11 @@ def follow_routes(
     relisted: Callable[[str, list[Obj]], object],
     changed: Callable[[str, str, Obj], object],
     listed: threading.Barrier,
+    label: str = RUN_UID_LABEL,
 ) -> None:
-    """Keep the model routes from a watch of their Secrets in the gateway's ``namespace``."""
-    _start(f"Secret:{namespace}", RUN_UID_LABEL, relisted, changed, listed)
+    """Keep the routes from a watch of their Secrets (those with ``label``: the model routes',
+    unless told) in the gateway's ``namespace``."""
+    _start(f"Secret:{namespace}", label, relisted, changed, listed)
 
 
 def follow_cluster(

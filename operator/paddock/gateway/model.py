@@ -37,6 +37,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as Path
 
 from paddock.gateway import endpoints
+from paddock.gateway.credentials import CredentialForwarding
 from paddock.gateway.endpoints import Endpoint
 from paddock.gateway.meter import Meter
 from paddock.gateway.prices import PriceTable
@@ -161,13 +162,18 @@ def model_app(
     ready: Callable[[], bool],
     prices: PriceTable | None = None,
     meter: Meter | None = None,
+    credentials: CredentialForwarding | None = None,
 ) -> Starlette:
     """The route: ``sandbox_at`` names the sandbox of a pod address; nothing is answered but
     "starting" until ``ready`` (the routes and the sandbox pods are listed). Each request is
     checked against its run's budget by ``meter``, and what each answer used is counted as it
-    passes, priced by ``prices``."""
+    passes, priced by ``prices``. ``credentials``: the credential routes, under ``/_route/``
+    (without them, a path there is no model endpoint either)."""
     forwarding = _Forwarding(routes, sandbox_at, ready, prices or PriceTable(), meter or Meter())
-    return Starlette(routes=[Path("/{path:path}", forwarding.forward, methods=METHODS)])
+    paths = [Path("/{path:path}", forwarding.forward, methods=METHODS)]
+    if credentials is not None:
+        paths.insert(0, Path("/_route/{rest:path}", credentials.forward, methods=METHODS))
+    return Starlette(routes=paths)
 
 
 class _Forwarding:

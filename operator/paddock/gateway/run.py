@@ -13,7 +13,8 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +26,12 @@ from prometheus_client import start_http_server
 
 from paddock.gateway import model
 from paddock.gateway.asks import Asker
+from paddock.gateway.credentials import (
+    CredentialForwarding,
+    CredentialRoutes,
+    Reachable,
+    reachable_from,
+)
 from paddock.gateway.directory import Directory
 from paddock.gateway.helper import (
     answer_access,
@@ -40,6 +47,7 @@ from paddock.gateway.routes import Routes
 from paddock.gateway.squid import ALWAYS_INTERNAL, SquidConfig, render_squid_conf
 from paddock.kube import client as kube
 from paddock.render.cluster_addresses import ClusterAddresses
+from paddock.render.credential_routes import ROUTES_OF_LABEL
 from paddock.render.model_routes import RUN_UID_LABEL
 from paddock.render.network_policy import ClusterNetwork
 
@@ -160,11 +168,9 @@ def run_gateway(args: argparse.Namespace) -> int:
     kube.load_config()
     directory, ready = Directory(), threading.Event()
     follow(directory, ready)
-    if args.model_listen:
-        if not args.namespace:
-            print("paddock gateway: --model-listen needs --namespace", file=sys.stderr)
-            return 1
-        serve_models(args.model_listen, args.namespace, directory, ready, _prices(args.prices))
+    if args.model_listen and not args.namespace:
+        print("paddock gateway: --model-listen needs --namespace", file=sys.stderr)
+        return 1
     if args.metrics_port:
         start_http_server(args.metrics_port)
     addresses, known = ClusterAddresses(), threading.Event()
@@ -182,6 +188,12 @@ def run_gateway(args: argparse.Namespace) -> int:
             child.send_signal(signal.SIGHUP)
 
     follow_cluster(addresses, known, moved)
+    if args.model_listen:
+        # The credential routes reach no address Squid would refuse: internal() as it is now.
+        reachable = reachable_from(lambda: internal().internal, config.vouched)
+        credentials = Credentials(reachable, lambda: known.is_set())
+        serve_models(args.model_listen, args.namespace, directory, ready, _prices(args.prices),
+                     credentials)  # fmt: skip
     known.wait()  # Squid starts knowing the cluster's own addresses, never without them
     child = start_squid(squid, internal(), args.service, directory, ready)
     squid_process.append(child)
@@ -203,15 +215,28 @@ def _prices(path: str | None) -> PriceTable | None:
     return table
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """What the credential routes need besides the directory: which addresses they may reach,
+    and whether the cluster's own addresses are known yet (nothing passes until they are)."""
+
+    reachable: Reachable
+    known: Callable[[], bool]
+
+
 def serve_models(
     listen: str,
     namespace: str,
     directory: Directory,
     ready: threading.Event,
     prices: PriceTable | None = None,
+    credentials: Credentials | None = None,
 ) -> None:
-    """Follow the model routes of ``namespace`` and serve them at ``listen``."""
-    routes, listed, meter = Routes(), threading.Event(), Meter(known=directory.usage_of)
+    """Follow the model routes and the credential routes of ``namespace`` and serve them at
+    ``listen`` (without ``credentials``, the model routes only)."""
+    routes, meter = Routes(), Meter(known=directory.usage_of)
+    listed = threading.Event()
+    followed = threading.Barrier(2 if credentials else 1, action=listed.set)
 
     def changed(kind: str, event: str, obj: dict[str, Any]) -> None:
         before = routes.runs()
@@ -221,10 +246,19 @@ def serve_models(
         if event == "DELETED":
             meter.forget(str(obj["metadata"].get("labels", {}).get(RUN_UID_LABEL, "")))
 
-    follow_routes(namespace, routes.relisted, changed, threading.Barrier(1, action=listed.set))
+    follow_routes(namespace, routes.relisted, changed, followed)
+    forwarding = None
+    if credentials is not None:
+        store = CredentialRoutes()
+        follow_routes(namespace, store.relisted, store.changed, followed, ROUTES_OF_LABEL)
+        forwarding = CredentialForwarding(
+            store, directory.sandbox_at, directory.decide, credentials.reachable,
+            lambda: ready.is_set() and listed.is_set() and credentials.known(),
+        )  # fmt: skip
     app = model.model_app(
-        routes, directory.sandbox_at, lambda: ready.is_set() and listed.is_set(), prices, meter
-    )
+        routes, directory.sandbox_at, lambda: ready.is_set() and listed.is_set(), prices, meter,
+        forwarding,
+    )  # fmt: skip
     host, _, port = listen.rpartition(":")
     model.serve(app, host, int(port))
 

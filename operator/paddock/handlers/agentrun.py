@@ -15,7 +15,16 @@ from typing import Any, TypeVar
 import kopf
 
 from paddock import GROUP, VERSION, metrics
-from paddock.agentruns import host_asks, in_pod, inputs, lifetime, logstore, model_access, spending
+from paddock.agentruns import (
+    credential_access,
+    host_asks,
+    in_pod,
+    inputs,
+    lifetime,
+    logstore,
+    model_access,
+    spending,
+)
 from paddock.agentruns.execution import Execution
 from paddock.agentruns.logstore import LogUnreadableError
 from paddock.api.agentrun import TERMINAL_PHASES
@@ -262,8 +271,10 @@ def run_deleted(
             logger.warning(f"could not stop the run's processes: {_describe(exc)}")
     host_asks.ASKS.forget(meta["uid"] or "")
     spending.METERED.forget(meta["uid"] or "")
+    gateway = model_access.model_gateway(memo.config.gateway)
     if (body.get("spec") or {}).get("modelKey"):
-        model_access.revoke(meta["uid"] or "", model_access.model_gateway(memo.config.gateway))
+        model_access.revoke(meta["uid"] or "", gateway)
+    credential_access.revoke(meta["uid"] or "", gateway, credential_access.routed(dict(status)))
     try:
         deleted = logstore.delete_log(dict(body), memo.config)
     except logstore.LogStoreNotConfiguredError as exc:  # nothing to retry: say what is left

@@ -1,0 +1,130 @@
+"""A run's credential routes (the Workspace's ``spec.routes``): held by the egress gateway,
+so that the sandbox never holds their secrets. At launch the operator writes the run's routes
+(one Secret in the gateway's namespace: each route's URL, headers with their secret values,
+and rules; the sandbox the requests must come from; the SHA-256 of a fresh token) and gives
+the run each route's URL, with the token in it, in ``PADDOCK_ROUTE_<NAME>``; at the run's end,
+and at its deletion, it deletes them. Without a gateway the routes are not there, and the run
+says so: their secrets never go into the sandbox instead."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from paddock.agentruns.decide import Ending
+from paddock.agentruns.model_access import EXPIRY_MARGIN, ModelGateway
+from paddock.agentruns.sandbox import ReadySandbox
+from paddock.api.agentrun import AgentRunSpec, RunPhase
+from paddock.api.common import SecretRef
+from paddock.api.fields import parse_duration
+from paddock.api.reasons import RunReason as R
+from paddock.api.workspace import HttpRoute, WorkspaceSpec
+from paddock.kube import client as kube
+from paddock.render import credential_routes as routes_format
+from paddock.render.credential_routes import ROUTES_OF_LABEL, CredentialRoute, Rule, RunRoutes
+from paddock.render.model_routes import token_digest
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Routed:
+    """What the run is given of its routes: env (each route's URL) and its CredentialRoutes
+    condition (status, reason, message); none of either when its Workspace names no route."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    condition: tuple[bool, R, str] | None = None
+
+
+def grant(
+    run: Obj,
+    spec: AgentRunSpec,
+    sandbox: ReadySandbox,
+    workspace: WorkspaceSpec,
+    gateway: ModelGateway | None,
+    now: datetime,
+    values: dict[SecretRef, str],
+) -> Routed | Ending:
+    """The run's routes, written now (``values``: the Secrets' values the routes' headers
+    name); the run's end when their Secret is another's."""
+    if not workspace.routes:
+        return Routed()
+    names = ", ".join(route.name for route in workspace.routes)
+    if gateway is None:
+        said = (
+            f"No egress gateway serves credential routes: the Workspace's routes ({names}) are "
+            "not there for this run, and their secrets are not in the sandbox either."
+        )
+        return Routed({}, (False, R.ROUTES_UNSERVED, said))
+    meta = run["metadata"]
+    namespace, uid = str(meta["namespace"]), str(meta["uid"])
+    token = "paddock-" + secrets.token_urlsafe(32)
+    lifetime = parse_duration(spec.timeout) + EXPIRY_MARGIN
+    held = RunRoutes(
+        token_sha256=token_digest(token),
+        run=f"{namespace}/{meta['name']}",
+        sandbox=f"{namespace}/{sandbox.name}",
+        expires=now + lifetime,
+        routes=tuple(_route(route, values) for route in workspace.routes),
+        uid=uid,
+    )
+    taken = _write(routes_format.routes_secret(gateway.namespace, uid, held), uid)
+    if taken:
+        return Ending(RunPhase.FAILED, R.ROUTES_UNSERVED, taken)
+    env = {
+        routes_format.route_env(route.name): routes_format.route_url(gateway.url, token, route.name)
+        for route in workspace.routes
+    }
+    said = (
+        f"The egress gateway holds the secrets of the Workspace's routes ({names}); the run "
+        f"reaches them at {', '.join(sorted(env))}."
+    )
+    return Routed(env, (True, R.THROUGH_GATEWAY, said))
+
+
+def _route(route: HttpRoute, values: dict[SecretRef, str]) -> CredentialRoute:
+    """The route as the gateway holds it: each header's value resolved (a Secret's not found
+    is sent empty: the API refuses it, and nothing else of the Secret is said)."""
+    headers = []
+    for header in route.headers:
+        ref = header.secret_key_ref
+        value = header.value if ref is None else values.get(ref.pair, "")
+        headers.append((header.name, f"Bearer {value}" if header.bearer else str(value)))
+    rules = tuple(Rule(tuple(r.methods), tuple(r.paths)) for r in route.allow)
+    return CredentialRoute(route.name, str(route.url), tuple(headers), rules)
+
+
+def _write(secret: Obj, uid: str) -> str:
+    """Create the routes, or replace the run's own (a launch an operator restart cut short
+    left them, with a token no run holds any more); what stops it, or ''."""
+    if kube.create(secret) is not None:
+        return ""
+    namespace, name = secret["metadata"]["namespace"], secret["metadata"]["name"]
+    found = kube.get("Secret", namespace, name)
+    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+    if found is None or labels.get(ROUTES_OF_LABEL) != uid:
+        return f"the Secret {namespace}/{name} the run's credential routes need is not the run's"
+    kube.patch("Secret", namespace, name, {"data": secret["data"]})
+    return ""
+
+
+def routed(status: Obj) -> bool:
+    """Whether the run's status says it was given routes (its CredentialRoutes condition)."""
+    conditions = status.get("conditions") or []
+    return any(
+        c.get("type") == "CredentialRoutes" and c.get("status") == "True" for c in conditions
+    )
+
+
+def revoke(run_uid: str, gateway: ModelGateway | None, held: bool = True) -> None:
+    """Delete the run's routes, if it has them (``held``: it was given them): only a Secret
+    labelled as this run's."""
+    if gateway is None or not run_uid or not held:
+        return
+    name = routes_format.secret_name(run_uid)
+    found = kube.get("Secret", gateway.namespace, name)
+    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+    if found is not None and labels.get(ROUTES_OF_LABEL) == run_uid:
+        kube.delete("Secret", gateway.namespace, name, found["metadata"]["uid"])

@@ -1,0 +1,256 @@
+"""The gateway's credential routes (``render.credential_routes``): an HTTP API a run reaches
+with a secret header it never holds. A request to ``/_route/TOKEN/NAME/PATH`` whose token is a
+running run's, sent from a pod of that run's sandbox, whose method and path one of the route's
+rules lets through, to a host the sandbox's policy allows now (as the proxy would judge it) and
+that resolves to no internal address (unless vouched for), goes to the route's URL + PATH with
+the route's headers, on the address it was judged at. Its body streams both ways; the answer
+comes back scrubbed of the secrets and the token. Anything else is refused, and nothing of it
+is forwarded.
+
+The request's own credentials (Authorization, Cookie, Proxy-Authorization) and any header of
+a name the route sets are dropped: the run cannot choose what the secret header says."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+from prometheus_client import Counter
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from paddock.gateway import endpoints
+from paddock.gateway.directory import Decided
+from paddock.gateway.relay import HOP_BY_HOP, REWRITTEN, say
+from paddock.gateway.routes import Refused
+from paddock.render.credential_routes import CredentialRoute, RunRoutes, read_routes
+from paddock.render.model_routes import token_digest
+from paddock.runs.scrubbing import StreamScrubber
+from paddock.times import utcnow
+
+Obj = dict[str, Any]
+Decide = Callable[[str, str, int], Decided]  # address, host, port -> the proxy's judgement
+Reachable = Callable[[str], bool]  # an address -> not internal, or vouched for
+# Never forwarded from the sandbox: its own credentials (the route's are added instead).
+DROPPED = frozenset({"authorization", "cookie", "proxy-authorization", "accept-encoding"})
+TIMEOUT = httpx2.Timeout(connect=10.0, read=300.0, write=300.0, pool=30.0)
+REQUESTS = Counter(
+    "paddock_gateway_credential_requests",
+    "Requests on the gateway's credential routes, by outcome: forwarded (with the API's "
+    "status class, 2xx...5xx), refused or unreachable.",
+    ["outcome"],
+)
+
+
+class CredentialRoutes:
+    """The runs' routes as the gateway's watch of their Secrets last said. Pure, but for the
+    lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[str, RunRoutes] = {}
+
+    def changed(self, kind: str, event: str, obj: Obj) -> None:
+        del kind
+        name = obj["metadata"]["name"]
+        routes = None if event == "DELETED" else read_routes(obj)
+        with self._lock:
+            if routes is None:
+                self._by_name.pop(name, None)
+            else:
+                self._by_name[name] = routes
+
+    def relisted(self, kind: str, items: list[Obj]) -> None:
+        with self._lock:
+            self._by_name.clear()
+        for item in items:
+            self.changed(kind, "ADDED", item)
+
+    def find(self, token: str, sandbox: str | None, now: datetime) -> RunRoutes | Refused:
+        """The routes of ``token`` for a request from a pod of ``sandbox`` (None: the address
+        is no sandbox pod's)."""
+        digest = token_digest(token)
+        with self._lock:
+            found = [
+                r for r in self._by_name.values() if hmac.compare_digest(r.token_sha256, digest)
+            ]
+        if not token or not found:
+            return Refused("the token is no running run's")
+        routes = found[0]
+        if now >= routes.expires:
+            return Refused("the run's routes have expired", routes.run)
+        if sandbox != routes.sandbox:
+            return Refused(f"the token is not for {sandbox or 'this address'}", routes.run)
+        return routes
+
+
+def parts(raw_path: bytes) -> tuple[str, str, str] | None:
+    """The token, the route's name and the path under it (starting with /) of a plain path
+    ``/_route/TOKEN/NAME[/PATH]`` (a trailing / kept); None for anything else."""
+    trailing = raw_path.endswith(b"/")
+    path = endpoints.checked_path(raw_path.removesuffix(b"/"))
+    if path is None or not path.startswith("/_route/"):
+        return None
+    path += "/" if trailing else ""
+    token, _, rest = path.removeprefix("/_route/").partition("/")
+    name, slash, under = rest.partition("/")
+    if not token or not name:
+        return None
+    return token, name, slash + under if slash else "/"
+
+
+def upstream_headers(
+    route: CredentialRoute, headers: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The request's headers as forwarded: without hop-by-hop ones, its own credentials and
+    any the route sets; with the route's, and uncompressed (so that the answer is scrubbed)."""
+    own = {name.lower() for name, _ in route.headers}
+    dropped = HOP_BY_HOP | DROPPED | own
+    kept = [(k, v) for k, v in headers if k.lower() not in dropped]
+    return [*kept, *route.headers, ("accept-encoding", "identity")]
+
+
+def refusal(status: int, message: str) -> JSONResponse:
+    REQUESTS.labels("refused").inc()
+    return JSONResponse(
+        {"error": {"message": f"Paddock's credential route: {message}", "code": status}},
+        status_code=status,
+    )
+
+
+class CredentialForwarding:
+    """The handler of ``/_route/...`` (``forward``)."""
+
+    def __init__(
+        self,
+        routes: CredentialRoutes,
+        sandbox_at: Callable[[str], str | None],
+        decide: Decide,
+        reachable: Reachable,
+        ready: Callable[[], bool],
+    ) -> None:
+        self.routes, self.sandbox_at, self.decide = routes, sandbox_at, decide
+        self.reachable, self.ready = reachable, ready
+        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=100)
+        self.client = httpx2.AsyncClient(
+            timeout=TIMEOUT, limits=limits, trust_env=False, follow_redirects=False
+        )
+
+    async def forward(self, request: Request) -> Response:
+        if not self.ready():
+            return refusal(503, "the gateway is starting")
+        found = parts(request.scope.get("raw_path") or request.url.path.encode())
+        if found is None:
+            return refusal(404, "the path is not a plain one of a route")
+        token, name, path = found
+        address = request.client.host if request.client else ""
+        line = f"from={address} {request.method} route={name}"
+        routes = self.routes.find(token, self.sandbox_at(address), utcnow())
+        if isinstance(routes, Refused):
+            return _refused(line, routes.reason)
+        route = routes.named(name)
+        if route is None:
+            return _refused(line, f"the run has no route {name}")
+        if not route.allows(request.method, path):
+            return _refused(line, f"{request.method} {path[:200]} is not one the route allows")
+        target = await self._judged(address, route)
+        if isinstance(target, str):
+            return _refused(line, target)
+        return await self._send(request, route, routes, path, target, token, line)
+
+    async def _judged(self, address: str, route: CredentialRoute) -> tuple[str, str] | str:
+        """The upstream's host and the address it is reached at, or why not: a host the
+        sandbox's policy does not allow now, or one that resolves to an internal address."""
+        url = urlsplit(route.upstream)
+        host = url.hostname or ""
+        port = url.port or (443 if url.scheme == "https" else 80)
+        decided = self.decide(address, host, port)
+        if not decided.allowed:
+            return f"{host}:{port} {decided.reason}"
+        try:
+            found = await asyncio.get_running_loop().getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )
+        except OSError as exc:
+            return f"{host} does not resolve ({exc})"
+        addresses = [str(info[4][0]) for info in found]
+        if not addresses or not all(self.reachable(a) for a in addresses):
+            return f"{host} resolves to an internal address"
+        return host, addresses[0]
+
+    async def _send(
+        self,
+        request: Request,
+        route: CredentialRoute,
+        routes: RunRoutes,
+        path: str,
+        target: tuple[str, str],
+        token: str,
+        line: str,
+    ) -> Response:
+        host, address = target
+        url = urlsplit(route.upstream)
+        at = f"[{address}]" if ":" in address else address
+        netloc = at + (f":{url.port}" if url.port else "")
+        query = f"?{request.url.query}" if request.url.query else ""
+        pinned = f"{url.scheme}://{netloc}{url.path.rstrip('/')}{path}{query}"
+        headers = [*upstream_headers(route, request.headers.items()), ("host", url.netloc)]
+        body = request.stream() if request.method not in ("GET", "HEAD") else None
+        outgoing = self.client.build_request(
+            request.method, pinned, headers=headers, content=body,
+            extensions={"sni_hostname": host},
+        )  # fmt: skip
+        try:
+            response = await self.client.send(outgoing, stream=True)
+        except httpx2.HTTPError as exc:
+            REQUESTS.labels("unreachable").inc()
+            say(f"run={routes.run} {line} -> {host}: {type(exc).__name__}")
+            return refusal(502, f"{host} cannot be reached ({type(exc).__name__})")
+        REQUESTS.labels(f"{response.status_code // 100}xx").inc()
+        say(f"run={routes.run} {line} -> {host}: {response.status_code}")
+        scrubber = StreamScrubber([*route.secrets, token])
+        kept = [
+            (k, scrubber.header(v))
+            for k, v in response.headers.items()
+            if k.lower() not in HOP_BY_HOP | REWRITTEN
+        ]
+        answer = StreamingResponse(_scrubbed(response, scrubber), response.status_code)
+        answer.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept]
+        return answer
+
+
+async def _scrubbed(response: httpx2.Response, scrubber: StreamScrubber) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_raw():
+            yield scrubber.feed(chunk)
+        yield scrubber.end()
+    finally:
+        await response.aclose()
+
+
+def _refused(line: str, reason: str) -> Response:
+    say(f"{line} refused: {reason}")
+    return refusal(403, reason)
+
+
+def reachable_from(internal: Callable[[], tuple[str, ...]], vouched: tuple[str, ...]) -> Reachable:
+    """Whether an address is neither internal (the gateway's ranges, as they are now: the
+    cluster's addresses change) nor unvouched for."""
+    trusted = [ipaddress.ip_network(n, strict=False) for n in vouched]
+
+    def reachable(address: str) -> bool:
+        ip = ipaddress.ip_address(address.split("%")[0])
+        if any(ip in n for n in trusted):
+            return True
+        ranges = (ipaddress.ip_network(n, strict=False) for n in internal())
+        return not any(ip.version == n.version and ip in n for n in ranges)
+
+    return reachable

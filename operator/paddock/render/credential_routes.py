@@ -1,0 +1,159 @@
+"""The credential routes the egress gateway serves: one Secret per run whose Workspace names
+routes (``spec.routes``), in the gateway's namespace, made by the operator at the run's launch
+and deleted at its end. It holds, for each route, where it goes, the headers the gateway adds
+(their secret values resolved) and the rules of what passes; and the run, the sandbox the
+requests must come from, when the routes expire and the SHA-256 of the run's token (the token
+itself is only in the run's environment, in each route's URL).
+
+A route's URL, as the run gets it, is ``GATEWAY/_route/TOKEN/NAME``: a request to that + PATH
+goes to the route's ``url`` + PATH. This module is the one place the Secret's format and the
+URL are written and read, and where a request is matched to a rule. Pure."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from paddock.times import format_time, parse_time
+from paddock.vocab.names import MANAGED_BY
+
+Obj = dict[str, Any]
+ROUTES_OF_LABEL = "paddock.dev/routes-of"  # the run's uid: the gateway lists by this label
+PREFIX = "/_route/"  # the gateway's path of the routes, on its model route's listener
+
+
+def secret_name(run_uid: str) -> str:
+    return f"paddock-routes-{run_uid}"
+
+
+def route_env(name: str) -> str:
+    """The run's variable holding a route's URL."""
+    return "PADDOCK_ROUTE_" + name.upper().replace("-", "_")
+
+
+def route_url(gateway: str, token: str, name: str) -> str:
+    return f"{gateway.rstrip('/')}{PREFIX}{token}/{name}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    methods: tuple[str, ...]
+    paths: tuple[str, ...]
+
+    @cached_property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(_compiled(path) for path in self.paths)
+
+    def allows(self, method: str, path: str) -> bool:
+        return method in self.methods and any(p.fullmatch(path) for p in self.patterns)
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """A path pattern: ``**`` any number of segments (and the slashes between), ``*`` within
+    one segment, anything else itself."""
+    parts = re.split(r"(\*\*|\*)", pattern)
+    text = "".join(".*" if p == "**" else "[^/]*" if p == "*" else re.escape(p) for p in parts)
+    return re.compile(text)
+
+
+@dataclass(frozen=True)
+class CredentialRoute:
+    """One route: ``upstream`` (scheme://host[:port][/base]), the headers added to what
+    ``rules`` let through."""
+
+    name: str
+    upstream: str
+    headers: tuple[tuple[str, str], ...]
+    rules: tuple[Rule, ...]
+
+    def allows(self, method: str, path: str) -> bool:
+        return any(rule.allows(method, path) for rule in self.rules)
+
+    @property
+    def secrets(self) -> list[str]:
+        return [value for _, value in self.headers]
+
+
+@dataclass(frozen=True)
+class RunRoutes:
+    """A run's routes: requests with the token of digest ``token_sha256``, from a pod of
+    ``sandbox`` (NAMESPACE/NAME), until ``expires``."""
+
+    token_sha256: str
+    run: str
+    sandbox: str
+    expires: datetime
+    routes: tuple[CredentialRoute, ...]
+    uid: str = ""
+
+    def named(self, name: str) -> CredentialRoute | None:
+        return next((route for route in self.routes if route.name == name), None)
+
+
+def routes_secret(namespace: str, run_uid: str, routes: RunRoutes) -> Obj:
+    document = {
+        "token-sha256": routes.token_sha256,
+        "run": routes.run,
+        "sandbox": routes.sandbox,
+        "expires": format_time(routes.expires),
+        "routes": [
+            {
+                "name": route.name,
+                "upstream": route.upstream,
+                "headers": [list(pair) for pair in route.headers],
+                "rules": [
+                    {"methods": list(r.methods), "paths": list(r.paths)} for r in route.rules
+                ],
+            }
+            for route in routes.routes
+        ],
+    }
+    encoded = base64.b64encode(json.dumps(document, sort_keys=True).encode()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": secret_name(run_uid),
+            "namespace": namespace,
+            "labels": {**MANAGED_BY, ROUTES_OF_LABEL: run_uid},
+        },
+        "type": "Opaque",
+        "data": {"routes": encoded},
+    }
+
+
+def read_routes(secret: Obj) -> RunRoutes | None:
+    """The routes a Secret holds; None when it is not a whole one."""
+    meta = secret.get("metadata") or {}
+    try:
+        document = json.loads(base64.b64decode((secret.get("data") or {})["routes"], validate=True))
+        expires = parse_time(document["expires"])
+        routes = tuple(
+            CredentialRoute(
+                name=str(route["name"]),
+                upstream=str(route["upstream"]),
+                headers=tuple((str(k), str(v)) for k, v in route["headers"]),
+                rules=tuple(
+                    Rule(tuple(map(str, r["methods"])), tuple(map(str, r["paths"])))
+                    for r in route["rules"]
+                ),
+            )
+            for route in document["routes"]
+        )
+        found = RunRoutes(
+            token_sha256=str(document["token-sha256"]),
+            run=str(document["run"]),
+            sandbox=str(document["sandbox"]),
+            expires=expires,  # type: ignore[arg-type]
+            routes=routes,
+            uid=str((meta.get("labels") or {}).get(ROUTES_OF_LABEL, "")),
+        )
+    except (KeyError, TypeError, ValueError, binascii.Error):
+        return None
+    return found if expires is not None else None

@@ -1,0 +1,112 @@
+"""Credential routes, their pure parts: the rules' path patterns, the route's URL as the gateway
+reads it, the Secret's format, the headers forwarded, and what the operator grants a run."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from paddock.agentruns import credential_access
+from paddock.agentruns.model_access import ModelGateway
+from paddock.agentruns.sandbox import ReadySandbox
+from paddock.api.agentrun import AgentRunSpec
+from paddock.api.workspace import WorkspaceSpec
+from paddock.gateway.credentials import parts, upstream_headers
+from paddock.render.credential_routes import (
+    CredentialRoute,
+    Rule,
+    RunRoutes,
+    read_routes,
+    route_env,
+    routes_secret,
+)
+
+RULES = {
+    ("/v1/things/*", "/v1/things/7"): True,
+    ("/v1/things/*", "/v1/things/7/more"): False,
+    ("/v1/things/*", "/v1/things/"): True,
+    ("/repos/**", "/repos/a/b/c"): True,
+    ("/repos/**", "/repos"): False,
+    ("/repos/**/pulls", "/repos/a/b/pulls"): True,
+    ("/repos/**/pulls", "/repos/a/b/pulls/1"): False,
+    ("/a.b", "/aXb"): False,  # the dot is itself
+    ("/exact", "/exact"): True,
+    ("/exact", "/exact/"): False,
+}
+
+
+@pytest.mark.parametrize(("pattern", "path"), RULES)
+def test_a_rules_path_patterns(pattern: str, path: str) -> None:
+    assert Rule(("GET",), (pattern,)).allows("GET", path) is RULES[(pattern, path)]
+    assert not Rule(("POST",), (pattern,)).allows("GET", path)
+
+
+PARTS = {
+    b"/_route/tok/api/v1/x": ("tok", "api", "/v1/x"),
+    b"/_route/tok/api": ("tok", "api", "/"),
+    b"/_route/tok/api/": ("tok", "api", "/"),
+    b"/_route/tok": None,
+    b"/_route//api/x": None,
+    b"/_route/tok/api/%2e%2e/x": None,
+    b"/_route/tok/api/a%2Fb": None,
+    b"/v1/messages": None,
+}
+
+
+@pytest.mark.parametrize("raw", PARTS)
+def test_a_routes_url_as_the_gateway_reads_it(raw: bytes) -> None:
+    assert parts(raw) == PARTS[raw]
+
+
+def test_the_secret_holds_the_routes_whole_and_nothing_else_reads_as_them() -> None:
+    route = CredentialRoute("api", "https://api.example.com/v1", (("X-Key", "s3cret"),),
+                            (Rule(("GET", "POST"), ("/a/**",)),))  # fmt: skip
+    held = RunRoutes("digest", "team/r", "team/box", datetime(2026, 12, 7, tzinfo=UTC), (route,),
+                     uid="u1")  # fmt: skip
+    secret = routes_secret("gw", "u1", held)
+    assert secret["metadata"]["labels"]["paddock.dev/routes-of"] == "u1"
+    assert read_routes(secret) == held
+    assert read_routes({"metadata": {}, "data": {"routes": "bm90IGpzb24="}}) is None
+    assert read_routes({"metadata": {}, "data": {}}) is None
+
+
+def test_forwarded_headers_drop_the_runs_credentials_and_those_the_route_sets() -> None:
+    route = CredentialRoute("api", "https://x", (("X-Key", "s3cret"),), ())
+    sent = [("Authorization", "Bearer mine"), ("x-key", "forged"), ("Cookie", "c=1"),
+            ("Connection", "close"), ("Accept", "application/json")]  # fmt: skip
+    assert upstream_headers(route, sent) == [
+        ("Accept", "application/json"), ("X-Key", "s3cret"), ("accept-encoding", "identity"),
+    ]  # fmt: skip
+
+
+WORKSPACE = WorkspaceSpec.model_validate({"routes": [{
+    "name": "the-api", "url": "https://api.example.com",
+    "headers": [{"name": "Authorization", "bearer": True,
+                 "secretKeyRef": {"name": "api", "key": "token"}},
+                {"name": "X-Team", "value": "blue"}],
+    "allow": [{"methods": ["GET"], "paths": ["/**"]}],
+}]})  # fmt: skip
+RUN = {"metadata": {"name": "r", "namespace": "team", "uid": "u1"}}
+SPEC = AgentRunSpec.model_validate({"sandboxRef": {"name": "box"}, "harness": "command",
+                                    "command": "true"})  # fmt: skip
+NOW = datetime(2026, 12, 7, tzinfo=UTC)
+
+
+def test_without_a_gateway_a_run_gets_no_route_and_no_secret_and_says_so() -> None:
+    granted = credential_access.grant(RUN, SPEC, ReadySandbox("box", "p", "ws"), WORKSPACE, None,
+                                      NOW, {("api", "token"): "s3cret"})  # fmt: skip
+    assert isinstance(granted, credential_access.Routed)
+    assert granted.env == {}
+    assert granted.condition is not None
+    assert granted.condition[:2] == (False, "NoGateway")
+    assert "the-api" in granted.condition[2]
+    assert "s3cret" not in granted.condition[2]
+
+
+def test_a_workspace_without_routes_gives_nothing() -> None:
+    gateway = ModelGateway("http://gw:8081", "gw")
+    granted = credential_access.grant(RUN, SPEC, ReadySandbox("box", "p", "ws"), WorkspaceSpec(),
+                                      gateway, NOW, {})  # fmt: skip
+    assert granted == credential_access.Routed()
+    assert route_env("the-api") == "PADDOCK_ROUTE_THE_API"
