@@ -30,8 +30,7 @@ from paddock.render.model_routes import RUN_UID_LABEL
 from paddock_dev import cluster as local
 from paddock_dev import gateway, node
 from paddock_dev.processes import ClusterState
-from support import identity
-from support.gateways import HeldDownload, OwnGateway
+from support.gateways import HeldDownload, OwnGateway, use_local_gateway
 from support.harnesses import API_KEY, MODELS
 from support.kube import Cluster
 from support.model_server import ScriptedModel
@@ -63,41 +62,8 @@ SEARCH = (
 
 @pytest.fixture
 def route_settings(monkeypatch: pytest.MonkeyPatch, cluster: Cluster) -> None:
-    """The operator's settings for the local cluster's gateway and its model route (in this
-    process's environment, which operators started here read), and the Role the chart gives
-    it in the gateway's namespace (the routes' Secrets: create, patch, delete)."""
-    state, plan = local_cluster_plan()
-    host, port = gateway.address(state, plan)
-    model_host, model_port = gateway.model_address(state, plan)
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "paddock-model-routes", "namespace": gateway.NAMESPACE},
-        "rules": [{"apiGroups": [""], "resources": ["secrets"],
-                   "verbs": ["create", "patch", "delete"]}],
-    }  # fmt: skip
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": f"paddock-model-routes-{identity.ACCOUNT}",
-                     "namespace": gateway.NAMESPACE},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "paddock-model-routes"},
-        "subjects": [{"kind": "ServiceAccount", "name": identity.ACCOUNT,
-                      "namespace": identity.NAMESPACE}],
-    }  # fmt: skip
-    for obj in (role, binding):
-        cluster.apply(obj, gateway.NAMESPACE)
-    settings = {
-        "PADDOCK_GATEWAY_PROXY": f"http://{host}:{port}",
-        "PADDOCK_GATEWAY_CIDRS": f"{host}/32",
-        "PADDOCK_GATEWAY_PORT": str(port),
-        "PADDOCK_GATEWAY_NAMESPACE": gateway.NAMESPACE,
-        "PADDOCK_GATEWAY_MODEL_URL": f"http://{model_host}:{model_port}",
-        "PADDOCK_GATEWAY_MODEL_PORT": str(model_port),
-    }
-    for name, value in settings.items():
-        monkeypatch.setenv(name, value)
+    """The operator's settings for the local cluster's gateway and its routes."""
+    use_local_gateway(cluster, monkeypatch)
 
 
 @pytest.fixture

@@ -13,8 +13,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+
 from paddock.gateway.run import forget_shared_memory
 from paddock_dev import gateway
+from support import identity
 from support.kube import Cluster
 from support.ports import free_ports
 from support.real_node import local_cluster_plan
@@ -119,3 +122,42 @@ class HeldDownload:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def use_local_gateway(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's settings for the local cluster's gateway and its model route (in this
+    process's environment, which operators started here read), and the Role the chart gives
+    it in the gateway's namespace (the runs' model and credential routes' Secrets: create,
+    patch, delete)."""
+    state, plan = local_cluster_plan()
+    host, port = gateway.address(state, plan)
+    model_host, model_port = gateway.model_address(state, plan)
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "paddock-model-routes", "namespace": gateway.NAMESPACE},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"],
+                   "verbs": ["create", "patch", "delete"]}],
+    }  # fmt: skip
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"paddock-model-routes-{identity.ACCOUNT}",
+                     "namespace": gateway.NAMESPACE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "paddock-model-routes"},
+        "subjects": [{"kind": "ServiceAccount", "name": identity.ACCOUNT,
+                      "namespace": identity.NAMESPACE}],
+    }  # fmt: skip
+    for obj in (role, binding):
+        cluster.apply(obj, gateway.NAMESPACE)
+    settings = {
+        "PADDOCK_GATEWAY_PROXY": f"http://{host}:{port}",
+        "PADDOCK_GATEWAY_CIDRS": f"{host}/32",
+        "PADDOCK_GATEWAY_PORT": str(port),
+        "PADDOCK_GATEWAY_NAMESPACE": gateway.NAMESPACE,
+        "PADDOCK_GATEWAY_MODEL_URL": f"http://{model_host}:{model_port}",
+        "PADDOCK_GATEWAY_MODEL_PORT": str(model_port),
+    }
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)

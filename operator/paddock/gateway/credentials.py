@@ -17,8 +17,9 @@ import hmac
 import ipaddress
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +40,7 @@ from paddock.times import utcnow
 Obj = dict[str, Any]
 Decide = Callable[[str, str, int], Decided]  # address, host, port -> the proxy's judgement
 Reachable = Callable[[str], bool]  # an address -> not internal, or vouched for
+Resolve = Callable[[str, int], Awaitable[list[str]]]  # host, port -> its addresses
 # Never forwarded from the sandbox: its own credentials (the route's are added instead).
 DROPPED = frozenset({"authorization", "cookie", "proxy-authorization", "accept-encoding"})
 TIMEOUT = httpx2.Timeout(connect=10.0, read=300.0, write=300.0, pool=30.0)
@@ -136,9 +138,11 @@ class CredentialForwarding:
         decide: Decide,
         reachable: Reachable,
         ready: Callable[[], bool],
+        resolve: Resolve | None = None,
     ) -> None:
         self.routes, self.sandbox_at, self.decide = routes, sandbox_at, decide
         self.reachable, self.ready = reachable, ready
+        self.resolve = resolve or resolver(None)
         limits = httpx2.Limits(max_connections=None, max_keepalive_connections=100)
         self.client = httpx2.AsyncClient(
             timeout=TIMEOUT, limits=limits, trust_env=False, follow_redirects=False
@@ -176,12 +180,9 @@ class CredentialForwarding:
         if not decided.allowed:
             return f"{host}:{port} {decided.reason}"
         try:
-            found = await asyncio.get_running_loop().getaddrinfo(
-                host, port, type=socket.SOCK_STREAM
-            )
+            addresses = await self.resolve(host, port)
         except OSError as exc:
             return f"{host} does not resolve ({exc})"
-        addresses = [str(info[4][0]) for info in found]
         if not addresses or not all(self.reachable(a) for a in addresses):
             return f"{host} resolves to an internal address"
         return host, addresses[0]
@@ -239,6 +240,25 @@ async def _scrubbed(response: httpx2.Response, scrubber: StreamScrubber) -> Asyn
 def _refused(line: str, reason: str) -> Response:
     say(f"{line} refused: {reason}")
     return refusal(403, reason)
+
+
+def resolver(hosts_file: Path | None) -> Resolve:
+    """Names as the gateway's Squid resolves them: from ``hosts_file`` (/etc/hosts format)
+    first, else the system's resolver."""
+    named: dict[str, str] = {}
+    if hosts_file is not None:
+        for line in hosts_file.read_text().splitlines():
+            words = line.split("#")[0].split()
+            for name in words[1:]:
+                named.setdefault(name.lower(), words[0])
+
+    async def resolve(host: str, port: int) -> list[str]:
+        if host.lower() in named:
+            return [named[host.lower()]]
+        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return [str(info[4][0]) for info in found]
+
+    return resolve
 
 
 def reachable_from(internal: Callable[[], tuple[str, ...]], vouched: tuple[str, ...]) -> Reachable:

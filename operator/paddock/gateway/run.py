@@ -30,7 +30,9 @@ from paddock.gateway.credentials import (
     CredentialForwarding,
     CredentialRoutes,
     Reachable,
+    Resolve,
     reachable_from,
+    resolver,
 )
 from paddock.gateway.directory import Directory
 from paddock.gateway.helper import (
@@ -191,7 +193,7 @@ def run_gateway(args: argparse.Namespace) -> int:
     if args.model_listen:
         # The credential routes reach no address Squid would refuse: internal() as it is now.
         reachable = reachable_from(lambda: internal().internal, config.vouched)
-        credentials = Credentials(reachable, lambda: known.is_set())
+        credentials = Credentials(reachable, lambda: known.is_set(), resolver(config.hosts_file))
         serve_models(args.model_listen, args.namespace, directory, ready, _prices(args.prices),
                      credentials)  # fmt: skip
     known.wait()  # Squid starts knowing the cluster's own addresses, never without them
@@ -222,6 +224,7 @@ class Credentials:
 
     reachable: Reachable
     known: Callable[[], bool]
+    resolve: Resolve
 
 
 def serve_models(
@@ -254,6 +257,7 @@ def serve_models(
         forwarding = CredentialForwarding(
             store, directory.sandbox_at, directory.decide, credentials.reachable,
             lambda: ready.is_set() and listed.is_set() and credentials.known(),
+            credentials.resolve,
         )  # fmt: skip
     app = model.model_app(
         routes, directory.sandbox_at, lambda: ready.is_set() and listed.is_set(), prices, meter,
