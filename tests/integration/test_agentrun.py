@@ -43,6 +43,7 @@ from support.sandboxes import (
     merge_patch,
     posted,
     ready_sandbox,
+    sandbox,
     secret,
     status_of,
     wait_for_phase,
@@ -232,6 +233,51 @@ def test_a_policy_that_keeps_model_keys_out_refuses_a_run_with_one_in_the_sandbo
     status = wait_for_run(cluster, namespace, "routed")
     assert condition(status, "Complete")["reason"] == "KeyInSandboxRefused", status
     assert "the run's modelKey, which no egress gateway holds" in status["message"]
+
+
+def test_a_policy_that_keeps_secrets_out_refuses_a_sandbox_or_run_that_would_hold_one(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    """secrets.inSandbox: refuse. A Workspace with a secret variable starts no sandbox; one
+    whose only secret is a route's header does, and a run in it that names a secret of its
+    own fails before it starts; each says what is refused and what to route instead."""
+    cluster.apply(secret("api", key=SECRET_VALUE), namespace)
+    secrets_out = {"commands": {"default": "allow"}, "secrets": {"inSandbox": "refuse"}}
+    token = {"name": "API_TOKEN", "secretKeyRef": {"name": "api", "key": "key"}}
+    cluster.apply(workspace("leaky", secrets=[token]), namespace)
+    cluster.apply(sandbox("leaky", "leaky", policy=secrets_out), namespace)
+    refused = wait_for(
+        lambda: (
+            (s := status_of(cluster, namespace, "sandbox", "leaky")).get("phase") == "Failed" and s
+        ),
+        60,
+        what="the sandbox refused",
+    )
+    assert condition(refused, "Ready")["reason"] == "SecretsInSandboxRefused"
+    assert "the Workspace's secret API_TOKEN" in refused["message"]
+    assert "spec.routes" in refused["message"]
+    assert get(cluster, namespace, "pod", "leaky") is None
+
+    route = {"name": "api", "url": "https://api.example.com",
+             "headers": [{"name": "X-Key", "secretKeyRef": {"name": "api", "key": "key"}}],
+             "allow": [{"methods": ["GET"], "paths": ["/**"]}]}  # fmt: skip
+    cluster.apply(workspace("routed", routes=[route]), namespace)
+    cluster.apply(sandbox("routed", "routed", policy=secrets_out), namespace)
+    wait_for_phase(cluster, namespace, "routed", "Ready")
+    cluster.apply(command_run("own", "routed", "true", secrets=[token]), namespace)
+    status = wait_for_run(cluster, namespace, "own")
+    assert status["phase"] == "Failed", status
+    assert condition(status, "Complete")["reason"] == "SecretsInSandboxRefused"
+    assert "the run's secret API_TOKEN" in status["message"]
+    assert not of_type(log_events(cluster, namespace, "own"), "run.started")
+    # Without secrets of its own, it runs: the route's header is the gateway's (none here, so
+    # the run says its routes are not there).
+    cluster.apply(command_run("plain", "routed", "echo ran"), namespace)
+    status = wait_for_run(cluster, namespace, "plain")
+    assert status["phase"] == "Succeeded", status
+    assert condition(status, "CredentialRoutes")["reason"] == "NoGateway"
+    pod = get(cluster, namespace, "pod", "routed") or {}
+    assert "secretKeyRef" not in json.dumps(pod["spec"]["containers"])
 
 
 def test_an_agent_cannot_forge_completion(cluster: Cluster, namespace: str, operator: Any) -> None:

@@ -18,13 +18,19 @@ from paddock.api.agentrun import AgentRunSpec, RunPhase
 from paddock.api.budget import Budget
 from paddock.api.common import Condition, ConditionStatus, SecretRef, stored_status
 from paddock.api.conditions import get_condition
-from paddock.api.policy import Decision, KeyInSandbox, SandboxPolicySpec, SandboxPolicyStatus
+from paddock.api.policy import (
+    Decision,
+    KeyInSandbox,
+    SandboxPolicySpec,
+    SandboxPolicyStatus,
+    SecretsInSandbox,
+)
 from paddock.api.reasons import ConditionType as C
 from paddock.api.reasons import RunReason as R
 from paddock.api.workspace import WorkspaceSpec
 from paddock.forge import repos
 from paddock.forge.errors import DeliveryError
-from paddock.policy import budgets, model_keys
+from paddock.policy import budgets, model_keys, secrets_in_sandbox
 from paddock.policy.gate import judge_command
 from paddock.vocab import secret_data
 
@@ -205,6 +211,10 @@ def may_start(
     """The run's ceilings (None: it has none), and why it cannot start yet (its namespace's
     day is spent under its policy) or at all (its model key would be in the sandbox where that
     is refused, by its policy or the operator; a budget nothing would count)."""
+    if policy is not None and policy.secrets.in_sandbox == SecretsInSandbox.REFUSE:
+        found = secrets_in_sandbox.of_run(spec, world.workspace, context.routed, world.pod)
+        if (said := secrets_in_sandbox.refusal(found, str(sandbox.policy.label))) is not None:
+            return None, Ending(RunPhase.FAILED, R.SECRETS_REFUSED, said)
     refusing = policy is not None and policy.model_key.in_sandbox == KeyInSandbox.REFUSE
     if refusing or context.refuse_keys:
         exposed = exposures(world, spec, sandbox.workspace)

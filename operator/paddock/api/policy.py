@@ -267,6 +267,28 @@ class ModelKeyRules(ApiModel):
     )
 
 
+class SecretsInSandbox(StrEnum):
+    """Whether secret values may be in a sandbox's environment."""
+
+    ALLOW = "allow"
+    REFUSE = "refuse"
+
+
+class SecretRules(ApiModel):
+    """Where the secrets runs use may be."""
+
+    in_sandbox: SecretsInSandbox = Field(
+        default=SecretsInSandbox.ALLOW,
+        description="refuse: no secret value goes into a sandbox's environment. A Sandbox whose "
+        "Workspace puts one there (its secrets, an MCP server's secret header) is not started "
+        "(SecretsInSandboxRefused), and a run that would put one there (its secrets, a "
+        "modelKey no egress gateway holds, or its sandbox's pod started with one) fails "
+        "SecretsInSandboxRefused before it starts. Held by the gateway instead: an HTTP API's "
+        "secret header as a Workspace route (spec.routes), the model key as the run's modelKey. "
+        "A git clone token is used by setup only, never in the sandbox's environment.",
+    )
+
+
 class SandboxPolicySpec(ApiModel):
     """What may run in a sandbox. The operator checks setup steps and command runs against
     the command rules and fileWrite before they run, and every agent harness's shell commands
@@ -294,6 +316,9 @@ class SandboxPolicySpec(ApiModel):
     )
     model_key: ModelKeyRules = Field(
         default_factory=ModelKeyRules, description="Where runs' model API keys may be."
+    )
+    secrets: SecretRules = Field(
+        default_factory=SecretRules, description="Where the secrets runs use may be."
     )
 
 

@@ -75,6 +75,7 @@ class SandboxReason(Reason):
     DELETING = "Deleting"
     INVALID_SPEC = "InvalidSpec", W
     WORKSPACE_NOT_FOUND = "WorkspaceNotFound", W
+    SECRETS_REFUSED = "SecretsInSandboxRefused", W
     WORKSPACE_INVALID = "WorkspaceInvalid", W
     POLICY_NOT_FOUND = "PolicyNotFound", W
     POLICY_INVALID = "PolicyInvalid", W
@@ -175,6 +176,7 @@ class RunReason(Reason):
     KEY_IN_SANDBOX = "KeyInSandbox", W
     KEY_IN_SANDBOX_REFUSED = "KeyInSandboxRefused", W
     MODEL_UNROUTABLE = "ModelUnroutable", W
+    SECRETS_REFUSED = "SecretsInSandboxRefused", W
     # The Workspace's credential routes
     ROUTES_UNSERVED = "NoGateway", W
     # Budgets

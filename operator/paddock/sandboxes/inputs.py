@@ -8,10 +8,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from paddock.api.policy import SandboxPolicySpec
+from paddock.api.policy import SandboxPolicySpec, SecretsInSandbox
 from paddock.api.reasons import SandboxReason as R
 from paddock.api.sandbox import SandboxPhase, SandboxSpec
 from paddock.api.workspace import WorkspaceSpec
+from paddock.policy import secrets_in_sandbox
 from paddock.policy.choice import PolicyChoice
 from paddock.render.network_policy import ClusterNetwork, through_gateway
 from paddock.render.sandbox import SandboxInputs
@@ -116,6 +117,11 @@ def resolve_inputs(
     policy = _policy(world)
     if isinstance(policy, Blocked):
         return policy
+    if policy is not None and policy.secrets.in_sandbox == SecretsInSandbox.REFUSE:
+        found = secrets_in_sandbox.of_workspace(workspace)
+        refused = secrets_in_sandbox.refusal(found, str(world.policy_choice.label))
+        if refused is not None:
+            return Blocked(SandboxPhase.FAILED, R.SECRETS_REFUSED, refused)
     if world.missing_secrets:
         message = missing_secrets_message(world.missing_secrets, namespace)
         return Blocked(SandboxPhase.PENDING, R.SECRET_NOT_FOUND, message, RETRY_MISSING)
