@@ -3,6 +3,8 @@ reads it, the Secret's format, the headers forwarded, and what the operator gran
 
 from __future__ import annotations
 
+import random
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -34,6 +36,29 @@ RULES = {
     ("/exact", "/exact"): True,
     ("/exact", "/exact/"): False,
 }
+
+
+def _reference(pattern: str, path: str) -> bool:
+    """The pattern as a regular expression (backtracking: for short paths only)."""
+    parts = re.split(r"(\*\*|\*)", pattern)
+    text = "".join(".*" if p == "**" else "[^/]*" if p == "*" else re.escape(p) for p in parts)
+    return re.fullmatch(text, path) is not None
+
+
+def test_the_patterns_match_as_their_regular_expressions_do() -> None:
+    pick = random.Random(59)
+    for _ in range(3000):
+        pattern = "/" + "".join(pick.choice(["a", "b", "/", "*", "**"]) for _ in range(6))
+        path = "/" + "".join(pick.choice("ab/") for _ in range(pick.randint(0, 8)))
+        assert Rule(("GET",), (pattern,)).allows("GET", path) is _reference(pattern, path), (
+            pattern, path)  # fmt: skip
+
+
+def test_a_hostile_pattern_takes_no_backtracking() -> None:
+    """Eight wildcards against a long path: decided in steps of parts x path."""
+    path = "/" + "a" * 4000
+    for pattern in ("/**a**a**a**a**a**a**a**b", "/*a*a*a*a*a*a*a*b"):
+        assert not Rule(("GET",), (pattern,)).allows("GET", path)
 
 
 @pytest.mark.parametrize(("pattern", "path"), RULES)

@@ -159,11 +159,9 @@ SetupStep = Annotated[
 # --- credential routes -------------------------------------------------------------------------
 
 ROUTE_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$"
-ROUTE_PATH_PATTERN = r"^/([-A-Za-z0-9._~!$&'()+,;=:@%*]|/)*$"
-ROUTE_PATH_MESSAGE = (
-    "a path pattern starts with / and holds a URL path's characters; * matches within one "
-    "segment, ** any number of them"
-)
+# A URL path's characters, and at most 8 wildcards (* or **).
+_PATH_CHARS = "[-A-Za-z0-9._~!$&'()+,;=:@%/]*"
+ROUTE_PATH_PATTERN = rf"^/(?:{_PATH_CHARS}(?:\*\*?)?){{0,8}}{_PATH_CHARS}$"
 HttpMethod = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
 
@@ -175,8 +173,9 @@ class RouteRule(ApiModel):
     paths: list[Annotated[str, Field(max_length=1024, pattern=ROUTE_PATH_PATTERN)]] = Field(
         min_length=1,
         max_length=MAX_LIST,
-        description="Path patterns under the route's URL, each starting with /: * matches "
-        "within one segment, ** any number of segments (/repos/** matches /repos/a/b).",
+        description="Path patterns under the route's URL, each starting with / and holding "
+        "a URL path's characters and at most 8 wildcards: * matches within one segment, ** "
+        "any number of segments (/repos/** matches /repos/a/b).",
     )
 
 

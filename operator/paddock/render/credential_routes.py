@@ -47,19 +47,36 @@ class Rule:
     paths: tuple[str, ...]
 
     @cached_property
-    def patterns(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(_compiled(path) for path in self.paths)
+    def patterns(self) -> tuple[list[str], ...]:
+        return tuple([p for p in re.split(r"(\*\*|\*)", path) if p] for path in self.paths)
 
     def allows(self, method: str, path: str) -> bool:
-        return method in self.methods and any(p.fullmatch(path) for p in self.patterns)
+        return method in self.methods and any(matches(p, path) for p in self.patterns)
 
 
-def _compiled(pattern: str) -> re.Pattern[str]:
-    """A path pattern: ``**`` any number of segments (and the slashes between), ``*`` within
-    one segment, anything else itself."""
-    parts = re.split(r"(\*\*|\*)", pattern)
-    text = "".join(".*" if p == "**" else "[^/]*" if p == "*" else re.escape(p) for p in parts)
-    return re.compile(text)
+def matches(parts: list[str], path: str) -> bool:
+    """Whether ``path`` matches a pattern cut into its parts: ``**`` any text, ``*`` any text
+    without a /, anything else itself. The positions of the path the parts so far can end at
+    are kept as a set, so that the time grows with parts x path, never by backtracking."""
+    ends = {0}
+    for part in parts:
+        if part == "**":
+            ends = set(range(min(ends), len(path) + 1)) if ends else ends
+        elif part == "*":
+            reached: set[int] = set()
+            covered = -1  # ends up to here are reached already: one segment's run each
+            for end in sorted(ends):
+                if end <= covered:
+                    continue
+                stop = path.find("/", end)
+                covered = len(path) if stop < 0 else stop
+                reached.update(range(end, covered + 1))
+            ends = reached
+        else:
+            ends = {end + len(part) for end in ends if path.startswith(part, end)}
+        if not ends:
+            return False
+    return len(path) in ends
 
 
 @dataclass(frozen=True)
