@@ -63,6 +63,9 @@ def api() -> Iterator[Api]:
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("x-echo", headers.get("x-api-key", ""))
+            self.send_header("set-cookie", "session=of-the-route")
+            if self.path.endswith("/zipped"):
+                self.send_header("content-encoding", "gzip")
             self.send_header("content-length", str(len(answer)))
             self.end_headers()
             self.wfile.write(answer)
@@ -101,7 +104,7 @@ class Served:
 def served(api: Api) -> Iterator[Served]:
     routes = CredentialRoutes()
     rules = (Rule(("GET",), ("/v1/things/*",)), Rule(("POST",), ("/v1/uploads/**",)))
-    route = CredentialRoute("api", f"{api.url}/base", (("X-Api-Key", SECRET),), rules)
+    route = CredentialRoute("api", f"{api.url}/base", (("X-Api-Key", SECRET),), rules, (SECRET,))
     held = RunRoutes(token_digest(TOKEN), "team/r1", "team/box", utcnow() + timedelta(hours=1),
                      (route,), uid="uid-1")  # fmt: skip
     routes.relisted("Secret", [routes_secret("gw", "uid-1", held)])
@@ -139,14 +142,18 @@ def _call(
 def test_a_runs_request_reaches_the_api_with_the_secret_and_comes_back_without_it(
     served: Served, api: Api
 ) -> None:
+    overrides = {"X-HTTP-Method-Override": "DELETE", "X-Original-URL": "/admin", "Range": "0-3"}
     status, headers, body = _call(
-        f"{served.url}/v1/things/7?page=2", headers={"Authorization": "Bearer the-agents-own"}
+        f"{served.url}/v1/things/7?page=2",
+        headers={"Authorization": "Bearer the-agents-own", "X-Api-Key": "forged", **overrides},
     )
     assert status == 200
     [(method, path, sent, _)] = api.seen
     assert (method, path) == ("GET", "/base/v1/things/7?page=2")
     assert sent["x-api-key"] == SECRET
     assert "authorization" not in sent  # the run's own credentials are not forwarded
+    assert not {name.lower() for name in overrides} & set(sent)  # nor what makes it another
+    assert "set-cookie" not in {name.lower() for name in headers}  # no session to act as it
     assert SECRET not in body.decode()
     assert "[redacted]" in body.decode()
     assert headers["x-echo"] == "[redacted]"
@@ -204,6 +211,17 @@ def test_a_host_the_policy_refuses_or_an_internal_address_reaches_nothing(
     assert status == 403
     assert "internal address" in body.decode()
     assert api.seen == []
+
+
+def test_a_compressed_answer_or_a_long_path_comes_to_nothing(served: Served, api: Api) -> None:
+    status, _, body = _call(f"{served.url}/v1/things/zipped")
+    assert status == 502
+    assert "compressed" in body.decode()
+    assert SECRET not in body.decode()
+    status, _, body = _call(f"{served.url}/v1/things/{'a' * 3000}")
+    assert status == 403
+    assert "longer than" in body.decode()
+    assert len(api.seen) == 1  # (the compressed answer's request only)
 
 
 def test_deleted_routes_are_refused_at_once(served: Served, api: Api) -> None:

@@ -99,6 +99,7 @@ def test_without_secrets_nothing_changes_but_the_compression(tmp_path: Path) -> 
     [
         pytest.param(gzip.compress(b"not a tar archive at all" * 40, mtime=0), id="not-tar"),
         pytest.param(gzip.compress(bytes(300), mtime=0), id="cut-in-a-header"),
+        pytest.param(gzip.compress(bytes(1024), mtime=0) * 2, id="two-gzip-members"),
     ],
 )
 def test_a_stream_that_is_not_tar_fails_rather_than_being_stored_unmasked(stream: bytes) -> None:

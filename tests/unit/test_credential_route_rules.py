@@ -14,7 +14,8 @@ from paddock.agentruns.model_access import ModelGateway
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec
 from paddock.api.workspace import WorkspaceSpec
-from paddock.gateway.credentials import parts, upstream_headers
+from paddock.gateway.credentials import parts, reachable_from, upstream_headers
+from paddock.gateway.squid import ALWAYS_INTERNAL
 from paddock.render.credential_routes import (
     CredentialRoute,
     Rule,
@@ -135,3 +136,27 @@ def test_a_workspace_without_routes_gives_nothing() -> None:
                                       gateway, NOW, {})  # fmt: skip
     assert granted == credential_access.Routed()
     assert route_env("the-api") == "PADDOCK_ROUTE_THE_API"
+
+
+ADDRESSES = {
+    "8.8.8.8": True,
+    "2001:4860:4860::8888": True,
+    "192.0.2.10": True,  # vouched for
+    "10.0.0.1": False,
+    "100.64.1.1": False,  # shared address space: not global
+    "::ffff:10.0.0.1": False,  # IPv4-mapped
+    "::ffff:169.254.169.254": False,
+    "64:ff9b::a9fe:a9fe": False,  # NAT64 of 169.254.169.254
+    "2002:a00:1::1": False,  # 6to4 of 10.0.0.1
+    "2001:0:4136:e378:8000:63bf:f5ff:fffe": False,  # Teredo
+    "127.0.0.1": False,
+    "::1": False,
+    "fe80::1%eth0": False,
+    "203.0.113.9": False,  # documentation range, and in the cluster's ranges here
+}
+
+
+@pytest.mark.parametrize("address", ADDRESSES)
+def test_a_route_reaches_no_internal_address_however_it_is_written(address: str) -> None:
+    reachable = reachable_from(lambda: (*ALWAYS_INTERNAL, "203.0.113.0/24"), ("192.0.2.10/32",))
+    assert reachable(address) is ADDRESSES[address]

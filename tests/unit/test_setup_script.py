@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,3 +250,54 @@ def test_the_scripts_masked_forms_are_the_run_logs(tmp_path: Path) -> None:
 def test_without_secret_env_the_report_is_the_output_as_printed(tmp_path: Path) -> None:
     result = run_setup(tmp_path, ["echo 'a  [x] & b\\n'; exit 1"])
     assert result.termination.splitlines()[1:] == ["a  [x] & b\\n"]
+
+
+def test_a_daemon_a_step_leaves_keeps_no_masked_setup_from_ending(tmp_path: Path) -> None:
+    """A step that starts a daemon which lets go of its output (as a daemon does) ends, and so
+    does setup, its log masked: the daemon holds nothing of the log."""
+    daemon = "(sleep 300 > /dev/null 2>&1 < /dev/null 3>&- & echo $! > daemon.pid)"
+    steps = [f'{daemon}; echo "started $TOKEN"']
+    try:
+        result = run_setup(tmp_path, steps, PADDOCK_SECRET_ENV="TOKEN", TOKEN="tok-0123456789")
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((tmp_path / "daemon.pid").read_text()), signal.SIGKILL)
+    assert result.code == 0
+    assert "started [redacted]" in result.stdout
+    assert "setup complete" in result.stdout
+
+
+MASKED_TEXT = [
+    "plain tok-0123456789 here",
+    "twice tok-0123456789tok-0123456789",
+    "regex chars a.b*c[d]^$\\/&x and a.b*c[d]^$\\/&x",
+    "partial tok-01234 and é-ünïcode-válue",
+    "no newline at the end tok-0123456789",
+]
+
+
+def test_the_fast_masker_masks_as_the_line_masker_does(tmp_path: Path) -> None:
+    """GNU sed, where there is one, masks as the bash masker does, byte for byte."""
+    env = {
+        **os.environ,
+        "PADDOCK_SECRET_ENV": "A B C",
+        "A": "tok-0123456789",
+        "B": "a.b*c[d]^$\\/&x",
+        "C": "é-ünïcode-válue",
+    }
+    text = "\n".join(MASKED_TEXT)
+    outputs = []
+    for masker in (f'_paddock_mask_stream "{tmp_path}/sed"', "_paddock_mask_lines"):
+        done = subprocess.run(
+            ["bash", "-c", SCRUB_FUNCTIONS + masker],
+            input=text.encode(),
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        outputs.append(done.stdout.decode())
+    assert outputs[0] == outputs[1]
+    assert "tok-0123456789" not in outputs[0]
+    assert "a.b*c[d]" not in outputs[0]
+    assert outputs[0].endswith("no newline at the end [redacted]")
+    assert (tmp_path / "sed").read_text().count("s/") >= 3  # (the sed masker did the work)

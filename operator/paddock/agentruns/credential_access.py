@@ -87,13 +87,15 @@ def grant(
 def _route(route: HttpRoute, values: dict[SecretRef, str]) -> CredentialRoute:
     """The route as the gateway holds it: each header's value resolved (a Secret's not found
     is sent empty: the API refuses it, and nothing else of the Secret is said)."""
-    headers = []
+    headers, masked = [], []
     for header in route.headers:
         ref = header.secret_key_ref
-        value = header.value if ref is None else values.get(ref.pair, "")
-        headers.append((header.name, f"Bearer {value}" if header.bearer else str(value)))
+        value = str(header.value if ref is None else values.get(ref.pair, ""))
+        headers.append((header.name, f"Bearer {value}" if header.bearer else value))
+        if ref is not None and value:
+            masked.append(value)
     rules = tuple(Rule(tuple(r.methods), tuple(r.paths)) for r in route.allow)
-    return CredentialRoute(route.name, str(route.url), tuple(headers), rules)
+    return CredentialRoute(route.name, str(route.url), tuple(headers), rules, tuple(masked))
 
 
 def _write(secret: Obj, uid: str) -> str:

@@ -172,7 +172,7 @@ class RouteRule(ApiModel):
     methods: list[HttpMethod] = Field(min_length=1, max_length=6, description="HTTP methods.")
     paths: list[Annotated[str, Field(max_length=1024, pattern=ROUTE_PATH_PATTERN)]] = Field(
         min_length=1,
-        max_length=MAX_LIST,
+        max_length=8,
         description="Path patterns under the route's URL, each starting with / and holding "
         "a URL path's characters and at most 8 wildcards: * matches within one segment, ** "
         "any number of segments (/repos/** matches /repos/a/b).",
@@ -207,8 +207,9 @@ class HttpRoute(ApiModel):
     )
     allow: list[RouteRule] = Field(
         min_length=1,
-        max_length=MAX_LIST,
-        description="What passes; anything else is refused, and nothing of it is forwarded.",
+        max_length=8,
+        description="What passes; anything else is refused, and nothing of it is forwarded. "
+        "The rules judge the method and the path; the query goes as it is.",
     )
 
 

@@ -41,8 +41,18 @@ Obj = dict[str, Any]
 Decide = Callable[[str, str, int], Decided]  # address, host, port -> the proxy's judgement
 Reachable = Callable[[str], bool]  # an address -> not internal, or vouched for
 Resolve = Callable[[str, int], Awaitable[list[str]]]  # host, port -> its addresses
-# Never forwarded from the sandbox: its own credentials (the route's are added instead).
-DROPPED = frozenset({"authorization", "cookie", "proxy-authorization", "accept-encoding"})
+# Never forwarded from the sandbox: its own credentials (the route's are added instead), what
+# would make the request another than the one the rules judged (a method or path override,
+# another host), and a range (the answer is scrubbed whole, not in slices of it).
+DROPPED = frozenset({
+    "authorization", "cookie", "proxy-authorization", "accept-encoding", "range", "if-range",
+    "x-http-method-override", "x-http-method", "x-method-override", "x-original-method",
+    "x-original-url", "x-rewrite-url", "x-forwarded-host", "x-forwarded-prefix",
+    "x-forwarded-proto", "x-forwarded-for", "forwarded", "x-host",
+})  # fmt: skip
+# Never passed back: what would let the agent act as the route without it (a session).
+WITHHELD = frozenset({"set-cookie", "set-cookie2"})
+MAX_PATH = 2048  # a longer path under a route is refused before its rules are read
 TIMEOUT = httpx2.Timeout(connect=10.0, read=300.0, write=300.0, pool=30.0)
 REQUESTS = Counter(
     "paddock_gateway_credential_requests",
@@ -143,7 +153,9 @@ class CredentialForwarding:
         self.routes, self.sandbox_at, self.decide = routes, sandbox_at, decide
         self.reachable, self.ready = reachable, ready
         self.resolve = resolve or resolver(None)
-        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=100)
+        # No connection is kept for another request: a pooled one is known by its address, and
+        # another route's host at the same address would get the TLS it was checked for.
+        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=0)
         self.client = httpx2.AsyncClient(
             timeout=TIMEOUT, limits=limits, trust_env=False, follow_redirects=False
         )
@@ -163,7 +175,10 @@ class CredentialForwarding:
         route = routes.named(name)
         if route is None:
             return _refused(line, f"the run has no route {name}")
-        if not route.allows(request.method, path):
+        if len(path) > MAX_PATH:
+            return _refused(line, f"the path is longer than {MAX_PATH} characters")
+        # (off the loop: a route's patterns, matched against a long path, take a while)
+        if not await asyncio.to_thread(route.allows, request.method, path):
             return _refused(line, f"{request.method} {path[:200]} is not one the route allows")
         target = await self._judged(address, route)
         if isinstance(target, str):
@@ -217,11 +232,14 @@ class CredentialForwarding:
             return refusal(502, f"{host} cannot be reached ({type(exc).__name__})")
         REQUESTS.labels(f"{response.status_code // 100}xx").inc()
         say(f"run={routes.run} {line} -> {host}: {response.status_code}")
+        if response.headers.get("content-encoding", "identity").lower() != "identity":
+            await response.aclose()
+            return refusal(502, f"{host} answered compressed, which the route cannot scrub")
         scrubber = StreamScrubber([*route.secrets, token])
         kept = [
             (k, scrubber.header(v))
-            for k, v in response.headers.items()
-            if k.lower() not in HOP_BY_HOP | REWRITTEN
+            for k, v in response.headers.multi_items()
+            if k.lower() not in HOP_BY_HOP | REWRITTEN | WITHHELD
         ]
         answer = StreamingResponse(_scrubbed(response, scrubber), response.status_code)
         answer.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept]
@@ -261,16 +279,41 @@ def resolver(hosts_file: Path | None) -> Resolve:
     return resolve
 
 
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def embedded(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[Any]:
+    """The address and every IPv4 address it carries (IPv4-mapped, NAT64, 6to4, Teredo), which
+    a connection to it may reach."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return [ip]
+    found: list[Any] = [ip]
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    if ip in NAT64:
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found += list(ip.teredo)
+    return found
+
+
 def reachable_from(internal: Callable[[], tuple[str, ...]], vouched: tuple[str, ...]) -> Reachable:
-    """Whether an address is neither internal (the gateway's ranges, as they are now: the
-    cluster's addresses change) nor unvouched for."""
+    """Whether an address may be reached: one vouched for, or one that is global (no private,
+    shared, link-local, loopback or reserved address) and in none of the gateway's internal
+    ranges (as they are now: the cluster's addresses change), nor carries such an IPv4
+    address (an IPv4-mapped, NAT64, 6to4 or Teredo IPv6 address)."""
     trusted = [ipaddress.ip_network(n, strict=False) for n in vouched]
 
     def reachable(address: str) -> bool:
         ip = ipaddress.ip_address(address.split("%")[0])
-        if any(ip in n for n in trusted):
+        if any(ip.version == n.version and ip in n for n in trusted):
             return True
-        ranges = (ipaddress.ip_network(n, strict=False) for n in internal())
-        return not any(ip.version == n.version and ip in n for n in ranges)
+        ranges = [ipaddress.ip_network(n, strict=False) for n in internal()]
+        return all(
+            one.is_global and not any(one.version == n.version and one in n for n in ranges)
+            for one in embedded(ip)
+        )
 
     return reachable

@@ -88,13 +88,10 @@ class CredentialRoute:
     upstream: str
     headers: tuple[tuple[str, str], ...]
     rules: tuple[Rule, ...]
+    secrets: tuple[str, ...] = ()  # the secret values in the headers: masked in answers
 
     def allows(self, method: str, path: str) -> bool:
         return any(rule.allows(method, path) for rule in self.rules)
-
-    @property
-    def secrets(self) -> list[str]:
-        return [value for _, value in self.headers]
 
 
 @dataclass(frozen=True)
@@ -124,6 +121,7 @@ def routes_secret(namespace: str, run_uid: str, routes: RunRoutes) -> Obj:
                 "name": route.name,
                 "upstream": route.upstream,
                 "headers": [list(pair) for pair in route.headers],
+                "secrets": list(route.secrets),
                 "rules": [
                     {"methods": list(r.methods), "paths": list(r.paths)} for r in route.rules
                 ],
@@ -160,6 +158,7 @@ def read_routes(secret: Obj) -> RunRoutes | None:
                     Rule(tuple(map(str, r["methods"])), tuple(map(str, r["paths"])))
                     for r in route["rules"]
                 ),
+                secrets=tuple(map(str, route.get("secrets") or ())),
             )
             for route in document["routes"]
         )

@@ -96,6 +96,23 @@ _paddock_scrub() { # stdin -> stdout, secret values masked
   for form in "${_paddock_forms[@]}"; do text=${text//"$form"/MASK}; done
   printf '%s' "$text"
 }
+_paddock_sed_escape() { # text -> the text as a sed basic regular expression matches it
+  local s=$1
+  s=${s//\\/\\\\}; s=${s//\//\\/}; s=${s//./\\.}; s=${s//\*/\\*}
+  s=${s//\[/\\[}; s=${s//\]/\\]}; s=${s//^/\\^}; s=${s//\$/\\$}
+  printf '%s' "$s"
+}
+_paddock_mask_stream() { # script-file; stdin -> stdout as _paddock_mask_lines, by GNU sed
+  local form  # where there is one (a block at a time), else by bash (a byte at a time)
+  : > "$1"
+  for form in "${_paddock_forms[@]}"; do
+    [[ $form == *$'\n'* ]] || printf 's/%s/MASK/g\n' "$(_paddock_sed_escape "$form")" >> "$1"
+  done
+  if LC_ALL=C sed -u -f "$1" < /dev/null > /dev/null 2>&1; then
+    LC_ALL=C exec sed -u -f "$1"
+  fi
+  _paddock_mask_lines
+}
 _paddock_mask_lines() { # stdin -> stdout, line by line as it comes, secret values masked
   local line form end
   while IFS= read -r line; end=$?; [ "$end" -eq 0 ] || [ -n "$line" ]; do

@@ -36,10 +36,21 @@ set -u
     + SCRUB_FUNCTIONS
     + r"""
 # Where there are secrets, the container log (which whoever may read the pod's logs reads:
-# the built-in `view` role does) is this script's output masked line by line as it comes.
-if [ "${1:-}" != --masked ] && [ "${#_paddock_forms[@]}" -gt 0 ]; then
-  "$BASH" "$0" --masked 2>&1 | _paddock_mask_lines
-  exit "${PIPESTATUS[0]}"
+# the built-in `view` role does) is this script's output masked line by line as it comes: the
+# script runs again writing into a FIFO the masker reads until its last writer is gone. Its
+# steps do not hold the FIFO (only their own output, through the step's tee), so a daemon a
+# step leaves does not keep the masker, and so the container, from ending.
+_paddock_log=""
+if [ "${1:-}" = --masked ]; then
+  _paddock_log=$2
+elif [ "${#_paddock_forms[@]}" -gt 0 ]; then
+  _paddock_dir=$(mktemp -d) && mkfifo "$_paddock_dir/log" || exit 1
+  _paddock_mask_stream "$_paddock_dir/sed" < "$_paddock_dir/log" &
+  "$BASH" "$0" --masked "$_paddock_dir/log" > "$_paddock_dir/log" 2>&1
+  _paddock_code=$?
+  wait "$!"
+  rm -rf "$_paddock_dir"
+  exit "$_paddock_code"
 fi
 _paddock_term="${PADDOCK_TERMINATION_LOG:-/dev/termination-log}"
 _paddock_tmp="$(mktemp -d)"
@@ -78,7 +89,8 @@ _paddock_on_exit() {
   [ "$BASHPID" = "$_paddock_shell" ] || return 0
   [ -n "$_paddock_watchdog_pid" ] && kill -KILL "$_paddock_watchdog_pid" 2>/dev/null
   # An exit inside a step leaves stdout on the step's tee: restore it, then let tee finish.
-  exec 1>&4 2>&5 3>&-
+  # (A masked script's steps run without fds 4 and 5: it opens its log again by name.)
+  if [ -n "$_paddock_log" ]; then exec 1>>"$_paddock_log" 2>&1 3>&-; else exec 1>&4 2>&5 3>&-; fi
   [ -n "$_paddock_tee" ] && wait "$_paddock_tee" 2>/dev/null
   if [ -n "$_paddock_current" ] && [ ! -e "$_paddock_tmp/timed-out" ]; then
     _paddock_report "setup step failed: $_paddock_current (exit $code)" "$_paddock_tmp/step.log"
@@ -131,7 +143,11 @@ _paddock_serial() { # seconds duration-text cmd
   _paddock_tee=$!
   _paddock_watchdog "$1" "$3" "$2" >/dev/null 2>&1 3>&- 4>&- 5>&- &
   watchdog=$! _paddock_watchdog_pid=$!
-  eval "$3" >&3 2>&3 < /dev/null
+  if [ -n "$_paddock_log" ]; then
+    eval "$3" >&3 2>&3 < /dev/null 4>&- 5>&-
+  else
+    eval "$3" >&3 2>&3 < /dev/null
+  fi
   rc=$?
   kill -KILL "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
   exec 3>&-

@@ -50,6 +50,8 @@ class MaskingSink:
 
     def write(self, data: bytes, /) -> int:
         self._tar(self._inflate.decompress(data))
+        if self._inflate.unused_data:  # a second gzip member: not what tar -czf makes
+            raise ValueError("the archive is more than one gzip stream, not a tar Paddock made")
         return len(data)
 
     def close(self) -> None:
