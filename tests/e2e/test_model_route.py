@@ -52,7 +52,7 @@ KEY_HEADERS = {
 # keeps in its own session files) does not hold it whole.
 HALF = len(API_KEY) // 2
 SEARCH = (
-    f'k={API_KEY[:HALF]}; k="$k{API_KEY[HALF:]}"; '
+    f'k={API_KEY[:HALF]}; k="${{k}}{API_KEY[HALF:]}"; '
     'for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f" 2>/dev/null | grep -qF "$k" '
     '&& echo "ENV $f"; done; '
     'grep -rlsF "$k" /workspace "$HOME" /tmp | sed "s/^/FILE /"; '

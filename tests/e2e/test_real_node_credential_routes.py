@@ -35,7 +35,7 @@ HALF = len(SECRET) // 2
 # The agent's search: the value is put together at run time, so that the command does not hold
 # it whole.
 SEARCH = (
-    f'k={SECRET[:HALF]}; k="$k{SECRET[HALF:]}"; '
+    f'k={SECRET[:HALF]}; k="${{k}}{SECRET[HALF:]}"; [ ${{#k}} = {len(SECRET)} ] || echo BROKEN; '
     'for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f" 2>/dev/null | grep -qF "$k" '
     '&& echo "FOUND ENV $f"; done; '
     'grep -rlsF "$k" /workspace "$HOME" /tmp | sed "s/^/FOUND FILE /"; echo SEARCHED'
@@ -104,7 +104,8 @@ def test_a_run_reaches_its_api_through_the_gateway_and_never_holds_the_secret(
 ) -> None:
     image = local.load_image(local.default_state_dir(), "sandbox")
     storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
-    policy = {"commands": {"default": "allow"}, "network": {"hosts": {"allow": [BRIDGE]}}}
+    allowed = [f"{BRIDGE}:{api.port}"]
+    policy = {"commands": {"default": "allow"}, "network": {"hosts": {"allow": allowed}}}
     route = {
         "name": "the-api",
         "url": f"http://{BRIDGE}:{api.port}/base",
@@ -149,13 +150,15 @@ def test_a_run_reaches_its_api_through_the_gateway_and_never_holds_the_secret(
     routed = next(c for c in status["conditions"] if c["type"] == "CredentialRoutes")
     assert (routed["status"], routed["reason"]) == ("True", "ThroughGateway")
 
-    assert [path for path, _ in api.seen] == ["/base/v1/things?page=2"]
+    lines = [e["data"]["text"] for e in of_type(log_events(cluster, namespace, "routed"), "output")]
+    assert [path for path, _ in api.seen] == ["/base/v1/things?page=2"], lines
     assert api.seen[0][1]["x-api-key"] == SECRET
     assert json.loads(said("GOT ") or "{}") == {
         "path": "/base/v1/things?page=2",
         "key": "[redacted]",
     }
     assert said("OFF ") == "403"
+    assert said("BROKEN") is None  # (the search looked for the whole value)
     assert said("FOUND") is None  # no environment or file of the sandbox holds the secret
     assert SECRET not in json.dumps(log_events(cluster, namespace, "routed"))
     # The run's route went with its end: its URL reaches nothing, even from its own sandbox.
