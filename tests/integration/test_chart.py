@@ -295,6 +295,9 @@ def test_the_operator_reads_the_placement_and_key_settings_the_chart_renders(
     assert _settings(allowed)["PADDOCK_MODEL_KEY_IN_SANDBOX"] == "allow"
     refused = render(helm, "p", "--set", "policy.modelKeyInSandbox=refuse")
     assert _settings(refused)["PADDOCK_MODEL_KEY_IN_SANDBOX"] == "refuse"
+    assert unplaced.secrets_in_sandbox == "allow"
+    secrets_out = render(helm, "p", "--set", "policy.secretsInSandbox=refuse")
+    assert OperatorSettings.from_env(_settings(secrets_out)).refusals == (False, True)
 
 
 def test_the_gateways_metrics_have_a_service_and_a_service_monitor(helm: str) -> None:

@@ -65,3 +65,12 @@ def test_the_refusal_names_the_policy_what_is_refused_and_what_to_route_instead(
     assert "the run's secret TOKEN" in said
     assert "spec.routes" in said
     assert "spec.modelKey" in said
+
+
+def test_the_operator_refuses_them_whatever_the_policy_says() -> None:
+    found = ["the run's secret TOKEN"]
+    assert secrets_in_sandbox.refusal(found, None) is None
+    said = secrets_in_sandbox.refusal(found, None, operator=True)
+    assert said is not None
+    assert "PADDOCK_SECRETS_IN_SANDBOX=refuse" in said
+    assert "policy.secretsInSandbox" in said

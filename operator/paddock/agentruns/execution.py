@@ -77,7 +77,7 @@ class Execution(RunEnding):
     wake: Callable[[bool], None] = lambda urgent: None  # steps the run (its daemon's)
     appended_at: float = 0.0  # when (monotonic) a step last appended journal events
     observer: in_pod.Observer | None = None  # its stream, or exec polls (once it is prepared)
-    refuse_keys: bool = False  # the operator refuses model keys in sandboxes
+    refuse: tuple[bool, bool] = (False, False)  # the operator refuses model keys, secrets
     started_with: tuple[str, list[str]] | None = None  # (pod uid, its secret env's values)
 
     @classmethod
@@ -89,10 +89,9 @@ class Execution(RunEnding):
         run_log, summary, cursor = logstore.load_log(run, settings)
         status, written = stored_status(AgentRunStatus, run), dict(run.get("status") or {})
         gateway = model_access.model_gateway(settings.gateway)  # where a run's model key is held
-        refuse = settings.model_key_in_sandbox == "refuse"  # by the operator, in every sandbox
         stall = timedelta(seconds=settings.run_start_grace_seconds)
         return cls(run, run_log, summary, cursor, status, written=written, gateway=gateway,
-                   refuse_keys=refuse, stall_after=stall)  # fmt: skip
+                   refuse=settings.refusals, stall_after=stall)  # fmt: skip
 
     def _stored(self, run: Obj) -> None:
         inputs.seen("MODIFIED", run)  # the runs of its sandbox see it at once, not at its event
@@ -152,7 +151,7 @@ class Execution(RunEnding):
     def _start(self, spec: AgentRunSpec, now: datetime) -> float | None:
         world = observe.gather(self.run, spec, self._launched_in)
         routed = spec.model_key is not None and self.gateway is not None
-        context = start.Context(self._asking(spec, now), now, routed, self.refuse_keys)
+        context = start.Context(self._asking(spec, now), now, routed, *self.refuse)
         plan = start.decide_start(world, self.run, spec, context)
         if isinstance(plan, Wait):
             return self._wait(plan)

@@ -74,6 +74,7 @@ class Context:
     now: datetime
     routed: bool = False  # the run's model key goes to a gateway's model route
     refuse_keys: bool = False  # the operator refuses model keys in sandboxes
+    refuse_secrets: bool = False  # the operator refuses secret values in sandboxes
 
 
 @dataclass(frozen=True)
@@ -211,9 +212,11 @@ def may_start(
     """The run's ceilings (None: it has none), and why it cannot start yet (its namespace's
     day is spent under its policy) or at all (its model key would be in the sandbox where that
     is refused, by its policy or the operator; a budget nothing would count)."""
-    if policy is not None and policy.secrets.in_sandbox == SecretsInSandbox.REFUSE:
+    refusing = policy is not None and policy.secrets.in_sandbox == SecretsInSandbox.REFUSE
+    if refusing or context.refuse_secrets:
         found = secrets_in_sandbox.of_run(spec, world.workspace, context.routed, world.pod)
-        if (said := secrets_in_sandbox.refusal(found, str(sandbox.policy.label))) is not None:
+        label = str(sandbox.policy.label) if refusing else None
+        if (said := secrets_in_sandbox.refusal(found, label, context.refuse_secrets)) is not None:
             return None, Ending(RunPhase.FAILED, R.SECRETS_REFUSED, said)
     refusing = policy is not None and policy.model_key.in_sandbox == KeyInSandbox.REFUSE
     if refusing or context.refuse_keys:

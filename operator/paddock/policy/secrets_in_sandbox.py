@@ -50,11 +50,17 @@ def of_run(
     return list(dict.fromkeys(found))
 
 
-def refusal(found: list[str], policy: str) -> str | None:
-    """Why secret values may not be in the sandbox under ``policy``, or None."""
-    if not found:
+def refusal(found: list[str], policy: str | None, operator: bool = False) -> str | None:
+    """Why secret values may not be in the sandbox, or None: ``policy``, the label of its
+    policy when that refuses them; ``operator``, the operator refuses them everywhere."""
+    if not found or (policy is None and not operator):
         return None
+    who = (
+        f"policy {policy} (secrets.inSandbox: refuse)"
+        if policy is not None
+        else "the operator (PADDOCK_SECRETS_IN_SANDBOX=refuse, the chart's policy.secretsInSandbox)"
+    )
     return (
         f"Secret values would be in the sandbox's environment ({'; '.join(found)}), which "
-        f"policy {policy} (secrets.inSandbox: refuse) refuses: {INSTEAD}."
+        f"{who} refuses: {INSTEAD}."
     )

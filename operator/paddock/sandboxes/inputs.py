@@ -55,6 +55,7 @@ class SandboxWorld:
     restore_timeout: float = 300.0  # seconds a restore may take before a cold start
     thread_idle_limit: int | None = None  # seconds a thread's sandbox is kept without activity
     transfer: TransferState | None = None  # its last archive made or unpacked, if any
+    secrets_refused: bool = False  # the operator refuses secret values in sandboxes
 
     def workspace_uid(self) -> str | None:
         return None if self.workspace is None else self.workspace.uid
@@ -117,11 +118,12 @@ def resolve_inputs(
     policy = _policy(world)
     if isinstance(policy, Blocked):
         return policy
-    if policy is not None and policy.secrets.in_sandbox == SecretsInSandbox.REFUSE:
-        found = secrets_in_sandbox.of_workspace(workspace)
-        refused = secrets_in_sandbox.refusal(found, str(world.policy_choice.label))
-        if refused is not None:
-            return Blocked(SandboxPhase.FAILED, R.SECRETS_REFUSED, refused)
+    refusing = policy is not None and policy.secrets.in_sandbox == SecretsInSandbox.REFUSE
+    label = str(world.policy_choice.label) if refusing else None
+    found = secrets_in_sandbox.of_workspace(workspace)
+    refused = secrets_in_sandbox.refusal(found, label, world.secrets_refused)
+    if refused is not None:
+        return Blocked(SandboxPhase.FAILED, R.SECRETS_REFUSED, refused)
     if world.missing_secrets:
         message = missing_secrets_message(world.missing_secrets, namespace)
         return Blocked(SandboxPhase.PENDING, R.SECRET_NOT_FOUND, message, RETRY_MISSING)

@@ -142,6 +142,7 @@ def _reconcile_sandbox(
     body: Obj, config: OperatorSettings, retry: int, new: bool, again: bool = True
 ) -> Outcome:
     world = gather_sandbox(body, config.policy_default, config.policy_required, new=new)
+    world = replace(world, secrets_refused=config.secrets_in_sandbox == "refuse")
     namespace = body["metadata"]["namespace"]
     workspace = world.spec.spec.workspace_ref.name if world.spec.spec else ""
     world = replace(

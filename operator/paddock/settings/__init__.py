@@ -92,6 +92,11 @@ class OperatorSettings(BaseModel):
         description="How long a run may wait for a sandbox, pool, Secret or prompt that does "
         "not exist before it reads Stalled (GitOps tools: Failed); it starts when they come.",
     )
+    secrets_in_sandbox: Literal["allow", "refuse"] = Field(
+        default="allow",
+        description="refuse: no secret value goes into any sandbox's environment, whatever "
+        "its SandboxPolicy says (as a policy's secrets.inSandbox: refuse does for its own).",
+    )
     model_key_in_sandbox: Literal["allow", "refuse"] = Field(
         default="allow",
         description="refuse: every run whose model key would be in its sandbox (a modelKey "
@@ -105,6 +110,11 @@ class OperatorSettings(BaseModel):
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     tuning: Tuning = Field(default_factory=Tuning)
+
+    @property
+    def refusals(self) -> tuple[bool, bool]:
+        """Whether the operator refuses model keys, and secret values, in every sandbox."""
+        return self.model_key_in_sandbox == "refuse", self.secrets_in_sandbox == "refuse"
 
     @property
     def thread_sandbox_idle_limit(self) -> int | None:
