@@ -24,6 +24,7 @@ from paddock.render.credential_routes import (
     route_env,
     routes_secret,
 )
+from paddock.render.workspace_hash import workspace_hash
 
 RULES = {
     ("/v1/things/*", "/v1/things/7"): True,
@@ -160,3 +161,13 @@ ADDRESSES = {
 def test_a_route_reaches_no_internal_address_however_it_is_written(address: str) -> None:
     reachable = reachable_from(lambda: (*ALWAYS_INTERNAL, "203.0.113.0/24"), ("192.0.2.10/32",))
     assert reachable(address) is ADDRESSES[address]
+
+
+def test_routes_change_nothing_of_a_prepared_workspace_so_not_its_hash() -> None:
+    without = WorkspaceSpec.model_validate({"setup": ["make deps"]})
+    routed = WorkspaceSpec.model_validate(
+        {"setup": ["make deps"], "routes": WORKSPACE.to_api()["routes"]}
+    )
+    changed = WorkspaceSpec.model_validate({"setup": ["make other"]})
+    assert workspace_hash(routed, "img") == workspace_hash(without, "img")
+    assert workspace_hash(changed, "img") != workspace_hash(without, "img")
