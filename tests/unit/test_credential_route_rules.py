@@ -154,6 +154,10 @@ ADDRESSES = {
     "::1": False,
     "fe80::1%eth0": False,
     "203.0.113.9": False,  # documentation range, and in the cluster's ranges here
+    "fec0::1": False,  # site-local
+    "64:ff9b:1::a9fe:a9fe": False,  # local-use NAT64
+    "::10.0.0.1": False,  # IPv4-compatible
+    "::ffff:0:a00:1": False,  # SIIT
 }
 
 

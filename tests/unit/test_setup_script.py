@@ -255,7 +255,8 @@ def test_without_secret_env_the_report_is_the_output_as_printed(tmp_path: Path) 
 def test_a_daemon_a_step_leaves_keeps_no_masked_setup_from_ending(tmp_path: Path) -> None:
     """A step that starts a daemon which lets go of its output (as a daemon does) ends, and so
     does setup, its log masked: the daemon holds nothing of the log."""
-    daemon = "(sleep 300 > /dev/null 2>&1 < /dev/null 3>&- & echo $! > daemon.pid)"
+    # A bash subshell, which keeps the copies bash saved of the shell's descriptors.
+    daemon = "( (sleep 300; :) > /dev/null 2>&1 < /dev/null 3>&- & echo $! > daemon.pid)"
     steps = [f'{daemon}; echo "started $TOKEN"']
     try:
         result = run_setup(tmp_path, steps, PADDOCK_SECRET_ENV="TOKEN", TOKEN="tok-0123456789")
@@ -265,6 +266,16 @@ def test_a_daemon_a_step_leaves_keeps_no_masked_setup_from_ending(tmp_path: Path
     assert result.code == 0
     assert "started [redacted]" in result.stdout
     assert "setup complete" in result.stdout
+
+
+def test_a_step_that_ignores_term_is_killed_at_its_timeout(tmp_path: Path) -> None:
+    """The watchdog sends KILL after TERM (it does not stop itself with its own TERM): setup
+    ends (the shell, which waited on the step, is killed with it), long before the step
+    would have, and says why."""
+    step = SetupCommand(run="sh -c 'trap \"\" TERM; sleep 300'", timeout="1s")
+    result = run_setup(tmp_path, [step])
+    assert result.code == -signal.SIGKILL
+    assert "timed out after 1s" in result.termination
 
 
 MASKED_TEXT = [

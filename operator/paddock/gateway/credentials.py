@@ -48,7 +48,8 @@ DROPPED = frozenset({
     "authorization", "cookie", "proxy-authorization", "accept-encoding", "range", "if-range",
     "x-http-method-override", "x-http-method", "x-method-override", "x-original-method",
     "x-original-url", "x-rewrite-url", "x-forwarded-host", "x-forwarded-prefix",
-    "x-forwarded-proto", "x-forwarded-for", "forwarded", "x-host",
+    "x-forwarded-proto", "x-forwarded-for", "forwarded", "x-host", "x-original-host",
+    "x-forwarded-port", "x-real-ip", "true-client-ip", "accept-charset",
 })  # fmt: skip
 # Never passed back: what would let the agent act as the route without it (a session).
 WITHHELD = frozenset({"set-cookie", "set-cookie2"})
@@ -280,6 +281,12 @@ def resolver(hosts_file: Path | None) -> Resolve:
 
 
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# IPv6 ranges that are no global address whatever a Python version says of them, or that carry
+# an IPv4 address in their last 32 bits.
+NEVER_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
+    "fec0::/10", "64:ff9b:1::/48", "::/96", "::ffff:0:0:0/96", "100::/64", "2001:db8::/32",
+))  # fmt: skip
+CARRY_IPV4 = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96"))
 
 
 def embedded(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[Any]:
@@ -290,7 +297,7 @@ def embedded(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[Any]:
     found: list[Any] = [ip]
     if ip.ipv4_mapped is not None:
         found.append(ip.ipv4_mapped)
-    if ip in NAT64:
+    if any(ip in n for n in CARRY_IPV4):
         found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
     if ip.sixtofour is not None:
         found.append(ip.sixtofour)
@@ -312,7 +319,8 @@ def reachable_from(internal: Callable[[], tuple[str, ...]], vouched: tuple[str, 
             return True
         ranges = [ipaddress.ip_network(n, strict=False) for n in internal()]
         return all(
-            one.is_global and not any(one.version == n.version and one in n for n in ranges)
+            one.is_global
+            and not any(one.version == n.version and one in n for n in (*ranges, *NEVER_GLOBAL))
             for one in embedded(ip)
         )
 

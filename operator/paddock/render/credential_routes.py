@@ -57,26 +57,31 @@ class Rule:
 def matches(parts: list[str], path: str) -> bool:
     """Whether ``path`` matches a pattern cut into its parts: ``**`` any text, ``*`` any text
     without a /, anything else itself. The positions of the path the parts so far can end at
-    are kept as a set, so that the time grows with parts x path, never by backtracking."""
-    ends = {0}
+    are kept as the bits of one integer, so that each part costs a few operations on it (and
+    a literal part one scan of the path), never backtracking."""
+    n = len(path)
+    ends = 1  # bit i: the parts so far can end at position i
+    segments = [*(i for i, c in enumerate(path) if c == "/"), n] if "*" in parts else []
     for part in parts:
         if part == "**":
-            ends = set(range(min(ends), len(path) + 1)) if ends else ends
+            ends = ((1 << (n + 1)) - 1) & ~((ends & -ends) - 1)  # from the first end on
         elif part == "*":
-            reached: set[int] = set()
-            covered = -1  # ends up to here are reached already: one segment's run each
-            for end in sorted(ends):
-                if end <= covered:
-                    continue
-                stop = path.find("/", end)
-                covered = len(path) if stop < 0 else stop
-                reached.update(range(end, covered + 1))
+            reached, start = 0, 0
+            for stop in segments:  # each end reaches up to the next / (or the path's end)
+                inside = ends & (((1 << (stop + 1)) - 1) & ~((1 << start) - 1))
+                if inside:
+                    reached |= ((1 << (stop + 1)) - 1) & ~((inside & -inside) - 1)
+                start = stop + 1
             ends = reached
         else:
-            ends = {end + len(part) for end in ends if path.startswith(part, end)}
+            found, at = 0, path.find(part)
+            while at >= 0:
+                found |= 1 << at
+                at = path.find(part, at + 1)
+            ends = (ends & found) << len(part)
         if not ends:
             return False
-    return len(path) in ends
+    return bool(ends >> n & 1)
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,8 @@ def read_routes(secret: Obj) -> RunRoutes | None:
                     Rule(tuple(map(str, r["methods"])), tuple(map(str, r["paths"])))
                     for r in route["rules"]
                 ),
-                secrets=tuple(map(str, route.get("secrets") or ())),
+                # (without the list, every header's value is masked: none is shown unmasked)
+                secrets=tuple(map(str, route.get("secrets", [v for _, v in route["headers"]]))),
             )
             for route in document["routes"]
         )

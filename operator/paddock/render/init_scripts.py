@@ -102,20 +102,22 @@ _paddock_sed_escape() { # text -> the text as a sed basic regular expression mat
   s=${s//\[/\\[}; s=${s//\]/\\]}; s=${s//^/\\^}; s=${s//\$/\\$}
   printf '%s' "$s"
 }
-_paddock_mask_stream() { # script-file; stdin -> stdout as _paddock_mask_lines, by GNU sed
-  local form  # where there is one (a block at a time), else by bash (a byte at a time)
-  : > "$1"
+_paddock_mask_stream() { # script-file [end-line]; stdin -> stdout as _paddock_mask_lines,
+  local form  # by GNU sed where there is one (a block at a time), else by bash (a byte at a
+  : > "$1"    # time); up to the end line (not shown), if given
+  [ -n "${2:-}" ] && printf '/^%s$/Q\n' "$(_paddock_sed_escape "$2")" >> "$1"
   for form in "${_paddock_forms[@]}"; do
     [[ $form == *$'\n'* ]] || printf 's/%s/MASK/g\n' "$(_paddock_sed_escape "$form")" >> "$1"
   done
   if LC_ALL=C sed -u -f "$1" < /dev/null > /dev/null 2>&1; then
     LC_ALL=C exec sed -u -f "$1"
   fi
-  _paddock_mask_lines
+  _paddock_mask_lines "${2:-}"
 }
-_paddock_mask_lines() { # stdin -> stdout, line by line as it comes, secret values masked
+_paddock_mask_lines() { # [end-line]; stdin -> stdout, line by line as it comes, masked
   local line form end
   while IFS= read -r line; end=$?; [ "$end" -eq 0 ] || [ -n "$line" ]; do
+    [ -n "${1:-}" ] && [ "$line" = "$1" ] && return 0
     for form in "${_paddock_forms[@]}"; do line=${line//"$form"/MASK}; done
     if [ "$end" -eq 0 ]; then printf '%s\n' "$line"; else printf '%s' "$line"; fi
   done

@@ -37,18 +37,22 @@ set -u
     + r"""
 # Where there are secrets, the container log (which whoever may read the pod's logs reads:
 # the built-in `view` role does) is this script's output masked line by line as it comes: the
-# script runs again writing into a FIFO the masker reads until its last writer is gone. Its
-# steps do not hold the FIFO (only their own output, through the step's tee), so a daemon a
-# step leaves does not keep the masker, and so the container, from ending.
+# script runs again writing into a FIFO the masker reads. Once it has ended, an end line of
+# this run's own goes after its output, and the masker stops there: a process a step left
+# holding the FIFO (a daemon) keeps neither the masker nor the container from ending.
 _paddock_log=""
 if [ "${1:-}" = --masked ]; then
   _paddock_log=$2
 elif [ "${#_paddock_forms[@]}" -gt 0 ]; then
   _paddock_dir=$(mktemp -d) && mkfifo "$_paddock_dir/log" || exit 1
-  _paddock_mask_stream "$_paddock_dir/sed" < "$_paddock_dir/log" &
-  "$BASH" "$0" --masked "$_paddock_dir/log" > "$_paddock_dir/log" 2>&1
+  _paddock_end="paddock-setup-end-$$-$RANDOM$RANDOM$RANDOM"
+  _paddock_mask_stream "$_paddock_dir/sed" "$_paddock_end" < "$_paddock_dir/log" &
+  _paddock_masker=$!
+  exec 6> "$_paddock_dir/log"  # (held until the end line: the masker sees no end before it)
+  "$BASH" "$0" --masked "$_paddock_dir/log" >&6 2>&1 6>&-
   _paddock_code=$?
-  wait "$!"
+  printf '\n%s\n' "$_paddock_end" >&6
+  wait "$_paddock_masker"
   rm -rf "$_paddock_dir"
   exit "$_paddock_code"
 fi
@@ -114,9 +118,9 @@ _paddock_watchdog() { # seconds cmd duration-text
   _paddock_pause "$1"
   touch "$_paddock_tmp/timed-out"
   _paddock_report "setup step timed out after $3: $2" "$_paddock_tmp/step.log"
-  local pids
+  local pids me=$BASHPID
   # Not this watchdog, and not the tee that copies the step's output into its log.
-  pids=$(_paddock_descendants "$_paddock_shell" | grep -vx -e "$BASHPID" -e "$_paddock_tee")
+  pids=$(_paddock_descendants "$_paddock_shell" | grep -vx -e "$me" -e "$_paddock_tee")
   # The shell first: its TERM trap is then pending when the step's process dies, so it exits
   # before the step's next command (signalled after, it could run one in between).
   kill -TERM "$_paddock_shell" 2>/dev/null
