@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from paddock.agentruns import gateway_secrets
 from paddock.agentruns.decide import Ending
 from paddock.agentruns.model_access import EXPIRY_MARGIN, ModelGateway
 from paddock.agentruns.sandbox import ReadySandbox
@@ -21,7 +22,6 @@ from paddock.api.common import SecretRef
 from paddock.api.fields import parse_duration
 from paddock.api.reasons import RunReason as R
 from paddock.api.workspace import HttpRoute, WorkspaceSpec
-from paddock.kube import client as kube
 from paddock.render import credential_routes as routes_format
 from paddock.render.credential_routes import ROUTES_OF_LABEL, CredentialRoute, Rule, RunRoutes
 from paddock.render.model_routes import token_digest
@@ -70,7 +70,8 @@ def grant(
         routes=tuple(_route(route, values) for route in workspace.routes),
         uid=uid,
     )
-    taken = _write(routes_format.routes_secret(gateway.namespace, uid, held), uid)
+    secret = routes_format.routes_secret(gateway.namespace, uid, held)
+    taken = gateway_secrets.write_own(secret, ROUTES_OF_LABEL, uid, "credential routes")
     if taken:
         return Ending(RunPhase.FAILED, R.ROUTES_UNSERVED, taken)
     env = {
@@ -98,20 +99,6 @@ def _route(route: HttpRoute, values: dict[SecretRef, str]) -> CredentialRoute:
     return CredentialRoute(route.name, str(route.url), tuple(headers), rules, tuple(masked))
 
 
-def _write(secret: Obj, uid: str) -> str:
-    """Create the routes, or replace the run's own (a launch an operator restart cut short
-    left them, with a token no run holds any more); what stops it, or ''."""
-    if kube.create(secret) is not None:
-        return ""
-    namespace, name = secret["metadata"]["namespace"], secret["metadata"]["name"]
-    found = kube.get("Secret", namespace, name)
-    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
-    if found is None or labels.get(ROUTES_OF_LABEL) != uid:
-        return f"the Secret {namespace}/{name} the run's credential routes need is not the run's"
-    kube.patch("Secret", namespace, name, {"data": secret["data"]})
-    return ""
-
-
 def routed(status: Obj) -> bool:
     """Whether the run's status says it was given routes (its CredentialRoutes condition)."""
     conditions = status.get("conditions") or []
@@ -126,7 +113,4 @@ def revoke(run_uid: str, gateway: ModelGateway | None, held: bool = True) -> Non
     if gateway is None or not run_uid or not held:
         return
     name = routes_format.secret_name(run_uid)
-    found = kube.get("Secret", gateway.namespace, name)
-    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
-    if found is not None and labels.get(ROUTES_OF_LABEL) == run_uid:
-        kube.delete("Secret", gateway.namespace, name, found["metadata"]["uid"])
+    gateway_secrets.delete_own(gateway.namespace, name, ROUTES_OF_LABEL, run_uid)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from paddock.agentruns import gateway_secrets
 from paddock.agentruns.decide import Ending
 from paddock.agentruns.sandbox import ReadySandbox
 from paddock.api.agentrun import AgentRunSpec, RunPhase
@@ -19,7 +20,6 @@ from paddock.api.budget import Budget
 from paddock.api.fields import parse_duration
 from paddock.api.reasons import RunReason as R
 from paddock.harness import models
-from paddock.kube import client as kube
 from paddock.render import model_routes
 from paddock.render.model_routes import RUN_UID_LABEL, Route
 from paddock.settings.groups import GatewaySettings
@@ -99,7 +99,8 @@ def grant(
         budget=budget,
         daily=daily,
     )
-    taken = _write(model_routes.route_secret(gateway.namespace, uid, route), uid)
+    secret = model_routes.route_secret(gateway.namespace, uid, route)
+    taken = gateway_secrets.write_own(secret, RUN_UID_LABEL, uid, "model route")
     if taken:
         return Ending(RunPhase.FAILED, R.MODEL_UNROUTABLE, taken)
     route_env = models.routed_env(spec, provider, models.ModelRoute(gateway.url, token))
@@ -107,27 +108,11 @@ def grant(
     return Access(route_env, gateway.url, (True, R.THROUGH_GATEWAY, said))
 
 
-def _write(secret: Obj, uid: str) -> str:
-    """Create the route, or replace the run's own one (a launch an operator restart cut short
-    left it, with a token no harness holds any more); what stops it, or ''."""
-    if kube.create(secret) is not None:
-        return ""
-    namespace, name = secret["metadata"]["namespace"], secret["metadata"]["name"]
-    found = kube.get("Secret", namespace, name)
-    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
-    if found is None or labels.get(RUN_UID_LABEL) != uid:
-        return f"the Secret {namespace}/{name} the run's model route needs is not the run's"
-    kube.patch("Secret", namespace, name, {"data": secret["data"]})
-    return ""
-
-
 def revoke(run_uid: str, gateway: ModelGateway | None, held: bool = True) -> None:
     """Delete the run's route, if it has one (``held``: its spec names a model key), and only
     a Secret labelled as this run's."""
     if gateway is None or not held:
         return
-    name = model_routes.route_name(run_uid)
-    found = kube.get("Secret", gateway.namespace, name)
-    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
-    if found is not None and labels.get(RUN_UID_LABEL) == run_uid:
-        kube.delete("Secret", gateway.namespace, name, found["metadata"]["uid"])
+    gateway_secrets.delete_own(
+        gateway.namespace, model_routes.route_name(run_uid), RUN_UID_LABEL, run_uid
+    )

@@ -13,12 +13,9 @@ a name the route sets are dropped: the run cannot choose what the secret header 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import ipaddress
 import socket
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,9 +28,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from paddock.gateway import endpoints
 from paddock.gateway.directory import Decided
 from paddock.gateway.relay import HOP_BY_HOP, REWRITTEN, say
-from paddock.gateway.routes import Refused
+from paddock.gateway.routes import Refused, TokenStore
 from paddock.render.credential_routes import CredentialRoute, RunRoutes, read_routes
-from paddock.render.model_routes import token_digest
 from paddock.runs.scrubbing import StreamScrubber
 from paddock.times import utcnow
 
@@ -63,46 +59,11 @@ REQUESTS = Counter(
 )
 
 
-class CredentialRoutes:
-    """The runs' routes as the gateway's watch of their Secrets last said. Pure, but for the
-    lock."""
+class CredentialRoutes(TokenStore[RunRoutes]):
+    """The runs' credential routes, as the gateway's watch of their Secrets last said."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_name: dict[str, RunRoutes] = {}
-
-    def changed(self, kind: str, event: str, obj: Obj) -> None:
-        del kind
-        name = obj["metadata"]["name"]
-        routes = None if event == "DELETED" else read_routes(obj)
-        with self._lock:
-            if routes is None:
-                self._by_name.pop(name, None)
-            else:
-                self._by_name[name] = routes
-
-    def relisted(self, kind: str, items: list[Obj]) -> None:
-        with self._lock:
-            self._by_name.clear()
-        for item in items:
-            self.changed(kind, "ADDED", item)
-
-    def find(self, token: str, sandbox: str | None, now: datetime) -> RunRoutes | Refused:
-        """The routes of ``token`` for a request from a pod of ``sandbox`` (None: the address
-        is no sandbox pod's)."""
-        digest = token_digest(token)
-        with self._lock:
-            found = [
-                r for r in self._by_name.values() if hmac.compare_digest(r.token_sha256, digest)
-            ]
-        if not token or not found:
-            return Refused("the token is no running run's")
-        routes = found[0]
-        if now >= routes.expires:
-            return Refused("the run's routes have expired", routes.run)
-        if sandbox != routes.sandbox:
-            return Refused(f"the token is not for {sandbox or 'this address'}", routes.run)
-        return routes
+        super().__init__(read_routes)
 
 
 def parts(raw_path: bytes) -> tuple[str, str, str] | None:
