@@ -4,6 +4,7 @@ policy's allow, deny and ask; an ask waits for `paddock approve`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,9 +13,18 @@ from paddock_dev import cluster as local
 from paddock_dev import node
 from support.kube import Cluster
 from support.model_server import ScriptedModel
-from support.real_node import ON_NODE
+from support.real_node import ON_NODE, exec_in, node_sandbox
 from support.runs import log_events, of_type, scripted_claude_run, wait_for_run
-from support.sandboxes import sandbox, secret, wait_for_phase, workspace
+from support.sandboxes import (
+    get,
+    merge_patch,
+    sandbox,
+    secret,
+    status_of,
+    wait_for_phase,
+    workspace,
+)
+from support.waiting import wait_for
 
 pytestmark = [pytest.mark.real_node, pytest.mark.usefixtures("real_node")]
 
@@ -58,3 +68,93 @@ def test_a_real_claude_code_on_the_real_node_goes_through_the_gate(
     assert "denied-1" not in listing
     (denied,) = of_type(events, "policy.denied")
     assert denied["data"]["command"] == "touch denied-1"
+
+
+FIRST = "Remember the word heliotrope-7431."
+MEMO = "memo-secret-91c2f0a7b3"  # a run secret the agent's command prints
+
+
+def test_a_real_claude_codes_session_survives_a_pause_and_a_restore(
+    cluster: Cluster, namespace: str, operator: Any
+) -> None:
+    """The conversation is kept on the sandbox's volume: after a pause (a new pod) and in the
+    sandbox made anew from the snapshot after a run, Claude Code resumes it (the model is sent
+    the first prompt again); the secret a command printed is masked in it, and the files are
+    the sandbox user's."""
+    host = node.host_ip()
+    assert host is not None
+    cluster.apply(secret("llm", key="sk-scripted-real-node"), namespace)
+    cluster.apply(secret("memo", value=MEMO), namespace)
+    with ScriptedModel('echo "noted $MEMO"', host=host) as model:
+        port = int(model.url.rsplit(":", 1)[1])
+        policy = {
+            "commands": {"default": "allow"},
+            "network": {"egress": [{"cidrs": [f"{host}/32"], "ports": [{"port": port}]}]},
+        }
+        cluster.apply(workspace("app"), namespace)
+        box = node_sandbox("real")
+        image = local.load_image(local.default_state_dir(), "sandbox")  # Claude Code's
+        box["spec"] |= {"image": image, "policy": policy, "lifecycle": {"snapshot": "after-run"}}
+        cluster.apply(box, namespace)
+        wait_for_phase(cluster, namespace, "real", "Ready", timeout=180)
+
+        def run(name: str, prompt: str, session: str | None = None) -> dict[str, Any]:
+            spec = scripted_claude_run(name, "real", prompt, model.url)
+            spec["spec"]["secrets"].append(
+                {"name": "MEMO", "secretKeyRef": {"name": "memo", "key": "value"}}
+            )
+            if session:
+                spec["spec"]["sessionId"] = session
+            cluster.apply(spec, namespace)
+            status = wait_for_run(cluster, namespace, name, timeout=180)
+            events = log_events(cluster, namespace, name)
+            assert status["phase"] == "Succeeded", (status, events[-3:])
+            return status
+
+        exec_in(
+            cluster, namespace, "real",
+            "git init -q && git -c user.name=u -c user.email=u@x commit -q --allow-empty -m b",
+        )  # fmt: skip
+        session = run("first", FIRST)["sessionId"]
+        store = "cd /workspace/.paddock/sessions && find . -type f"
+        kept = exec_in(cluster, namespace, "real", f"{store} -exec cat {{}} +")
+        assert exec_in(cluster, namespace, "real", f"{store} ! -user 1000") == ""
+        assert "heliotrope-7431" in kept
+        assert MEMO not in kept
+        assert "noted " + "*" * len(MEMO) in kept
+        # No part of the work: the agent's own git does not see it either.
+        assert exec_in(cluster, namespace, "real", "git -C /workspace status --short") == ""
+
+        merge_patch(
+            cluster, namespace, "sandbox", "real", {"spec": {"lifecycle": {"paused": True}}}
+        )
+        wait_for_phase(cluster, namespace, "real", "Paused", timeout=120)
+        merge_patch(
+            cluster, namespace, "sandbox", "real", {"spec": {"lifecycle": {"paused": False}}}
+        )
+        wait_for_phase(cluster, namespace, "real", "Ready", timeout=180)
+        since = len(model.requests)
+        second = run("second", "Which word?", session)
+        assert FIRST in json.dumps([r["body"] for r in model.requests[since:]])
+
+        uid = (get(cluster, namespace, "agentrun", "second") or {})["metadata"]["uid"]
+        wait_for(
+            lambda: any(
+                uid[:8] in s["name"] and s.get("ready")
+                for s in status_of(cluster, namespace, "workspace", "app").get("snapshots") or []
+            ),
+            180,
+            what="the snapshot after the second run ready",
+        )
+        cluster.kubectl("delete", "sandbox", "real", "-n", namespace, "--wait=true")
+        wait_for(
+            lambda: get(cluster, namespace, "pvc", "real-workspace") is None,
+            120,
+            what="the sandbox's volume deleted",
+        )
+        cluster.apply(box, namespace)
+        restored = wait_for_phase(cluster, namespace, "real", "Ready", timeout=180)
+        assert restored.get("restoredFrom"), restored
+        since = len(model.requests)
+        run("third", "Which word, again?", second.get("sessionId") or session)
+        assert FIRST in json.dumps([r["body"] for r in model.requests[since:]])

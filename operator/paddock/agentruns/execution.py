@@ -270,9 +270,9 @@ class Execution(RunEnding):
         self.status.completion_digest = decide.digest(nonce)
         self._running(spec, sandbox, now)
         self._flush(events=False)  # the digest is stored before a harness can end
-        env = {e.name: e.value or "" for e in spec.env} | invocation.env | plan.env | access.env
-        env |= routes.env
-        payload = run_scripts.launch_payload(nonce, env, start.prompt(world, spec))
+        env = {e.name: e.value or "" for e in spec.env} | invocation.env
+        secret = plan.env | access.env | routes.env
+        payload = run_scripts.launch_payload(nonce, env, start.prompt(world, spec), secret)
         result = in_pod.launch(self.namespace, sandbox.pod, self.run_id, payload)
         if result.exit_code == 0:
             return None

@@ -15,6 +15,7 @@ from paddock.api.agentrun import SESSION_ID_PATTERN, AgentRunSpec
 from paddock.api.fields import parse_duration
 from paddock.api.policy import SandboxPolicySpec
 from paddock.runs.events import ERROR, SESSION_ID, Draft, one_line
+from paddock.vocab.names import SESSIONS_DIR
 
 
 class ShellWord(str):
@@ -55,19 +56,29 @@ def gate_command(harness: str, spec: AgentRunSpec) -> str:
     return f'env -i PATH="$PATH" node {client} {harness} {gate_seconds(spec)} || exit 2'
 
 
-def own_home(variable: str, cli: str, keep: tuple[str, ...] = ()) -> str:
+def own_home(
+    variable: str, cli: str, keep: tuple[str, ...] = (), keep_files: tuple[str, ...] = ()
+) -> str:
     """Shell lines that give a CLI a configuration home of the run's own, new at each launch
     (``$PADDOCK_RUN/home/<cli>``, in ``variable``): nothing the agent wrote into an earlier
     run's home, or into the sandbox's HOME, configures this run (a ``.env``, settings, hooks,
-    plugins, agents, rules). ``keep``: the folders of its conversations, which a run's
-    ``sessionId`` resumes, linked from a store that outlives each run (the sandbox's run
-    volume); they hold data the CLI reads back, never its configuration."""
-    home, store = f'"$PADDOCK_RUN/home/{cli}"', f'"$PADDOCK_RUN_DIR/sessions/{cli}"'
-    lines = [f"export {variable}={home}", f"mkdir -p {home}"]
-    for name in keep:
+    plugins, agents, rules). ``keep`` (folders) and ``keep_files``: its conversations, which a
+    run's ``sessionId`` resumes, linked from the sandbox's store of them on its volume
+    (``SESSIONS_DIR``); they hold data the CLI reads back, never its configuration."""
+    home = f'"$PADDOCK_RUN/home/{cli}"'
+    store = f'"$PADDOCK_WORKSPACE/{SESSIONS_DIR}/{cli}"'
+    lines = [
+        f"export {variable}={home}",
+        f"mkdir -p {home} {store}",
+        f"printf '*\\n' > \"$PADDOCK_WORKSPACE/{SESSIONS_DIR}/.gitignore\"",
+    ]
+    for name in keep + keep_files:
         parent = posixpath.dirname(name)
-        into = f"{home}/{parent}" if parent else home
-        lines += [f"mkdir -p {store}/{name} {into}", f"ln -s {store}/{name} {home}/{name}"]
+        made = [f"{home}/{parent}"] if parent else []  # the link's folder, and the store's:
+        made += [f"{store}/{name}"] if name in keep else [f"{store}/{parent}"] if parent else []
+        if made:
+            lines.append("mkdir -p " + " ".join(made))
+        lines.append(f"ln -s {store}/{name} {home}/{name}")
     return "\n".join(lines) + "\n"
 
 

@@ -54,8 +54,15 @@ USER_SETTINGS = '"${GEMINI_CLI_HOME:-$HOME}/.gemini"'
 # Gemini CLI reads ``.gemini/`` (settings, policies, extensions, its ``.env``) and a ``.env``
 # from its home: a run's is its own.
 # Only its chats are kept: the rest of ``.gemini/tmp`` holds programs it runs (``bin/rg``)
-# and memory it loads. (Its folder is named after the workspace's: ``/workspace``.)
-HOME = own_home("GEMINI_CLI_HOME", "gemini", (".gemini/tmp/workspace/chats",))
+# and memory it loads. Its folder there is named after the workspace as Gemini CLI names it
+# (the last part of its real path, in lower case, each run of other characters one ``-``):
+# ``workspace`` for ``/workspace``.
+HOME = (
+    'project=$(basename "$(pwd -P)" | LC_ALL=C tr A-Z a-z | LC_ALL=C sed -E '
+    "'s/[^a-z0-9]+/-/g; s/^-//; s/-$//')\n"
+    + 'project=${project:-project}\n'
+    + own_home("GEMINI_CLI_HOME", "gemini", (".gemini/tmp/$project/chats",))
+)
 
 
 def _argv(spec: AgentRunSpec, *more: str) -> str:

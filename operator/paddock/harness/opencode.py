@@ -25,6 +25,7 @@ from paddock.harness.base import (
     json_object,
     option,
     other,
+    own_home,
     session,
     tool_request,
 )
@@ -45,10 +46,20 @@ def _argv(spec: AgentRunSpec) -> str:
     )
 
 
+# OpenCode keeps its sessions in a database in its data directory (``$XDG_DATA_HOME/opencode``),
+# which is the run's own: only the database is kept. The rest holds what OpenCode runs or
+# reads as its own (``snapshot/`` repositories it runs git in, ``auth.json``).
+DATA = own_home(
+    "XDG_DATA_HOME",
+    "opencode",
+    keep_files=tuple(f"opencode/opencode.db{end}" for end in ("", "-wal", "-shm")),
+)
+
+
 def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -> Invocation:
     # opencode run reads the message from stdin when it is given none as arguments: one argv
     # word holds at most 128 KiB, and a prompt may be 1 MiB.
-    return Invocation(script=f"exec {_argv(spec)} < {PROMPT}\n")
+    return Invocation(script=DATA + f"exec {_argv(spec)} < {PROMPT}\n")
 
 
 CONFIG = "opencode/config.json"
@@ -110,7 +121,7 @@ def gated(
     plugin = GATE_PLUGIN.replace("@GATED@", json.dumps(gated_tools(policy)))
     files[PLUGIN] = plugin.replace("@SECONDS@", str(gate_seconds(spec)))
     files[CONFIG] = json.dumps(config)
-    script = (
+    script = DATA + (
         f"config=$(cat {control_file(CONFIG)})\n"
         f'export {CONFIG_ENV}="${{config//{CONTROL_MARK}/$PADDOCK_CONTROL}}"\n'
         # A user config directory and a cache of the run's own (OpenCode writes into the

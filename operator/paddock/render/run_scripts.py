@@ -28,7 +28,9 @@ import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from paddock.render.init_scripts import SCRUB_FUNCTIONS
 from paddock.render.sandbox_shell import END_PROCESSES, OWN_GIT
+from paddock.vocab.names import SESSIONS_DIR
 
 LAUNCH = r"""set -eu
 run=$PADDOCK_RUN_DIR/$1
@@ -84,8 +86,8 @@ finish() {
   exit 0
 }
 snapshot() {
-  find . \( -name .git -o -name node_modules \) -prune -o -type f -printf '%T@\t%s\t%P\n' \
-    2>/dev/null | LC_ALL=C sort -t "$(printf '\t')" -k3
+  find . \( -name .git -o -name node_modules -o -path ./@SESSIONS@ \) -prune \
+    -o -type f -printf '%T@\t%s\t%P\n' 2>/dev/null | LC_ALL=C sort -t "$(printf '\t')" -k3
 }
 compare() {
   LC_ALL=C awk -F '\t' '
@@ -120,6 +122,7 @@ code=$?
 kill -KILL -- "-$child" 2>/dev/null
 ended=0
 paddock_end_processes 2>> "$run/stderr" || ended=1
+paddock_mask_sessions 2>> "$run/stderr"
 poll_files
 # The work tree against HEAD, read by Paddock's own git (sandbox_shell.py), once nothing of
 # the run's runs.
@@ -156,8 +159,39 @@ if [ -f "$run/exit" ]; then
 fi
 """
 
+# The conversations the run's CLI wrote on the volume (``vocab.names.SESSIONS_DIR``), which
+# its snapshots and archives hold: every form of the container's and the run's secret values
+# (init_scripts.SCRUB_FUNCTIONS) overwritten with as many '*', so a database's pages keep their
+# sizes. A file that cannot be masked (no sed) is emptied: its conversation goes, no secret
+# stays. A form of more than one line is masked line by line.
+MASK_SESSIONS = r"""
+paddock_mask_sessions() (
+  cd "$PADDOCK_WORKSPACE" 2>/dev/null && [ -d @SESSIONS@ ] || exit 0
+  PADDOCK_SECRET_ENV="${PADDOCK_SECRET_ENV:-} ${PADDOCK_RUN_SECRET_ENV:-}"
+  [ -n "${PADDOCK_SECRET_ENV// /}" ] || exit 0
+  SCRUB_FUNCTIONS
+  export LC_ALL=C
+  : > "$run/mask.sed"
+  for form in "${_paddock_forms[@]}"; do
+    [[ $form == *$'\n'* ]] && continue
+    printf -v stars '%*s' "${#form}" ''
+    printf 's/%s/%s/g\n' "$(_paddock_sed_escape "$form")" "${stars// /*}" >> "$run/mask.sed"
+  done
+  [ -s "$run/mask.sed" ] || exit 0
+  find @SESSIONS@ -type f -newer "$run/prompt" -print0 | while IFS= read -r -d '' file; do
+    if sed -f "$run/mask.sed" < "$file" > "$run/masked"; then
+      cmp -s "$file" "$run/masked" || cat "$run/masked" > "$file"
+    else
+      echo "paddock: $file could not be masked: it is emptied" >&2
+      : > "$file"
+    fi
+  done
+  rm -f "$run/mask.sed" "$run/masked"
+)
+""".replace("SCRUB_FUNCTIONS", SCRUB_FUNCTIONS)
+
 LAUNCH = END_PROCESSES + LAUNCH
-WRAPPER = OWN_GIT + END_PROCESSES + WRAPPER
+WRAPPER = (OWN_GIT + END_PROCESSES + MASK_SESSIONS + WRAPPER).replace("@SESSIONS@", SESSIONS_DIR)
 STDERR_BYTES = 4096
 CHANGES_BYTES = 65536
 POLL = POLL.replace("STDERR_BYTES", str(STDERR_BYTES)).replace("CHANGES_BYTES", str(CHANGES_BYTES))
@@ -211,8 +245,17 @@ def _b64(data: str) -> str:
     return base64.b64encode(data.encode()).decode()
 
 
-def launch_payload(nonce: str, env: Mapping[str, str], prompt: str | None) -> str:
-    """The launch script's stdin: one ``key name value`` line each, values in base64."""
+# The names of the run's variables that hold secret values (its ``secrets``, a model key, its
+# routes' URLs), for the wrapper to mask (``MASK_SESSIONS``).
+RUN_SECRET_ENV = "PADDOCK_RUN_SECRET_ENV"  # noqa: S105  (a variable name, not a secret)
+
+
+def launch_payload(
+    nonce: str, env: Mapping[str, str], prompt: str | None, secret: Mapping[str, str] | None = None
+) -> str:
+    """The launch script's stdin: one ``key name value`` line each, values in base64: the
+    run's ``env`` and then its ``secret`` variables."""
+    env = {**env, **(secret or {}), RUN_SECRET_ENV: " ".join(secret or {})}
     lines = [f"nonce {nonce}"]
     lines += [f"env {name} {_b64(value)}" for name, value in env.items()]
     lines.append(f"prompt {_b64(prompt or '')}")

@@ -37,6 +37,7 @@ from __future__ import annotations
 import shlex
 
 from paddock.render.containers import KEEP_ALIVE
+from paddock.vocab.names import SESSIONS_DIR
 
 # git is bounded: a named pipe where a ref or an object should be would hold it forever.
 GIT_SECONDS = 300
@@ -61,6 +62,8 @@ paddock_git_dir() {
   done
   # Data only: no link, pipe or device of the agent's is opened by git.
   find "$PADDOCK_GIT_DIR" -mindepth 1 ! -type f ! -type d -exec rm -f {} +
+  # The CLIs' conversations are no part of the work.
+  printf '\n/%s/\n' "@SESSIONS@" >> "$PADDOCK_GIT_DIR/info/exclude"
 }
 paddock_git_no_nested_repositories() {
   # A repository inside the work tree that HEAD does not hold as a submodule is left out: git
@@ -89,7 +92,7 @@ paddock_git() {
     GIT_COMMITTER_NAME=Paddock GIT_COMMITTER_EMAIL=paddock@noreply.paddock.dev \
     timeout GIT_SECONDS git -c core.quotepath=off "$@"
 }
-""".replace("GIT_SECONDS", str(GIT_SECONDS))
+""".replace("GIT_SECONDS", str(GIT_SECONDS)).replace("@SESSIONS@", SESSIONS_DIR)
 
 END_PROCESSES = r"""
 paddock_leftovers() {

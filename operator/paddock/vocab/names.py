@@ -15,6 +15,11 @@ LAST_RUN_ANNOTATION = f"{GROUP}/last-run"  # the run that ended last in a sandbo
 THREAD_KEY_LABEL = f"{GROUP}/thread-key"  # the thread and what its sandbox is made from
 THREAD_LABEL = f"{GROUP}/thread"  # the thread alone: its sandboxes before a template changed
 RUN_LABEL = f"{GROUP}/run"
+# Where a sandbox keeps its CLIs' conversations, relative to the workspace: on its volume, so a
+# pause, an idle timeout, an operator's restart and a restore from a snapshot keep them. No
+# part of the work: Paddock's own git leaves it out of a run's changes and a delivery, and its
+# ``.gitignore`` (``*``) out of the agent's git (docs/runs.md, "Sessions").
+SESSIONS_DIR = ".paddock/sessions"
 POOL_LABEL = f"{GROUP}/pool"  # an unclaimed member of a SandboxPool: the pool's name
 POOL_TEMPLATE_LABEL = f"{GROUP}/pool-template"  # the template and Workspace it was made from
 CLAIMED_FROM_LABEL = f"{GROUP}/claimed-from"  # a sandbox a run took from a pool: the pool
