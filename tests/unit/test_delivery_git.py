@@ -314,3 +314,18 @@ def test_paths_and_links_of_any_bytes_are_read_as_they_are(
     changed, links = _delivered_work(tmp_path, forge, sandbox)
     assert sorted(changed) == sorted(["cr\rname", "ln\r", os.fsdecode(b"lat\xe9")])
     assert links == {"ln\r": "t\rarget"}
+
+
+def test_the_clis_conversations_on_the_volume_are_never_delivered(sandbox: Path) -> None:
+    store = sandbox / ".paddock" / "sessions" / "claude" / "projects"
+    store.mkdir(parents=True)
+    (store / "session.jsonl").write_text("the conversation\n")  # its .gitignore removed
+    (sandbox / "new.txt").write_text("the work\n")
+    env = {"PADDOCK_WORKSPACE": str(sandbox), "PATH": "/usr/bin:/bin", "HOME": str(sandbox)}
+    made = subprocess.run(delivery.snapshot_argv(), input=delivery.snapshot_payload("m\n"),
+                          env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    commit = delivery.parse_snapshot(made.stdout)
+    assert commit
+    files = _git("ls-tree", "-r", "--name-only", commit, cwd=sandbox).split()
+    assert "new.txt" in files
+    assert not [f for f in files if f.startswith(".paddock")]

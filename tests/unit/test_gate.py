@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -382,31 +383,48 @@ def test_a_codex_patch_is_judged_as_a_write_of_each_file(
 
 
 @pytest.mark.parametrize(
-    ("harness", "name", "variable", "conversations"),
+    ("harness", "name", "variable", "conversation"),
     [
-        (claude_code, "claude-code", "CLAUDE_CONFIG_DIR", "projects"),
-        (codex, "codex", "CODEX_HOME", "sessions"),
-        (gemini, "gemini", "GEMINI_CLI_HOME", ".gemini/tmp/workspace/chats"),
+        (claude_code, "claude-code", "CLAUDE_CONFIG_DIR", "projects/-workspace/one.jsonl"),
+        (codex, "codex", "CODEX_HOME", "sessions/2026/one.jsonl"),
+        (gemini, "gemini", "GEMINI_CLI_HOME", ".gemini/tmp/my-work-space/chats/one.json"),
+        (opencode, "opencode", "XDG_DATA_HOME", "opencode/opencode.db"),
     ],
 )
 def test_each_run_of_a_cli_has_a_config_home_of_its_own_and_keeps_its_conversations(
-    tmp_path: Path, harness: Any, name: str, variable: str, conversations: str
+    tmp_path: Path, harness: Any, name: str, variable: str, conversation: str
 ) -> None:
     """What one run writes into its CLI's home (a ``.env``, settings) is not in the next run's;
-    its conversations are, for a later run to resume."""
+    its conversations are, on the workspace's volume (not the run volume, which a pause
+    empties), for a later run to resume. Gemini CLI's folder is its name for the workspace."""
+    home = harness.DATA if harness is opencode else harness.HOME
     for invocation in (harness.gated(_spec(name), POLICY), harness.invocation(_spec(name))):
-        assert invocation.script.startswith(harness.HOME)
+        assert invocation.script.startswith(home)
+    workspace = tmp_path / "My Work.Space"
+    workspace.mkdir()
     done = None
-    for run, then in (("r1", 'echo X=1 > "$H/.env"; echo chat > "$H/CONV/one"'),
-                      ("r2", 'ls -A "$H"; cat "$H/CONV/one"')):  # fmt: skip
-        (tmp_path / run).mkdir()
-        env = {**os.environ, "PADDOCK_RUN": str(tmp_path / run), "PADDOCK_RUN_DIR": str(tmp_path)}
-        script = f"{harness.HOME}H=${variable}\n" + then.replace("CONV", conversations)
-        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+    for run, then in (("r1", 'echo X=1 > "$H/.env"; mkdir -p "$(dirname "$H/CONV")"; '
+                             'echo chat > "$H/CONV"'),
+                      ("r2", 'ls -A "$H"; cat "$H/CONV"')):  # fmt: skip
+        env = {
+            **os.environ,
+            "PADDOCK_RUN": str(tmp_path / run),
+            "PADDOCK_RUN_DIR": str(tmp_path / "volume"),
+            "PADDOCK_WORKSPACE": str(workspace),
+        }
+        shutil.rmtree(tmp_path / "volume", ignore_errors=True)  # a pause between runs
+        script = f"{home}H=${variable}\n" + then.replace("CONV", conversation)
+        done = subprocess.run(["bash", "-c", script], env=env, cwd=workspace, capture_output=True,
+                              text=True)  # fmt: skip
         assert done.returncode == 0, done.stderr
     assert done is not None
     assert ".env" not in done.stdout.split()
     assert done.stdout.endswith("chat\n")
+    kept = workspace / ".paddock" / "sessions"
+    assert (kept / ".gitignore").read_text() == "*\n"
+    assert [p.read_text() for p in kept.rglob("*") if p.is_file() and p.name != ".gitignore"] == [
+        "chat\n"
+    ]
 
 
 @pytest.mark.parametrize(

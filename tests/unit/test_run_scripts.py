@@ -45,13 +45,22 @@ class Sandbox:
             input=gate_scripts.prepare_payload({"harness": script}, gated=False), text=True,
         )  # fmt: skip
 
-    def launch(self, script: str, env: dict[str, str] | None = None, run: str = "r1") -> str:
+    def launch(
+        self,
+        script: str,
+        env: dict[str, str] | None = None,
+        run: str = "r1",
+        secret: dict[str, str] | None = None,
+        container: dict[str, str] | None = None,
+    ) -> str:
+        """Launch ``script`` with the run's ``env`` and ``secret`` variables; ``container``:
+        more of the container's env (``PADDOCK_SECRET_ENV`` naming its secret ones)."""
         if not (self.control_dir / "runs" / run).exists():
             self.prepare(script, run)
-        payload = rs.launch_payload(NONCE, env or {}, "the prompt")
+        payload = rs.launch_payload(NONCE, env or {}, "the prompt", secret)
         done = subprocess.run(
             rs.launch_argv(run), input=payload, capture_output=True, text=True,
-            env=self.env(), timeout=30, check=True,
+            env=self.env() | (container or {}), timeout=30, check=True,
         )  # fmt: skip
         return done.stdout.strip()
 
@@ -133,6 +142,44 @@ def test_file_events_and_git_changes(sandbox: Sandbox) -> None:
     changes = {path: status for status, path in rs.parse_changes(poll.changes)}
     assert changes == {"new.txt": "untracked", "gone.txt": "deleted", "tracked.txt": "modified"}
     assert "+v2" in poll.diff
+
+
+def test_a_runs_conversations_are_masked_and_no_part_of_its_changes(sandbox: Sandbox) -> None:
+    """What the CLI wrote in the sessions store this run has the container's and the run's
+    secret values (and their encodings) overwritten with as many '*': a binary file keeps its
+    size and its other bytes; a file of an earlier run is not touched. The store is in no file
+    event and no change."""
+    ws = sandbox.workspace
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    git = ["git", "-C", str(ws), "-c", "user.email=t@e", "-c", "user.name=t"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "base"], check=True)
+    store = ws / ".paddock" / "sessions" / "claude"
+    store.mkdir(parents=True)
+    earlier = store / "earlier.jsonl"
+    earlier.write_text("an earlier run's, left as it is: sk-run-0123456789\n")
+    stamp = earlier.stat().st_mtime_ns
+    script = (
+        'cd .paddock/sessions/claude && printf \'{"out":"%s and %s"}\\n\' "$RUN_KEY" "$WS_KEY"'
+        " > t.jsonl && printf '%s' \"$RUN_KEY\" | base64 >> t.jsonl"
+        ' && printf \'a\\0b%s\\0c\' "$RUN_KEY" > t.db && echo work > "$PADDOCK_WORKSPACE/w.txt"'
+    )
+    sandbox.launch(
+        script,
+        secret={"RUN_KEY": "sk-run-0123456789"},
+        container={"WS_KEY": "ws-secret-abcdefgh", "PADDOCK_SECRET_ENV": "WS_KEY"},
+    )
+    poll = sandbox.finished()
+    assert poll.completion is not None
+    assert poll.completion.exit_code == 0
+    text = (store / "t.jsonl").read_text()
+    assert "sk-run" not in text
+    assert "ws-secret" not in text
+    assert text.startswith('{"out":"' + "*" * 17 + " and " + "*" * 18 + '"}\n')
+    assert "c2stcnVuLTAxMjM0NTY3ODk" not in text  # base64 of it
+    assert (store / "t.db").read_bytes() == b"a\0b" + b"*" * 17 + b"\0c"
+    assert earlier.stat().st_mtime_ns == stamp
+    assert b".paddock" not in poll.files
+    assert rs.parse_changes(poll.changes) == [("untracked", "w.txt")]
 
 
 def test_the_wrappers_git_runs_nothing_the_agent_configured_and_hides_no_change(
