@@ -60,7 +60,7 @@ USER_SETTINGS = '"${GEMINI_CLI_HOME:-$HOME}/.gemini"'
 HOME = (
     'project=$(basename "$(pwd -P)" | LC_ALL=C tr A-Z a-z | LC_ALL=C sed -E '
     "'s/[^a-z0-9]+/-/g; s/^-//; s/-$//')\n"
-    + 'project=${project:-project}\n'
+    + "project=${project:-project}\n"
     + own_home("GEMINI_CLI_HOME", "gemini", (".gemini/tmp/$project/chats",))
 )
 
