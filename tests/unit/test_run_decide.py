@@ -109,6 +109,35 @@ def test_a_thread_refuses_a_sandbox_without_its_key() -> None:
     assert verdict.state.reason == "NameConflict"
 
 
+@pytest.mark.parametrize(
+    ("change", "usable"),
+    [
+        ({}, True),
+        ({"lifecycle": {"paused": True}}, True),  # a person's to set
+        ({"policyRef": {"name": "looser"}}, False),
+        ({"image": "someone-elses:latest"}, False),
+        ({"lifecycle": {"idleTimeout": "99h"}}, False),
+    ],
+)
+def test_a_thread_uses_a_sandbox_with_its_key_only_when_its_spec_is_the_template(
+    change: dict[str, Any], usable: bool
+) -> None:
+    """Labels are anyone's to write who may create a Sandbox: a sandbox made or changed by
+    someone else under the thread's name and key is refused by its spec."""
+    run_spec = template_spec(threadId="t1")
+    name = sandboxes.sandbox_name(RUN, run_spec, "hash-a")
+    assert isinstance(name, str)
+    made = sandboxes.template_sandbox(RUN, run_spec, name, "hash-a")
+    found = {**sandbox("Ready"), "metadata": made["metadata"], "spec": made["spec"] | change}
+    verdict = sandboxes.judge(RUN, run_spec, name, found, "hash-a")
+    if usable:
+        assert isinstance(verdict.state, ReadySandbox)
+    else:
+        assert isinstance(verdict.state, Unusable)
+        assert verdict.state.reason == "NameConflict"
+        assert "not the run's sandboxTemplate" in verdict.state.message
+
+
 def test_a_run_execs_only_into_the_pod_its_sandbox_controls() -> None:
     ready = ReadySandbox("box", "box-pod", "ws", "sandbox-uid")
     own = {"metadata": {"ownerReferences": [{"uid": "sandbox-uid", "controller": True}]}}

@@ -230,12 +230,36 @@ def _not_the_runs(run: Obj, spec: AgentRunSpec, found: Obj, workspace_hash: str)
     if spec.effective_reuse == Reuse.THREAD:
         key = thread_key(meta["namespace"], spec, workspace_hash)
         labels = found["metadata"].get("labels") or {}
-        if labels.get(THREAD_KEY_LABEL) == key:
-            return None
-        return f"Sandbox {name} exists but is not this thread's (its {THREAD_KEY_LABEL} differs)"
+        if labels.get(THREAD_KEY_LABEL) != key:
+            return (
+                f"Sandbox {name} exists but is not this thread's (its {THREAD_KEY_LABEL} differs)"
+            )
+        return _not_the_template(found, spec)
     if controlled_by(found, meta["uid"]):
         return None
     return f"Sandbox {name} exists but was not created by this run; the run does not use it"
+
+
+def _not_the_template(found: Obj, spec: AgentRunSpec) -> str | None:
+    """Why a thread's sandbox is not what its template makes (None: it is), judged by its spec,
+    never by its labels, which anyone who may create a Sandbox can write: one made by someone
+    else under the thread's name, or changed since (a looser policy, another image). Only
+    ``lifecycle.paused`` is a person's to set. (An invalid spec is judged invalid after.)"""
+    template = spec.sandbox_template
+    assert template is not None
+    try:
+        found_spec = Sandbox.model_validate(found).spec
+    except ValidationError:
+        return None
+    lifecycle = found_spec.lifecycle.model_copy(update={"paused": template.lifecycle.paused})
+    if found_spec.model_copy(update={"lifecycle": lifecycle}).to_api() == template.to_api():
+        return None
+    name = found["metadata"]["name"]
+    return (
+        f"Sandbox {name} carries this thread's labels but its spec is not the run's "
+        "sandboxTemplate (made by someone else, or changed since): the run does not use it. "
+        "Delete it, and the thread's next run makes it anew"
+    )
 
 
 def check_pod(state: ReadySandbox, pod: Obj | None) -> ReadySandbox | Waiting | Unusable:
