@@ -21,10 +21,12 @@ import pytest
 from paddock.render.credential_routes import ROUTES_OF_LABEL
 from paddock_dev import cluster as local
 from paddock_dev import gateway, node
+from support import mcp_probe
 from support.gateways import use_local_gateway
 from support.kube import Cluster
+from support.model_server import Call, ScriptedModel, Step
 from support.real_node import ON_NODE, local_cluster_plan
-from support.runs import command_run, log_events, of_type, wait_for_run
+from support.runs import command_run, log_events, of_type, scripted_claude_run, wait_for_run
 from support.sandboxes import sandbox, secret, wait_for_phase, workspace
 from support.waiting import wait_for
 
@@ -166,3 +168,61 @@ def test_a_run_reaches_its_api_through_the_gateway_and_never_holds_the_secret(
     code = _in(cluster, namespace, "box", f'curl -s -o /dev/null -w "%{{http_code}}" "{url}/v1/x"')
     assert code == "403"
     assert len(api.seen) == 1
+
+
+def test_a_runs_mcp_server_with_a_secret_header_is_reached_through_the_gateway(
+    cluster: Cluster, namespace: str, route_operator: Any
+) -> None:
+    """The real Claude Code calls a tool of the Workspace's MCP server, whose Authorization is
+    a Secret's: the run's route to the server (its MCP config's URL) adds the header at the
+    gateway; the sandbox's pod was made without it, and the agent finds it nowhere."""
+    image = local.load_image(local.default_state_dir(), "sandbox")
+    storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
+    _, plan = local_cluster_plan()
+    host = node.host_ip()
+    assert host is not None
+    seen: list[dict[str, str]] = []
+    steps: list[Step] = [Call(f"mcp__probe__{mcp_probe.TOOL}", {"island": "rottnest"}), SEARCH]
+    with (
+        mcp_probe.serve(plan.gateway, seen) as served,
+        ScriptedModel(steps, host=host) as model,
+    ):
+        port = int(served.rsplit(":", 1)[1].split("/")[0])
+        model_port = int(model.url.rsplit(":", 1)[1])
+        policy = {
+            "commands": {"default": "allow"},
+            "network": {
+                "hosts": {"allow": [f"{BRIDGE}:{port}"]},
+                "egress": [{"cidrs": [f"{host}/32"], "ports": [{"port": model_port}]}],
+            },
+        }
+        header = {"name": "Authorization", "secretKeyRef": {"name": "mcp", "key": "token"},
+                  "bearer": True}  # fmt: skip
+        probe = {"name": "probe", "mcp": {"url": f"http://{BRIDGE}:{port}/mcp",
+                                          "headers": [header]}}  # fmt: skip
+        cluster.apply(secret("mcp", token=SECRET), namespace)
+        cluster.apply(secret("llm", key="sk-scripted-real-node"), namespace)
+        cluster.apply(workspace("app", skills=[probe]), namespace)
+        box = sandbox("box", "app", image=image, storage=storage, policy=policy, **ON_NODE)
+        cluster.apply(box, namespace)
+        wait_for_phase(cluster, namespace, "box", "Ready", timeout=240)
+        cluster.apply(scripted_claude_run("mcp", "box", "Count quokkas.", model.url), namespace)
+        status = wait_for_run(cluster, namespace, "mcp", timeout=240)
+
+    events = log_events(cluster, namespace, "mcp")
+    assert status["phase"] == "Succeeded", (status, events[-3:])
+    results = [json.dumps(e["data"]) for e in of_type(events, "tool.result")]
+    assert any("8 quokkas on rottnest" in r for r in results), results
+    assert seen, "the MCP server was never reached"
+    assert {h.get("authorization") for h in seen} == {f"Bearer {SECRET}"}
+    outputs = json.dumps(results)
+    assert "SEARCHED" in outputs
+    assert "FOUND" not in outputs  # no environment or file of the sandbox holds the secret
+    assert "BROKEN" not in outputs
+    assert SECRET not in json.dumps(events)
+    pod = json.loads(cluster.kubectl("get", "pod", "box", "-n", namespace, "-o", "json").stdout)
+    assert "mcp" not in json.dumps(
+        [e for c in pod["spec"]["containers"] for e in c.get("env") or [] if "valueFrom" in e]
+    )
+    routed = next(c for c in status["conditions"] if c["type"] == "CredentialRoutes")
+    assert (routed["status"], routed["reason"]) == ("True", "ThroughGateway")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -17,8 +18,9 @@ TOOL = "count_quokkas"
 
 
 @contextmanager
-def serve(host: str) -> Iterator[str]:
-    """Serve on ``host`` (a free port); yields the server's URL (``.../mcp``)."""
+def serve(host: str, seen: list[dict[str, str]] | None = None) -> Iterator[str]:
+    """Serve on ``host`` (a free port); yields the server's URL (``.../mcp``). ``seen``: each
+    request's headers (lower-case names) are appended to it."""
     server = MCPServer("probe")
 
     def count_quokkas(island: str) -> str:
@@ -26,9 +28,14 @@ def serve(host: str) -> Iterator[str]:
         return f"{len(island)} quokkas on {island}"
 
     server.add_tool(count_quokkas, name=TOOL)
-    config = uvicorn.Config(
-        server.streamable_http_app(host=host), host=host, port=0, log_level="warning"
-    )
+    app = server.streamable_http_app(host=host)
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and seen is not None:
+            seen.append({k.decode().lower(): v.decode() for k, v in scope["headers"]})
+        await app(scope, receive, send)
+
+    config = uvicorn.Config(recording, host=host, port=0, log_level="warning")
     running = uvicorn.Server(config)
     thread = threading.Thread(target=running.run, daemon=True)
     thread.start()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -129,6 +130,53 @@ def test_without_a_gateway_a_run_gets_no_route_and_no_secret_and_says_so() -> No
     assert granted.condition[:2] == (False, "NoGateway")
     assert "the-api" in granted.condition[2]
     assert "s3cret" not in granted.condition[2]
+
+
+MCP_WORKSPACE = WorkspaceSpec.model_validate({"skills": [
+    {"name": "docs", "mcp": {"url": "https://mcp.example.com/v1/mcp?team=blue", "headers": [
+        {"name": "Authorization", "secretKeyRef": {"name": "mcp", "key": "token"}, "bearer": True},
+        {"name": "X-Team", "value": "blue"}]}},
+    {"name": "open", "mcp": {"url": "https://open.example.com/mcp"}},
+]})  # fmt: skip
+
+
+def test_an_mcp_servers_secret_header_is_the_gateways_and_the_run_reaches_it_by_a_route(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    written: list[dict[str, Any]] = []  # (the Secret the operator would write: read back below)
+    monkeypatch.setattr(credential_access.gateway_secrets, "write_own",
+                        lambda secret, *_: written.append(secret))  # fmt: skip
+    gateway = ModelGateway("http://gw:8081", "gw")
+    granted = credential_access.grant(RUN, SPEC, ReadySandbox("box", "p", "ws"), MCP_WORKSPACE,
+                                      gateway, NOW, {("mcp", "token"): "s3cret"})  # fmt: skip
+    assert isinstance(granted, credential_access.Routed)
+    assert granted.held
+    (url,) = granted.env.values()  # the server without a secret header is reached directly
+    token = url.split("/_route/")[1].split("/")[0]
+    assert granted.env == {
+        "PADDOCK_MCPURL_DOCS": f"http://gw:8081/_route/{token}/mcp.docs/mcp?team=blue"
+    }
+    assert granted.condition is not None
+    assert granted.condition[:2] == (True, "ThroughGateway")
+    assert "MCP server docs" in granted.condition[2]
+    # The route the gateway holds: the server's URL without its last segment, that one path,
+    # the headers with the secret's value (masked in answers).
+    (secret,) = written
+    held = read_routes(secret)
+    assert held is not None
+    (route,) = held.routes
+    assert (route.name, route.upstream) == ("mcp.docs", "https://mcp.example.com/v1")
+    assert route.headers == (("Authorization", "Bearer s3cret"), ("X-Team", "blue"))
+    assert route.secrets == ("s3cret",)
+    assert route.allows("POST", "/mcp")
+    assert route.allows("GET", "/mcp")
+    assert route.allows("DELETE", "/mcp")
+    assert not route.allows("POST", "/mcp/more")
+    assert not route.allows("PUT", "/mcp")
+    # Without a gateway, the header is in the sandbox, as before: nothing to route.
+    unrouted = credential_access.grant(RUN, SPEC, ReadySandbox("box", "p", "ws"), MCP_WORKSPACE,
+                                       None, NOW, {})  # fmt: skip
+    assert unrouted == credential_access.Routed()
 
 
 def test_a_workspace_without_routes_gives_nothing() -> None:

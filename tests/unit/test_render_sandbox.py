@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import subprocess
 from typing import Any
 
 import pytest
@@ -98,6 +100,22 @@ def rendered() -> dict[str, dict[str, Any]]:
 
 def test_pod_matches_golden(rendered: dict[str, dict[str, Any]]) -> None:
     assert_golden("sandbox-pod.yaml", rendered["Pod"])
+
+
+def test_where_a_gateway_holds_them_the_pod_has_no_mcp_secret_header() -> None:
+    """With a gateway that serves routes, the MCP server's secret header is the gateway's:
+    no secretKeyRef of it in the pod; the server's URL is in its env either way."""
+
+    def env(held: bool) -> dict[str, Any]:
+        pod = render_sandbox(dataclasses.replace(INPUTS, mcp_held=held), prepared=False)["Pod"]
+        (main,) = [c for c in pod["spec"]["containers"] if c["name"] == "sandbox"]
+        return {e["name"]: e.get("value", e.get("valueFrom")) for e in main["env"]}
+
+    for held in (False, True):
+        assert env(held)["PADDOCK_MCPURL_DOCS"] == "https://mcp.example.com/mcp"
+    assert "secretKeyRef" in env(False)["PADDOCK_MCP_DOCS_AUTHORIZATION"]
+    assert "PADDOCK_MCP_DOCS_AUTHORIZATION" not in env(True)
+    assert "PADDOCK_MCP_DOCS_AUTHORIZATION" not in env(True).get("PADDOCK_SECRET_ENV", "")
 
 
 def test_pvc_matches_golden(rendered: dict[str, dict[str, Any]]) -> None:
@@ -228,15 +246,23 @@ def test_secrets_reach_containers_only_as_secret_key_refs(
     assert all("@" not in arg for c in pod["spec"]["initContainers"] for arg in c["command"])
 
 
-def test_mcp_secret_headers_are_env_references_in_every_harness_config() -> None:
-    files = render_projection(WORKSPACE).files
+def test_mcp_secret_headers_and_urls_are_env_references_in_every_harness_config() -> None:
+    projection = render_projection(WORKSPACE)
+    files = projection.files
     claude = json.loads(files[".paddock/harness/claude-mcp.json"])
-    assert claude["mcpServers"]["docs"]["headers"] == {
-        "Authorization": "Bearer ${PADDOCK_MCP_DOCS_AUTHORIZATION}",
-        "X-Team": "platform",
+    assert claude["mcpServers"]["docs"] == {
+        "type": "http",
+        "url": "${PADDOCK_MCPURL_DOCS}",
+        # (unset where a gateway holds it: empty, which Claude Code takes)
+        "headers": {
+            "Authorization": "Bearer ${PADDOCK_MCP_DOCS_AUTHORIZATION:-}",
+            "X-Team": "platform",
+        },
     }
     gemini = json.loads(files[".paddock/harness/gemini-settings.json"])
-    assert gemini["mcpServers"]["docs"]["httpUrl"] == "https://mcp.example.com/mcp"
+    assert gemini["mcpServers"]["docs"]["httpUrl"] == "${PADDOCK_MCPURL_DOCS}"
+    assert projection.env == {"PADDOCK_MCPURL_DOCS": "https://mcp.example.com/mcp"}
+    assert projection.gateway_held == {"PADDOCK_MCP_DOCS_AUTHORIZATION"}
     opencode = json.loads(files[".paddock/harness/opencode.json"])
     assert opencode["mcp"]["docs"]["headers"]["Authorization"] == (
         "Bearer {env:PADDOCK_MCP_DOCS_AUTHORIZATION}"
@@ -262,7 +288,7 @@ def test_a_gated_run_carries_the_workspaces_instructions_skills_and_mcp_servers_
     assert claude.files[claude_code.INSTRUCTIONS].startswith("Keep changes small.")
     assert "--append-system-prompt-file" in claude.script
     mcp = json.loads(claude.files[claude_code.MCP_CONFIG])["mcpServers"]["docs"]
-    assert mcp["headers"]["Authorization"] == "Bearer ${PADDOCK_MCP_DOCS_AUTHORIZATION}"
+    assert mcp["headers"]["Authorization"] == "Bearer ${PADDOCK_MCP_DOCS_AUTHORIZATION:-}"
     assert "mcp__docs" in json.loads(claude.files[claude_code.SETTINGS])["permissions"]["allow"]
     assert "--plugin-dir" in claude.script
     assert f"{claude_code.PLUGIN}/skills/style/SKILL.md" in claude.files
@@ -273,7 +299,7 @@ def test_a_gated_run_carries_the_workspaces_instructions_skills_and_mcp_servers_
             opencode.CONFIG
         ]
     )
-    assert config["mcp"]["docs"]["url"] == "https://mcp.example.com/mcp"
+    assert config["mcp"]["docs"]["url"] == "{env:PADDOCK_MCPURL_DOCS}"
     assert config["mcp"]["docs"]["headers"]["Authorization"] == (
         "Bearer {env:PADDOCK_MCP_DOCS_AUTHORIZATION}"  # a reference, never the secret
     )
@@ -281,7 +307,7 @@ def test_a_gated_run_carries_the_workspaces_instructions_skills_and_mcp_servers_
 
     gated_gemini = gemini.gated(_spec("gemini"), SandboxPolicySpec(), _context("gemini"))
     settings = json.loads(gated_gemini.files[gemini.SETTINGS])
-    assert settings["mcpServers"]["docs"]["httpUrl"] == "https://mcp.example.com/mcp"
+    assert settings["mcpServers"]["docs"]["httpUrl"] == "${PADDOCK_MCPURL_DOCS}"
     assert 'mcpName = "docs"' in gated_gemini.files[gemini.POLICY_FILE]
     assert f"{gemini.SKILLS}/style/SKILL.md" in gated_gemini.files
     assert f'cp -r "$PADDOCK_CONTROL/{gemini.SKILLS}"/. ' in gated_gemini.script
@@ -297,11 +323,28 @@ def test_codex_is_given_the_workspaces_mcp_servers_as_config_overrides() -> None
         codex.invocation(_spec("codex"), _context("codex")),
         codex.gated(_spec("codex"), SandboxPolicySpec(), _context("codex")),
     ):
-        assert 'mcp_servers.docs.url="https://mcp.example.com/mcp"' in invocation.script
+        assert '-c "mcp_servers.docs.url=\\"${PADDOCK_MCPURL_DOCS}\\""' in invocation.script
         assert (
             'mcp_servers.docs.bearer_token_env_var="PADDOCK_MCP_DOCS_AUTHORIZATION"'
             in invocation.script
         )
+    # Where the gateway holds the secret header, the run's config names none.
+    held = workspace_context(WORKSPACE, "codex", held=True)
+    assert "bearer_token_env_var" not in codex.invocation(_spec("codex"), held).script
+    assert "X-Team" in codex.invocation(_spec("codex"), held).script
+    claude = workspace_context(WORKSPACE, "claude-code", held=True).mcp["docs"]
+    assert claude["headers"] == {"X-Team": "platform"}
+
+
+def test_codex_reads_the_mcp_servers_url_from_its_runs_environment() -> None:
+    """The shell word the script holds becomes the TOML string Codex reads."""
+    script = codex.invocation(_spec("codex"), _context("codex")).script
+    word = script[script.index('"mcp_servers.docs.url=') :].split(" ", 1)[0]
+    done = subprocess.run(
+        ["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True,
+        env={"PADDOCK_MCPURL_DOCS": "http://g:1/_route/t/mcp.docs/mcp"},
+    )  # fmt: skip
+    assert done.stdout == 'mcp_servers.docs.url="http://g:1/_route/t/mcp.docs/mcp"'
 
 
 def test_agents_md_lists_the_workspace_scripts() -> None:

@@ -36,6 +36,10 @@ def test_a_workspaces_variables_and_mcp_headers_are_in_the_sandbox_not_its_clone
     ]
     only_routes = WorkspaceSpec.model_validate({"routes": WORKSPACE.to_api()["routes"]})
     assert secrets_in_sandbox.of_workspace(only_routes) == []
+    # Where a gateway serves routes, the MCP server's secret header is the gateway's.
+    assert secrets_in_sandbox.of_workspace(WORKSPACE, gateway=True) == [
+        "the Workspace's secret DB_PASSWORD"
+    ]
 
 
 def test_a_run_adds_its_own_an_unrouted_model_key_and_what_its_pod_started_with() -> None:

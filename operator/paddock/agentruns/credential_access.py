@@ -4,7 +4,13 @@ so that the sandbox never holds their secrets. At launch the operator writes the
 and rules; the sandbox the requests must come from; the SHA-256 of a fresh token) and gives
 the run each route's URL, with the token in it, in ``PADDOCK_ROUTE_<NAME>``; at the run's end,
 and at its deletion, it deletes them. Without a gateway the routes are not there, and the run
-says so: their secrets never go into the sandbox instead."""
+says so: their secrets never go into the sandbox instead.
+
+With a gateway, each MCP server of the Workspace with a secret header is reached through a
+route of the run's too (``mcp.<skill>``): the sandbox's pod was made without those headers'
+Secrets (``render.sandbox``), and the run's ``PADDOCK_MCPURL_<SKILL>``, which each harness's
+MCP config reads the server's URL from, is its route to the server. Without a gateway the
+headers are in the sandbox's environment, as a policy that refuses secrets there says."""
 
 from __future__ import annotations
 
@@ -21,10 +27,12 @@ from paddock.api.agentrun import AgentRunSpec, RunPhase
 from paddock.api.common import SecretRef
 from paddock.api.fields import parse_duration
 from paddock.api.reasons import RunReason as R
+from paddock.api.skills import McpHeader, Skill
 from paddock.api.workspace import HttpRoute, WorkspaceSpec
 from paddock.render import credential_routes as routes_format
 from paddock.render.credential_routes import ROUTES_OF_LABEL, CredentialRoute, Rule, RunRoutes
 from paddock.render.model_routes import token_digest
+from paddock.render.projections import mcp_url_env
 
 Obj = dict[str, Any]
 
@@ -36,6 +44,16 @@ class Routed:
 
     env: dict[str, str] = field(default_factory=dict)
     condition: tuple[bool, R, str] | None = None
+    held: bool = False  # the gateway holds the MCP servers' secret headers
+
+
+def held_mcp(workspace: WorkspaceSpec) -> list[Skill]:
+    """The Workspace's MCP servers with a secret header: a gateway's to hold."""
+    return [
+        skill
+        for skill in workspace.skills
+        if skill.mcp is not None and any(h.secret_key_ref for h in skill.mcp.headers)
+    ]
 
 
 def grant(
@@ -49,7 +67,8 @@ def grant(
 ) -> Routed | Ending:
     """The run's routes, written now (``values``: the Secrets' values the routes' headers
     name); the run's end when their Secret is another's."""
-    if not workspace.routes:
+    servers = held_mcp(workspace)
+    if not workspace.routes and (gateway is None or not servers):
         return Routed()
     names = ", ".join(route.name for route in workspace.routes)
     if gateway is None:
@@ -58,6 +77,9 @@ def grant(
             "not there for this run, and their secrets are not in the sandbox either."
         )
         return Routed({}, (False, R.ROUTES_UNSERVED, said))
+    names = ", ".join(
+        [*(r.name for r in workspace.routes), *(f"MCP server {s.name}" for s in servers)]
+    )
     meta = run["metadata"]
     namespace, uid = str(meta["namespace"]), str(meta["uid"])
     token = "paddock-" + secrets.token_urlsafe(32)
@@ -67,7 +89,10 @@ def grant(
         run=f"{namespace}/{meta['name']}",
         sandbox=f"{namespace}/{sandbox.name}",
         expires=now + lifetime,
-        routes=tuple(_route(route, values) for route in workspace.routes),
+        routes=(
+            *(_route(route, values) for route in workspace.routes),
+            *(_mcp_route(skill, values) for skill in servers),
+        ),
         uid=uid,
     )
     secret = routes_format.routes_secret(gateway.namespace, uid, held)
@@ -78,25 +103,50 @@ def grant(
         routes_format.route_env(route.name): routes_format.route_url(gateway.url, token, route.name)
         for route in workspace.routes
     }
+    env |= {
+        mcp_url_env(skill.name): routes_format.mcp_route_url(
+            gateway.url, token, skill.name, str(skill.mcp.url)
+        )
+        for skill in servers
+        if skill.mcp is not None
+    }
     said = (
         f"The egress gateway holds the secrets of the Workspace's routes ({names}); the run "
         f"reaches them at {', '.join(sorted(env))}."
     )
-    return Routed(env, (True, R.THROUGH_GATEWAY, said))
+    return Routed(env, (True, R.THROUGH_GATEWAY, said), held=bool(servers))
 
 
 def _route(route: HttpRoute, values: dict[SecretRef, str]) -> CredentialRoute:
     """The route as the gateway holds it: each header's value resolved (a Secret's not found
     is sent empty: the API refuses it, and nothing else of the Secret is said)."""
+    headers, masked = _headers(route.headers, values)
+    rules = tuple(Rule(tuple(r.methods), tuple(r.paths)) for r in route.allow)
+    return CredentialRoute(route.name, str(route.url), tuple(headers), rules, tuple(masked))
+
+
+def _mcp_route(skill: Skill, values: dict[SecretRef, str]) -> CredentialRoute:
+    """An MCP server's route: its headers, to the server's one path (streamable HTTP)."""
+    assert skill.mcp is not None
+    upstream, under, _ = routes_format.mcp_upstream(str(skill.mcp.url))
+    headers, masked = _headers(skill.mcp.headers, values)
+    rules = (Rule(routes_format.MCP_METHODS, (under,)),)
+    name = routes_format.MCP_ROUTE_PREFIX + skill.name
+    return CredentialRoute(name, upstream, tuple(headers), rules, tuple(masked))
+
+
+def _headers(
+    given: list[McpHeader], values: dict[SecretRef, str]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The headers with their values resolved, and the secret values among them."""
     headers, masked = [], []
-    for header in route.headers:
+    for header in given:
         ref = header.secret_key_ref
         value = str(header.value if ref is None else values.get(ref.pair, ""))
         headers.append((header.name, f"Bearer {value}" if header.bearer else value))
         if ref is not None and value:
             masked.append(value)
-    rules = tuple(Rule(tuple(r.methods), tuple(r.paths)) for r in route.allow)
-    return CredentialRoute(route.name, str(route.url), tuple(headers), rules, tuple(masked))
+    return headers, masked
 
 
 def routed(status: Obj) -> bool:

@@ -262,7 +262,8 @@ class Execution(RunEnding):
             return routes
         if routes.condition is not None:
             self._condition(C.CREDENTIAL_ROUTES, *routes.condition)
-        invocation = inputs.invocation(spec, world.policy, world.workspace, access.model_url)
+        invocation = inputs.invocation(
+            spec, world.policy, world.workspace, access.model_url, routes.held)  # fmt: skip
         unprepared = self._pod().prepare(sandbox, invocation, self.cursor)
         if unprepared:
             return decide.launch_failure(spec, sandbox.pod, 2, unprepared)

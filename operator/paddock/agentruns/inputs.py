@@ -172,11 +172,13 @@ def invocation(
     policy: SandboxPolicySpec | str | None,
     workspace: WorkspaceSpec,
     model_url: str | None = None,
+    held: bool = False,
 ) -> Invocation:
     """How the run's harness starts: through Paddock's gate when the sandbox has a policy
-    and the harness has a gate; ``model_url``: the gateway's model route, which holds its key."""
+    and the harness has a gate; ``model_url``: the gateway's model route, which holds its key;
+    ``held``: the gateway holds the MCP servers' secret headers."""
     harness = HARNESSES[spec.harness]
-    context = replace(workspace_context(workspace, str(spec.harness)), model_url=model_url)
+    context = replace(workspace_context(workspace, str(spec.harness), held), model_url=model_url)
     if harness.gate is not None and isinstance(policy, SandboxPolicySpec):
         return harness.gate.invocation(spec, policy, context)
     return harness.invocation(spec, context)
@@ -187,13 +189,13 @@ def is_gated(spec: AgentRunSpec, sandbox: ReadySandbox) -> bool:
     return HARNESSES[spec.harness].gate is not None and sandbox.policy.label is not None
 
 
-def workspace_context(spec: WorkspaceSpec, harness: str) -> WorkspaceContext:
+def workspace_context(spec: WorkspaceSpec, harness: str, held: bool = False) -> WorkspaceContext:
     """What the Workspace gives the agent, for a harness that does not read it from the
-    workspace's files."""
+    workspace's files (``held``: without the MCP servers' secret headers, a gateway's)."""
     return WorkspaceContext(
         instructions=render_agents_md(spec),
         skills=agent_skills(spec),
-        mcp=mcp_servers(spec).get(harness, {}),
+        mcp=mcp_servers(spec, held).get(harness, {}),
     )
 
 

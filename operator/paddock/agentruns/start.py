@@ -187,8 +187,10 @@ def model_key(world: StartWorld, spec: AgentRunSpec) -> str:
 
 
 def route_values(world: StartWorld) -> dict[SecretRef, str]:
-    """The values of the Secrets the Workspace's credential routes name (the gateway's)."""
-    return secret_data.values(world.secrets, world.workspace.route_refs())
+    """The values of the Secrets the Workspace's credential routes name, and its MCP servers'
+    secret headers (a gateway's to hold)."""
+    refs = world.workspace.route_refs() + world.workspace.mcp_refs()
+    return secret_data.values(world.secrets, refs)
 
 
 def scrubbed_values(world: StartWorld, spec: AgentRunSpec) -> list[str]:

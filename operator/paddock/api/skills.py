@@ -88,7 +88,11 @@ class McpSkill(ApiModel):
         "send them as a header from a Secret.",
     )
     headers: list[McpHeader] = Field(
-        default_factory=list, max_length=MAX_LIST, description="Headers sent with every request."
+        default_factory=list,
+        max_length=MAX_LIST,
+        description="Headers sent with every request. One from a Secret is held by the egress "
+        "gateway where one serves credential routes (each run reaches the server through a "
+        "route of its own, which adds it); without one, it is in the sandbox's environment.",
     )
 
 

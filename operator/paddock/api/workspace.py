@@ -285,9 +285,17 @@ class WorkspaceSpec(ApiModel):
         for skill in self.skills:
             if skill.git and skill.git.secret_ref:
                 refs.append(skill.git.secret_ref.pair)
-            if skill.mcp:
-                refs += [h.secret_key_ref.pair for h in skill.mcp.headers if h.secret_key_ref]
-        return refs + self.route_refs()
+        return refs + self.mcp_refs() + self.route_refs()
+
+    def mcp_refs(self) -> list[SecretRef]:
+        """The (Secret, key) pairs of the MCP servers' secret headers."""
+        return [
+            h.secret_key_ref.pair
+            for skill in self.skills
+            if skill.mcp
+            for h in skill.mcp.headers
+            if h.secret_key_ref
+        ]
 
     def route_refs(self) -> list[SecretRef]:
         """The (Secret, key) pairs of the routes' headers: the gateway's, never the sandbox's."""

@@ -15,6 +15,7 @@ from paddock.harness.base import (
     Invocation,
     Request,
     RequestKind,
+    ShellWord,
     WorkspaceContext,
     call_summary,
     command_line,
@@ -27,7 +28,7 @@ from paddock.harness.base import (
     tool_request,
 )
 from paddock.harness.models import codex_options
-from paddock.render.projections import toml_value
+from paddock.render.projections import mcp_url_env, toml_value
 from paddock.runs import events as ev
 from paddock.runs.events import Draft
 
@@ -74,7 +75,11 @@ def mcp_options(spec: AgentRunSpec, workspace: WorkspaceContext) -> list[str]:
     options = provider_options(spec, workspace)
     for name, server in workspace.mcp.items():
         for key, value in server.items():
-            options += ["-c", f"mcp_servers.{name}.{key}={toml_value(value)}"]
+            if key == "url":  # the run's, from its environment (its route, with a gateway)
+                url = f'"mcp_servers.{name}.url=\\"${{{mcp_url_env(name)}}}\\""'
+                options += ["-c", ShellWord(url)]
+            else:
+                options += ["-c", f"mcp_servers.{name}.{key}={toml_value(value)}"]
     return options
 
 

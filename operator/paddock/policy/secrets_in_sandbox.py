@@ -15,16 +15,18 @@ from paddock.api.workspace import WorkspaceSpec
 
 INSTEAD = (
     "hold them at the egress gateway instead: an HTTP API's secret header as a route of the "
-    "Workspace (spec.routes), a model key as the run's spec.modelKey with a gateway; a secret "
-    "no route can carry (a variable, an MCP server's header) cannot be used under this policy"
+    "Workspace (spec.routes), a model key as the run's spec.modelKey (an MCP server's secret "
+    "header is the gateway's wherever there is one); a secret no route can carry (a variable) "
+    "cannot be used under this policy"
 )
 
 
-def of_workspace(workspace: WorkspaceSpec) -> list[str]:
-    """What of the Workspace puts a secret value in its sandboxes' environment."""
+def of_workspace(workspace: WorkspaceSpec, gateway: bool = False) -> list[str]:
+    """What of the Workspace puts a secret value in its sandboxes' environment (``gateway``:
+    an egress gateway holds its MCP servers' secret headers instead)."""
     found = [f"the Workspace's secret {s.name}" for s in workspace.secrets]
     for skill in workspace.skills:
-        if skill.mcp is not None:
+        if skill.mcp is not None and not gateway:
             found += [
                 f"the secret header {h.name} of the MCP server {skill.name}"
                 for h in skill.mcp.headers
@@ -41,7 +43,7 @@ def of_run(
     found = [f"the run's secret {s.name}" for s in spec.secrets]
     if spec.model_key is not None and not routed:
         found.append("the run's modelKey, which no egress gateway holds")
-    found += of_workspace(workspace)
+    found += of_workspace(workspace, routed)
     named = {s.name for s in workspace.secrets}
     for container in ((pod or {}).get("spec") or {}).get("containers") or []:
         for env in container.get("env") or []:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from typing import Any
+from urllib.parse import urlsplit
 
 from paddock.times import format_time, parse_time
 from paddock.vocab.names import MANAGED_BY
@@ -26,6 +27,13 @@ from paddock.vocab.names import MANAGED_BY
 Obj = dict[str, Any]
 ROUTES_OF_LABEL = "paddock.dev/routes-of"  # the run's uid: the gateway lists by this label
 PREFIX = "/_route/"  # the gateway's path of the routes, on its model route's listener
+
+
+# An MCP server's route is named mcp.<skill> (a route of spec.routes has no dot) and lets
+# through what streamable HTTP sends to the server's one path: messages (POST), the server's
+# own stream (GET) and the session's end (DELETE).
+MCP_ROUTE_PREFIX = "mcp."
+MCP_METHODS = ("GET", "POST", "DELETE")
 
 
 def secret_name(run_uid: str) -> str:
@@ -39,6 +47,23 @@ def route_env(name: str) -> str:
 
 def route_url(gateway: str, token: str, name: str) -> str:
     return f"{gateway.rstrip('/')}{PREFIX}{token}/{name}"
+
+
+def mcp_upstream(url: str) -> tuple[str, str, str]:
+    """An MCP server's URL as a route: the route's upstream (the URL without its last path
+    segment), the one path under it the route lets through (that segment), and the query."""
+    parts = urlsplit(url)
+    base, _, last = (parts.path or "/").rpartition("/")
+    return f"{parts.scheme}://{parts.netloc}{base}", f"/{last}", parts.query
+
+
+def mcp_route_url(gateway: str, token: str, skill: str, url: str) -> str:
+    """What a run's MCP config reaches the server ``skill`` at: its route, and the path and
+    query of the server's URL under it."""
+    _, under, query = mcp_upstream(url)
+    return (
+        route_url(gateway, token, MCP_ROUTE_PREFIX + skill) + under + (f"?{query}" if query else "")
+    )
 
 
 @dataclass(frozen=True)

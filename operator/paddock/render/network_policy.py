@@ -35,6 +35,13 @@ class Gateway:
     namespace: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def holds_mcp_secrets(self) -> bool:
+        """Whether it serves the runs' credential routes (on its model route's listener, the
+        operator writing their Secrets in its namespace): then an MCP server's secret
+        headers are its to hold, never a sandbox's."""
+        return bool(self.model_host and self.namespace)
+
     def peers(self) -> list[dict[str, Any]]:
         peers: list[dict[str, Any]] = [
             {"ipBlock": {"cidr": str(ipaddress.ip_network(c))}} for c in self.cidrs

@@ -3,7 +3,10 @@ harness's MCP and plugin configuration.
 
 Secret values never appear here: an MCP header taken from a Secret is written as a reference to
 an environment variable, which the sandbox container gets from the Secret (``secret_env``), and
-each harness expands at start.
+each harness expands at start. An MCP server's URL is a reference too (``mcp_url_env``): the
+sandbox container holds the server's own; with an egress gateway, the gateway holds the
+server's secret headers instead of the sandbox (``gateway_held``), and each run sets the
+variable to its credential route to the server (``render.credential_routes.mcp_route``).
 """
 
 from __future__ import annotations
@@ -44,11 +47,18 @@ class Projection:
     git_checkouts: list[GitCheckout] = field(default_factory=list)
     secret_env: dict[str, SecretKeySelector] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # the MCP servers' URLs, by variable
+    gateway_held: set[str] = field(default_factory=set)  # of secret_env: an egress gateway's
 
 
 def env_name(*parts: str) -> str:
     """``("mcp", "docs", "Authorization")`` -> ``PADDOCK_MCP_DOCS_AUTHORIZATION``."""
     return "PADDOCK_" + "_".join(re.sub(r"[^A-Za-z0-9]+", "_", part).upper() for part in parts)
+
+
+def mcp_url_env(skill: str) -> str:
+    """The variable the harnesses' MCP config reads a server's URL from."""
+    return env_name("mcpurl", skill)
 
 
 def render_agents_md(spec: WorkspaceSpec) -> str | None:
@@ -77,6 +87,7 @@ def _mcp_headers(
         if header.secret_key_ref is not None:
             var = env_name("mcp", skill_name, header.name)
             projection.secret_env[var] = header.secret_key_ref
+            projection.gateway_held.add(var)
             headers[header.name] = (prefix, var)
         else:
             headers[header.name] = (prefix + (header.value or ""), None)
@@ -94,20 +105,27 @@ def _toml_string(value: str) -> str:
 Servers = dict[str, tuple[str, dict[str, tuple[str, str | None]]]]  # name -> url, headers
 
 
-def _mcp_by_harness(servers: Servers) -> dict[str, dict[str, Any]]:
-    """The MCP servers in each harness's own config format (name -> server), secret parts
-    as references to env vars."""
+def _mcp_by_harness(servers: Servers, held: bool = False) -> dict[str, dict[str, Any]]:
+    """The MCP servers in each harness's own config format (name -> server), the URL and the
+    secret parts as references to env vars (Codex's URL is set by its run: ``harness.codex``).
+    ``held``: without the secret headers, which a gateway adds. A variable that is not set
+    (a header the gateway holds) is empty: Claude Code would refuse its config otherwise."""
     claude: dict[str, Any] = {}
     gemini: dict[str, Any] = {}
     opencode: dict[str, Any] = {}
     codex: dict[str, Any] = {}
-    for name, (url, headers) in servers.items():
+    for name, (url, given) in servers.items():
+        headers = {h: (v, var) for h, (v, var) in given.items() if not (held and var)}
         referenced = {h: v + (f"${{{var}}}" if var else "") for h, (v, var) in headers.items()}
-        claude[name] = {"type": "http", "url": url, "headers": referenced}
-        gemini[name] = {"httpUrl": url, "headers": referenced}
+        claude[name] = {
+            "type": "http",
+            "url": f"${{{mcp_url_env(name)}}}",
+            "headers": {h: v + (f"${{{var}:-}}" if var else "") for h, (v, var) in headers.items()},
+        }
+        gemini[name] = {"httpUrl": f"${{{mcp_url_env(name)}}}", "headers": referenced}
         opencode[name] = {
             "type": "remote",
-            "url": url,
+            "url": f"{{env:{mcp_url_env(name)}}}",
             "enabled": True,
             "headers": {
                 h: v + (f"{{env:{var}}}" if var else "") for h, (v, var) in headers.items()
@@ -151,20 +169,33 @@ def _mcp_configs(servers: Servers) -> dict[str, str]:
     }
 
 
-def mcp_servers(spec: WorkspaceSpec) -> dict[str, dict[str, Any]]:
+def mcp_servers(spec: WorkspaceSpec, held: bool = False) -> dict[str, dict[str, Any]]:
     """The Workspace's MCP servers in each harness's config format, by harness name, for the
     runs that carry them themselves instead of reading the workspace's config files (which
-    the agent can write, or which the CLI does not trust)."""
+    the agent can write, or which the CLI does not trust). ``held``: an egress gateway holds
+    their secret headers (the run's routes to them add them)."""
     servers: Servers = {}
     for skill in spec.skills:
         if skill.mcp is not None:
             servers[skill.name] = (skill.mcp.url, _mcp_headers(skill.name, skill.mcp, Projection()))
-    return _mcp_by_harness(servers)
+    return _mcp_by_harness(servers, held)
 
 
 def agent_skills(spec: WorkspaceSpec) -> dict[str, str]:
     """Each agent skill's SKILL.md, by name."""
     return {s.name: render_skill_md(s.name, s.agent) for s in spec.skills if s.agent is not None}
+
+
+def _project_mcp(servers: Servers, projection: Projection) -> None:
+    """Each harness's MCP config file, installed where the repository has none."""
+    for name, text in _mcp_configs(servers).items():
+        projection.files[f"{HARNESS_DIR}/{name}"] = text
+    projection.harness_files = {
+        ".mcp.json": "claude-mcp.json",
+        ".gemini/settings.json": "gemini-settings.json",
+        ".codex/config.toml": "codex-config.toml",
+        "opencode.json": "opencode.json",
+    }
 
 
 def render_projection(spec: WorkspaceSpec) -> Projection:
@@ -199,6 +230,7 @@ def render_projection(spec: WorkspaceSpec) -> Projection:
             )
         elif skill.mcp is not None:
             servers[skill.name] = (skill.mcp.url, _mcp_headers(skill.name, skill.mcp, projection))
+            projection.env[mcp_url_env(skill.name)] = str(skill.mcp.url)
 
     if any(skill.git and not skill.git.into for skill in spec.skills):
         projection.warnings.append(
@@ -207,14 +239,7 @@ def render_projection(spec: WorkspaceSpec) -> Projection:
             ".claude/skills/<name>) for it to load one"
         )
     if servers:
-        for name, text in _mcp_configs(servers).items():
-            projection.files[f"{HARNESS_DIR}/{name}"] = text
-        projection.harness_files = {
-            ".mcp.json": "claude-mcp.json",
-            ".gemini/settings.json": "gemini-settings.json",
-            ".codex/config.toml": "codex-config.toml",
-            "opencode.json": "opencode.json",
-        }
+        _project_mcp(servers, projection)
     if spec.plugins:
         plugins = {
             f"{p.name}@{p.marketplace}" if p.marketplace else p.name: True for p in spec.plugins

@@ -57,6 +57,7 @@ class SandboxInputs:
     workspace_hash: str
     proxy: str | None = None  # the egress gateway, where the sandbox reaches the web through it
     model_host: str | None = None  # the gateway's model route's host: reached without the proxy
+    mcp_held: bool = False  # the gateway holds the MCP servers' secret headers, not the pod
     fence: str = ""  # the pod's paddock.dev/network label: the NetworkPolicy it is under
 
 
@@ -228,11 +229,15 @@ def _main_container(inputs: SandboxInputs, projection: Projection) -> dict[str, 
     """The container runs exec into: kept alive, with the workspace's env and secrets."""
     env = _workspace_env(inputs.workspace)
     skill_tokens = {c.token_env for c in projection.git_checkouts}
+    # With a gateway that serves credential routes, the MCP servers' secret headers are the
+    # gateway's: each run's route to a server adds them.
+    held = projection.gateway_held if inputs.mcp_held else set()
     env += [
         _secret_env(var, ref)
         for var, ref in projection.secret_env.items()
-        if var not in skill_tokens  # needed by the project init container only
+        if var not in skill_tokens | held  # a skill's token: the project init container's only
     ]
+    env += [{"name": var, "value": url} for var, url in projection.env.items()]
     env += [
         {"name": "PADDOCK_SANDBOX", "value": inputs.name},
         {"name": "PADDOCK_WORKSPACE", "value": WORKSPACE_DIR},

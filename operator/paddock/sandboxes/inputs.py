@@ -120,7 +120,9 @@ def resolve_inputs(
         return policy
     refusing = policy is not None and policy.secrets.in_sandbox == SecretsInSandbox.REFUSE
     label = str(world.policy_choice.label) if refusing else None
-    found = secrets_in_sandbox.of_workspace(workspace)
+    gateway = world.network.gateway
+    held = gateway is not None and gateway.holds_mcp_secrets
+    found = secrets_in_sandbox.of_workspace(workspace, held)
     refused = secrets_in_sandbox.refusal(found, label, world.secrets_refused)
     if refused is not None:
         return Blocked(SandboxPhase.FAILED, R.SECRETS_REFUSED, refused)
@@ -128,7 +130,6 @@ def resolve_inputs(
         message = missing_secrets_message(world.missing_secrets, namespace)
         return Blocked(SandboxPhase.PENDING, R.SECRET_NOT_FOUND, message, RETRY_MISSING)
     image = spec.image or workspace.image or default_image
-    gateway = world.network.gateway
     inputs = SandboxInputs(
         name=meta["name"],
         namespace=namespace,
@@ -138,6 +139,7 @@ def resolve_inputs(
         workspace_hash=workspace_hash(workspace, image),
         proxy=gateway.proxy if gateway and through_gateway(policy, gateway) else None,
         model_host=gateway.model_host if gateway else None,
+        mcp_held=held,
         fence=names.label_value(fence_name(world.policy_choice, meta["name"])),
     )
     return inputs, policy
