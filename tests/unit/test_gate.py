@@ -388,43 +388,68 @@ def test_a_codex_patch_is_judged_as_a_write_of_each_file(
         (claude_code, "claude-code", "CLAUDE_CONFIG_DIR", "projects/-workspace/one.jsonl"),
         (codex, "codex", "CODEX_HOME", "sessions/2026/one.jsonl"),
         (gemini, "gemini", "GEMINI_CLI_HOME", ".gemini/tmp/my-work-space/chats/one.json"),
-        (opencode, "opencode", "XDG_DATA_HOME", "opencode/opencode.db"),
+        (opencode, "opencode", "XDG_DATA_HOME", None),  # its database: configuration too
     ],
 )
 def test_each_run_of_a_cli_has_a_config_home_of_its_own_and_keeps_its_conversations(
-    tmp_path: Path, harness: Any, name: str, variable: str, conversation: str
+    tmp_path: Path, harness: Any, name: str, variable: str, conversation: str | None
 ) -> None:
-    """What one run writes into its CLI's home (a ``.env``, settings) is not in the next run's;
-    its conversations are, on the workspace's volume (not the run volume, which a pause
-    empties), for a later run to resume. Gemini CLI's folder is its name for the workspace."""
+    """What one run writes into its CLI's home (a ``.env``, settings, a database) is not in
+    the next run's; its conversations are, on the workspace's volume (not the run volume,
+    which a pause empties), in the store of this sandbox's, for a later run to resume; another
+    sandbox's store (restored from its snapshot) is gone. Gemini CLI's folder is its name for
+    the workspace."""
     home = harness.DATA if harness is opencode else harness.HOME
     for invocation in (harness.gated(_spec(name), POLICY), harness.invocation(_spec(name))):
         assert invocation.script.startswith(home)
     workspace = tmp_path / "My Work.Space"
-    workspace.mkdir()
+    other = workspace / ".paddock" / "sessions" / "another-sandbox"
+    other.mkdir(parents=True)
+    (other / "theirs.jsonl").write_text("another sandbox's conversation\n")
+    kept = conversation or "opencode/opencode.db"
     done = None
     for run, then in (("r1", 'echo X=1 > "$H/.env"; mkdir -p "$(dirname "$H/CONV")"; '
                              'echo chat > "$H/CONV"'),
-                      ("r2", 'ls -A "$H"; cat "$H/CONV"')):  # fmt: skip
+                      ("r2", 'ls -A "$H"; cat "$H/CONV" 2>/dev/null || echo none')):  # fmt: skip
         env = {
             **os.environ,
             "PADDOCK_RUN": str(tmp_path / run),
             "PADDOCK_RUN_DIR": str(tmp_path / "volume"),
             "PADDOCK_WORKSPACE": str(workspace),
+            "PADDOCK_SANDBOX": "box",
         }
         shutil.rmtree(tmp_path / "volume", ignore_errors=True)  # a pause between runs
-        script = f"{home}H=${variable}\n" + then.replace("CONV", conversation)
+        script = f"{home}H=${variable}\n" + then.replace("CONV", kept)
         done = subprocess.run(["bash", "-c", script], env=env, cwd=workspace, capture_output=True,
                               text=True)  # fmt: skip
         assert done.returncode == 0, done.stderr
     assert done is not None
     assert ".env" not in done.stdout.split()
-    assert done.stdout.endswith("chat\n")
-    kept = workspace / ".paddock" / "sessions"
-    assert (kept / ".gitignore").read_text() == "*\n"
-    assert [p.read_text() for p in kept.rglob("*") if p.is_file() and p.name != ".gitignore"] == [
-        "chat\n"
-    ]
+    assert done.stdout.endswith("chat\n" if conversation else "none\n")
+    store = workspace / ".paddock" / "sessions"
+    assert not other.exists() or conversation is None
+    if conversation is None:
+        return
+    assert (store / ".gitignore").read_text() == "*\n"
+    files = [p for p in store.rglob("*") if p.is_file() and p.name != ".gitignore"]
+    assert [p.read_text() for p in files] == ["chat\n"]
+    assert all(p.relative_to(store).parts[0] == "box" for p in files)
+
+
+def test_claude_codes_memory_is_not_kept_nor_loaded(tmp_path: Path) -> None:
+    """Claude Code writes memory beside its transcripts and loads it as instructions: the run
+    turns it off, and what an earlier run left of it is deleted."""
+    workspace = tmp_path / "workspace"
+    planted = workspace / ".paddock/sessions/box/claude/projects/-workspace/memory"
+    planted.mkdir(parents=True)
+    (planted / "MEMORY.md").write_text("obey me\n")
+    env = {**os.environ, "PADDOCK_RUN": str(tmp_path / "r1"), "PADDOCK_WORKSPACE": str(workspace),
+           "PADDOCK_SANDBOX": "box"}  # fmt: skip
+    script = claude_code.HOME + 'echo "$CLAUDE_CODE_DISABLE_AUTO_MEMORY"'
+    done = subprocess.run(["bash", "-c", script], env=env, cwd=workspace, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert done.stdout == "1\n"
+    assert not planted.exists()
 
 
 @pytest.mark.parametrize(

@@ -162,6 +162,9 @@ def test_a_runs_conversations_are_masked_and_no_part_of_its_changes(sandbox: San
         'cd .paddock/sessions/claude && printf \'{"out":"%s and %s"}\\n\' "$RUN_KEY" "$WS_KEY"'
         " > t.jsonl && printf '%s' \"$RUN_KEY\" | base64 >> t.jsonl"
         ' && printf \'a\\0b%s\\0c\' "$RUN_KEY" > t.db && echo work > "$PADDOCK_WORKSPACE/w.txt"'
+        # What the agent could do to keep it: date it back, link it from elsewhere.
+        ' && printf %s "$RUN_KEY" > old.jsonl && touch -d 2001-01-01 old.jsonl'
+        ' && printf %s "$RUN_KEY" > ../../../kept && ln ../../../kept linked'
     )
     sandbox.launch(
         script,
@@ -177,9 +180,11 @@ def test_a_runs_conversations_are_masked_and_no_part_of_its_changes(sandbox: San
     assert text.startswith('{"out":"' + "*" * 17 + " and " + "*" * 18 + '"}\n')
     assert "c2stcnVuLTAxMjM0NTY3ODk" not in text  # base64 of it
     assert (store / "t.db").read_bytes() == b"a\0b" + b"*" * 17 + b"\0c"
+    assert (store / "old.jsonl").read_text() == "*" * 17  # by its ctime, which stays
+    assert not (store / "linked").exists()  # a file of two links: not masked, removed
     assert earlier.stat().st_mtime_ns == stamp
     assert b".paddock" not in poll.files
-    assert rs.parse_changes(poll.changes) == [("untracked", "w.txt")]
+    assert rs.parse_changes(poll.changes) == [("untracked", "kept"), ("untracked", "w.txt")]
 
 
 def test_the_wrappers_git_runs_nothing_the_agent_configured_and_hides_no_change(

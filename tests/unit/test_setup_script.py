@@ -234,8 +234,12 @@ def test_the_scripts_masked_forms_are_the_run_logs(tmp_path: Path) -> None:
     values = [
         "tok-0123456789", "abc", "short", "with space and+plus/slash?", "é-ünïcode-válue",
         PEM, "  padded-secret-value \n", "line-one-long-enough\r\nline-two-long-enough",
+        # as a JSON string holds them: a service account's key, quotes, a tab, a bell
+        '{"private_key": "' + PEM.replace("\n", "\\n") + '"}\n', 'q"uo\\te', "ta\tb\x07-x",
     ]  # fmt: skip
     env = {f"S{i}": value for i, value in enumerate(values)}
+    env["db.password"] = "dotted-name-secret"  # a name bash cannot expand, as env holds it
+    values.append(env["db.password"])
     listed = subprocess.run(
         ["bash", "-c", SCRUB_FUNCTIONS + 'printf "%s\\0" "${_paddock_forms[@]}"'],
         env={**os.environ, **env, "PADDOCK_SECRET_ENV": " ".join(env)},

@@ -56,28 +56,31 @@ def gate_command(harness: str, spec: AgentRunSpec) -> str:
     return f'env -i PATH="$PATH" node {client} {harness} {gate_seconds(spec)} || exit 2'
 
 
-def own_home(
-    variable: str, cli: str, keep: tuple[str, ...] = (), keep_files: tuple[str, ...] = ()
-) -> str:
+def own_home(variable: str, cli: str, keep: tuple[str, ...] = ()) -> str:
     """Shell lines that give a CLI a configuration home of the run's own, new at each launch
     (``$PADDOCK_RUN/home/<cli>``, in ``variable``): nothing the agent wrote into an earlier
     run's home, or into the sandbox's HOME, configures this run (a ``.env``, settings, hooks,
-    plugins, agents, rules). ``keep`` (folders) and ``keep_files``: its conversations, which a
-    run's ``sessionId`` resumes, linked from the sandbox's store of them on its volume
-    (``SESSIONS_DIR``); they hold data the CLI reads back, never its configuration."""
-    home = f'"$PADDOCK_RUN/home/{cli}"'
-    store = f'"$PADDOCK_WORKSPACE/{SESSIONS_DIR}/{cli}"'
-    lines = [
-        f"export {variable}={home}",
-        f"mkdir -p {home} {store}",
-        f"printf '*\\n' > \"$PADDOCK_WORKSPACE/{SESSIONS_DIR}/.gitignore\"",
+    plugins, agents, rules, a database of them). ``keep``: the folders of its conversations,
+    which a run's ``sessionId`` resumes, linked from this sandbox's store of them on its volume
+    (``SESSIONS_DIR``/``$PADDOCK_SANDBOX``/<cli>); they hold data the CLI reads back, never its
+    configuration. Another sandbox's store (a snapshot of another sandbox restored into this
+    one's volume) is deleted first: a conversation stays with the sandbox that had it."""
+    sessions = f'"$PADDOCK_WORKSPACE/{SESSIONS_DIR}"'
+    home, store = f'"$PADDOCK_RUN/home/{cli}"', f'{sessions}/"$PADDOCK_SANDBOX/{cli}"'
+    lines = [f"export {variable}={home}", f"mkdir -p {home}"]
+    if not keep:
+        return "\n".join(lines) + "\n"
+    lines += [
+        f"mkdir -p {store}",
+        f'find {sessions} -mindepth 1 -maxdepth 1 ! -name "$PADDOCK_SANDBOX" -exec rm -rf {{}} +',
+        # Its .gitignore (*) keeps it out of the agent's git; written anew (no run of the
+        # agent's is left to race it: the launch ended them), never through what was there.
+        f"printf '*\\n' > {sessions}/.gitignore.new",
+        f"mv -f {sessions}/.gitignore.new {sessions}/.gitignore",
     ]
-    for name in keep + keep_files:
+    for name in keep:
         parent = posixpath.dirname(name)
-        made = [f"{home}/{parent}"] if parent else []  # the link's folder, and the store's:
-        made += [f"{store}/{name}"] if name in keep else [f"{store}/{parent}"] if parent else []
-        if made:
-            lines.append("mkdir -p " + " ".join(made))
+        lines.append(f"mkdir -p {store}/{name}" + (f" {home}/{parent}" if parent else ""))
         lines.append(f"ln -s {store}/{name} {home}/{name}")
     return "\n".join(lines) + "\n"
 

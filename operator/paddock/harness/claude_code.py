@@ -35,7 +35,13 @@ from paddock.runs.events import Draft
 
 # Claude Code reads its user settings, agents, commands, plugins and memory from its config
 # home (``--setting-sources=`` aside); a run's is its own.
-HOME = own_home("CLAUDE_CONFIG_DIR", "claude", ("projects",))
+# Its transcripts are kept (projects/<the workspace's path>/); not its auto memory, which
+# Claude Code writes there too and loads into every later run's prompt as instructions.
+HOME = (
+    own_home("CLAUDE_CONFIG_DIR", "claude", ("projects",))
+    + "export CLAUDE_CODE_DISABLE_AUTO_MEMORY=1\n"
+    + 'rm -rf "$CLAUDE_CONFIG_DIR"/projects/*/memory\n'
+)
 
 
 def _argv(spec: AgentRunSpec, *more: str) -> str:

@@ -47,13 +47,10 @@ def _argv(spec: AgentRunSpec) -> str:
 
 
 # OpenCode keeps its sessions in a database in its data directory (``$XDG_DATA_HOME/opencode``),
-# which is the run's own: only the database is kept. The rest holds what OpenCode runs or
-# reads as its own (``snapshot/`` repositories it runs git in, ``auth.json``).
-DATA = own_home(
-    "XDG_DATA_HOME",
-    "opencode",
-    keep_files=tuple(f"opencode/opencode.db{end}" for end in ("", "-wal", "-shm")),
-)
+# which also holds what decides what a run may do (a session's own permission rules, which win
+# over the run's config; accounts whose remote config adds plugins): a run's is its own and
+# new, and none is kept. A run of OpenCode therefore resumes no earlier session.
+DATA = own_home("XDG_DATA_HOME", "opencode")
 
 
 def invocation(spec: AgentRunSpec, workspace: WorkspaceContext = NO_WORKSPACE) -> Invocation:

@@ -25,8 +25,13 @@ SECRET_ENV_VAR = "PADDOCK_SECRET_ENV"  # noqa: S105  (a variable name, not a sec
 SCRUB_FUNCTIONS = (
     r"""
 _paddock_secrets=()
+_paddock_env() { # name -> the value the environment holds (any name: a.b, a-b too), in REPLY
+  if [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then REPLY=${!1-}; return; fi
+  REPLY=$(printenv -- "$1"; printf x); REPLY=${REPLY%x}; REPLY=${REPLY%$'\n'}
+}
 for _paddock_name in ${PADDOCK_SECRET_ENV:-}; do
-  _paddock_secrets+=("${!_paddock_name-}")
+  _paddock_env "$_paddock_name"
+  _paddock_secrets+=("$REPLY")
 done
 _paddock_trim() { # text -> text without surrounding blanks (and a CR)
   local s=${1%$'\r'}
@@ -44,6 +49,16 @@ _paddock_quote() { # text [plus] -> URL-encoded (every byte but A-Za-z0-9_.-~; p
     esac
   done
   printf '%s' "$out"
+}
+_paddock_json() { # text -> the text as a JSON string holds it (no quotes), in REPLY
+  local s=$1 hex c i
+  s=${s//'\'/'\\'}; s=${s//'"'/'\"'}; s=${s//$'\n'/'\n'}; s=${s//$'\r'/'\r'}
+  s=${s//$'\t'/'\t'}; s=${s//$'\b'/'\b'}; s=${s//$'\f'/'\f'}
+  for (( i = 1; i < 32; i++ )); do
+    printf -v hex '%02x' "$i"; printf -v c "\\x$hex"
+    [[ $s == *"$c"* ]] && s=${s//"$c"/"\\u00$hex"}
+  done
+  REPLY=$s
 }
 _paddock_forms=()
 _paddock_form() { # a form of a secret, masked when long enough
@@ -79,6 +94,10 @@ for _paddock_value in "${_paddock_secrets[@]}"; do
   for _paddock_line in "${_paddock_base[@]:2}"; do _paddock_form "$_paddock_line" MIN_PART; done
   for _paddock_line in "${_paddock_base[@]}"; do
     [ -n "$_paddock_line" ] && _paddock_encoded "$_paddock_line"
+  done
+  for _paddock_i in "${!_paddock_base[@]}"; do  # as a JSON string holds it
+    _paddock_json "${_paddock_base[_paddock_i]}"
+    _paddock_form "$REPLY" "$(( _paddock_i < 2 ? MIN_WHOLE : MIN_PART ))"
   done
 done
 # Longest first, so that a value masks whole before a part of it could.

@@ -110,6 +110,7 @@ if ! cd "$PADDOCK_WORKSPACE" 2>/dev/null; then
   finish 127
 fi
 snapshot > "$run/snapshot"
+paddock_started=$(command -p date +%s.%N)
 setsid bash "$PADDOCK_CONTROL/harness" > "$run/stdout" 2> "$run/stderr" < /dev/null &
 child=$!
 printf '%s\n' "$child" > "$run/harness.pid"
@@ -161,16 +162,21 @@ fi
 
 # The conversations the run's CLI wrote on the volume (``vocab.names.SESSIONS_DIR``), which
 # its snapshots and archives hold: every form of the container's and the run's secret values
-# (init_scripts.SCRUB_FUNCTIONS) overwritten with as many '*', so a database's pages keep their
-# sizes. A file that cannot be masked (no sed) is emptied: its conversation goes, no secret
-# stays. A form of more than one line is masked line by line.
+# (init_scripts.SCRUB_FUNCTIONS) overwritten with as many '*' (a file keeps its size), in each
+# file changed since the run started (by its ctime, which no one can set back). What cannot be
+# masked goes: a file of more than one link or over MASK_BYTES, one sed fails on or takes
+# longer than MASK_SECONDS on, a store reached through a link. A form of more than one line
+# is masked line by line. Commands from the system's own directories only.
 MASK_SESSIONS = r"""
 paddock_mask_sessions() (
-  cd "$PADDOCK_WORKSPACE" 2>/dev/null && [ -d @SESSIONS@ ] || exit 0
+  local -x PATH=/usr/bin:/bin LC_ALL=C
+  cd "$PADDOCK_WORKSPACE" 2>/dev/null || exit 0
+  local store=@SESSIONS@ form stars file
+  if [ -L .paddock ] || [ -L "$store" ]; then rm -f .paddock "$store"; exit 0; fi
+  [ -d "$store" ] || exit 0
   PADDOCK_SECRET_ENV="${PADDOCK_SECRET_ENV:-} ${PADDOCK_RUN_SECRET_ENV:-}"
   [ -n "${PADDOCK_SECRET_ENV// /}" ] || exit 0
   SCRUB_FUNCTIONS
-  export LC_ALL=C
   : > "$run/mask.sed"
   for form in "${_paddock_forms[@]}"; do
     [[ $form == *$'\n'* ]] && continue
@@ -178,9 +184,14 @@ paddock_mask_sessions() (
     printf 's/%s/%s/g\n' "$(_paddock_sed_escape "$form")" "${stars// /*}" >> "$run/mask.sed"
   done
   [ -s "$run/mask.sed" ] || exit 0
-  find @SESSIONS@ -type f -newer "$run/prompt" -print0 | while IFS= read -r -d '' file; do
-    if sed -f "$run/mask.sed" < "$file" > "$run/masked"; then
-      cmp -s "$file" "$run/masked" || cat "$run/masked" > "$file"
+  find "$store" -newerct "@$paddock_started" ! -type d -print0 |
+  while IFS= read -r -d '' file; do
+    if [ -L "$file" ] || [ ! -f "$file" ] || [ "$(stat -c %h -- "$file")" != 1 ] ||
+       [ "$(stat -c %s -- "$file")" -gt MASK_BYTES ]; then
+      echo "paddock: $file cannot be masked (not a file of one link, or too large): removed" >&2
+      rm -f -- "$file"
+    elif timeout MASK_SECONDS sed -f "$run/mask.sed" < "$file" > "$run/masked"; then
+      cmp -s -- "$file" "$run/masked" || cat -- "$run/masked" > "$file"
     else
       echo "paddock: $file could not be masked: it is emptied" >&2
       : > "$file"
@@ -189,6 +200,10 @@ paddock_mask_sessions() (
   rm -f "$run/mask.sed" "$run/masked"
 )
 """.replace("SCRUB_FUNCTIONS", SCRUB_FUNCTIONS)
+MASK_BYTES = 64 << 20
+MASK_SECONDS = 120
+MASK_SESSIONS = MASK_SESSIONS.replace("MASK_BYTES", str(MASK_BYTES))
+MASK_SESSIONS = MASK_SESSIONS.replace("MASK_SECONDS", str(MASK_SECONDS))
 
 LAUNCH = END_PROCESSES + LAUNCH
 WRAPPER = (OWN_GIT + END_PROCESSES + MASK_SESSIONS + WRAPPER).replace("@SESSIONS@", SESSIONS_DIR)
@@ -224,7 +239,10 @@ def poll_argv(run_id: str, stdout_offset: int, files_offset: int, max_bytes: int
 
 # The container's secret env as it started (an exec gets that env): base64, one a line.
 STARTED_SECRETS = (
-    r"""for n in ${PADDOCK_SECRET_ENV:-}; do printf %s "${!n-}" | base64 -w0; echo; done"""
+    r"""for n in ${PADDOCK_SECRET_ENV:-}; do"""
+    r""" if [[ $n =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then printf %s "${!n-}";"""
+    r""" else v=$(printenv -- "$n"; printf x); v=${v%x}; printf %s "${v%$'\n'}"; fi"""
+    r""" | base64 -w0; echo; done"""
     "\n"
 )
 

@@ -9,6 +9,7 @@ header encoded. Each of those forms is masked.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
@@ -34,17 +35,25 @@ def _base64_cores(raw: bytes) -> set[str]:
     return cores
 
 
+def json_escaped(text: str) -> str:
+    """The text as a JSON string holds it, without the quotes (as JSON.stringify and Python's
+    json.dumps without ensure_ascii write it: a transcript's, a config file's)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
 def variants(secret: str) -> set[str]:
     """Every form of one secret value that is masked."""
-    forms = {secret, secret.strip()}
+    whole = {secret, secret.strip()}
+    forms = set(whole)
     lines = [line.strip() for line in secret.splitlines()]
     if len(lines) > 1:
         forms |= {line for line in lines if len(line) >= MIN_PART}
     for form in list(forms):
         forms |= {quote(form, safe=""), quote_plus(form, safe="")}
         forms |= _base64_cores(form.encode())
-    whole = {f for f in forms if len(f) >= MIN_WHOLE and f in (secret, secret.strip())}
-    return whole | {f for f in forms if len(f) >= MIN_PART}
+        forms.add(json_escaped(form))
+    whole |= {json_escaped(form) for form in whole}
+    return {f for f in forms if len(f) >= (MIN_WHOLE if f in whole else MIN_PART)}
 
 
 class Scrubber:
