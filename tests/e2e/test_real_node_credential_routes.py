@@ -179,23 +179,18 @@ def test_a_runs_mcp_server_with_a_secret_header_is_reached_through_the_gateway(
     image = local.load_image(local.default_state_dir(), "sandbox")
     storage = {"size": "1Gi", "storageClassName": node.STORAGE_CLASS}
     _, plan = local_cluster_plan()
-    host = node.host_ip()
-    assert host is not None
     seen: list[dict[str, str]] = []
     steps: list[Step] = [Call(f"mcp__probe__{mcp_probe.TOOL}", {"island": "rottnest"}), SEARCH]
     with (
         mcp_probe.serve(plan.gateway, seen) as served,
-        ScriptedModel(steps, host=host) as model,
+        ScriptedModel(steps, host=plan.gateway) as model,
     ):
+        # Both on the node's bridge address, by the name the gateway knows it by: the model
+        # through the proxy, the MCP server through the run's route.
         port = int(served.rsplit(":", 1)[1].split("/")[0])
-        model_port = int(model.url.rsplit(":", 1)[1])
-        policy = {
-            "commands": {"default": "allow"},
-            "network": {
-                "hosts": {"allow": [f"{BRIDGE}:{port}"]},
-                "egress": [{"cidrs": [f"{host}/32"], "ports": [{"port": model_port}]}],
-            },
-        }
+        model_url = f"http://{BRIDGE}:{model.url.rsplit(':', 1)[1]}"
+        hosts = [f"{BRIDGE}:{port}", model_url.removeprefix("http://")]
+        policy = {"commands": {"default": "allow"}, "network": {"hosts": {"allow": hosts}}}
         header = {"name": "Authorization", "secretKeyRef": {"name": "mcp", "key": "token"},
                   "bearer": True}  # fmt: skip
         probe = {"name": "probe", "mcp": {"url": f"http://{BRIDGE}:{port}/mcp",
@@ -206,7 +201,7 @@ def test_a_runs_mcp_server_with_a_secret_header_is_reached_through_the_gateway(
         box = sandbox("box", "app", image=image, storage=storage, policy=policy, **ON_NODE)
         cluster.apply(box, namespace)
         wait_for_phase(cluster, namespace, "box", "Ready", timeout=240)
-        cluster.apply(scripted_claude_run("mcp", "box", "Count quokkas.", model.url), namespace)
+        cluster.apply(scripted_claude_run("mcp", "box", "Count quokkas.", model_url), namespace)
         status = wait_for_run(cluster, namespace, "mcp", timeout=240)
 
     events = log_events(cluster, namespace, "mcp")

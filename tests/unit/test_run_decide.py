@@ -149,6 +149,11 @@ def test_a_run_execs_only_into_the_pod_its_sandbox_controls() -> None:
     gone = sandboxes.check_pod(ready, None)
     assert isinstance(gone, Waiting)
     assert gone.reason == "SandboxNotReady"
+    # A pod being deleted (a pause, a replacement) still says Ready until it stops.
+    ending = {"metadata": {**own["metadata"], "deletionTimestamp": "2026-12-07T00:00:00Z"}}
+    going = sandboxes.check_pod(ready, ending)
+    assert isinstance(going, Waiting)
+    assert going.reason == "SandboxNotReady"
 
 
 def test_a_ready_sandbox_names_its_pod_and_workspace() -> None:

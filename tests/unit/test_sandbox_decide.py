@@ -91,6 +91,10 @@ def kinds(plan: Plan, write: type) -> list[str]:
     )
 
 
+def _ending(pod: Obj) -> Obj:
+    return {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T00:59:00Z"}}
+
+
 # Four files of 256 KiB: over the 900 KiB a sandbox's files ConfigMap may hold.
 BIG = WorkspaceSpec.model_validate(
     {
@@ -204,6 +208,12 @@ CASES = {
         "Starting",
     ),
     "ready": (settled(pod=ready_pod()), "Ready", "Ready"),
+    # Resumed while the pod a pause deleted still runs (and says Ready): not Ready on it.
+    "its earlier pod still ending": (
+        settled(pod=_ending(ready_pod())),
+        "Provisioning",
+        "Starting",
+    ),
     "paused by the spec": (
         world(
             sandbox({"workspaceRef": {"name": "ws"}, "lifecycle": {"paused": True}}),
@@ -668,3 +678,11 @@ def test_the_model_route_is_reached_without_the_proxy() -> None:
     sandbox_container = next(c for c in pod["spec"]["containers"] if c["name"] == "sandbox")
     env = {var["name"]: var.get("value") for var in sandbox_container["env"]}
     assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1,::1,gw.paddock.svc"
+
+
+def test_a_pod_still_ending_is_neither_used_nor_replaced_until_it_is_gone() -> None:
+    plan = decide(settled(pod=_ending(ready_pod())))
+    assert ready(plan)["status"] == "False"
+    assert "Pod" not in kinds(plan, Create)
+    assert "Pod" not in kinds(plan, Delete)
+    assert "Pod" in kinds(decide(settled()), Create)  # once it is gone, a new one

@@ -267,6 +267,9 @@ def check_pod(state: ReadySandbox, pod: Obj | None) -> ReadySandbox | Waiting | 
     if pod is None:
         message = f"waiting for Sandbox {state.name} to be Ready (its pod {state.pod} is gone)"
         return Waiting(state.name, R.SANDBOX_NOT_READY, message)
+    if pod["metadata"].get("deletionTimestamp"):
+        message = f"waiting for Sandbox {state.name} to be Ready (its pod {state.pod} is ending)"
+        return Waiting(state.name, R.SANDBOX_NOT_READY, message)
     if not controlled_by(pod, state.uid):
         message = (
             f"pod {state.pod} does not belong to Sandbox {state.name}; the run does not exec "

@@ -264,6 +264,12 @@ def _progress(
     restored = restored_from(pvc)
     pod = world.pod
     writes += relabelled(world, inputs)
+    if pod is not None and pod["metadata"].get("deletionTimestamp"):
+        # A pod being deleted (paused, replaced) still says Ready until its containers stop:
+        # no run may take it. Its deletion's event brings the next reconcile, which makes anew.
+        message = f"Waiting for the sandbox's earlier pod {pod['metadata']['name']} to end."
+        draft.condition(C.READY, False, R.STARTING, message)
+        return draft.finish(SandboxPhase.PROVISIONING, R.STARTING, message, writes)
     if pod is None:
         # A restored volume holds the prepared workspace: no clone, projection or setup.
         ready_made = prepared or restored is not None
