@@ -25,6 +25,7 @@ from paddock.gateway.credentials import CredentialForwarding, CredentialRoutes
 from paddock.gateway.directory import Decided
 from paddock.gateway.routes import Routes
 from paddock.render.credential_routes import (
+    MCP_METHODS,
     CredentialRoute,
     Rule,
     RunRoutes,
@@ -105,8 +106,17 @@ def served(api: Api) -> Iterator[Served]:
     routes = CredentialRoutes()
     rules = (Rule(("GET",), ("/v1/things/*",)), Rule(("POST",), ("/v1/uploads/**",)))
     route = CredentialRoute("api", f"{api.url}/base", (("X-Api-Key", SECRET),), rules, (SECRET,))
+    # An MCP server's: its one path and query (the server's URL .../base/mcp?team=blue).
+    mcp = CredentialRoute(
+        "mcp.docs",
+        f"{api.url}/base",
+        (("X-Api-Key", SECRET),),
+        (Rule(MCP_METHODS, ("/mcp",)),),
+        (SECRET,),
+        ("/mcp", "team=blue"),
+    )
     held = RunRoutes(token_digest(TOKEN), "team/r1", "team/box", utcnow() + timedelta(hours=1),
-                     (route,), uid="uid-1")  # fmt: skip
+                     (route, mcp), uid="uid-1")  # fmt: skip
     routes.relisted("Secret", [routes_secret("gw", "uid-1", held)])
     boxes = {"127.0.0.1": "team/box"}
     allowed = {"allowed": True}
@@ -158,6 +168,18 @@ def test_a_runs_request_reaches_the_api_with_the_secret_and_comes_back_without_i
     assert "[redacted]" in body.decode()
     assert headers["x-echo"] == "[redacted]"
     assert TOKEN not in json.dumps(sent)
+
+
+def test_an_mcp_servers_route_reaches_its_one_path_and_query_only(served: Served, api: Api) -> None:
+    mcp = served.url.removesuffix("/api") + "/mcp.docs"
+    status, _, _ = _call(f"{mcp}/mcp?team=blue", "POST", b"{}")
+    assert status == 200
+    [(method, path, sent, _)] = api.seen
+    assert (method, path, sent["x-api-key"]) == ("POST", "/base/mcp?team=blue", SECRET)
+    for url in (f"{mcp}/mcp?team=red", f"{mcp}/mcp", f"{mcp}/mcp/more?team=blue", f"{mcp}/x"):
+        status, _, body = _call(url, "POST", b"{}")
+        assert status == 403, (url, body)
+    assert len(api.seen) == 1
 
 
 def test_a_large_body_streams_through(served: Served, api: Api) -> None:

@@ -137,6 +137,8 @@ MCP_WORKSPACE = WorkspaceSpec.model_validate({"skills": [
         {"name": "Authorization", "secretKeyRef": {"name": "mcp", "key": "token"}, "bearer": True},
         {"name": "X-Team", "value": "blue"}]}},
     {"name": "open", "mcp": {"url": "https://open.example.com/mcp"}},
+    {"name": "wild", "mcp": {"url": "https://w.example.com/v1/**", "headers": [
+        {"name": "X-Key", "secretKeyRef": {"name": "mcp", "key": "token"}}]}},
 ]})  # fmt: skip
 
 
@@ -151,10 +153,11 @@ def test_an_mcp_servers_secret_header_is_the_gateways_and_the_run_reaches_it_by_
                                       gateway, NOW, {("mcp", "token"): "s3cret"})  # fmt: skip
     assert isinstance(granted, credential_access.Routed)
     assert granted.held
-    (url,) = granted.env.values()  # the server without a secret header is reached directly
-    token = url.split("/_route/")[1].split("/")[0]
+    token = granted.env["PADDOCK_MCPURL_DOCS"].split("/_route/")[1].split("/")[0]
     assert granted.env == {
-        "PADDOCK_MCPURL_DOCS": f"http://gw:8081/_route/{token}/mcp.docs/mcp?team=blue"
+        "PADDOCK_MCPURL_DOCS": f"http://gw:8081/_route/{token}/mcp.docs/mcp?team=blue",
+        "PADDOCK_MCPURL_OPEN": "https://open.example.com/mcp",  # no secret header: direct
+        "PADDOCK_MCPURL_WILD": f"http://gw:8081/_route/{token}/mcp.wild/**",
     }
     assert granted.condition is not None
     assert granted.condition[:2] == (True, "ThroughGateway")
@@ -164,19 +167,40 @@ def test_an_mcp_servers_secret_header_is_the_gateways_and_the_run_reaches_it_by_
     (secret,) = written
     held = read_routes(secret)
     assert held is not None
-    (route,) = held.routes
+    route, wild = held.routes
     assert (route.name, route.upstream) == ("mcp.docs", "https://mcp.example.com/v1")
     assert route.headers == (("Authorization", "Bearer s3cret"), ("X-Team", "blue"))
     assert route.secrets == ("s3cret",)
-    assert route.allows("POST", "/mcp")
-    assert route.allows("GET", "/mcp")
-    assert route.allows("DELETE", "/mcp")
-    assert not route.allows("POST", "/mcp/more")
-    assert not route.allows("PUT", "/mcp")
+    # The server's one path and its own query, as they are; no other.
+    for method in ("POST", "GET", "DELETE"):
+        assert route.allows(method, "/mcp", "team=blue")
+    assert not route.allows("POST", "/mcp", "team=red")  # a scope of the agent's choosing
+    assert not route.allows("POST", "/mcp", "")
+    assert not route.allows("POST", "/mcp/more", "team=blue")
+    assert not route.allows("PUT", "/mcp", "team=blue")
+    assert wild.allows("POST", "/**")  # a wildcard in the URL is itself, not a pattern
+    assert not wild.allows("POST", "/admin/users")
     # Without a gateway, the header is in the sandbox, as before: nothing to route.
     unrouted = credential_access.grant(RUN, SPEC, ReadySandbox("box", "p", "ws"), MCP_WORKSPACE,
                                        None, NOW, {})  # fmt: skip
-    assert unrouted == credential_access.Routed()
+    assert unrouted == credential_access.Routed({
+        "PADDOCK_MCPURL_DOCS": "https://mcp.example.com/v1/mcp?team=blue",
+        "PADDOCK_MCPURL_OPEN": "https://open.example.com/mcp",
+        "PADDOCK_MCPURL_WILD": "https://w.example.com/v1/**",
+    })  # fmt: skip
+
+
+def test_skills_whose_variables_would_be_the_same_are_refused() -> None:
+    """One would take the other's value: a secret header sent to another server."""
+    mcp = {"url": "https://a.example.com/mcp"}
+    for skills in (
+        [{"name": "a-b", "mcp": mcp}, {"name": "a--b", "mcp": mcp}],
+        [{"name": "a", "mcp": {**mcp, "headers": [{"name": "b-x", "value": "1"}]}},
+         {"name": "a-b", "mcp": {**mcp, "headers": [{"name": "x", "value": "2"}]}}],
+        [{"name": "docs", "mcp": mcp}, {"name": "docs", "file": {"path": "f", "content": ""}}],
+    ):  # fmt: skip
+        with pytest.raises(ValueError, match=r"apart|own"):
+            WorkspaceSpec.model_validate({"skills": skills})
 
 
 def test_a_workspace_without_routes_gives_nothing() -> None:

@@ -114,6 +114,13 @@ def test_where_a_gateway_holds_them_the_pod_has_no_mcp_secret_header() -> None:
     for held in (False, True):
         assert env(held)["PADDOCK_MCPURL_DOCS"] == "https://mcp.example.com/mcp"
     assert "secretKeyRef" in env(False)["PADDOCK_MCP_DOCS_AUTHORIZATION"]
+    # A $ in a URL stays itself: the kubelet would put an earlier variable's value in $(NAME).
+    odd = WorkspaceSpec.model_validate(
+        {"skills": [{"name": "m", "mcp": {"url": 'https://h/$(X)"'}}]}
+    )
+    pod = render_sandbox(dataclasses.replace(INPUTS, workspace=odd), prepared=False)["Pod"]
+    (main,) = [c for c in pod["spec"]["containers"] if c["name"] == "sandbox"]
+    assert {"name": "PADDOCK_MCPURL_M", "value": "https://h/$$(X)%22"} in main["env"]
     assert "PADDOCK_MCP_DOCS_AUTHORIZATION" not in env(True)
     assert "PADDOCK_MCP_DOCS_AUTHORIZATION" not in env(True).get("PADDOCK_SECRET_ENV", "")
 

@@ -40,6 +40,10 @@ def test_a_workspaces_variables_and_mcp_headers_are_in_the_sandbox_not_its_clone
     assert secrets_in_sandbox.of_workspace(WORKSPACE, gateway=True) == [
         "the Workspace's secret DB_PASSWORD"
     ]
+    # A run without a model key of the gateway's: its MCP headers are the gateway's all the same.
+    assert secrets_in_sandbox.of_run(_run(), WORKSPACE, False, None, held=True) == [
+        "the Workspace's secret DB_PASSWORD"
+    ]
 
 
 def test_a_run_adds_its_own_an_unrouted_model_key_and_what_its_pod_started_with() -> None:

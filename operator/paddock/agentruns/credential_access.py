@@ -32,7 +32,7 @@ from paddock.api.workspace import HttpRoute, WorkspaceSpec
 from paddock.render import credential_routes as routes_format
 from paddock.render.credential_routes import ROUTES_OF_LABEL, CredentialRoute, Rule, RunRoutes
 from paddock.render.model_routes import token_digest
-from paddock.render.projections import mcp_url_env
+from paddock.render.projections import mcp_url_env, mcp_url_value
 
 Obj = dict[str, Any]
 
@@ -68,15 +68,18 @@ def grant(
     """The run's routes, written now (``values``: the Secrets' values the routes' headers
     name); the run's end when their Secret is another's."""
     servers = held_mcp(workspace)
+    # Every MCP server's URL, as its harness config reads it: the server's own, or the run's
+    # route to it (below). (A pod made before it had its URL in its env has none.)
+    direct = {mcp_url_env(s.name): mcp_url_value(str(s.mcp.url)) for s in workspace.skills if s.mcp}
     if not workspace.routes and (gateway is None or not servers):
-        return Routed()
+        return Routed(direct)
     names = ", ".join(route.name for route in workspace.routes)
     if gateway is None:
         said = (
             f"No egress gateway serves credential routes: the Workspace's routes ({names}) are "
             "not there for this run, and their secrets are not in the sandbox either."
         )
-        return Routed({}, (False, R.ROUTES_UNSERVED, said))
+        return Routed(direct, (False, R.ROUTES_UNSERVED, said))
     names = ", ".join(
         [*(r.name for r in workspace.routes), *(f"MCP server {s.name}" for s in servers)]
     )
@@ -104,8 +107,8 @@ def grant(
         for route in workspace.routes
     }
     env |= {
-        mcp_url_env(skill.name): routes_format.mcp_route_url(
-            gateway.url, token, skill.name, str(skill.mcp.url)
+        mcp_url_env(skill.name): mcp_url_value(
+            routes_format.mcp_route_url(gateway.url, token, skill.name, str(skill.mcp.url))
         )
         for skill in servers
         if skill.mcp is not None
@@ -114,7 +117,7 @@ def grant(
         f"The egress gateway holds the secrets of the Workspace's routes ({names}); the run "
         f"reaches them at {', '.join(sorted(env))}."
     )
-    return Routed(env, (True, R.THROUGH_GATEWAY, said), held=bool(servers))
+    return Routed(direct | env, (True, R.THROUGH_GATEWAY, said), held=bool(servers))
 
 
 def _route(route: HttpRoute, values: dict[SecretRef, str]) -> CredentialRoute:
@@ -128,11 +131,11 @@ def _route(route: HttpRoute, values: dict[SecretRef, str]) -> CredentialRoute:
 def _mcp_route(skill: Skill, values: dict[SecretRef, str]) -> CredentialRoute:
     """An MCP server's route: its headers, to the server's one path (streamable HTTP)."""
     assert skill.mcp is not None
-    upstream, under, _ = routes_format.mcp_upstream(str(skill.mcp.url))
+    upstream, under, query = routes_format.mcp_upstream(str(skill.mcp.url))
     headers, masked = _headers(skill.mcp.headers, values)
     rules = (Rule(routes_format.MCP_METHODS, (under,)),)
     name = routes_format.MCP_ROUTE_PREFIX + skill.name
-    return CredentialRoute(name, upstream, tuple(headers), rules, tuple(masked))
+    return CredentialRoute(name, upstream, tuple(headers), rules, tuple(masked), (under, query))
 
 
 def _headers(

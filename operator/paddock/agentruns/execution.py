@@ -150,8 +150,9 @@ class Execution(RunEnding):
 
     def _start(self, spec: AgentRunSpec, now: datetime) -> float | None:
         world = observe.gather(self.run, spec, self._launched_in)
-        routed = spec.model_key is not None and self.gateway is not None
-        context = start.Context(self._asking(spec, now), now, routed, *self.refuse)
+        held = self.gateway is not None  # the gateway holds the MCP servers' secret headers
+        routed = spec.model_key is not None and held
+        context = start.Context(self._asking(spec, now), now, routed, *self.refuse, held)
         plan = start.decide_start(world, self.run, spec, context)
         if isinstance(plan, Wait):
             return self._wait(plan)
@@ -262,8 +263,7 @@ class Execution(RunEnding):
             return routes
         if routes.condition is not None:
             self._condition(C.CREDENTIAL_ROUTES, *routes.condition)
-        invocation = inputs.invocation(
-            spec, world.policy, world.workspace, access.model_url, routes.held)  # fmt: skip
+        invocation = inputs.invocation(spec, world.policy, world.workspace, access, routes)
         unprepared = self._pod().prepare(sandbox, invocation, self.cursor)
         if unprepared:
             return decide.launch_failure(spec, sandbox.pod, 2, unprepared)

@@ -15,7 +15,9 @@ from pydantic import ValidationError
 from paddock.agentruns import activity, claims, decide, gating, in_pod, taking
 from paddock.agentruns import sandbox as sandboxes
 from paddock.agentruns.asking import Answered, Asking
+from paddock.agentruns.credential_access import Routed
 from paddock.agentruns.decide import Wait
+from paddock.agentruns.model_access import Access
 from paddock.agentruns.sandbox import ReadySandbox, Verdict
 from paddock.api.agentrun import AgentRunSpec, Reuse
 from paddock.api.approvals import ApprovalState
@@ -171,14 +173,17 @@ def invocation(
     spec: AgentRunSpec,
     policy: SandboxPolicySpec | str | None,
     workspace: WorkspaceSpec,
-    model_url: str | None = None,
-    held: bool = False,
+    access: Access | None = None,
+    routes: Routed | None = None,
 ) -> Invocation:
     """How the run's harness starts: through Paddock's gate when the sandbox has a policy
-    and the harness has a gate; ``model_url``: the gateway's model route, which holds its key;
-    ``held``: the gateway holds the MCP servers' secret headers."""
+    and the harness has a gate; ``access``: its model's (the gateway's model route, which
+    holds its key); ``routes``: its credential routes (the gateway may hold the MCP servers'
+    secret headers)."""
     harness = HARNESSES[spec.harness]
-    context = replace(workspace_context(workspace, str(spec.harness), held), model_url=model_url)
+    held = routes is not None and routes.held
+    context = workspace_context(workspace, str(spec.harness), held)
+    context = replace(context, model_url=access.model_url if access else None)
     if harness.gate is not None and isinstance(policy, SandboxPolicySpec):
         return harness.gate.invocation(spec, policy, context)
     return harness.invocation(spec, context)

@@ -75,6 +75,7 @@ class Context:
     routed: bool = False  # the run's model key goes to a gateway's model route
     refuse_keys: bool = False  # the operator refuses model keys in sandboxes
     refuse_secrets: bool = False  # the operator refuses secret values in sandboxes
+    held: bool = False  # a gateway holds the MCP servers' secret headers
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,9 @@ def may_start(
     is refused, by its policy or the operator; a budget nothing would count)."""
     refusing = policy is not None and policy.secrets.in_sandbox == SecretsInSandbox.REFUSE
     if refusing or context.refuse_secrets:
-        found = secrets_in_sandbox.of_run(spec, world.workspace, context.routed, world.pod)
+        found = secrets_in_sandbox.of_run(
+            spec, world.workspace, context.routed, world.pod, context.held
+        )
         label = str(sandbox.policy.label) if refusing else None
         if (said := secrets_in_sandbox.refusal(found, label, context.refuse_secrets)) is not None:
             return None, Ending(RunPhase.FAILED, R.SECRETS_REFUSED, said)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -308,6 +309,32 @@ class WorkspaceSpec(ApiModel):
         if len(set(names)) != len(names):
             raise ValueError("each route needs a name of its own")
         return routes
+
+    @field_validator("skills")
+    @classmethod
+    def _skills_apart(cls, skills: list[Skill]) -> list[Skill]:
+        """Skills whose variables (an MCP server's URL and headers, a git skill's token:
+        PADDOCK_<PARTS>, each run of other characters one _) would be the same: one would
+        take the other's value, a secret sent to another server."""
+        given = [skill.name for skill in skills]
+        if len(set(given)) != len(given):
+            raise ValueError("each skill needs a name of its own")
+        seen: dict[str, str] = {}
+        for skill in skills:
+            names: list[tuple[str, ...]] = [(f"skill {skill.name}", "MCPURL", skill.name)]
+            names.append((f"skill {skill.name}", "SKILL", skill.name, "TOKEN"))
+            for header in skill.mcp.headers if skill.mcp else []:
+                names.append(
+                    (f"header {header.name} of skill {skill.name}", "MCP", skill.name, header.name)
+                )
+            for what, *parts in names:
+                variable = "_".join(re.sub(r"[^A-Za-z0-9]+", "_", p).upper() for p in parts)
+                if seen.setdefault(variable, what) != what:
+                    raise ValueError(
+                        f"the {seen[variable]} and the {what} would share the variable "
+                        f"PADDOCK_{variable}: give them names apart"
+                    )
+        return skills
 
 
 class WorkspaceSnapshot(ApiModel):

@@ -140,7 +140,8 @@ class CredentialForwarding:
         if len(path) > MAX_PATH:
             return _refused(line, f"the path is longer than {MAX_PATH} characters")
         # (off the loop: a route's patterns, matched against a long path, take a while)
-        if not await asyncio.to_thread(route.allows, request.method, path):
+        query = request.scope.get("query_string", b"").decode("latin-1")
+        if not await asyncio.to_thread(route.allows, request.method, path, query):
             return _refused(line, f"{request.method} {path[:200]} is not one the route allows")
         target = await self._judged(address, route)
         if isinstance(target, str):

@@ -36,14 +36,19 @@ def of_workspace(workspace: WorkspaceSpec, gateway: bool = False) -> list[str]:
 
 
 def of_run(
-    spec: AgentRunSpec, workspace: WorkspaceSpec, routed: bool, pod: Mapping[str, Any] | None
+    spec: AgentRunSpec,
+    workspace: WorkspaceSpec,
+    routed: bool,
+    pod: Mapping[str, Any] | None,
+    held: bool = False,
 ) -> list[str]:
     """What would put a secret value in the run's sandbox's environment: its own, its
-    Workspace's, and the secret variables its sandbox's pod started with."""
+    Workspace's, and the secret variables its sandbox's pod started with (``routed``: its model
+    key is a gateway's; ``held``: a gateway holds the MCP servers' secret headers)."""
     found = [f"the run's secret {s.name}" for s in spec.secrets]
     if spec.model_key is not None and not routed:
         found.append("the run's modelKey, which no egress gateway holds")
-    found += of_workspace(workspace, routed)
+    found += of_workspace(workspace, held)
     named = {s.name for s in workspace.secrets}
     for container in ((pod or {}).get("spec") or {}).get("containers") or []:
         for env in container.get("env") or []:

@@ -119,8 +119,14 @@ class CredentialRoute:
     headers: tuple[tuple[str, str], ...]
     rules: tuple[Rule, ...]
     secrets: tuple[str, ...] = ()  # the secret values in the headers: masked in answers
+    # An MCP server's route: the one path and query it lets through, as they are (the rules
+    # then judge the method only): its URL's, whatever wildcard or scope they could hold.
+    exact: tuple[str, str] | None = None
 
-    def allows(self, method: str, path: str) -> bool:
+    def allows(self, method: str, path: str, query: str = "") -> bool:
+        if self.exact is not None:
+            methods = {m for rule in self.rules for m in rule.methods}
+            return method in methods and (path, query) == self.exact
         return any(rule.allows(method, path) for rule in self.rules)
 
 
@@ -152,6 +158,7 @@ def routes_secret(namespace: str, run_uid: str, routes: RunRoutes) -> Obj:
                 "upstream": route.upstream,
                 "headers": [list(pair) for pair in route.headers],
                 "secrets": list(route.secrets),
+                **({"exact": list(route.exact)} if route.exact is not None else {}),
                 "rules": [
                     {"methods": list(r.methods), "paths": list(r.paths)} for r in route.rules
                 ],
@@ -173,6 +180,13 @@ def routes_secret(namespace: str, run_uid: str, routes: RunRoutes) -> Obj:
     }
 
 
+def _exact(given: Any) -> tuple[str, str] | None:
+    if given is None:
+        return None
+    path, query = given  # (a list of another length is no whole Secret: ValueError)
+    return str(path), str(query)
+
+
 def read_routes(secret: Obj) -> RunRoutes | None:
     """The routes a Secret holds; None when it is not a whole one."""
     meta = secret.get("metadata") or {}
@@ -190,6 +204,7 @@ def read_routes(secret: Obj) -> RunRoutes | None:
                 ),
                 # (without the list, every header's value is masked: none is shown unmasked)
                 secrets=tuple(map(str, route.get("secrets", [v for _, v in route["headers"]]))),
+                exact=_exact(route.get("exact")),
             )
             for route in document["routes"]
         )

@@ -61,6 +61,12 @@ def mcp_url_env(skill: str) -> str:
     return env_name("mcpurl", skill)
 
 
+def mcp_url_value(url: str) -> str:
+    """A server's URL as that variable holds it: a quote or backslash percent-encoded (Codex
+    reads it inside a TOML string; no URL holds them unencoded)."""
+    return url.replace("\\", "%5C").replace('"', "%22")
+
+
 def render_agents_md(spec: WorkspaceSpec) -> str | None:
     """AGENTS.md: the instructions, then a "Workspace scripts" section listing ``scripts``."""
     if spec.instructions is None and not spec.scripts:
@@ -230,7 +236,7 @@ def render_projection(spec: WorkspaceSpec) -> Projection:
             )
         elif skill.mcp is not None:
             servers[skill.name] = (skill.mcp.url, _mcp_headers(skill.name, skill.mcp, projection))
-            projection.env[mcp_url_env(skill.name)] = str(skill.mcp.url)
+            projection.env[mcp_url_env(skill.name)] = mcp_url_value(str(skill.mcp.url))
 
     if any(skill.git and not skill.git.into for skill in spec.skills):
         projection.warnings.append(

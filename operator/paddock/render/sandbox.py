@@ -237,7 +237,8 @@ def _main_container(inputs: SandboxInputs, projection: Projection) -> dict[str, 
         for var, ref in projection.secret_env.items()
         if var not in skill_tokens | held  # a skill's token: the project init container's only
     ]
-    env += [{"name": var, "value": url} for var, url in projection.env.items()]
+    # ($$: the kubelet would expand a $(NAME) in a value, an earlier variable's value in it)
+    env += [{"name": v, "value": url.replace("$", "$$")} for v, url in projection.env.items()]
     env += [
         {"name": "PADDOCK_SANDBOX", "value": inputs.name},
         {"name": "PADDOCK_WORKSPACE", "value": WORKSPACE_DIR},
