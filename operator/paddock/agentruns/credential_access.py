@@ -102,22 +102,30 @@ def grant(
     taken = gateway_secrets.write_own(secret, ROUTES_OF_LABEL, uid, "credential routes")
     if taken:
         return Ending(RunPhase.FAILED, R.ROUTES_UNSERVED, taken)
-    env = {
-        routes_format.route_env(route.name): routes_format.route_url(gateway.url, token, route.name)
-        for route in workspace.routes
-    }
-    env |= {
-        mcp_url_env(skill.name): mcp_url_value(
-            routes_format.mcp_route_url(gateway.url, token, skill.name, str(skill.mcp.url))
-        )
-        for skill in servers
-        if skill.mcp is not None
-    }
+    env = _urls(gateway.url, token, workspace, servers)
     said = (
         f"The egress gateway holds the secrets of the Workspace's routes ({names}); the run "
         f"reaches them at {', '.join(sorted(env))}."
     )
     return Routed(direct | env, (True, R.THROUGH_GATEWAY, said), held=bool(servers))
+
+
+def _urls(
+    gateway: str, token: str, workspace: WorkspaceSpec, servers: list[Skill]
+) -> dict[str, str]:
+    """Each route's URL, with the run's token, in the variable the run reads it from."""
+    env = {
+        routes_format.route_env(route.name): routes_format.route_url(gateway, token, route.name)
+        for route in workspace.routes
+    }
+    env |= {
+        mcp_url_env(skill.name): mcp_url_value(
+            routes_format.mcp_route_url(gateway, token, skill.name, str(skill.mcp.url))
+        )
+        for skill in servers
+        if skill.mcp is not None
+    }
+    return env
 
 
 def _route(route: HttpRoute, values: dict[SecretRef, str]) -> CredentialRoute:

@@ -249,6 +249,14 @@ def _paused(
     return draft.finish(SandboxPhase.PAUSED, reason, message, writes)
 
 
+def _pod_ending(draft: StatusDraft, pod: Obj, writes: list[Write]) -> Plan:
+    """A pod being deleted (paused, replaced) still says Ready until its containers stop: no
+    run may take it. Its deletion's event brings the next reconcile, which makes it anew."""
+    message = f"Waiting for the sandbox's earlier pod {pod['metadata']['name']} to end."
+    draft.condition(C.READY, False, R.STARTING, message)
+    return draft.finish(SandboxPhase.PROVISIONING, R.STARTING, message, writes)
+
+
 def _progress(
     draft: StatusDraft,
     world: SandboxWorld,
@@ -265,11 +273,7 @@ def _progress(
     pod = world.pod
     writes += relabelled(world, inputs)
     if pod is not None and pod["metadata"].get("deletionTimestamp"):
-        # A pod being deleted (paused, replaced) still says Ready until its containers stop:
-        # no run may take it. Its deletion's event brings the next reconcile, which makes anew.
-        message = f"Waiting for the sandbox's earlier pod {pod['metadata']['name']} to end."
-        draft.condition(C.READY, False, R.STARTING, message)
-        return draft.finish(SandboxPhase.PROVISIONING, R.STARTING, message, writes)
+        return _pod_ending(draft, pod, writes)
     if pod is None:
         # A restored volume holds the prepared workspace: no clone, projection or setup.
         ready_made = prepared or restored is not None
